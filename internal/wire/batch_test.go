@@ -1,0 +1,359 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+func testRecords(n int, rng *rand.Rand) []Record {
+	recs := make([]Record, n)
+	ts := int64(1_700_000_000_123_456_789)
+	for i := range recs {
+		size := []int{0, 1, 60, 576, 1500, 9000, 65535}[rng.IntN(7)]
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		ts += int64(rng.IntN(2_000_000)) - 500_000 // not monotonic
+		orig := uint32(size)
+		if rng.IntN(4) == 0 {
+			orig += uint32(rng.IntN(70000))
+		}
+		recs[i] = Record{Timestamp: ts, IfIndex: uint32(rng.IntN(3)), OrigLen: orig, Data: data}
+	}
+	return recs
+}
+
+func encode(recs []Record, seq uint64) []byte {
+	var e BatchEncoder
+	e.Reset(nil)
+	for _, r := range recs {
+		e.Append(r.Timestamp, r.IfIndex, r.OrigLen, r.Data)
+	}
+	return e.Finish(seq)
+}
+
+func decodeFrame(t testing.TB, frame []byte, nIf uint32) (Batch, []Record, error) {
+	t.Helper()
+	fr := NewFrameReader(bytes.NewReader(frame), Limits{})
+	h, p, err := fr.Next()
+	if err != nil {
+		return Batch{}, nil, err
+	}
+	if h.Type != TypeBatch {
+		t.Fatalf("type %s, want batch", h.Type)
+	}
+	b, err := ParseBatch(h.Flags, p, BatchLimits{})
+	if err != nil {
+		return b, nil, err
+	}
+	if err := b.Validate(nIf); err != nil {
+		return b, nil, err
+	}
+	var out []Record
+	it := b.Iter(nIf)
+	for {
+		var r Record
+		if err := it.Next(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("Next after Validate: %v", err)
+		}
+		out = append(out, r)
+	}
+	return b, out, nil
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 2, 100, 1000} {
+		recs := testRecords(n, rng)
+		frame := encode(recs, 42)
+		b, got, err := decodeFrame(t, frame, 3)
+		if err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if b.Seq != 42 || int(b.Count) != n {
+			t.Fatalf("n=%d: seq %d count %d", n, b.Seq, b.Count)
+		}
+		if len(got) != n {
+			t.Fatalf("n=%d: decoded %d records", n, len(got))
+		}
+		for i := range recs {
+			w, g := recs[i], got[i]
+			if w.Timestamp != g.Timestamp || w.IfIndex != g.IfIndex || w.OrigLen != g.OrigLen || !bytes.Equal(w.Data, g.Data) {
+				t.Fatalf("n=%d record %d: got %+v want %+v", n, i, g, w)
+			}
+			if cap(g.Data) != len(g.Data) {
+				t.Fatalf("record %d: data not capped", i)
+			}
+		}
+	}
+}
+
+func TestBatchExtremeTimestamps(t *testing.T) {
+	recs := []Record{
+		{Timestamp: math.MaxInt64, Data: []byte{1}},
+		{Timestamp: math.MinInt64, Data: []byte{2}},
+		{Timestamp: 0},
+		{Timestamp: -1, OrigLen: math.MaxUint32, Data: []byte{3, 4}},
+	}
+	for i := range recs {
+		if recs[i].OrigLen < uint32(len(recs[i].Data)) {
+			recs[i].OrigLen = uint32(len(recs[i].Data))
+		}
+	}
+	_, got, err := decodeFrame(t, encode(recs, 1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if got[i].Timestamp != recs[i].Timestamp || got[i].OrigLen != recs[i].OrigLen {
+			t.Errorf("record %d: got ts %d orig %d, want %d %d", i, got[i].Timestamp, got[i].OrigLen, recs[i].Timestamp, recs[i].OrigLen)
+		}
+	}
+}
+
+// TestRecordOverhead pins the per-record metadata cost on live-like
+// traffic: packets microseconds apart on one interface.
+func TestRecordOverhead(t *testing.T) {
+	var e BatchEncoder
+	e.Reset(nil)
+	data := make([]byte, 600)
+	ts := int64(1_700_000_000_000_000_000)
+	const n = 1000
+	for i := range n {
+		ts += 3_000 + int64(i%7)*1000
+		e.Append(ts, 0, 600, data)
+	}
+	per := float64(e.Len()-HeaderSize-BatchHeaderSize-n*len(data)) / n
+	if per > 7 {
+		t.Fatalf("%.2f bytes of metadata per record, want <= 7 (the fixed layout we replace spends 22)", per)
+	}
+	t.Logf("%.2f bytes of metadata per record (+%.3f for the headers)", per, float64(HeaderSize+BatchHeaderSize)/n)
+}
+
+func TestBatchMalformed(t *testing.T) {
+	good := encode([]Record{{Timestamp: 5, Data: []byte("abc")}, {Timestamp: 9, IfIndex: 1, Data: []byte("de")}}, 7)
+	payload := func(f []byte) []byte { return f[HeaderSize:] }
+	// reseal recomputes the CRC so a structural fault is what is tested.
+	reseal := func(p []byte) []byte {
+		crc := batchCRC(p)
+		binary.LittleEndian.PutUint32(p[24:], crc)
+		return p
+	}
+	mut := func(f func(p []byte) []byte) []byte {
+		p := append([]byte(nil), payload(good)...)
+		return f(p)
+	}
+	tests := []struct {
+		name  string
+		flags uint8
+		p     []byte
+		nIf   uint32
+		want  error
+	}{
+		{"short header", 0, payload(good)[:27], 2, ErrTruncated},
+		{"bad crc", 0, mut(func(p []byte) []byte { p[len(p)-1] ^= 1; return p }), 2, ErrChecksum},
+		{"codec", 3, payload(good), 2, ErrFlags},
+		{"rawlen", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[20:], 99); return reseal(p) }), 2, ErrMalformed},
+		{"count too big for bytes", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1000); return reseal(p) }), 2, ErrMalformed},
+		{"count over limit", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1<<21); return reseal(p) }), 2, ErrTooLarge},
+		{"count one more", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 3); return reseal(p) }), 2, ErrTruncated},
+		{"count one less", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1); return reseal(p) }), 2, ErrMalformed},
+		{"iface out of range", 0, payload(good), 1, ErrMalformed},
+		{"caplen beyond end", 0, mut(func(p []byte) []byte { p[BatchHeaderSize+2] = 100; return reseal(p) }), 2, ErrTruncated},
+		{"varint overflow", 0, mut(func(p []byte) []byte {
+			p = append(p[:BatchHeaderSize], bytes.Repeat([]byte{0xff}, 11)...)
+			binary.LittleEndian.PutUint32(p[16:], 1)
+			binary.LittleEndian.PutUint32(p[20:], 11)
+			return reseal(p)
+		}), 2, ErrTruncated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := ParseBatch(tt.flags, tt.p, BatchLimits{})
+			if err == nil {
+				err = b.Validate(tt.nIf)
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEncodeDecodeAllocs(t *testing.T) {
+	recs := testRecords(200, rand.New(rand.NewPCG(3, 4)))
+	buf := make([]byte, 0, 8<<20)
+	var e BatchEncoder
+	var frame []byte
+	enc := testing.AllocsPerRun(20, func() {
+		e.Reset(buf)
+		for i := range recs {
+			e.Append(recs[i].Timestamp, recs[i].IfIndex, recs[i].OrigLen, recs[i].Data)
+		}
+		frame = e.Finish(1)
+	})
+	if enc != 0 {
+		t.Errorf("encode: %v allocs per batch, want 0", enc)
+	}
+	var r Record
+	dec := testing.AllocsPerRun(20, func() {
+		b, err := ParseBatch(0, frame[HeaderSize:], BatchLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Validate(3); err != nil {
+			t.Fatal(err)
+		}
+		it := b.Iter(3)
+		for it.Next(&r) == nil {
+		}
+	})
+	if dec != 0 {
+		t.Errorf("decode: %v allocs per batch, want 0", dec)
+	}
+	fr := NewFrameReader(&loopReader{b: frame}, Limits{})
+	fr.Next() // first call sizes the buffer
+	rd := testing.AllocsPerRun(20, func() {
+		if _, _, err := fr.Next(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if rd != 0 {
+		t.Errorf("frame reader: %v allocs per frame, want 0", rd)
+	}
+}
+
+// loopReader yields b over and over.
+type loopReader struct {
+	b   []byte
+	off int
+}
+
+func (l *loopReader) Read(p []byte) (int, error) {
+	n := copy(p, l.b[l.off:])
+	l.off = (l.off + n) % len(l.b)
+	return n, nil
+}
+
+func FuzzBatch(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 3} {
+		recs := testRecords(n, rng)
+		for i := range recs {
+			recs[i].Data = recs[i].Data[:min(len(recs[i].Data), 100)]
+		}
+		p := encode(recs, 9)[HeaderSize:]
+		f.Add(uint8(0), p)
+		f.Add(uint8(0), p[:len(p)/2])
+		f.Add(uint8(0), append(append([]byte(nil), p...), 0, 1, 2))
+	}
+	f.Add(uint8(0), []byte{})
+	f.Fuzz(func(t *testing.T, flags uint8, p []byte) {
+		b, err := ParseBatch(flags, p, BatchLimits{MaxRecords: 4096})
+		if err != nil {
+			return
+		}
+		if b.Count > 4096 || uint64(b.Count)*minRecord > uint64(len(b.Records)) {
+			t.Fatalf("accepted count %d for %d bytes", b.Count, len(b.Records))
+		}
+		verr := b.Validate(4)
+		var recs []Record
+		it := b.Iter(4)
+		total := 0
+		for {
+			var r Record
+			err := it.Next(&r)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if verr == nil {
+					t.Fatalf("Validate passed, Next failed: %v", err)
+				}
+				return
+			}
+			if r.IfIndex >= 4 || r.OrigLen < uint32(len(r.Data)) || cap(r.Data) != len(r.Data) {
+				t.Fatalf("record breaks invariants: %+v", r)
+			}
+			total += len(r.Data)
+			recs = append(recs, r)
+		}
+		if verr != nil {
+			t.Fatalf("Validate failed (%v) but iteration succeeded", verr)
+		}
+		if len(recs) != int(b.Count) || total > len(b.Records) {
+			t.Fatalf("%d records of %d bytes from count %d, %d bytes", len(recs), total, b.Count, len(b.Records))
+		}
+		// Round trip: re-encoding yields the same records.
+		again, got, err := decodeFrame(t, encode(recs, b.Seq), 4)
+		if err != nil {
+			t.Fatalf("re-encoded batch does not decode: %v", err)
+		}
+		if again.Seq != b.Seq || len(got) != len(recs) {
+			t.Fatalf("round trip: seq %d/%d, %d/%d records", again.Seq, b.Seq, len(got), len(recs))
+		}
+		for i := range recs {
+			if got[i].Timestamp != recs[i].Timestamp || got[i].OrigLen != recs[i].OrigLen || !bytes.Equal(got[i].Data, recs[i].Data) {
+				t.Fatalf("round trip record %d differs", i)
+			}
+		}
+	})
+}
+
+var sizes = []int{64, 576, 1500, 9000, 65535}
+
+func BenchmarkEncode(b *testing.B) {
+	for _, size := range sizes {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			data := make([]byte, size)
+			buf := make([]byte, 0, 1<<20+size+RecordMaxOverhead+64)
+			var e BatchEncoder
+			e.Reset(buf)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			ts := int64(1_700_000_000_000_000_000)
+			for i := 0; b.Loop(); i++ {
+				if e.Len()+size+RecordMaxOverhead > 1<<20 {
+					e.Finish(uint64(i))
+					e.Reset(buf)
+				}
+				ts += 1500
+				e.Append(ts, 0, uint32(size), data)
+			}
+		})
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, size := range sizes {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			data := make([]byte, size)
+			var e BatchEncoder
+			e.Reset(nil)
+			n := max(1, (1<<20)/(size+8))
+			for i := range n {
+				e.Append(int64(i)*1500, 0, uint32(size), data)
+			}
+			p := e.Finish(1)[HeaderSize:]
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			var r Record
+			var it RecordIter
+			for b.Loop() {
+				if err := it.Next(&r); err != nil {
+					bt, _ := ParseBatch(0, p, BatchLimits{})
+					it = bt.Iter(1)
+				}
+			}
+		})
+	}
+}
