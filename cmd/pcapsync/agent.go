@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
+)
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agent", `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) [flags] [FILTER]
+
+Captures packets and streams them to a collector. FILTER (the --filter
+flag, or the words after the flags) is tcpdump syntax, applied in the
+kernel. The agent always excludes its own connection to the collector
+from capture by adding "and not (tcp and host COLLECTOR-IP and port
+COLLECTOR-PORT)" to the filter, so it never captures what it sends; this
+also hides other traffic to that exact address and port.
+
+On SIGINT/SIGTERM it stops capturing, sends what it holds and waits up to
+--shutdown-timeout for acknowledgements, then prints a summary and exits 0.
+With --read it exits once the collector acknowledged every packet.`, stderr)
+	var cfg agent.Config
+	coll := fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+DefaultPort+" by default) (required)")
+	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
+	ifaces := fs.String("iface", "", "capture from these interfaces, comma-separated")
+	fs.StringVar(&cfg.ReadFile, "read", "", "replay this pcap or pcapng file instead of capturing")
+	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")
+	fs.IntVar(&cfg.SnapLen, "snaplen", 262144, "bytes captured per packet at most")
+	fs.BoolVar(&cfg.NoPromisc, "no-promisc", false, "do not put interfaces into promiscuous mode")
+	ring := int64(32 << 20)
+	fs.Var(sizeFlag{&ring}, "ring-size", "kernel ring buffer per interface")
+	batch := int64(1 << 20)
+	fs.Var(sizeFlag{&batch}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
+	fs.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "send a batch at the latest this long after its first packet (live capture)")
+	queue := int64(64 << 20)
+	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts")
+	fs.DurationVar(&cfg.StatsInterval, "stats-interval", 10*time.Second, "how often drop counters are sent to the collector")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long to wait for the last acknowledgements")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		if cfg.Filter != "" {
+			return fmt.Errorf("%w: give the filter either with --filter or as arguments, not both", errUsage)
+		}
+		cfg.Filter = strings.Join(fs.Args(), " ")
+	}
+	log, err := newLogger(stderr, *level)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	cfg.Collector = *coll
+	if cfg.Collector != "" {
+		if _, _, err := net.SplitHostPort(cfg.Collector); err != nil {
+			cfg.Collector = net.JoinHostPort(strings.Trim(cfg.Collector, "[]"), DefaultPort)
+		}
+	}
+	if *ifaces != "" {
+		cfg.Interfaces = strings.Split(*ifaces, ",")
+	}
+	if ring > 1<<40 || batch > 1<<30 {
+		return fmt.Errorf("%w: --ring-size or --batch-size too large", errUsage)
+	}
+	cfg.RingSize, cfg.BatchBytes, cfg.QueueBytes = int(ring), int(batch), queue
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	sum, err := a.Run(ctx)
+	fmt.Fprintln(stdout, "pcapsync agent:", sum)
+	return err
+}

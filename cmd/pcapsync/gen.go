@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/pcapsync/pcapsync/internal/gen"
+)
+
+func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "file" && args[0] != "udp") {
+		return fmt.Errorf("%w: gen file|udp [flags]", errUsage)
+	}
+	switch args[0] {
+	case "file":
+		fs := newFlagSet("gen file", "pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed] [--ns] [--raw]", stderr)
+		out := fs.String("out", "", "pcap file to write (required)")
+		var c gen.FileConfig
+		fs.Uint64Var(&c.Count, "count", 1000, "packets")
+		mix := fs.String("mix", "imix", "frame sizes: 64, imix (64/576/1500 at 7:4:1) or mixed (64-1514, 9000, 65535)")
+		fs.BoolVar(&c.Nanosecond, "ns", false, "nanosecond timestamps (default microsecond)")
+		raw := fs.Bool("raw", false, "raw IPv4 frames (link type 101) instead of Ethernet")
+		stream := fs.Uint("stream", 1, "stream id written into every payload")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if *out == "" {
+			return fmt.Errorf("%w: gen file needs --out", errUsage)
+		}
+		c.Mix, c.Stream = gen.Mix(*mix), uint32(*stream)
+		if *raw {
+			c.LinkType = gen.LinkTypeRaw
+		}
+		if err := gen.WriteFile(*out, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d packets to %s\n", c.Count, *out)
+	case "udp":
+		fs := newFlagSet("gen udp", "pcapsync gen udp --to HOST:PORT [--count N] [--rate PPS]", stderr)
+		to := fs.String("to", "", "destination IP:PORT (required)")
+		var c gen.UDPConfig
+		fs.Uint64Var(&c.Count, "count", 1000, "datagrams")
+		fs.IntVar(&c.Rate, "rate", 1000, "datagrams per second; 0 is as fast as possible")
+		stream := fs.Uint("stream", 1, "stream id written into every payload")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		ap, err := netip.ParseAddrPort(*to)
+		if err != nil {
+			return fmt.Errorf("%w: --to: %w", errUsage, err)
+		}
+		c.To, c.Stream = ap, uint32(*stream)
+		n, err := gen.SendUDP(ctx, c)
+		fmt.Fprintf(stdout, "sent %d datagrams to %s\n", n, ap)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Summary is what an agent did, for its closing line.
+type Summary struct {
+	Read        uint64 // packets read from the sources
+	Sent        uint64 // packets sent at least once
+	Acked       uint64 // packets the collector acknowledged
+	Dropped     uint64 // packets dropped because the queue was full
+	KernelDrops uint64 // packets the kernel dropped (live capture)
+	Unacked     uint64 // packets still queued at exit
+	Reconnects  uint64
+}
+
+func (s Summary) String() string {
+	return fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d",
+		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects)
+}
+
+// ErrRejected is returned when the collector refuses the handshake;
+// the error text carries its reason.
+var ErrRejected = errors.New("collector rejected the agent")
+
+// Agent is one running agent. Create it with New, then call Run once.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	addr     netip.AddrPort
+	instance [16]byte
+	host     string
+	q        *queue
+
+	ifMu   sync.Mutex
+	ifaces []wire.Interface // declared so far; append-only
+
+	sources []source
+
+	sent       atomic.Uint64 // packets sent at least once
+	firstSent  atomic.Uint64 // highest sequence ever sent
+	reconnects atomic.Uint64
+}
+
+// source is a packet source: the file replay or one live interface.
+type source interface {
+	// run reads until the input ends or stop is called, sealing batches
+	// into the queue; it returns nil at a clean end.
+	run() error
+	stop()
+	// stats adds this source's interface counters to st.
+	stats(st *wire.Stats)
+}
+
+// New checks cfg, resolves the collector and opens every source, so
+// that a bad interface, filter or file is reported before anything runs.
+func New(cfg Config) (*Agent, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ap, err := netip.ParseAddrPort(c.Collector)
+	if err != nil {
+		ta, rerr := net.ResolveTCPAddr("tcp", c.Collector)
+		if rerr != nil {
+			return nil, fmt.Errorf("agent: collector address %q: %w", c.Collector, rerr)
+		}
+		ap = ta.AddrPort()
+	}
+	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+	a.host, _ = os.Hostname()
+	rand.Read(a.instance[:])
+	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
+	a.q = newQueue(c.QueueBytes, bufCap)
+	if c.ReadFile != "" {
+		s, err := a.openFile(c.ReadFile)
+		if err != nil {
+			return nil, err
+		}
+		a.sources = append(a.sources, s)
+	} else {
+		if err := a.openLive(); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// ownStreamFilter excludes the agent's connection to the collector from
+// capture, so the agent never captures what it sends.
+func (a *Agent) ownStreamFilter() string {
+	return fmt.Sprintf("not (tcp and host %s and port %d)", a.addr.Addr(), a.addr.Port())
+}
+
+func (a *Agent) closeSources() {
+	for _, s := range a.sources {
+		s.stop()
+	}
+}
+
+// addIface declares an interface and returns its index.
+func (a *Agent) addIface(ifc wire.Interface) int {
+	a.ifMu.Lock()
+	defer a.ifMu.Unlock()
+	a.ifaces = append(a.ifaces, ifc)
+	return len(a.ifaces) - 1
+}
+
+func (a *Agent) interfaces() []wire.Interface {
+	a.ifMu.Lock()
+	defer a.ifMu.Unlock()
+	return a.ifaces[:len(a.ifaces):len(a.ifaces)]
+}
+
+// Run streams until the sources end (a file is fully read) and every
+// batch is acknowledged, or until ctx ends: then it stops the sources,
+// waits up to ShutdownTimeout for the last acknowledgements and returns.
+// The error is nil for both; it reports a failed source (after what it
+// read before the failure was delivered) or a rejection by the collector.
+func (a *Agent) Run(ctx context.Context) (Summary, error) {
+	sendCtx, stopSend := context.WithCancel(context.Background())
+	senderDone := make(chan error, 1)
+	go func() { senderDone <- a.sender(sendCtx) }()
+
+	var srcErr error
+	var srcWG sync.WaitGroup
+	var errMu sync.Mutex
+	for _, s := range a.sources {
+		srcWG.Add(1)
+		go func() {
+			defer srcWG.Done()
+			if err := s.run(); err != nil {
+				errMu.Lock()
+				srcErr = errors.Join(srcErr, err)
+				errMu.Unlock()
+			}
+		}()
+	}
+	srcDone := make(chan struct{})
+	go func() { srcWG.Wait(); close(srcDone) }()
+
+	var fatal error
+	interrupted := false
+	select {
+	case <-srcDone:
+	case <-ctx.Done():
+		interrupted = true
+	case fatal = <-senderDone:
+	}
+	a.closeSources()
+	if fatal != nil {
+		a.q.close()
+	}
+	<-srcDone
+	if srcErr != nil {
+		a.log.Error("source failed; delivering what was read before it", "err", srcErr)
+	}
+
+	if fatal == nil {
+		// Wait for the last acknowledgements: unbounded after a clean end
+		// of input (a replay exits once everything is acknowledged), bounded
+		// by ShutdownTimeout after a stop signal, and cut short by one.
+		var deadline <-chan time.Time
+		stopped := ctx.Done()
+		arm := func() {
+			deadline = time.NewTimer(a.cfg.ShutdownTimeout).C
+			stopped = nil
+		}
+		if interrupted {
+			arm()
+		}
+	wait:
+		for a.q.stats().pending > 0 {
+			select {
+			case <-a.q.freed:
+			case fatal = <-senderDone:
+				break wait
+			case <-stopped:
+				arm()
+			case <-deadline:
+				a.log.Warn("shutdown timeout: batches still unacknowledged", "batches", a.q.stats().pending)
+				break wait
+			}
+		}
+	}
+	stopSend()
+	if fatal == nil {
+		fatal = <-senderDone
+	}
+	a.q.close()
+	sum := a.summary()
+	return sum, errors.Join(fatal, srcErr)
+}
+
+func (a *Agent) summary() Summary {
+	qs := a.q.stats()
+	var st wire.Stats
+	for _, s := range a.sources {
+		s.stats(&st)
+	}
+	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
+		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load()}
+	for _, is := range st.Interfaces {
+		sum.Read += is.Captured
+		sum.KernelDrops += is.KernelDrops
+	}
+	return sum
+}
+
+// collectStats fills st with the current loss counters.
+func (a *Agent) collectStats(st *wire.Stats) {
+	st.Time = time.Now().UnixNano()
+	st.AgentDrops = a.q.stats().dropped
+	st.Interfaces = st.Interfaces[:0]
+	for _, s := range a.sources {
+		s.stats(st)
+	}
+}
+
+// builder packs one source's packets into batches.
+type builder struct {
+	a     *Agent
+	b     *batch
+	enc   wire.BatchEncoder
+	block bool // wait for queue room instead of dropping (file replay)
+	nIf   int  // interfaces the current batch needs declared
+
+	firstTS   int64     // timestamp of the batch's first packet
+	firstWall time.Time // when it was appended
+}
+
+func (a *Agent) newBuilder(block bool) *builder {
+	bd := &builder{a: a, b: a.q.get(), block: block}
+	bd.enc.Reset(bd.b.buf[:0])
+	return bd
+}
+
+// add appends a packet, sealing the batch first if it would overflow.
+// With age > 0 it also seals once the batch spans age of packet time.
+func (bd *builder) add(ts int64, ifIndex int, origLen uint32, data []byte, age time.Duration) {
+	if bd.enc.Count() > 0 && bd.enc.Len()+len(data)+wire.RecordMaxOverhead > bd.a.cfg.BatchBytes {
+		bd.seal()
+	}
+	if bd.enc.Count() == 0 {
+		bd.firstTS = ts
+		if age > 0 {
+			bd.firstWall = time.Now()
+		}
+	}
+	bd.enc.Append(ts, uint32(ifIndex), origLen, data)
+	bd.nIf = max(bd.nIf, ifIndex+1)
+	if age > 0 && ts-bd.firstTS >= int64(age) {
+		bd.seal()
+	}
+}
+
+// sealIfOlder seals a non-empty batch whose first packet was appended
+// at least age ago (by the wall clock: for when no packets arrive).
+func (bd *builder) sealIfOlder(age time.Duration) {
+	if bd.enc.Count() > 0 && time.Since(bd.firstWall) >= age {
+		bd.seal()
+	}
+}
+
+// seal hands the current batch to the queue (or drops it when the
+// queue is full and the builder may not block) and starts a new one.
+func (bd *builder) seal() {
+	n := bd.enc.Count()
+	if n == 0 {
+		return
+	}
+	if bd.a.q.push(bd.b, &bd.enc, n, bd.nIf, bd.block) {
+		bd.b = bd.a.q.get()
+	}
+	bd.enc.Reset(bd.b.buf[:0])
+}

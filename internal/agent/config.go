@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Config configures an agent. The zero value of each field but
+// Collector, and one of Interfaces or ReadFile, means its default.
+type Config struct {
+	Collector  string   // host:port of the collector; required
+	Name       string   // agent name; "" means the host name
+	Interfaces []string // capture live from these
+	ReadFile   string   // or replay this pcap/pcapng file
+
+	Filter    string // tcpdump syntax
+	SnapLen   int    // 0 means 262144
+	NoPromisc bool   // zero value: promiscuous, like tcpdump
+	RingSize  int    // bytes per interface ring; 0 means the capture default
+
+	// BatchBytes seals a batch before it would exceed this size.
+	// 0 means 1 MiB.
+	BatchBytes int
+	// FlushInterval seals a non-empty live batch this long after its
+	// first packet. 0 means 50ms.
+	FlushInterval time.Duration
+	// QueueBytes bounds the unacknowledged batches kept in memory.
+	// 0 means 64 MiB.
+	QueueBytes int64
+	// StatsInterval is how often loss counters go to the collector.
+	// 0 means 10s.
+	StatsInterval time.Duration
+	// ShutdownTimeout bounds the wait for the last acknowledgements
+	// after a stop signal. 0 means 10s.
+	ShutdownTimeout time.Duration
+	// DialTimeout bounds connect plus handshake. 0 means 5s.
+	DialTimeout time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay, which doubles
+	// per failure with ±25% jitter. 0 means 100ms and 5s.
+	BackoffMin, BackoffMax time.Duration
+
+	Logger *slog.Logger // nil means slog.Default()
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	d := *c
+	if d.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return d, fmt.Errorf("agent: no --name given and the host name is unknown: %w", err)
+		}
+		d.Name = h
+	}
+	def := func(v *time.Duration, x time.Duration) {
+		if *v == 0 {
+			*v = x
+		}
+	}
+	if d.SnapLen == 0 {
+		d.SnapLen = 262144
+	}
+	if d.BatchBytes == 0 {
+		d.BatchBytes = 1 << 20
+	}
+	if d.QueueBytes == 0 {
+		d.QueueBytes = 64 << 20
+	}
+	def(&d.FlushInterval, 50*time.Millisecond)
+	def(&d.StatsInterval, 10*time.Second)
+	def(&d.ShutdownTimeout, 10*time.Second)
+	def(&d.DialTimeout, 5*time.Second)
+	def(&d.BackoffMin, 100*time.Millisecond)
+	def(&d.BackoffMax, 5*time.Second)
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d, d.Validate()
+}
+
+// Validate reports the first unusable setting, naming the flag's field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Collector == "":
+		return errors.New("agent: collector address is required")
+	case len(c.Interfaces) == 0 && c.ReadFile == "":
+		return errors.New("agent: give interfaces to capture from or a file to read")
+	case len(c.Interfaces) > 0 && c.ReadFile != "":
+		return errors.New("agent: interfaces and a file to read are mutually exclusive")
+	case len(c.Interfaces) > wire.MaxInterfaces:
+		return fmt.Errorf("agent: %d interfaces, at most %d", len(c.Interfaces), wire.MaxInterfaces)
+	case c.SnapLen < 0 || c.SnapLen > 262144:
+		return fmt.Errorf("agent: snaplen %d out of range 1..262144", c.SnapLen)
+	case c.BatchBytes != 0 && (c.BatchBytes < 4096 || c.BatchBytes > 8<<20):
+		return fmt.Errorf("agent: batch size %d out of range 4KiB..8MiB", c.BatchBytes)
+	case c.QueueBytes != 0 && c.QueueBytes < int64(max(c.BatchBytes, 1<<20)):
+		return fmt.Errorf("agent: queue size %d smaller than one batch (%d)", c.QueueBytes, max(c.BatchBytes, 1<<20))
+	case c.FlushInterval < 0 || c.StatsInterval < 0 || c.ShutdownTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
+		return errors.New("agent: durations must not be negative")
+	}
+	if c.Name != "" {
+		if err := wire.ValidateName(c.Name); err != nil {
+			return fmt.Errorf("agent: %w (set --name)", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, ifc := range c.Interfaces {
+		if ifc == "" || len(ifc) > 255 || seen[ifc] {
+			return fmt.Errorf("agent: interface %q is empty, too long or repeated", ifc)
+		}
+		seen[ifc] = true
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// fileSource replays a pcap or pcapng file as fast as the queue drains.
+type fileSource struct {
+	a       *Agent
+	path    string
+	f       *os.File
+	r       *pcapfile.Reader
+	ifmap   []int // file interface index -> agent interface index
+	read    atomic.Uint64
+	stopped atomic.Bool
+}
+
+func (a *Agent) openFile(path string) (*fileSource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	r, err := pcapfile.NewReader(f, nil)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("agent: reading %s: %w", path, err)
+	}
+	return &fileSource{a: a, path: path, f: f, r: r}, nil
+}
+
+// declare maps file interfaces up to index i to agent interfaces. A
+// pcapng interface without a name is called "<file>#<index>"; the one
+// interface of a classic pcap file "<file>".
+func (s *fileSource) declare(i int) {
+	ifs := s.r.Interfaces()
+	for n := len(s.ifmap); n <= i && n < len(ifs); n++ {
+		name := ifs[n].Name
+		if name == "" {
+			name = filepath.Base(s.path)
+			if len(ifs) > 1 || n > 0 {
+				name += "#" + strconv.Itoa(n)
+			}
+		}
+		snap := ifs[n].SnapLen
+		if snap == 0 {
+			snap = 262144
+		}
+		s.ifmap = append(s.ifmap, s.a.addIface(wire.Interface{Name: name, LinkType: ifs[n].LinkType, SnapLen: snap}))
+	}
+}
+
+func (s *fileSource) run() error {
+	defer s.f.Close()
+	bd := s.a.newBuilder(true)
+	defer bd.seal()
+	var p pcapfile.Packet
+	for !s.stopped.Load() {
+		err := s.r.ReadInto(&p)
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		if p.Interface >= len(s.ifmap) {
+			s.declare(p.Interface)
+		}
+		bd.add(p.Timestamp, s.ifmap[p.Interface], p.OrigLen, p.Data, 0)
+		s.read.Add(1)
+	}
+	return nil
+}
+
+func (s *fileSource) stop() { s.stopped.Store(true) }
+
+func (s *fileSource) stats(st *wire.Stats) {
+	n := s.read.Load()
+	if len(s.ifmap) > 0 {
+		st.Interfaces = append(st.Interfaces, wire.IfaceStats{Index: uint32(s.ifmap[0]), Received: n, Captured: n})
+	}
+}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// liveSource captures from one interface. Its goroutine is the only one
+// that reads and closes the handle: Close from elsewhere could unmap the
+// ring under a packet being copied.
+type liveSource struct {
+	a        *Agent
+	h        *capture.Handle
+	index    int
+	captured atomic.Uint64
+	stopped  atomic.Bool
+}
+
+func (a *Agent) openLive() error {
+	filter := a.ownStreamFilter()
+	if a.cfg.Filter != "" {
+		filter = "(" + a.cfg.Filter + ") and " + filter
+	}
+	flush := a.cfg.FlushInterval
+	for _, name := range a.cfg.Interfaces {
+		h, err := capture.Open(capture.Config{
+			Interface:    name,
+			Filter:       filter,
+			SnapLen:      a.cfg.SnapLen,
+			NoPromisc:    a.cfg.NoPromisc,
+			RingSize:     a.cfg.RingSize,
+			BlockTimeout: min(max(flush/4, time.Millisecond), 10*time.Millisecond),
+			PollTimeout:  min(max(flush/2, 50*time.Millisecond), 100*time.Millisecond),
+		})
+		if err != nil {
+			for _, src := range a.sources {
+				src.(*liveSource).h.Close() // not running yet: safe
+			}
+			a.sources = nil
+			return fmt.Errorf("agent: %w", err)
+		}
+		idx := a.addIface(wire.Interface{Name: name, LinkType: h.LinkType(), SnapLen: uint32(h.SnapLen())})
+		a.sources = append(a.sources, &liveSource{a: a, h: h, index: idx})
+	}
+	a.log.Info("capturing", "interfaces", a.cfg.Interfaces, "filter", filter, "snaplen", a.cfg.SnapLen, "promisc", !a.cfg.NoPromisc)
+	return nil
+}
+
+func (s *liveSource) run() error {
+	defer s.h.Close()
+	bd := s.a.newBuilder(false)
+	defer bd.seal()
+	flush := s.a.cfg.FlushInterval
+	var p capture.Packet
+	for !s.stopped.Load() {
+		err := s.h.ReadInto(&p)
+		switch {
+		case err == nil:
+			bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
+			s.captured.Add(1)
+		case errors.Is(err, capture.ErrTimeout):
+			bd.sealIfOlder(flush)
+		case errors.Is(err, capture.ErrClosed):
+			return nil
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *liveSource) stop() { s.stopped.Store(true) }
+
+func (s *liveSource) stats(st *wire.Stats) {
+	ks, err := s.h.Stats()
+	if err != nil {
+		s.a.log.Warn("reading kernel counters", "iface", s.h.Name(), "err", err)
+	}
+	st.Interfaces = append(st.Interfaces, wire.IfaceStats{
+		Index: uint32(s.index), Received: ks.Received, KernelDrops: ks.Dropped,
+		QueueFreezes: ks.QueueFreezes, Captured: s.captured.Load(),
+	})
+}

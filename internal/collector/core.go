@@ -1,0 +1,360 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// ErrRejected wraps every reason a Hello is refused; the text after it
+// is what the agent is told.
+var ErrRejected = errors.New("handshake rejected")
+
+// Counters are the collector's totals since start. Safe for concurrent use.
+type Counters struct {
+	Sessions       atomic.Uint64 // handshakes accepted
+	Rejected       atomic.Uint64 // handshakes refused
+	ProtocolErrors atomic.Uint64 // connections closed for a malformed or unexpected frame
+	Batches        atomic.Uint64 // batches written
+	Packets        atomic.Uint64 // packets written
+	Bytes          atomic.Uint64 // captured bytes written
+	Duplicates     atomic.Uint64 // batches received again and dropped
+	FileErrors     atomic.Uint64 // failed file operations
+}
+
+// Core is the transport-independent collector: it turns sessions of
+// batches into files. Safe for concurrent use.
+type Core struct {
+	cfg Config
+	log *slog.Logger
+	dir string
+
+	// Counters may be read at any time.
+	Counters Counters
+
+	mu        sync.Mutex // guards agents, instances, agent.active
+	agents    map[string]*agent
+	instances map[[16]byte]*instance
+}
+
+type agent struct {
+	name     string
+	handover sync.Mutex // serialises Begin for this name
+
+	mu          sync.Mutex // guards file, lingerUntil
+	file        agentFile
+	lingerUntil time.Time
+
+	active *Session // guarded by Core.mu
+}
+
+type instance struct {
+	name    string
+	lastSeq uint64 // guarded by the owning agent's mu
+}
+
+// NewCore returns a Core writing below cfg.Dir.
+func NewCore(cfg Config) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("collector: output directory: %w", err)
+	}
+	return &Core{cfg: c, log: c.Logger, dir: dir,
+		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}}, nil
+}
+
+// Session is one agent connection's view of the core. Its methods are
+// called from one goroutine, the transport's; kick may be called from
+// any goroutine.
+type Session struct {
+	core  *Core
+	ag    *agent
+	inst  *instance
+	hello wire.Hello
+	log   *slog.Logger
+
+	ifmap   []int  // session interface index -> file interface index
+	pending uint64 // highest sequence written, not yet committed
+	stats   wire.Stats
+
+	kick   func()
+	kicked atomic.Bool
+	done   chan struct{}
+}
+
+// Begin validates a Hello and opens a session for it. A live session of
+// the same agent name is ended first (kick closes its transport). kick
+// is how this session can be ended the same way. Errors wrap ErrRejected
+// and say why, for the agent.
+func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error) {
+	if err := wire.ValidateName(h.Name); err != nil {
+		c.Counters.Rejected.Add(1)
+		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	for i, ifc := range h.Interfaces {
+		if ifc.SnapLen == 0 || ifc.Name == "" {
+			c.Counters.Rejected.Add(1)
+			return nil, wire.Welcome{}, fmt.Errorf("%w: interface %d (%q): empty name or zero snaplen", ErrRejected, i, ifc.Name)
+		}
+	}
+	s := &Session{core: c, hello: *h, kick: kick, done: make(chan struct{}),
+		log: c.log.With("agent", h.Name)}
+
+	c.mu.Lock()
+	ag := c.agents[h.Name]
+	if ag == nil {
+		ag = &agent{name: h.Name, file: agentFile{
+			dir: filepath.Join(c.dir, h.Name), name: h.Name,
+			size: c.cfg.RotateSize, interval: c.cfg.RotateInterval}}
+		c.agents[h.Name] = ag
+	}
+	inst := c.instances[h.Instance]
+	if inst == nil {
+		inst = &instance{name: h.Name}
+		c.instances[h.Instance] = inst
+	}
+	c.mu.Unlock()
+	if inst.name != h.Name {
+		c.Counters.Rejected.Add(1)
+		return nil, wire.Welcome{}, fmt.Errorf("%w: instance id already belongs to agent %q", ErrRejected, inst.name)
+	}
+
+	ag.handover.Lock()
+	defer ag.handover.Unlock()
+	c.mu.Lock()
+	old := ag.active
+	c.mu.Unlock()
+	if old != nil {
+		s.log.Info("new connection replaces the current one")
+		old.kicked.Store(true)
+		old.kick()
+		select {
+		case <-old.done:
+		case <-time.After(10 * time.Second):
+			c.Counters.Rejected.Add(1)
+			return nil, wire.Welcome{}, fmt.Errorf("%w: the previous connection of %q did not end within 10s", ErrRejected, h.Name)
+		}
+	}
+
+	ag.mu.Lock()
+	ag.file.host = h.Host
+	ag.lingerUntil = time.Time{}
+	var err error
+	s.ifmap = make([]int, len(h.Interfaces))
+	for i, ifc := range h.Interfaces {
+		if s.ifmap[i], err = ag.file.addIface(ifc); err != nil {
+			break
+		}
+	}
+	last := inst.lastSeq
+	ag.mu.Unlock()
+	if err != nil {
+		c.Counters.FileErrors.Add(1)
+		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+
+	c.mu.Lock()
+	ag.active = s
+	c.mu.Unlock()
+	s.ag, s.inst = ag, inst
+	c.Counters.Sessions.Add(1)
+	return s, wire.Welcome{LastSeq: last, MaxFrame: c.cfg.MaxFrame, Codecs: 1 << wire.CodecNone}, nil
+}
+
+// Limits returns the frame limits transports must apply.
+func (c *Core) Limits() wire.Limits { return wire.Limits{MaxFrame: c.cfg.MaxFrame} }
+
+// Batch checks a batch frame's payload and writes its packets, unless
+// its sequence number shows it was written before (a duplicate, counted
+// and skipped). Nothing of a malformed batch is written. The batch is
+// acknowledged by the next Commit. dup reports a duplicate, which the
+// transport should acknowledge again at once: the agent is resending.
+func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
+	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{})
+	if err != nil {
+		return false, err
+	}
+	ag := s.ag
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if b.Seq <= max(s.inst.lastSeq, s.pending) {
+		s.core.Counters.Duplicates.Add(1)
+		return true, nil
+	}
+	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
+		return false, err
+	}
+	if err := ag.file.writable(time.Now()); err != nil {
+		s.core.Counters.FileErrors.Add(1)
+		return false, err
+	}
+	var r wire.Record
+	var bytes uint64
+	it := b.Iter(uint32(len(s.ifmap)))
+	for it.Next(&r) == nil {
+		if err := ag.file.write(s.ifmap[r.IfIndex], &r); err != nil {
+			s.core.Counters.FileErrors.Add(1)
+			return false, fmt.Errorf("writing %s: %w", ag.file.path+PartSuffix, err)
+		}
+		bytes += uint64(len(r.Data))
+	}
+	s.pending = b.Seq
+	s.core.Counters.Batches.Add(1)
+	s.core.Counters.Packets.Add(uint64(b.Count))
+	s.core.Counters.Bytes.Add(bytes)
+	return false, nil
+}
+
+// Commit hands what was written to the OS and returns the sequence
+// number to acknowledge: every batch up to it is in the file.
+func (s *Session) Commit() (uint64, error) {
+	ag := s.ag
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if err := ag.file.flush(); err != nil {
+		s.core.Counters.FileErrors.Add(1)
+		return s.inst.lastSeq, err
+	}
+	s.inst.lastSeq = max(s.inst.lastSeq, s.pending)
+	return s.inst.lastSeq, nil
+}
+
+// Iface declares one more interface (an Iface frame's payload). Indexes
+// must come in order; re-declaring a known index identically is allowed.
+func (s *Session) Iface(payload []byte) error {
+	idx, ifc, err := wire.ParseIface(payload)
+	if err != nil {
+		return err
+	}
+	if ifc.SnapLen == 0 || ifc.Name == "" {
+		return fmt.Errorf("iface %d (%q): empty name or zero snaplen: %w", idx, ifc.Name, wire.ErrMalformed)
+	}
+	if int(idx) != len(s.ifmap) {
+		return fmt.Errorf("iface index %d, expected %d: %w", idx, len(s.ifmap), wire.ErrMalformed)
+	}
+	if len(s.ifmap) >= wire.MaxInterfaces {
+		return fmt.Errorf("iface: more than %d interfaces: %w", wire.MaxInterfaces, wire.ErrTooLarge)
+	}
+	s.ag.mu.Lock()
+	fi, err := s.ag.file.addIface(ifc)
+	s.ag.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.ifmap = append(s.ifmap, fi)
+	s.log.Info("interface added", "index", idx, "name", ifc.Name, "linktype", ifc.LinkType, "snaplen", ifc.SnapLen)
+	return nil
+}
+
+// Stats records an agent's loss counters (a Stats frame's payload); they
+// go into the interface statistics blocks of the file when it closes.
+func (s *Session) Stats(payload []byte) error {
+	if err := wire.ParseStats(payload, &s.stats); err != nil {
+		return err
+	}
+	ag := s.ag
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	grew := s.stats.AgentDrops > ag.file.agentDrops
+	ag.file.agentDrops = s.stats.AgentDrops
+	for _, st := range s.stats.Interfaces {
+		if int(st.Index) >= len(s.ifmap) {
+			return fmt.Errorf("stats for interface %d, %d declared: %w", st.Index, len(s.ifmap), wire.ErrMalformed)
+		}
+		fi := &ag.file.ifaces[s.ifmap[st.Index]]
+		grew = grew || st.KernelDrops > fi.stats.KernelDrops
+		fi.stats, fi.haveStats, fi.statsTime = st, true, s.stats.Time
+	}
+	if grew {
+		s.log.Warn("agent reports drops", "agent_queue_drops", s.stats.AgentDrops, "interfaces", fmt.Sprint(s.stats.Interfaces))
+	}
+	return nil
+}
+
+// End closes the session. After a clean goodbye the agent's file is
+// closed at once; after a lost connection it stays open for IdleClose so
+// a reconnect continues it; after a takeover the new session owns it.
+func (s *Session) End(clean bool) {
+	c, ag := s.core, s.ag
+	if !s.kicked.Load() {
+		ag.mu.Lock()
+		if clean {
+			if err := ag.file.close(time.Now()); err != nil {
+				c.Counters.FileErrors.Add(1)
+				s.log.Error("closing file", "err", err)
+			}
+		} else {
+			ag.lingerUntil = time.Now().Add(c.cfg.IdleClose)
+		}
+		ag.mu.Unlock()
+	}
+	c.mu.Lock()
+	if ag.active == s {
+		ag.active = nil
+	}
+	c.mu.Unlock()
+	close(s.done)
+}
+
+// Run rotates files on time and closes idle ones until ctx ends, then
+// returns. Call Close after the transports have stopped.
+func (c *Core) Run(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.tick(now)
+		}
+	}
+}
+
+func (c *Core) tick(now time.Time) {
+	c.mu.Lock()
+	ags := make([]*agent, 0, len(c.agents))
+	for _, ag := range c.agents {
+		ags = append(ags, ag)
+	}
+	c.mu.Unlock()
+	for _, ag := range ags {
+		ag.mu.Lock()
+		var err error
+		if ag.file.due(now) || !ag.lingerUntil.IsZero() && now.After(ag.lingerUntil) {
+			ag.lingerUntil = time.Time{}
+			err = ag.file.close(now)
+		}
+		ag.mu.Unlock()
+		if err != nil {
+			c.Counters.FileErrors.Add(1)
+			c.log.Error("closing file", "agent", ag.name, "err", err)
+		}
+	}
+}
+
+// Close closes every open file. Call it after all sessions ended.
+func (c *Core) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, ag := range c.agents {
+		ag.mu.Lock()
+		if err := ag.file.close(time.Now()); err != nil {
+			errs = append(errs, err)
+		}
+		ag.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
