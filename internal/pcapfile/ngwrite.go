@@ -1,0 +1,250 @@
+package pcapfile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+)
+
+// SectionInfo holds the Section Header Block options NgWriter writes.
+// Empty fields are omitted.
+type SectionInfo struct {
+	Hardware string // shb_hardware
+	OS       string // shb_os
+	UserAppl string // shb_userappl
+	Comment  string // opt_comment
+}
+
+// InterfaceStats is one Interface Statistics Block. Counters whose Have
+// flag is false are omitted.
+type InterfaceStats struct {
+	Timestamp int64 // Unix ns, written in the block header
+
+	IfRecv   uint64 // isb_ifrecv: packets received by the interface
+	IfDrop   uint64 // isb_ifdrop: packets dropped by the interface
+	OsDrop   uint64 // isb_osdrop: packets dropped by the OS / capture
+	UsrDeliv uint64 // isb_usrdeliv: packets delivered to the user
+
+	HaveIfRecv, HaveIfDrop, HaveOsDrop, HaveUsrDeliv bool
+
+	Comment string // opt_comment; empty means none
+}
+
+// maxEPBData is the largest packet an EPB's 32-bit total length can hold.
+const maxEPBData = math.MaxUint32 - minEPBLen - 3
+
+// NgWriter writes a little-endian pcapng stream: one Section Header Block,
+// then Interface Description, Enhanced Packet and Interface Statistics
+// Blocks. Every interface is written with if_tsresol 9, so timestamps are
+// stored exactly in nanoseconds.
+//
+// NgWriter does not buffer: wrap the destination in a bufio.Writer (and
+// flush it) when writing to a file or socket. An error from the
+// destination is sticky. An NgWriter is not safe for concurrent use.
+type NgWriter struct {
+	w       io.Writer
+	n       int64
+	err     error
+	nIfaces int
+	meta    []byte   // reused for SHB, IDB and ISB bodies
+	scratch [36]byte // EPB header (28) + padding (<= 3) + trailer (4)
+}
+
+// NewNgWriter writes a Section Header Block (section length -1, unknown)
+// with si's non-empty fields as options and returns the writer. Options
+// longer than 65535 bytes are ErrTooLarge.
+func NewNgWriter(w io.Writer, si SectionInfo) (*NgWriter, error) {
+	nw := &NgWriter{w: w}
+	b := nw.meta[:0]
+	b = binary.LittleEndian.AppendUint32(b, blockSHB)
+	b = binary.LittleEndian.AppendUint32(b, 0) // total length, patched below
+	b = binary.LittleEndian.AppendUint32(b, byteOrderMagic)
+	b = binary.LittleEndian.AppendUint16(b, 1) // major
+	b = binary.LittleEndian.AppendUint16(b, 0) // minor
+	b = binary.LittleEndian.AppendUint64(b, math.MaxUint64)
+	var err error
+	b, err = appendStringOpts(b, []stringOpt{
+		{optComment, si.Comment},
+		{optSHBHardware, si.Hardware},
+		{optSHBOS, si.OS},
+		{optSHBUserAppl, si.UserAppl},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pcapfile: writing section header: %w", err)
+	}
+	if len(b) > 24 { // any option written
+		b = appendEndOfOpt(b)
+	}
+	if err := nw.writeBlock(b); err != nil {
+		return nil, err
+	}
+	return nw, nil
+}
+
+// AddInterface writes an Interface Description Block for ifc (if_name and
+// if_description when non-empty, if_tsresol 9) and returns the index to pass
+// to WritePacket and WriteStats. Indexes count up from 0.
+func (w *NgWriter) AddInterface(ifc Interface) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	b := w.meta[:0]
+	b = binary.LittleEndian.AppendUint32(b, blockIDB)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint16(b, ifc.LinkType)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, ifc.SnapLen)
+	var err error
+	b, err = appendStringOpts(b, []stringOpt{
+		{optIfName, ifc.Name},
+		{optIfDescription, ifc.Description},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pcapfile: writing interface description: %w", err)
+	}
+	b = binary.LittleEndian.AppendUint16(b, optIfTsresol)
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = append(b, 9, 0, 0, 0)
+	b = appendEndOfOpt(b)
+	if err := w.writeBlock(b); err != nil {
+		return 0, err
+	}
+	w.nIfaces++
+	return w.nIfaces - 1, nil
+}
+
+// WritePacket writes an Enhanced Packet Block: data captured on interface
+// ifIndex at ts (Unix ns; negative values are stored as their two's
+// complement and read back unchanged by this package's Reader), with
+// original length origLen. An origLen below len(data) is written as
+// len(data). data is not retained. WritePacket does not allocate.
+func (w *NgWriter) WritePacket(ifIndex int, ts int64, origLen uint32, data []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if ifIndex < 0 || ifIndex >= w.nIfaces {
+		return fmt.Errorf("pcapfile: writing packet on interface %d: %w", ifIndex, ErrUnknownInterface)
+	}
+	if uint64(len(data)) > maxEPBData {
+		return fmt.Errorf("pcapfile: writing packet of %d bytes: %w", len(data), ErrTooLarge)
+	}
+	caplen := uint32(len(data))
+	pad := -caplen & 3
+	total := minEPBLen + caplen + pad
+	h := &w.scratch
+	binary.LittleEndian.PutUint32(h[0:], blockEPB)
+	binary.LittleEndian.PutUint32(h[4:], total)
+	binary.LittleEndian.PutUint32(h[8:], uint32(ifIndex))
+	binary.LittleEndian.PutUint32(h[12:], uint32(uint64(ts)>>32))
+	binary.LittleEndian.PutUint32(h[16:], uint32(ts))
+	binary.LittleEndian.PutUint32(h[20:], caplen)
+	binary.LittleEndian.PutUint32(h[24:], max(origLen, caplen))
+	if err := w.write(h[:28]); err != nil {
+		return err
+	}
+	if err := w.write(data); err != nil {
+		return err
+	}
+	h[28], h[29], h[30] = 0, 0, 0
+	binary.LittleEndian.PutUint32(h[28+pad:], total)
+	return w.write(h[28 : 32+pad])
+}
+
+// WriteStats writes an Interface Statistics Block for interface ifIndex,
+// with st.Timestamp in the block header and the counters whose Have flag is
+// set as options.
+func (w *NgWriter) WriteStats(ifIndex int, st InterfaceStats) error {
+	if w.err != nil {
+		return w.err
+	}
+	if ifIndex < 0 || ifIndex >= w.nIfaces {
+		return fmt.Errorf("pcapfile: writing statistics for interface %d: %w", ifIndex, ErrUnknownInterface)
+	}
+	b := w.meta[:0]
+	b = binary.LittleEndian.AppendUint32(b, blockISB)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, uint32(ifIndex))
+	b = binary.LittleEndian.AppendUint32(b, uint32(uint64(st.Timestamp)>>32))
+	b = binary.LittleEndian.AppendUint32(b, uint32(st.Timestamp))
+	var err error
+	b, err = appendStringOpts(b, []stringOpt{{optComment, st.Comment}})
+	if err != nil {
+		return fmt.Errorf("pcapfile: writing interface statistics: %w", err)
+	}
+	for _, c := range [...]struct {
+		have bool
+		code uint16
+		v    uint64
+	}{
+		{st.HaveIfRecv, optISBIfRecv, st.IfRecv},
+		{st.HaveIfDrop, optISBIfDrop, st.IfDrop},
+		{st.HaveOsDrop, optISBOSDrop, st.OsDrop},
+		{st.HaveUsrDeliv, optISBUsrDeliv, st.UsrDeliv},
+	} {
+		if c.have {
+			b = binary.LittleEndian.AppendUint16(b, c.code)
+			b = binary.LittleEndian.AppendUint16(b, 8)
+			b = binary.LittleEndian.AppendUint64(b, c.v)
+		}
+	}
+	if len(b) > 20 {
+		b = appendEndOfOpt(b)
+	}
+	return w.writeBlock(b)
+}
+
+// Written returns the number of bytes written so far, including the
+// Section Header Block.
+func (w *NgWriter) Written() int64 { return w.n }
+
+// writeBlock finishes a block built in w.meta style (header with a zero
+// total length, body, no trailer): it appends the trailer, patches the
+// length and writes it.
+func (w *NgWriter) writeBlock(b []byte) error {
+	total := uint32(len(b) + 4)
+	binary.LittleEndian.PutUint32(b[4:], total)
+	b = binary.LittleEndian.AppendUint32(b, total)
+	w.meta = b[:0]
+	return w.write(b)
+}
+
+// write writes b, counting bytes and making errors sticky.
+func (w *NgWriter) write(b []byte) error {
+	n, err := w.w.Write(b)
+	w.n += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.err = fmt.Errorf("pcapfile: writing pcapng: %w", err)
+		return w.err
+	}
+	return nil
+}
+
+type stringOpt struct {
+	code uint16
+	v    string
+}
+
+// appendStringOpts appends the non-empty options, each padded to 4 bytes.
+func appendStringOpts(b []byte, opts []stringOpt) ([]byte, error) {
+	for _, o := range opts {
+		if o.v == "" {
+			continue
+		}
+		if len(o.v) > math.MaxUint16 {
+			return b, fmt.Errorf("option %d is %d bytes: %w", o.code, len(o.v), ErrTooLarge)
+		}
+		b = binary.LittleEndian.AppendUint16(b, o.code)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(o.v)))
+		b = append(b, o.v...)
+		b = append(b, make([]byte, -len(o.v)&3)...)
+	}
+	return b, nil
+}
+
+func appendEndOfOpt(b []byte) []byte {
+	return append(b, 0, 0, 0, 0) // opt_endofopt: code 0, length 0
+}

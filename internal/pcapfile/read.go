@@ -1,0 +1,381 @@
+package pcapfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+const (
+	// DefaultMaxPacket is the captured-length limit used when
+	// ReaderConfig.MaxPacket is zero (four times tcpdump's 262144 snaplen).
+	DefaultMaxPacket = 262144 * 4
+
+	// BlockSlack is how far a pcapng block the Reader has to parse (SHB,
+	// IDB, EPB, SPB, PB) may exceed MaxPacket, to leave room for headers
+	// and options. Larger blocks are ErrTooLarge. Blocks the Reader skips
+	// (NRB, ISB, DSB, custom, unknown) are streamed past and have no limit.
+	BlockSlack = 64 << 10
+
+	// minBufSize is the initial size of the Reader's internal buffer.
+	minBufSize = 256 << 10
+
+	// maxEmptyReads is how many (0, nil) reads in a row the Reader accepts
+	// from its source before it gives up with io.ErrNoProgress.
+	maxEmptyReads = 100
+)
+
+// Classic pcap file header (24 bytes) and record header (16 bytes), in the
+// byte order given by the magic:
+//
+//	 0               1               2               3
+//	+---------------+---------------+---------------+---------------+
+//	|   magic a1b2c3d4 (µs) or a1b23c4d (ns), file byte order       | 0
+//	|        version_major (2)      |       version_minor (4)       | 4
+//	|                 thiszone (ignored)                            | 8
+//	|                 sigfigs (ignored)                             | 12
+//	|                 snaplen                                       | 16
+//	|  FCS/flag bits  |   reserved  |         link type             | 20
+//	+---------------------------------------------------------------+
+//	|                 ts_sec (unsigned)                             | 0
+//	|                 ts_usec or ts_nsec                            | 4
+//	|                 incl_len (captured length)                    | 8
+//	|                 orig_len (length on the wire)                 | 12
+//	+---------------------------------------------------------------+
+//	|                 incl_len bytes of packet data ...
+const (
+	magicMicro = 0xa1b2c3d4
+	magicNano  = 0xa1b23c4d
+
+	pcapFileHeaderLen   = 24
+	pcapRecordHeaderLen = 16
+)
+
+// Interface describes one capture interface: a pcapng Interface
+// Description Block, or the single implicit interface of a classic pcap
+// file.
+type Interface struct {
+	Name        string // if_name; empty if the file has none
+	Description string // if_description
+	LinkType    uint16 // LINKTYPE_* value
+	SnapLen     uint32 // 0 in pcapng means "no limit"
+}
+
+// Packet is one captured packet.
+type Packet struct {
+	// Timestamp is Unix time in nanoseconds. pcapng Simple Packet Blocks
+	// carry no timestamp; their packets have Timestamp 0.
+	Timestamp int64
+	// Interface is an index into Reader.Interfaces(), global across pcapng
+	// sections.
+	Interface int
+	// OrigLen is the packet's length on the wire. The Reader never returns
+	// OrigLen < len(Data): a record claiming a smaller original length gets
+	// OrigLen = len(Data).
+	OrigLen uint32
+	// Data holds the captured bytes; len(Data) is the captured length.
+	Data []byte
+}
+
+// ReaderConfig configures a Reader. The zero value (or a nil pointer) means
+// defaults.
+type ReaderConfig struct {
+	// MaxPacket is the largest captured length accepted; a record or block
+	// claiming more is ErrTooLarge, and the Reader never allocates from a
+	// claimed length above it. Zero means DefaultMaxPacket.
+	MaxPacket uint32
+}
+
+type fileFormat uint8
+
+const (
+	formatPcap fileFormat = iota + 1
+	formatPcapNG
+)
+
+// Reader reads packets from a classic pcap or a pcapng stream. It does its
+// own buffering (at least 256 KiB, grown up to what the largest accepted
+// block needs), so the source need not be buffered.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	src    io.Reader
+	buf    []byte
+	r, w   int   // buf[r:w] is buffered and unread
+	off    int64 // file offset of buf[r]
+	srcErr error // error from src, reported once buffered bytes run out
+	err    error // sticky error returned by ReadInto
+
+	maxPacket uint32
+	maxBlock  int64 // pcapng: largest parsed block
+
+	format fileFormat
+	be     bool // current byte order is big-endian
+	nano   bool
+
+	// classic pcap
+	fracMul int64 // ns per unit of the record's fraction field
+
+	// pcapng
+	ifaces       []Interface
+	ifx          []ifaceInfo // parallel to ifaces
+	sectionBase  int         // global index of the section's first interface
+	sectionCount int         // interfaces defined in the current section
+}
+
+// NewReader reads the file header of a classic pcap (microsecond or
+// nanosecond magic, either byte order) or pcapng (either byte order) stream
+// and returns a Reader positioned at the first record. cfg may be nil.
+//
+// Bad headers are reported as *FormatError with Offset 0: ErrUnknownFormat
+// for an unrecognised magic, ErrTruncated for input shorter than the header
+// (including empty input), ErrMalformed for an unsupported version.
+func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
+	maxPacket := uint32(DefaultMaxPacket)
+	if cfg != nil && cfg.MaxPacket != 0 {
+		maxPacket = cfg.MaxPacket
+	}
+	r := &Reader{
+		src:       src,
+		buf:       make([]byte, minBufSize),
+		maxPacket: maxPacket,
+		maxBlock:  int64(maxPacket) + BlockSlack,
+	}
+	if err := r.fill(4); err != nil {
+		return nil, r.readErr(0, "file header", err)
+	}
+	m := r.buf[r.r : r.r+4]
+	switch {
+	case binary.LittleEndian.Uint32(m) == blockSHB:
+		r.format = formatPcapNG
+		r.nano = true
+		if err := r.readSHB(true); err != nil {
+			return nil, err
+		}
+		return r, nil
+	case binary.LittleEndian.Uint32(m) == magicMicro:
+		r.fracMul = 1000
+	case binary.BigEndian.Uint32(m) == magicMicro:
+		r.be, r.fracMul = true, 1000
+	case binary.LittleEndian.Uint32(m) == magicNano:
+		r.nano, r.fracMul = true, 1
+	case binary.BigEndian.Uint32(m) == magicNano:
+		r.be, r.nano, r.fracMul = true, true, 1
+	default:
+		return nil, formatErr(0, ErrUnknownFormat, "unrecognised magic number %#08x", binary.BigEndian.Uint32(m))
+	}
+	r.format = formatPcap
+	if err := r.readPcapHeader(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readPcapHeader parses the classic file header; the magic is already known.
+// It accepts version 2.x (what libpcap writes, 2.4) and rejects the rest.
+// thiszone and sigfigs are ignored, as libpcap does. The link type is the
+// low 16 bits of the network field; the FCS bits above them are ignored.
+func (r *Reader) readPcapHeader() error {
+	if err := r.fill(pcapFileHeaderLen); err != nil {
+		return r.readErr(0, "pcap file header", err)
+	}
+	h := r.buf[r.r : r.r+pcapFileHeaderLen]
+	major, minor := r.u16(h[4:]), r.u16(h[6:])
+	if major != 2 {
+		return formatErr(0, ErrMalformed, "unsupported pcap version %d.%d", major, minor)
+	}
+	ifc := Interface{
+		SnapLen:  r.u32(h[16:]),
+		LinkType: uint16(r.u32(h[20:])),
+	}
+	r.ifaces = append(r.ifaces, ifc)
+	r.consume(pcapFileHeaderLen)
+	return nil
+}
+
+// ReadInto reads the next packet into p. p.Data aliases the Reader's
+// internal buffer: it is valid only until the next call to ReadInto or
+// ReadPacket, and the caller must not retain it beyond that (copy it, or use
+// ReadPacket). The steady state allocates nothing.
+//
+// At a clean end of input ReadInto returns io.EOF (unwrapped). Malformed
+// input yields a *FormatError with the offset of the bad record or block;
+// source errors are returned wrapped. Errors are sticky: once ReadInto has
+// failed it returns the same error forever. On error p is left unchanged.
+func (r *Reader) ReadInto(p *Packet) error {
+	if r.err != nil {
+		return r.err
+	}
+	var err error
+	if r.format == formatPcap {
+		err = r.readPcapRecord(p)
+	} else {
+		err = r.readNg(p)
+	}
+	if err != nil {
+		r.err = err
+	}
+	return err
+}
+
+// ReadPacket is like ReadInto but returns a packet whose Data is a fresh
+// copy owned by the caller.
+func (r *Reader) ReadPacket() (Packet, error) {
+	var p Packet
+	if err := r.ReadInto(&p); err != nil {
+		return Packet{}, err
+	}
+	p.Data = bytes.Clone(p.Data)
+	return p, nil
+}
+
+// Interfaces returns the interfaces seen so far, indexed by Packet.Interface.
+// For classic pcap it holds exactly one interface (Name "", the file's link
+// type and snaplen). For pcapng it grows as Interface Description Blocks
+// are read, which may happen in the middle of the file. Elements already
+// returned never change; the caller must not modify the slice.
+func (r *Reader) Interfaces() []Interface {
+	return r.ifaces[:len(r.ifaces):len(r.ifaces)]
+}
+
+// Offset returns the number of bytes of the file consumed so far: after a
+// successful ReadInto, the offset just past the packet's record or block.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Nanosecond reports whether timestamps have nanosecond resolution in the
+// file: true for the classic nanosecond magic, false for the microsecond
+// one, and always true for pcapng (whose timestamps are converted to ns).
+func (r *Reader) Nanosecond() bool { return r.nano }
+
+func (r *Reader) readPcapRecord(p *Packet) error {
+	start := r.off
+	if err := r.fill(pcapRecordHeaderLen); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return r.readErr(start, "packet record header", err)
+	}
+	h := r.buf[r.r : r.r+pcapRecordHeaderLen]
+	sec, frac := r.u32(h[0:]), r.u32(h[4:])
+	incl, orig := r.u32(h[8:]), r.u32(h[12:])
+	if incl > r.maxPacket {
+		return formatErr(start, ErrTooLarge, "packet record captured length %d above limit %d", incl, r.maxPacket)
+	}
+	n := pcapRecordHeaderLen + int(incl)
+	if err := r.fill(n); err != nil {
+		return r.readErr(start, "packet record", err)
+	}
+	data := r.buf[r.r+pcapRecordHeaderLen : r.r+n : r.r+n]
+	r.consume(n)
+
+	p.Timestamp = int64(sec)*1e9 + int64(frac)*r.fracMul
+	p.Interface = 0
+	p.OrigLen = max(orig, incl)
+	p.Data = data
+	return nil
+}
+
+// fill makes at least n bytes available in r.buf[r.r:r.w], growing the
+// buffer if needed (callers bound n). It returns nil when they are, io.EOF
+// when the source ended with nothing buffered, io.ErrUnexpectedEOF when it
+// ended with fewer than n bytes buffered, or the source's error.
+func (r *Reader) fill(n int) error {
+	if r.w-r.r >= n {
+		return nil
+	}
+	if n > len(r.buf)-r.r {
+		if n > len(r.buf) {
+			nb := make([]byte, max(n, 2*len(r.buf)))
+			r.w = copy(nb, r.buf[r.r:r.w])
+			r.buf = nb
+		} else {
+			r.w = copy(r.buf, r.buf[r.r:r.w])
+		}
+		r.r = 0
+	}
+	for empty := 0; r.w-r.r < n && r.srcErr == nil; {
+		m, err := r.src.Read(r.buf[r.w:])
+		if m < 0 || m > len(r.buf)-r.w {
+			r.srcErr = errors.New("pcapfile: source returned invalid count from Read")
+			break
+		}
+		r.w += m
+		switch {
+		case err != nil:
+			r.srcErr = err
+		case m > 0:
+			empty = 0
+		default:
+			if empty++; empty >= maxEmptyReads {
+				r.srcErr = io.ErrNoProgress
+			}
+		}
+	}
+	switch {
+	case r.w-r.r >= n:
+		return nil
+	case r.srcErr == io.EOF && r.w == r.r:
+		return io.EOF
+	case r.srcErr == io.EOF:
+		return io.ErrUnexpectedEOF
+	}
+	return r.srcErr
+}
+
+// consume marks n buffered bytes as read.
+func (r *Reader) consume(n int) {
+	r.r += n
+	r.off += int64(n)
+}
+
+// discard skips n bytes without keeping them; io.EOF becomes
+// io.ErrUnexpectedEOF since the caller expected n more bytes.
+func (r *Reader) discard(n int64) error {
+	for n > 0 {
+		if r.w == r.r {
+			if err := r.fill(1); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
+		}
+		k := int(min(n, int64(r.w-r.r)))
+		r.consume(k)
+		n -= int64(k)
+	}
+	return nil
+}
+
+// readErr turns an error from fill or discard into the error ReadInto
+// returns: a truncation is a *FormatError at start, anything else is a
+// source error wrapped with context.
+func (r *Reader) readErr(start int64, what string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return formatErr(start, ErrTruncated, "truncated %s", what)
+	}
+	return fmt.Errorf("pcapfile: reading %s at offset %d: %w", what, start, err)
+}
+
+func (r *Reader) u16(b []byte) uint16 {
+	if r.be {
+		return binary.BigEndian.Uint16(b)
+	}
+	return binary.LittleEndian.Uint16(b)
+}
+
+func (r *Reader) u32(b []byte) uint32 {
+	if r.be {
+		return binary.BigEndian.Uint32(b)
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+func (r *Reader) u64(b []byte) uint64 {
+	if r.be {
+		return binary.BigEndian.Uint64(b)
+	}
+	return binary.LittleEndian.Uint64(b)
+}
