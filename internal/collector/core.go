@@ -57,7 +57,8 @@ type agent struct {
 
 type instance struct {
 	name    string
-	lastSeq uint64 // guarded by the owning agent's mu
+	lastSeq uint64    // guarded by the owning agent's mu
+	seen    time.Time // guarded by Core.mu
 }
 
 // NewCore returns a Core writing below cfg.Dir.
@@ -70,8 +71,12 @@ func NewCore(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collector: output directory: %w", err)
 	}
-	return &Core{cfg: c, log: c.Logger, dir: dir,
-		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}}, nil
+	core := &Core{cfg: c, log: c.Logger, dir: dir,
+		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}}
+	if err := core.loadState(); err != nil {
+		return nil, err
+	}
+	return core, nil
 }
 
 // Session is one agent connection's view of the core. Its methods are
@@ -124,6 +129,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		inst = &instance{name: h.Name}
 		c.instances[h.Instance] = inst
 	}
+	inst.seen = time.Now()
 	c.mu.Unlock()
 	if inst.name != h.Name {
 		c.Counters.Rejected.Add(1)
@@ -344,7 +350,8 @@ func (c *Core) tick(now time.Time) {
 	}
 }
 
-// Close closes every open file. Call it after all sessions ended.
+// Close closes every open file and saves the high-water marks (see
+// StateFile). Call it after all sessions ended.
 func (c *Core) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -355,6 +362,9 @@ func (c *Core) Close() error {
 			errs = append(errs, err)
 		}
 		ag.mu.Unlock()
+	}
+	if len(c.instances) > 0 {
+		errs = append(errs, c.saveState())
 	}
 	return errors.Join(errs...)
 }

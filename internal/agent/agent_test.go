@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+func fill(q *queue, n int, block bool) bool {
+	b := q.get()
+	var e wire.BatchEncoder
+	e.Reset(b.buf[:0])
+	for range n {
+		e.Append(1, 0, 100, make([]byte, 100))
+	}
+	return q.push(b, &e, n, 1, block)
+}
+
+func TestQueue(t *testing.T) {
+	q := newQueue(3000, 4096)
+	for i := range 2 {
+		if !fill(q, 10, false) {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	if fill(q, 10, false) {
+		t.Fatal("push over the byte limit accepted")
+	}
+	st := q.stats()
+	if st.dropped != 10 || st.lastSeq != 2 || st.pending != 2 {
+		t.Fatalf("after drop: %+v", st)
+	}
+	if b := q.at(2); b == nil || b.seq != 2 || q.at(3) != nil || q.at(0) != nil {
+		t.Fatal("at() does not find batches by sequence")
+	}
+	pushed := make(chan bool)
+	go func() { pushed <- fill(q, 10, true) }()
+	select {
+	case <-pushed:
+		t.Fatal("blocking push did not wait for room")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.ack(1)
+	if !<-pushed {
+		t.Fatal("blocking push failed after room was made")
+	}
+	if q.at(1) != nil || q.at(3) == nil || q.stats().ackedPackets != 10 {
+		t.Fatalf("after ack(1): %+v", q.stats())
+	}
+	q.ack(99) // beyond what exists: clamps
+	if st := q.stats(); st.pending != 0 || st.acked != 3 {
+		t.Fatalf("after ack(99): %+v", st)
+	}
+}
+
+// TestResendsFromFirstUnacknowledged runs an agent against a scripted
+// collector that acknowledges part of what it got and drops the
+// connection; the agent must come back with the same instance and send
+// the first unacknowledged batch first.
+func TestResendsFromFirstUnacknowledged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 3000, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "t1", ReadFile: path, BatchBytes: 16 << 10,
+		BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		sum Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { s, err := a.Run(context.Background()); done <- result{s, err} }()
+
+	accept := func() (net.Conn, *wire.FrameReader, wire.Hello) {
+		t.Helper()
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fr := wire.NewFrameReader(c, wire.Limits{})
+		h, p, err := fr.Next()
+		if err != nil || h.Type != wire.TypeHello {
+			t.Fatalf("hello: %s %v", h.Type, err)
+		}
+		hl, err := wire.ParseHello(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, fr, hl
+	}
+	nextBatch := func(fr *wire.FrameReader) wire.Batch {
+		t.Helper()
+		for {
+			h, p, err := fr.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Type == wire.TypeBatch {
+				b, err := wire.ParseBatch(h.Flags, p, wire.BatchLimits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+		}
+	}
+
+	c1, fr1, h1 := accept()
+	c1.Write(wire.AppendWelcome(nil, wire.Welcome{MaxFrame: 16 << 20}))
+	for want := uint64(1); want <= 3; want++ {
+		if b := nextBatch(fr1); b.Seq != want {
+			t.Fatalf("first connection: batch %d, want %d", b.Seq, want)
+		}
+	}
+	c1.Write(wire.AppendAck(nil, 2))
+	time.Sleep(50 * time.Millisecond)
+	c1.Close()
+
+	c2, fr2, h2 := accept()
+	defer c2.Close()
+	if h2.Instance != h1.Instance {
+		t.Fatal("reconnect changed the instance id")
+	}
+	c2.Write(wire.AppendWelcome(nil, wire.Welcome{LastSeq: 2, MaxFrame: 16 << 20}))
+	var packets uint64
+	for want := uint64(3); ; want++ {
+		b := nextBatch(fr2)
+		if b.Seq != want {
+			t.Fatalf("after reconnect: batch %d, want %d", b.Seq, want)
+		}
+		packets += uint64(b.Count)
+		c2.Write(wire.AppendAck(nil, b.Seq))
+		if st := a.q.stats(); st.lastSeq == b.Seq && st.queuedPackets == 3000 {
+			break
+		}
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.sum.Read != 3000 || r.sum.Acked != 3000 || r.sum.Reconnects != 1 {
+			t.Fatalf("summary %+v, err %v", r.sum, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not finish after everything was acknowledged")
+	}
+	if packets == 0 {
+		t.Fatal("nothing resent")
+	}
+}
+
+func TestRejectIsFatal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	gen.WriteFile(path, gen.FileConfig{Count: 10, Mix: gen.Mix64})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		wire.NewFrameReader(c, wire.Limits{}).Next()
+		c.Write(wire.AppendReject(nil, "agent name taken"))
+	}()
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "x", ReadFile: path,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = a.Run(ctx)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want the rejection", err, ctx.Err())
+	}
+	t.Log(err)
+}

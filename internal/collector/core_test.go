@@ -1,0 +1,315 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+func newCore(t *testing.T, cfg Config) *Core {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func hello(name string, id byte) *wire.Hello {
+	return &wire.Hello{Instance: [16]byte{id}, Name: name, Host: "h1",
+		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "tun0", LinkType: 101, SnapLen: 1500}}}
+}
+
+// batchPayload builds a batch of n packets whose first byte is their
+// global number first+i, alternating interfaces.
+func batchPayload(seq uint64, first, n int) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		k := first + i
+		e.Append(int64(1_700_000_000_000_000_000+k*1000), uint32(k%2), uint32(100+k%7), bytes.Repeat([]byte{byte(k)}, 60+k%40))
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+type readPacket struct {
+	ts    int64
+	iface string
+	orig  uint32
+	data  []byte
+}
+
+// readDir reads every closed file of an agent, in name order, and fails
+// on leftover .part files.
+func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), PartSuffix) {
+			t.Fatalf("%s still open", e.Name())
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pcapfile.NewReader(f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var p pcapfile.Packet
+			if err := r.ReadInto(&p); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", e.Name(), err)
+			}
+			pkts = append(pkts, readPacket{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
+		}
+		f.Close()
+		files++
+	}
+	return pkts, files
+}
+
+func TestSessionWritesAndDropsDuplicates(t *testing.T) {
+	c := newCore(t, Config{})
+	s, w, err := c.Begin(hello("web1", 1), func() {})
+	if err != nil || w.LastSeq != 0 {
+		t.Fatalf("Begin: %v %+v", err, w)
+	}
+	for seq, first := range []int{0, 10, 20} {
+		if dup, err := s.Batch(0, batchPayload(uint64(seq+1), first, 10)); dup || err != nil {
+			t.Fatalf("batch %d: dup=%v err=%v", seq+1, dup, err)
+		}
+	}
+	if seq, err := s.Commit(); seq != 3 || err != nil {
+		t.Fatalf("Commit = %d, %v; want 3", seq, err)
+	}
+	if dup, err := s.Batch(0, batchPayload(2, 10, 10)); !dup || err != nil {
+		t.Fatalf("resent batch 2: dup=%v err=%v, want a duplicate", dup, err)
+	}
+	s.End(true)
+	pkts, files := readDir(t, filepath.Join(c.dir, "web1"))
+	if files != 1 || len(pkts) != 30 {
+		t.Fatalf("%d files, %d packets; want 1 file, 30 packets", files, len(pkts))
+	}
+	for i, p := range pkts {
+		want := []string{"web1:eth0", "web1:tun0"}[i%2]
+		if p.iface != want || p.data[0] != byte(i) || p.orig != uint32(100+i%7) || p.ts != int64(1_700_000_000_000_000_000+i*1000) {
+			t.Fatalf("packet %d: %+v", i, p)
+		}
+	}
+	if got := c.Counters.Duplicates.Load(); got != 1 {
+		t.Errorf("duplicates counter %d, want 1", got)
+	}
+}
+
+func TestMalformedBatchWritesNothing(t *testing.T) {
+	c := newCore(t, Config{})
+	h := hello("a", 1)
+	h.Interfaces = h.Interfaces[:1] // the batch uses interface 1 too
+	s, _, err := c.Begin(h, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(0, batchPayload(1, 0, 10)); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("err = %v, want ErrMalformed", err)
+	}
+	if seq, _ := s.Commit(); seq != 0 {
+		t.Fatalf("Commit acknowledges %d after a rejected batch", seq)
+	}
+	s.End(true)
+	if _, err := os.Stat(filepath.Join(c.dir, "a")); err == nil {
+		pkts, _ := readDir(t, filepath.Join(c.dir, "a"))
+		if len(pkts) != 0 {
+			t.Fatalf("%d packets of a malformed batch written", len(pkts))
+		}
+	}
+}
+
+func TestRejectsBadNamesBeforeAnyFile(t *testing.T) {
+	c := newCore(t, Config{})
+	for _, name := range []string{"", "..", "../x", "/etc", "a/b", "x\x00", ".hidden", strings.Repeat("n", 65)} {
+		if _, _, err := c.Begin(hello(name, 9), func() {}); !errors.Is(err, ErrRejected) || !errors.Is(err, wire.ErrBadName) {
+			t.Errorf("%q: err = %v, want ErrRejected wrapping ErrBadName", name, err)
+		}
+	}
+	ents, _ := os.ReadDir(c.dir)
+	if len(ents) != 0 {
+		t.Fatalf("output dir has %d entries after rejected handshakes", len(ents))
+	}
+}
+
+func TestRotationBySize(t *testing.T) {
+	c := newCore(t, Config{RotateSize: 4096})
+	s, _, err := c.Begin(hello("r", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.Batch(0, batchPayload(uint64(i+1), i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Commit()
+	s.End(true)
+	pkts, files := readDir(t, filepath.Join(c.dir, "r"))
+	if len(pkts) != 200 || files < 3 {
+		t.Fatalf("%d packets in %d files, want 200 in several", len(pkts), files)
+	}
+	for i, p := range pkts {
+		if p.data[0] != byte(i) {
+			t.Fatalf("packet %d out of order across rotation", i)
+		}
+	}
+}
+
+func TestRotationAlignedToWallClock(t *testing.T) {
+	dir := t.TempDir()
+	af := agentFile{dir: dir, name: "w", interval: time.Hour}
+	now := time.Date(2026, 11, 22, 12, 34, 56, 0, time.UTC)
+	if err := af.open(now); err != nil {
+		t.Fatal(err)
+	}
+	defer af.close(now)
+	if want := time.Date(2026, 11, 22, 13, 0, 0, 0, time.UTC); !af.rotateAt.Equal(want) {
+		t.Fatalf("rotateAt %s, want %s", af.rotateAt, want)
+	}
+	if af.due(now.Add(25*time.Minute)) || !af.due(now.Add(26*time.Minute)) {
+		t.Fatal("due before or not at the top of the hour")
+	}
+	if filepath.Base(af.path) != "w_20261122T123456.000Z.pcapng" {
+		t.Fatalf("file name %s", filepath.Base(af.path))
+	}
+}
+
+func TestTakeoverEndsOldSession(t *testing.T) {
+	c := newCore(t, Config{})
+	var s1 *Session
+	kicked := make(chan struct{})
+	s1, _, err := c.Begin(hello("same", 1), func() { close(kicked); go s1.End(false) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Batch(0, batchPayload(1, 0, 5))
+	s1.Commit()
+	s2, _, err := c.Begin(hello("same", 2), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-kicked:
+	default:
+		t.Fatal("old session not kicked")
+	}
+	s2.Batch(0, batchPayload(1, 5, 5))
+	s2.Commit()
+	s2.End(true)
+	pkts, files := readDir(t, filepath.Join(c.dir, "same"))
+	if len(pkts) != 10 || files != 1 {
+		t.Fatalf("%d packets in %d files; the new session should continue the file", len(pkts), files)
+	}
+}
+
+func TestStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := newCore(t, Config{Dir: dir})
+	s, _, _ := c.Begin(hello("p", 7), func() {})
+	for i := range 3 {
+		s.Batch(0, batchPayload(uint64(i+1), i, 1))
+	}
+	s.Commit()
+	s.End(false)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newCore(t, Config{Dir: dir})
+	s2, w, err := c2.Begin(hello("p", 7), func() {})
+	if err != nil || w.LastSeq != 3 {
+		t.Fatalf("after restart: LastSeq %d, err %v; want 3", w.LastSeq, err)
+	}
+	if dup, _ := s2.Batch(0, batchPayload(3, 2, 1)); !dup {
+		t.Fatal("batch 3 written again after restart")
+	}
+	s2.End(true)
+
+	os.WriteFile(filepath.Join(dir, StateFile), []byte("{not json"), 0o600)
+	c3 := newCore(t, Config{Dir: dir}) // must start, not crash-loop
+	if len(c3.instances) != 0 {
+		t.Fatal("damaged state loaded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, StateFile+".damaged")); err != nil {
+		t.Fatalf("damaged state not moved aside: %v", err)
+	}
+}
+
+func TestServerRoundTrip(t *testing.T) {
+	c := newCore(t, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(c).Serve(ctx, ln) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var out []byte
+	out = wire.AppendHello(out, hello("tcp1", 3))
+	var e wire.BatchEncoder
+	for i := range 5 {
+		e.Reset(nil)
+		e.Append(int64(i), 0, 10, []byte("0123456789"))
+		out = append(out, e.Finish(uint64(i+1))...)
+	}
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	fr := wire.NewFrameReader(conn, wire.Limits{})
+	h, _, err := fr.Next()
+	if err != nil || h.Type != wire.TypeWelcome {
+		t.Fatalf("first reply %s, %v", h.Type, err)
+	}
+	var acked uint64
+	for acked < 5 {
+		h, p, err := fr.Next()
+		if err != nil || h.Type != wire.TypeAck {
+			t.Fatalf("reply %s, %v", h.Type, err)
+		}
+		acked, _ = wire.ParseAck(p)
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	if _, _, err := fr.Next(); err != io.EOF {
+		t.Fatalf("after goodbye: %v, want EOF", err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if pkts, _ := readDir(t, filepath.Join(c.dir, "tcp1")); len(pkts) != 5 {
+		t.Fatalf("%d packets written, want 5", len(pkts))
+	}
+}

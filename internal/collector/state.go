@@ -1,0 +1,111 @@
+package collector
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StateFile holds, below Dir, each agent instance's high-water sequence
+// number, saved on shutdown and loaded on start, so a restarted
+// collector drops batches it wrote before even when its last
+// acknowledgement never reached the agent. Agent names cannot start
+// with '.', so it never collides with an agent directory.
+const StateFile = ".pcapsync-state.json"
+
+// stateTTL is how long an instance that was not seen is remembered.
+const stateTTL = 7 * 24 * time.Hour
+
+type stateEntry struct {
+	Instance string    `json:"instance"`
+	Name     string    `json:"name"`
+	LastSeq  uint64    `json:"last_seq"`
+	Seen     time.Time `json:"seen"`
+}
+
+type stateDoc struct {
+	Version   int          `json:"version"`
+	Instances []stateEntry `json:"instances"`
+}
+
+// loadState reads the state file. A missing file is an empty state; a
+// damaged one is moved aside (never a crash loop) and reported.
+func (c *Core) loadState() error {
+	path := filepath.Join(c.dir, StateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("collector: reading %s: %w", path, err)
+	}
+	var doc stateDoc
+	err = json.Unmarshal(b, &doc)
+	if err == nil && doc.Version != 1 {
+		err = fmt.Errorf("version %d, want 1", doc.Version)
+	}
+	for i := 0; err == nil && i < len(doc.Instances); i++ {
+		e := doc.Instances[i]
+		var id [16]byte
+		var n int
+		n, err = hex.Decode(id[:], []byte(e.Instance))
+		if err == nil && n != 16 {
+			err = fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
+		}
+		if err == nil {
+			c.instances[id] = &instance{name: e.Name, lastSeq: e.LastSeq, seen: e.Seen}
+		}
+	}
+	if err != nil {
+		clear(c.instances)
+		bad := path + ".damaged"
+		os.Rename(path, bad)
+		c.log.Error("state file damaged; moved aside, starting without duplicate history", "file", bad, "err", err)
+	}
+	return nil
+}
+
+// saveState writes the state file atomically (temporary file, fsync,
+// rename), forgetting instances not seen for stateTTL.
+func (c *Core) saveState() error {
+	doc := stateDoc{Version: 1}
+	now := time.Now()
+	for id, in := range c.instances {
+		if now.Sub(in.seen) > stateTTL {
+			continue
+		}
+		doc.Instances = append(doc.Instances, stateEntry{Instance: hex.EncodeToString(id[:]), Name: in.name, LastSeq: in.lastSeq, Seen: in.seen})
+	}
+	b, err := json.MarshalIndent(&doc, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.dir, 0o750); err != nil {
+		return err
+	}
+	path := filepath.Join(c.dir, StateFile)
+	tmp, err := os.CreateTemp(c.dir, StateFile+".tmp*")
+	if err != nil {
+		return fmt.Errorf("saving state: %w", err)
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving state to %s: %w", path, err)
+	}
+	return nil
+}
