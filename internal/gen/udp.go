@@ -34,7 +34,9 @@ func SendUDP(ctx context.Context, c UDPConfig) (uint64, error) {
 			return 0, fmt.Errorf("gen: udp payload size %d out of range %d..65507", s, PayloadHeader)
 		}
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.To))
+	// Unconnected, so ICMP port-unreachable replies (nothing listens on
+	// a capture target) do not fail later sends with ECONNREFUSED.
+	conn, err := net.ListenUDP("udp", nil)
 	if err != nil {
 		return 0, fmt.Errorf("gen: %w", err)
 	}
@@ -54,7 +56,7 @@ func SendUDP(ctx context.Context, c UDPConfig) (uint64, error) {
 		}
 		p := buf[:sizes[seq%uint64(len(sizes))]]
 		Payload(p, c.Stream, seq)
-		if _, err := conn.Write(p); err != nil {
+		if _, err := conn.WriteToUDPAddrPort(p, c.To); err != nil {
 			return sent, fmt.Errorf("gen: sending packet %d: %w", seq, err)
 		}
 		sent++

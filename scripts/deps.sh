@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building and testing pcapsync needs on Debian/Ubuntu:
+# libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
+# namespaces for capture tests), tshark/capinfos (output checks),
+# tcpdump (comparisons). Does nothing when all are present.
+set -euo pipefail
+pkgs=(libpcap-dev gcc iproute2 tshark tcpdump)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# tshark asks whether non-root users may capture; answer no, quietly.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

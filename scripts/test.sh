@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test of pcapsync, installing what the tests need first.
+# As root, the capture and end-to-end tests run in network namespaces
+# they create and delete themselves; without root they are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS="${GOFLAGS:-} -mod=readonly"
+
+scripts/deps.sh
+go mod download
+
+echo "== gofmt, go vet"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
+go vet ./...
+
+echo "== unit and end-to-end tests (race detector on)"
+if [ "$(id -u)" -eq 0 ]; then export PCAPSYNC_E2E_REQUIRE=1; fi
+go test -race -count=1 -timeout 15m ./...
+
+echo "== fuzzers, a fixed number of inputs each"
+fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZ_COUNT:-20000}x" "$2"; }
+fuzz FuzzBatch ./internal/wire
+fuzz FuzzFrames ./internal/wire
+fuzz FuzzReader ./internal/pcapfile
+
+echo "== benchmarks, once each so they keep working"
+go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null
+echo "all tests passed"
