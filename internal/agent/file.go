@@ -81,9 +81,12 @@ func (s *fileSource) run() error {
 
 func (s *fileSource) stop() { s.stopped.Store(true) }
 
+// stats reports the packets read as one entry for interface 0 (a replay
+// has no kernel counters). It runs on the sender's goroutine, so it asks
+// the agent's locked interface list, not s.ifmap.
 func (s *fileSource) stats(st *wire.Stats) {
 	n := s.read.Load()
-	if len(s.ifmap) > 0 {
-		st.Interfaces = append(st.Interfaces, wire.IfaceStats{Index: uint32(s.ifmap[0]), Received: n, Captured: n})
+	if len(s.a.interfaces()) > 0 {
+		st.Interfaces = append(st.Interfaces, wire.IfaceStats{Index: 0, Received: n, Captured: n})
 	}
 }
