@@ -2,13 +2,17 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -190,4 +194,47 @@ func TestRejectIsFatal(t *testing.T) {
 		t.Fatalf("Run = %v (ctx %v), want the rejection", err, ctx.Err())
 	}
 	t.Log(err)
+}
+
+// TestTruncatedFileDeliversWhatWasRead replays a file cut in the middle
+// of a record into a real in-process collector: the error names the file
+// and the offset, and every whole packet before it is acknowledged.
+func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cut.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 1000, Mix: gen.Mix64}); err != nil {
+		t.Fatal(err)
+	}
+	// 24-byte header, then records of 16+64 bytes: keep 700 and a half.
+	if err := os.Truncate(path, 24+700*80+40); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
+	defer func() { cancel(); <-served; core.Close() }()
+
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "cut", ReadFile: path, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", 24+700*80)) {
+		t.Fatalf("err = %v; want the file name and offset %d", err, 24+700*80)
+	}
+	if sum.Read != 700 || sum.Acked != 700 {
+		t.Fatalf("summary %+v; want 700 read and acknowledged", sum)
+	}
+	if got := core.Counters.Packets.Load(); got != 700 {
+		t.Fatalf("collector wrote %d packets, want 700", got)
+	}
 }

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -311,5 +312,64 @@ func TestServerRoundTrip(t *testing.T) {
 	c.Close()
 	if pkts, _ := readDir(t, filepath.Join(c.dir, "tcp1")); len(pkts) != 5 {
 		t.Fatalf("%d packets written, want 5", len(pkts))
+	}
+}
+
+// TestStatsBlockOnClose checks that the counters an agent reports end up
+// in an interface statistics block when the file closes.
+func TestStatsBlockOnClose(t *testing.T) {
+	c := newCore(t, Config{})
+	s, _, err := c.Begin(hello("st", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Batch(0, batchPayload(1, 0, 4))
+	s.Commit()
+	st := wire.AppendStats(nil, &wire.Stats{Time: 1_700_000_001_000_000_000, AgentDrops: 5,
+		Interfaces: []wire.IfaceStats{{Index: 1, Received: 1000, KernelDrops: 17, QueueFreezes: 2, Captured: 983}}})
+	if err := s.Stats(st[wire.HeaderSize:]); err != nil {
+		t.Fatal(err)
+	}
+	s.End(true)
+	ents, _ := os.ReadDir(filepath.Join(c.dir, "st"))
+	b, err := os.ReadFile(filepath.Join(c.dir, "st", ents[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Walk the blocks (little-endian: type u32, total length u32).
+	var isb []byte
+	for off := 0; off+12 <= len(b); {
+		typ := binary.LittleEndian.Uint32(b[off:])
+		n := int(binary.LittleEndian.Uint32(b[off+4:]))
+		if n < 12 || off+n > len(b) {
+			t.Fatalf("bad block at %d", off)
+		}
+		if typ == 5 {
+			isb = b[off : off+n]
+		}
+		off += n
+	}
+	if isb == nil {
+		t.Fatal("no interface statistics block")
+	}
+	if id := binary.LittleEndian.Uint32(isb[8:]); id != 1 {
+		t.Fatalf("ISB for interface %d, want 1", id)
+	}
+	opts := map[uint16]uint64{}
+	for o := 20; o+4 <= len(isb)-4; {
+		code, l := binary.LittleEndian.Uint16(isb[o:]), int(binary.LittleEndian.Uint16(isb[o+2:]))
+		if code == 0 {
+			break
+		}
+		if l == 8 {
+			opts[code] = binary.LittleEndian.Uint64(isb[o+4:])
+		}
+		o += 4 + (l+3)&^3
+	}
+	if opts[4] != 1000 || opts[7] != 17 || opts[8] != 983 {
+		t.Fatalf("ISB counters ifrecv=%d osdrop=%d usrdeliv=%d, want 1000 17 983", opts[4], opts[7], opts[8])
+	}
+	if !bytes.Contains(isb, []byte("agent queue drops (all interfaces): 5")) {
+		t.Fatal("ISB comment lacks the agent's queue drops")
 	}
 }

@@ -1,0 +1,273 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// LINKTYPE values (https://www.tcpdump.org/linktypes.html) that Handle
+// reports.
+const (
+	LinkTypeEthernet = 1   // LINKTYPE_ETHERNET (DLT_EN10MB)
+	LinkTypeRaw      = 101 // LINKTYPE_RAW: packets start with an IPv4 or IPv6 header
+)
+
+// ARPHRD values (linux/if_arp.h) that have a LINKTYPE here.
+const (
+	arphrdEther    = 1
+	arphrdLoopback = 772
+	arphrdNone     = 65534
+)
+
+// Packet is one captured packet.
+type Packet struct {
+	// Timestamp is when the kernel received the packet, in nanoseconds
+	// since the Unix epoch.
+	Timestamp int64
+	// OrigLen is the length of the packet on the wire, which can exceed
+	// len(Data) when the packet was cut to the snapshot length.
+	OrigLen uint32
+	// Data holds the first min(OrigLen, SnapLen) bytes of the packet,
+	// starting with the link-layer header described by Handle.LinkType.
+	// After ReadInto it aliases the kernel ring (see ReadInto).
+	Data []byte
+}
+
+// Stats are the kernel's counters for a Handle (PACKET_STATISTICS),
+// cumulative since Open returned.
+type Stats struct {
+	// Received counts the packets that passed the filter, including
+	// those then dropped (tcpdump's "packets received by filter").
+	Received uint64
+	// Dropped counts the packets that passed the filter but found the
+	// ring full (tcpdump's "packets dropped by kernel").
+	Dropped uint64
+	// QueueFreezes counts the times the kernel found the ring full and
+	// stopped filling it until the reader freed a block.
+	QueueFreezes uint64
+}
+
+// rawStats are the platform's cumulative 32-bit counters.
+type rawStats struct {
+	packets, drops, freezes uint32
+}
+
+// errPollSlice is what ring.read returns when one poll slice expired.
+var errPollSlice = errors.New("poll slice expired")
+
+// Handle is an open capture on one interface.
+//
+// ReadInto, Stats and Close may be called from different goroutines.
+// Calls to ReadInto are serialized; one reader goroutine is the intended
+// use. The accessors (Name, LinkType, SnapLen) never change.
+type Handle struct {
+	name       string
+	linkType   uint16
+	snapLen    int
+	pollSlices int // 0: ReadInto waits until a packet arrives or Close
+
+	// closed is set first thing by Close. ReadInto checks it after every
+	// poll slice, so a blocked reader gives up within one slice.
+	closed atomic.Bool
+
+	// readMu is held by ReadInto for its whole call. Close takes it to wait
+	// for a blocked reader to leave before it unmaps the ring, so a reader
+	// never touches a closed ring. Lock order: readMu, then mu.
+	readMu sync.Mutex
+
+	// mu guards the counters below and, together with readMu, r: r is only
+	// set to nil (by Close) with both held, so holding either one is enough
+	// to read it.
+	mu    sync.Mutex
+	r     *ring
+	last  rawStats // the platform's counters when last read
+	total Stats
+}
+
+// Open starts a capture as described by cfg. The socket is created in, and
+// the interface looked up in, the network namespace of the calling OS
+// thread; to capture in another namespace, lock the goroutine to its
+// thread (runtime.LockOSThread), setns(2) into the namespace, call Open,
+// and switch back: the handle stays bound to the namespace it was opened in.
+//
+// Open installs a filter that rejects everything, throws away what reached
+// the ring before it (waiting up to about 2*BlockTimeout for the kernel to
+// hand over its last partly filled block), and only then installs the real
+// filter, so no packet that fails the filter or exceeds the snapshot length
+// is ever returned. It therefore takes a few tens of milliseconds.
+//
+// Open needs CAP_NET_RAW (and CAP_NET_ADMIN for promiscuous mode on some
+// kernels).
+func Open(cfg Config) (*Handle, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := cfg.settings()
+	arphrd, err := interfaceType(s.iface)
+	if err != nil {
+		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
+	}
+	lt, ok := linkTypeFor(arphrd)
+	if !ok {
+		return nil, fmt.Errorf("capture: opening %q: %w: ARPHRD %d (supported: ethernet %d, loopback %d, none %d)",
+			s.iface, ErrUnsupportedLinkType, arphrd, arphrdEther, arphrdLoopback, arphrdNone)
+	}
+	prog, err := CompileFilter(lt, s.snapLen, s.filter)
+	if err != nil {
+		var fe *filterError
+		if errors.As(err, &fe) {
+			fe.iface = s.iface
+			return nil, fe
+		}
+		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
+	}
+	r, base, err := openRing(s, arphrd, prog)
+	if err != nil {
+		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
+	}
+	return &Handle{
+		name:       s.iface,
+		linkType:   lt,
+		snapLen:    s.snapLen,
+		pollSlices: s.pollSlices,
+		r:          r,
+		last:       base,
+	}, nil
+}
+
+// linkTypeFor maps an ARPHRD_* device type to the LINKTYPE_* of the frames
+// an AF_PACKET SOCK_RAW socket delivers for it.
+func linkTypeFor(arphrd uint16) (uint16, bool) {
+	switch arphrd {
+	case arphrdEther, arphrdLoopback:
+		// Loopback frames carry an Ethernet header with zero addresses.
+		return LinkTypeEthernet, true
+	case arphrdNone:
+		// tun, WireGuard and other layer-3 devices: the packet starts
+		// with the IP header.
+		return LinkTypeRaw, true
+	}
+	return 0, false
+}
+
+// ReadInto waits for the next packet and describes it in *p.
+//
+// It is zero-copy: p.Data aliases the ring shared with the kernel and is
+// valid only until the next call to ReadInto or Close, whichever comes
+// first; the ring slot is handed back to the kernel by the next call. Copy
+// what must outlive that. Touching p.Data after Close returned is a
+// use-after-unmap and can crash the program, so a goroutine that closes
+// the handle while another reads must make sure the reader is done with
+// the bytes (for example by closing from the reading goroutine, or after
+// it has stopped). Frames whose 802.1Q tag the kernel stripped get it
+// back, as in libpcap; those are the one case where p.Data is a fresh copy
+// and the call allocates.
+//
+// ReadInto returns ErrTimeout when no packet arrived within
+// Config.PollTimeout, ErrClosed once Close was called (a blocked ReadInto
+// returns ErrClosed within 50ms of Close), and an error matching
+// ErrInterfaceDown when the interface went away. On any error *p is zeroed.
+// In steady state it does not allocate.
+func (h *Handle) ReadInto(p *Packet) error {
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	for n := 1; ; n++ {
+		if h.closed.Load() {
+			*p = Packet{}
+			return ErrClosed
+		}
+		err := h.r.read(p)
+		if err == nil {
+			return nil
+		}
+		*p = Packet{}
+		if err != errPollSlice {
+			return h.readError(err)
+		}
+		if n == h.pollSlices {
+			if h.closed.Load() {
+				return ErrClosed
+			}
+			return ErrTimeout
+		}
+	}
+}
+
+func (h *Handle) readError(err error) error {
+	if h.closed.Load() {
+		return ErrClosed
+	}
+	return fmt.Errorf("capture: reading %s: %w", h.name, err)
+}
+
+// Stats returns the kernel's counters, cumulative since Open. It may be
+// called while another goroutine is in ReadInto, and after Close, when it
+// returns the counters as they were when the handle closed.
+//
+// The kernel keeps 32-bit counters and resets them on every read; they are
+// accumulated here into 64 bits, which stays exact as long as Stats is
+// called at least once every 2^32 packets.
+func (h *Handle) Stats() (Stats, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil {
+		return h.total, nil
+	}
+	if err := h.updateStats(); err != nil {
+		return Stats{}, fmt.Errorf("capture: reading statistics of %s: %w", h.name, err)
+	}
+	return h.total, nil
+}
+
+// updateStats folds the platform's counters into h.total. h.mu must be held
+// and h.r non-nil.
+func (h *Handle) updateStats() error {
+	s, err := h.r.stats()
+	if err != nil {
+		return err
+	}
+	// Modular differences stay right when the 32-bit counters wrap.
+	h.total.Received += uint64(s.packets - h.last.packets)
+	h.total.Dropped += uint64(s.drops - h.last.drops)
+	h.total.QueueFreezes += uint64(s.freezes - h.last.freezes)
+	h.last = s
+	return nil
+}
+
+// Close stops the capture and releases the socket and the ring. It may be
+// called concurrently with ReadInto: it marks the handle closed, waits for
+// a blocked ReadInto to notice (at most one poll slice, 50ms) and return
+// ErrClosed, then closes. Calling Close again does nothing and returns nil.
+func (h *Handle) Close() error {
+	h.closed.Store(true)
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil {
+		return nil
+	}
+	statsErr := h.updateStats() // keep the final counters for Stats
+	err := h.r.close()
+	h.r = nil
+	if err != nil {
+		return fmt.Errorf("capture: closing %s: %w", h.name, err)
+	}
+	if statsErr != nil {
+		return fmt.Errorf("capture: reading final statistics of %s: %w", h.name, statsErr)
+	}
+	return nil
+}
+
+// Name returns the name of the interface.
+func (h *Handle) Name() string { return h.name }
+
+// LinkType returns the LINKTYPE_* value of the captured frames, for a pcap
+// file header: LinkTypeEthernet for Ethernet and loopback devices,
+// LinkTypeRaw for devices without a link-layer header (ARPHRD_NONE).
+func (h *Handle) LinkType() uint16 { return h.linkType }
+
+// SnapLen returns the snapshot length in effect.
+func (h *Handle) SnapLen() int { return h.snapLen }

@@ -1,0 +1,581 @@
+//go:build linux
+
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sizes returns n payload sizes spread evenly over minSize..maxSize,
+// both included.
+func sizes(n, minSize, maxSize int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = minSize + i*(maxSize-minSize)/(n-1)
+	}
+	return s
+}
+
+func TestCaptureEveryPacket(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{RingSize: 4 << 20, PollTimeout: 50 * time.Millisecond})
+	if got := h.LinkType(); got != LinkTypeEthernet {
+		t.Errorf("LinkType() = %d, want %d", got, LinkTypeEthernet)
+	}
+	if got := h.SnapLen(); got != DefaultSnapLen {
+		t.Errorf("SnapLen() = %d, want %d", got, DefaultSnapLen)
+	}
+	if got := h.Name(); got != capIf {
+		t.Errorf("Name() = %q, want %q", got, capIf)
+	}
+
+	c := tn.sender(t, testPort)
+	want := map[sentPacket][]byte{}
+	start := time.Now()
+	for i, size := range sizes(100, 18, maxPayload) {
+		p := makePayload(testPort, uint32(i), size)
+		want[sentPacket{testPort, uint32(i)}] = p
+		send(t, c, p)
+	}
+
+	seen := map[sentPacket]bool{}
+	subMicro := 0
+	readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+		id, payload, wireLen, ok := parseTestFrame(p.Data)
+		if !ok {
+			return true // not ours
+		}
+		exp, ok := want[id]
+		switch {
+		case !ok:
+			t.Errorf("captured a packet that was not sent: %+v", id)
+		case seen[id]:
+			t.Errorf("captured %+v twice", id)
+		case !bytes.Equal(payload, exp):
+			t.Errorf("packet %+v: payload differs: got %d bytes, want %d", id, len(payload), len(exp))
+		case wireLen != len(exp):
+			t.Errorf("packet %+v: UDP length says %d payload bytes, want %d", id, wireLen, len(exp))
+		case int(p.OrigLen) != len(p.Data) || len(p.Data) != frameHeaders+len(exp):
+			t.Errorf("packet %+v: OrigLen %d, len(Data) %d, want both %d", id, p.OrigLen, len(p.Data), frameHeaders+len(exp))
+		}
+		seen[id] = true
+		ts := time.Unix(0, p.Timestamp)
+		if ts.Before(start.Add(-2*time.Second)) || ts.After(time.Now().Add(2*time.Second)) {
+			t.Errorf("packet %+v: timestamp %v not within 2s of the test's %v..%v", id, ts, start, time.Now())
+		}
+		if p.Timestamp%1000 != 0 {
+			subMicro++
+		}
+		return len(seen) < len(want)
+	})
+	if len(seen) != len(want) {
+		t.Fatalf("captured %d of %d packets", len(seen), len(want))
+	}
+	if subMicro == 0 {
+		t.Errorf("no timestamp had a non-zero sub-microsecond part: nanosecond resolution lost?")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	tn.listen(t, otherPort)
+	h := tn.open(t, Config{Filter: fmt.Sprintf("udp and dst port %d", testPort), RingSize: 4 << 20})
+	c, other := tn.sender(t, testPort), tn.sender(t, otherPort)
+	const n = 50
+	for i := range n {
+		send(t, other, makePayload(otherPort, uint32(i), 100))
+		send(t, c, makePayload(testPort, uint32(i), 100))
+		send(t, other, makePayload(otherPort, uint32(n+i), 200))
+	}
+	// The last packet to the other port went out after the last wanted one,
+	// so once all wanted ones are in, all unwanted ones were filtered.
+	got := 0
+	readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+		id, _, _, ok := parseTestFrame(p.Data)
+		if !ok || id.port != testPort {
+			t.Errorf("filter let through a packet that is not UDP to port %d: %+v (% x...)", testPort, id, p.Data[:min(len(p.Data), 42)])
+			return true
+		}
+		got++
+		return got < n
+	})
+	if got != n {
+		t.Fatalf("captured %d of %d packets to port %d", got, n, testPort)
+	}
+	// Wait out one more block retire period so that a leak would show.
+	var p Packet
+	if err := h.ReadInto(&p); err != ErrTimeout {
+		t.Errorf("ReadInto after the last wanted packet = %v (%d bytes), want ErrTimeout", err, len(p.Data))
+	}
+}
+
+// TestFilterFromFirstPacket floods the interface with unwanted traffic
+// while Open runs: nothing sent before the filter was in place may leak.
+func TestFilterFromFirstPacket(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	tn.listen(t, otherPort)
+	c, other := tn.sender(t, testPort), tn.sender(t, otherPort)
+	const opens, n = 4, 5
+	for round := range opens {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := makePayload(otherPort, 0, 1000)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				other.Write(p) // errors (ENOBUFS) do not matter here
+				if i%64 == 0 {
+					time.Sleep(100 * time.Microsecond) // leave the CPU to Open now and then
+				}
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+		h, err := tn.tryOpen(Config{Filter: fmt.Sprintf("udp dst port %d", testPort), SnapLen: 300, RingSize: 4 << 20})
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("round %d: Open: %v", round, err)
+		}
+		for i := range n {
+			send(t, c, makePayload(testPort, uint32(i), 500))
+		}
+		got, leaked, long := 0, 0, 0
+		readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+			if len(p.Data) > 300 {
+				long++
+			}
+			if id, _, _, ok := parseTestFrame(p.Data); !ok || id.port != testPort {
+				leaked++
+				return true
+			}
+			got++
+			return got < n
+		})
+		if leaked != 0 || long != 0 {
+			t.Errorf("round %d: %d packets sent before Open leaked through the filter, %d were longer than the snaplen", round, leaked, long)
+		}
+		if got != n {
+			t.Errorf("round %d: captured %d of %d packets", round, got, n)
+		}
+		h.Close()
+	}
+}
+
+func TestSnapLen(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{SnapLen: 100, RingSize: 1 << 20, BlockSize: 64 << 10})
+	if got := h.SnapLen(); got != 100 {
+		t.Errorf("SnapLen() = %d, want 100", got)
+	}
+	c := tn.sender(t, testPort)
+	szs := []int{18, 57, 58, 59, 1000, maxPayload} // frames of 60, 99, 100, 101, ... bytes
+	for i, size := range szs {
+		send(t, c, makePayload(testPort, uint32(i), size))
+	}
+	seen := map[uint32]bool{}
+	readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+		id, _, _, ok := parseTestFrame(p.Data)
+		if !ok {
+			return true
+		}
+		orig := frameHeaders + szs[id.seq]
+		if int(p.OrigLen) != orig || len(p.Data) != min(orig, 100) {
+			t.Errorf("payload of %d bytes: OrigLen %d, len(Data) %d; want %d, %d", szs[id.seq], p.OrigLen, len(p.Data), orig, min(orig, 100))
+		}
+		seen[id.seq] = true
+		return len(seen) < len(szs)
+	})
+	if len(seen) != len(szs) {
+		t.Fatalf("captured %d of %d packets", len(seen), len(szs))
+	}
+}
+
+func TestStats(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	tn.listen(t, otherPort)
+	h := tn.open(t, Config{Filter: fmt.Sprintf("udp dst port %d", testPort), RingSize: 4 << 20})
+	c, other := tn.sender(t, testPort), tn.sender(t, otherPort)
+	const n = 40
+	for i := range n {
+		send(t, c, makePayload(testPort, uint32(i), 300))
+		send(t, other, makePayload(otherPort, uint32(i), 300))
+	}
+	got := 0
+	readPackets(t, h, 5*time.Second, func(*Packet) bool { got++; return got < n })
+	if got != n {
+		t.Fatalf("captured %d of %d packets", got, n)
+	}
+	s, err := h.Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if want := (Stats{Received: n}); s != want {
+		t.Errorf("Stats() = %+v, want %+v", s, want)
+	}
+	// Counters accumulate across calls (the kernel resets them on each read).
+	send(t, c, makePayload(testPort, n, 300))
+	readPackets(t, h, 5*time.Second, func(*Packet) bool { return false })
+	if s, err = h.Stats(); err != nil || s.Received != n+1 {
+		t.Errorf("second Stats() = %+v, %v; want Received %d", s, err, n+1)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s2, err := h.Stats(); err != nil || s2 != s {
+		t.Errorf("Stats() after Close = %+v, %v; want %+v, nil", s2, err, s)
+	}
+}
+
+// TestStatsDrops overflows a tiny ring: Received counts the dropped packets
+// too, and exactly Received-Dropped packets can be read.
+func TestStatsDrops(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{Filter: "udp", SnapLen: 1500, BlockSize: 8192, RingSize: 16384, BlockTimeout: time.Millisecond})
+	c := tn.sender(t, testPort)
+	const n = 200
+	for i := range n {
+		send(t, c, makePayload(testPort, uint32(i), 1000))
+	}
+	time.Sleep(50 * time.Millisecond) // let the kernel retire the blocks
+	s, err := h.Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if s.Received != n || s.Dropped == 0 || s.Dropped >= n || s.QueueFreezes == 0 {
+		t.Errorf("Stats() = %+v, want Received %d, 0 < Dropped < %d, QueueFreezes > 0", s, n, n)
+	}
+	got := 0
+	readPackets(t, h, 200*time.Millisecond, func(*Packet) bool { got++; return true })
+	if uint64(got) != s.Received-s.Dropped {
+		t.Errorf("read %d packets, want Received-Dropped = %d", got, s.Received-s.Dropped)
+	}
+}
+
+func TestReadTimeout(t *testing.T) {
+	tn := newTestNet(t, 0)
+	for _, timeout := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			h := tn.open(t, Config{Filter: "udp port 9", PollTimeout: timeout, RingSize: 1 << 20, BlockSize: 512 << 10})
+			var p Packet
+			start := time.Now()
+			err := h.ReadInto(&p)
+			elapsed := time.Since(start)
+			if err != ErrTimeout {
+				t.Fatalf("ReadInto = %v, want ErrTimeout", err)
+			}
+			if elapsed < timeout-time.Millisecond || elapsed > timeout+time.Second {
+				t.Errorf("ReadInto returned ErrTimeout after %v, want about %v", elapsed, timeout)
+			}
+			if p.Data != nil || p.OrigLen != 0 || p.Timestamp != 0 {
+				t.Errorf("ReadInto left %+v after an error, want a zero Packet", p)
+			}
+		})
+	}
+}
+
+func TestCloseUnblocksReader(t *testing.T) {
+	tn := newTestNet(t, 0)
+	for _, timeout := range []time.Duration{-1, 10 * time.Second, 30 * time.Millisecond} {
+		t.Run(fmt.Sprintf("PollTimeout=%v", timeout), func(t *testing.T) {
+			h := tn.open(t, Config{Filter: "udp port 9", PollTimeout: timeout, RingSize: 1 << 20, BlockSize: 512 << 10})
+			errc := make(chan error, 1)
+			go func() {
+				var p Packet
+				for {
+					err := h.ReadInto(&p)
+					if err != ErrTimeout {
+						errc <- err
+						return
+					}
+				}
+			}()
+			time.Sleep(100 * time.Millisecond) // let the reader block
+			start := time.Now()
+			if err := h.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			select {
+			case err := <-errc:
+				if err != ErrClosed {
+					t.Errorf("blocked ReadInto returned %v, want ErrClosed", err)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("ReadInto still blocked 2s after Close")
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Close took %v", d)
+			}
+			var p Packet
+			if err := h.ReadInto(&p); err != ErrClosed {
+				t.Errorf("ReadInto after Close = %v, want ErrClosed", err)
+			}
+			if err := h.Close(); err != nil {
+				t.Errorf("second Close = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestConcurrentUse runs a reader, Stats and Close at once, for the race
+// detector.
+func TestConcurrentUse(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{Filter: "udp", RingSize: 1 << 20, BlockSize: 512 << 10, PollTimeout: 5 * time.Millisecond})
+	c := tn.sender(t, testPort)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		var p Packet
+		for {
+			if err := h.ReadInto(&p); err == ErrClosed {
+				return
+			} else if err == nil && len(p.Data) > 0 {
+				_ = p.Data[len(p.Data)-1]
+			}
+		}
+	}()
+	stop := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := h.Stats(); err != nil {
+				t.Errorf("Stats: %v", err)
+				return
+			}
+			c.Write(makePayload(testPort, uint32(i), 64))
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		time.Sleep(150 * time.Millisecond)
+		h.Close()
+		close(stop)
+	}()
+	wg.Wait()
+}
+
+func TestInterfaceRemoved(t *testing.T) {
+	tn := newTestNet(t, 0)
+	h := tn.open(t, Config{Filter: "udp port 9", RingSize: 1 << 20, BlockSize: 512 << 10, PollTimeout: -1})
+	errc := make(chan error, 1)
+	go func() {
+		var p Packet
+		errc <- h.ReadInto(&p)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	ipCmd(t, "-n", tn.capNS, "link", "del", capIf)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrInterfaceDown) {
+			t.Errorf("ReadInto after the interface was removed = %v, want ErrInterfaceDown", err)
+		}
+	case <-time.After(2 * time.Second):
+		h.Close()
+		t.Fatal("ReadInto still blocked 2s after the interface was removed")
+	}
+}
+
+// TestLoopback checks that a packet on lo is seen once, as with tcpdump,
+// not once outgoing and once incoming.
+func TestLoopback(t *testing.T) {
+	tn := newTestNet(t, 0)
+	ipCmd(t, "-n", tn.capNS, "link", "set", "lo", "up")
+	h := tn.open(t, Config{Interface: "lo", Filter: fmt.Sprintf("udp dst port %d", testPort), RingSize: 1 << 20, BlockSize: 512 << 10})
+	if got := h.LinkType(); got != LinkTypeEthernet {
+		t.Errorf("LinkType() on lo = %d, want %d", got, LinkTypeEthernet)
+	}
+	var c interface{ Write([]byte) (int, error) }
+	err := inNetns(tn.capNS, func() error {
+		l, err := netListenUDP("127.0.0.1:5555")
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { l.Close() })
+		d, err := netDialUDP("127.0.0.1:5555")
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { d.Close() })
+		c = d
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		if _, err := c.Write(makePayload(testPort, uint32(i), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := map[uint32]int{}
+	readPackets(t, h, 500*time.Millisecond, func(p *Packet) bool {
+		if id, _, _, ok := parseTestFrame(p.Data); ok {
+			counts[id.seq]++
+		}
+		return true
+	})
+	for i := range uint32(n) {
+		if counts[i] != 1 {
+			t.Errorf("packet %d captured %d times on lo, want once", i, counts[i])
+		}
+	}
+}
+
+// TestVLAN injects an 802.1Q-tagged frame: the kernel strips the tag before
+// AF_PACKET sees the frame; it must be back in Data, as with libpcap.
+func TestVLAN(t *testing.T) {
+	tn := newTestNet(t, 0)
+	h := tn.open(t, Config{RingSize: 1 << 20, BlockSize: 512 << 10})
+	payload := makePayload(testPort, 1, 200)
+	ip := ipv4UDP(netip.MustParseAddr("198.18.7.2"), netip.MustParseAddr("198.18.7.1"), testPort, payload)
+	frame := binary.BigEndian.AppendUint16(append(mustMAC(capMAC), mustMAC(sendMAC)...), 0x8100)
+	frame = binary.BigEndian.AppendUint16(frame, 3<<13|7) // priority 3, VLAN 7
+	frame = binary.BigEndian.AppendUint16(frame, 0x0800)
+	frame = append(frame, ip...)
+	tn.inject(t, frame)
+	found := readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+		if len(p.Data) < 14 || binary.BigEndian.Uint16(p.Data[12:]) != 0x8100 {
+			return true
+		}
+		if !bytes.Equal(p.Data, frame) || int(p.OrigLen) != len(frame) {
+			t.Errorf("tagged frame captured as (OrigLen %d)\n% x\nwant (%d bytes)\n% x", p.OrigLen, p.Data, len(frame), frame)
+		}
+		return false
+	})
+	if !found {
+		t.Fatal("no 802.1Q-tagged frame captured")
+	}
+}
+
+// TestRawIP captures on a tun device (ARPHRD_NONE): frames start with the
+// IP header, and the filter is compiled for raw IP.
+func TestRawIP(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tun := tn.tun(t, "pcs-tun", 0)
+	h := tn.open(t, Config{Interface: "pcs-tun", Filter: fmt.Sprintf("udp dst port %d", testPort), RingSize: 1 << 20, BlockSize: 512 << 10})
+	if got := h.LinkType(); got != LinkTypeRaw {
+		t.Errorf("LinkType() = %d, want %d", got, LinkTypeRaw)
+	}
+	src, dst := netip.MustParseAddr("198.18.9.2"), netip.MustParseAddr("198.18.9.1")
+	other := ipv4UDP(src, dst, otherPort, makePayload(otherPort, 0, 100))
+	want := ipv4UDP(src, dst, testPort, makePayload(testPort, 0, 100))
+	for _, pkt := range [][]byte{other, want} {
+		if _, err := tun.Write(pkt); err != nil {
+			t.Fatalf("writing to the tun device: %v", err)
+		}
+	}
+	found := readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+		if !bytes.Equal(p.Data, want) || int(p.OrigLen) != len(want) {
+			t.Errorf("captured (OrigLen %d)\n% x\nwant\n% x", p.OrigLen, p.Data, want)
+		}
+		return false
+	})
+	if !found {
+		t.Fatal("nothing captured on the tun device")
+	}
+}
+
+func TestUnsupportedLinkType(t *testing.T) {
+	tn := newTestNet(t, 0)
+	const arphrdPPP = 512
+	tn.tun(t, "pcs-ppp", arphrdPPP)
+	_, err := tn.tryOpen(Config{Interface: "pcs-ppp"})
+	if !errors.Is(err, ErrUnsupportedLinkType) {
+		t.Fatalf("Open on an ARPHRD_PPP device = %v, want ErrUnsupportedLinkType", err)
+	}
+	const want = `capture: opening "pcs-ppp": unsupported link type: ARPHRD 512 (supported: ethernet 1, loopback 772, none 65534)`
+	if err.Error() != want {
+		t.Errorf("Open error = %q, want %q", err, want)
+	}
+}
+
+func TestReadIntoAllocs(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{Filter: "udp", RingSize: 4 << 20, BlockTimeout: time.Millisecond})
+	c := tn.sender(t, testPort)
+	const runs = 200
+	for i := range runs + 50 {
+		send(t, c, makePayload(testPort, uint32(i), 100+i))
+	}
+	var p Packet
+	// Wait until the first packet is readable, then give the kernel time
+	// to retire the rest of the blocks.
+	if err := h.ReadInto(&p); err != nil {
+		t.Fatalf("ReadInto: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	var errs int
+	allocs := testing.AllocsPerRun(runs, func() {
+		if h.ReadInto(&p) != nil {
+			errs++
+		}
+	})
+	if errs != 0 {
+		t.Fatalf("%d of %d reads failed; the burst should have filled the ring", errs, runs+1)
+	}
+	if allocs != 0 {
+		t.Errorf("ReadInto allocates %v times per packet, want 0", allocs)
+	}
+}
+
+func BenchmarkReadInto(b *testing.B) {
+	for _, frame := range []int{64, 576, 1500, 9000, 65535} {
+		b.Run(fmt.Sprintf("frame=%d", frame), func(b *testing.B) {
+			tn := newTestNet(b, 65535)
+			tn.listen(b, testPort)
+			const ring = 32 << 20
+			h := tn.open(b, Config{Filter: "udp", RingSize: ring, BlockTimeout: time.Millisecond})
+			c := tn.sender(b, testPort)
+			payload := makePayload(testPort, 0, frame-frameHeaders)
+			batch := max(1, min(1024, ring/2/frame))
+			var p Packet
+			b.SetBytes(int64(frame))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				b.StopTimer()
+				k := min(batch, b.N-done)
+				for range k {
+					send(b, c, payload)
+				}
+				time.Sleep(5 * time.Millisecond) // all blocks retired
+				b.StartTimer()
+				for range k {
+					if err := h.ReadInto(&p); err != nil {
+						b.Fatalf("ReadInto: %v", err)
+					}
+				}
+				done += k
+			}
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package capture
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	page := os.Getpagesize()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string // "" means valid; otherwise the exact message
+	}{
+		{"defaults", Config{Interface: "eth0"}, ""},
+		{"everything set", Config{Interface: "eth0", Filter: "tcp", SnapLen: 100, NoPromisc: true,
+			RingSize: 1 << 20, BlockSize: page, BlockTimeout: time.Millisecond, PollTimeout: time.Second}, ""},
+		{"wait forever", Config{Interface: "eth0", PollTimeout: -1}, ""},
+		{"max snaplen", Config{Interface: "eth0", SnapLen: MaxSnapLen}, ""},
+		{"no interface", Config{}, "capture: interface name is required"},
+		{"long interface", Config{Interface: "abcdefghijklmnop"}, `capture: interface name "abcdefghijklmnop" longer than 15 bytes`},
+		{"slash", Config{Interface: "a/b"}, `capture: invalid interface name "a/b": contains '/', ':', NUL or white space`},
+		{"dotdot", Config{Interface: ".."}, `capture: invalid interface name ".."`},
+		{"snaplen too big", Config{Interface: "eth0", SnapLen: 70000000}, "capture: snaplen 70000000 out of range 1..262144"},
+		{"snaplen negative", Config{Interface: "eth0", SnapLen: -1}, "capture: snaplen -1 out of range 1..262144"},
+		{"block not page multiple", Config{Interface: "eth0", SnapLen: 100, BlockSize: page + 1},
+			"capture: block size " + itoa(page+1) + " is not a multiple of the page size " + itoa(page)},
+		{"block too small for snaplen", Config{Interface: "eth0", BlockSize: page},
+			"capture: block size " + itoa(page) + " smaller than " + itoa(minBlockSize(DefaultSnapLen, page)) +
+				", the minimum for snaplen 262144 (snaplen+256 rounded up to the " + itoa(page) + "-byte page size)"},
+		{"block too big", Config{Interface: "eth0", BlockSize: 2 << 30},
+			"capture: block size 2147483648 out of range " + itoa(minBlockSize(DefaultSnapLen, page)) + "..1073741824"},
+		{"ring negative", Config{Interface: "eth0", RingSize: -5}, "capture: ring size -5 is negative"},
+		{"block timeout too small", Config{Interface: "eth0", BlockTimeout: time.Microsecond}, "capture: block timeout 1µs out of range 1ms..1m0s"},
+		{"block timeout negative", Config{Interface: "eth0", BlockTimeout: -time.Second}, "capture: block timeout -1s out of range 1ms..1m0s"},
+		{"poll timeout too small", Config{Interface: "eth0", PollTimeout: 500 * time.Microsecond},
+			"capture: poll timeout 500µs below 1ms (poll(2) counts whole milliseconds)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.wantErr)
+			}
+			if err.Error() != tt.wantErr {
+				t.Errorf("Validate() = %q\nwant          %q", err, tt.wantErr)
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("Validate() error does not match ErrInvalidConfig")
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+func TestSettings(t *testing.T) {
+	tests := []struct {
+		name          string
+		cfg           Config
+		wantBlocks    int
+		wantSlice     time.Duration
+		wantSlices    int
+		wantBlockTmo  time.Duration
+		wantBlockSize int
+	}{
+		{"defaults", Config{Interface: "x"}, 32, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
+		{"ring rounded up", Config{Interface: "x", RingSize: 3<<20 + 1}, 4, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
+		{"at least two blocks", Config{Interface: "x", RingSize: 1}, 2, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
+		{"short poll", Config{Interface: "x", PollTimeout: 30 * time.Millisecond}, 32, 30 * time.Millisecond, 1, 10 * time.Millisecond, 1 << 20},
+		{"poll split evenly", Config{Interface: "x", PollTimeout: 120 * time.Millisecond}, 32, 40 * time.Millisecond, 3, 10 * time.Millisecond, 1 << 20},
+		{"poll rounded up to ms", Config{Interface: "x", PollTimeout: 51 * time.Millisecond}, 32, 26 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
+		{"poll forever", Config{Interface: "x", PollTimeout: -1}, 32, 50 * time.Millisecond, 0, 10 * time.Millisecond, 1 << 20},
+		{"block timeout truncated", Config{Interface: "x", BlockTimeout: 2500 * time.Microsecond}, 32, 50 * time.Millisecond, 2, 2 * time.Millisecond, 1 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			s := tt.cfg.settings()
+			if s.numBlocks != tt.wantBlocks || s.pollSlice != tt.wantSlice || s.pollSlices != tt.wantSlices ||
+				s.blockTimeout != tt.wantBlockTmo || s.blockSize != tt.wantBlockSize {
+				t.Errorf("settings() = %+v, want blocks %d of %d, poll %d x %v, block timeout %v",
+					s, tt.wantBlocks, tt.wantBlockSize, tt.wantSlices, tt.wantSlice, tt.wantBlockTmo)
+			}
+			if s.snapLen != DefaultSnapLen || !s.promisc {
+				t.Errorf("settings() = %+v, want default snaplen and promiscuous mode", s)
+			}
+		})
+	}
+}
+
+// TestOpenErrors needs no privileges: every case fails before a socket is
+// made.
+func TestOpenErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		cfg        Config
+		wantErr    error
+		wantPrefix string
+	}{
+		{"no such interface", Config{Interface: "pcs-nonexist0"}, ErrNoInterface, `capture: opening "pcs-nonexist0": no such interface`},
+		{"bad filter", Config{Interface: "lo", Filter: "tcp prt 80"}, ErrBadFilter, `capture: compiling filter "tcp prt 80" for lo: `},
+		{"bad snaplen", Config{Interface: "lo", SnapLen: 70000000}, ErrInvalidConfig, "capture: snaplen 70000000 out of range 1..262144"},
+		{"no interface name", Config{Filter: "tcp"}, ErrInvalidConfig, "capture: interface name is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := Open(tt.cfg)
+			if err == nil {
+				h.Close()
+				t.Fatalf("Open(%+v) succeeded, want %v", tt.cfg, tt.wantErr)
+			}
+			if errors.Is(err, ErrNotSupported) {
+				t.Skip("skipping: no live capture on this platform")
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("Open() = %v, want an error matching %v", err, tt.wantErr)
+			}
+			if !strings.HasPrefix(err.Error(), tt.wantPrefix) {
+				t.Errorf("Open() = %q, want it to start with %q", err, tt.wantPrefix)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
