@@ -51,19 +51,33 @@ func (a *Agent) openLive() error {
 	return nil
 }
 
+// run reads until stop is called, then drains: packets the kernel
+// already captured sit in a ring block that becomes readable only when
+// it retires (BlockTimeout), so it keeps reading until a poll times out
+// (PollTimeout > BlockTimeout) or drainLimit passes under steady traffic.
 func (s *liveSource) run() error {
 	defer s.h.Close()
 	bd := s.a.newBuilder(false)
 	defer bd.seal()
 	flush := s.a.cfg.FlushInterval
 	var p capture.Packet
-	for !s.stopped.Load() {
+	var drainUntil time.Time
+	for n := uint(0); ; n++ {
+		if drainUntil.IsZero() && s.stopped.Load() {
+			drainUntil = time.Now().Add(drainLimit)
+		}
+		if !drainUntil.IsZero() && n%64 == 0 && time.Now().After(drainUntil) {
+			return nil
+		}
 		err := s.h.ReadInto(&p)
 		switch {
 		case err == nil:
 			bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
 			s.captured.Add(1)
 		case errors.Is(err, capture.ErrTimeout):
+			if !drainUntil.IsZero() {
+				return nil
+			}
 			bd.sealIfOlder(flush)
 		case errors.Is(err, capture.ErrClosed):
 			return nil
@@ -71,8 +85,10 @@ func (s *liveSource) run() error {
 			return err
 		}
 	}
-	return nil
 }
+
+// drainLimit bounds the drain after stop under traffic that never pauses.
+const drainLimit = 500 * time.Millisecond
 
 func (s *liveSource) stop() { s.stopped.Store(true) }
 

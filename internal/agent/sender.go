@@ -29,10 +29,10 @@ func (a *Agent) sender(ctx context.Context) error {
 		if !first {
 			a.reconnects.Add(1)
 		}
-		conn, w, err := a.connect(ctx)
+		conn, w, declared, err := a.connect(ctx)
 		if err == nil {
 			backoff = a.cfg.BackoffMin
-			err = a.session(ctx, conn, w)
+			err = a.session(ctx, conn, w, declared)
 			if err == nil {
 				return nil
 			}
@@ -57,13 +57,13 @@ func (a *Agent) sender(ctx context.Context) error {
 	}
 }
 
-// connect dials and shakes hands.
-func (a *Agent) connect(ctx context.Context) (net.Conn, wire.Welcome, error) {
-	var w wire.Welcome
+// connect dials and shakes hands. declared is the number of interfaces
+// the hello listed: a source may declare more at any moment after.
+func (a *Agent) connect(ctx context.Context) (conn net.Conn, w wire.Welcome, declared int, err error) {
 	d := net.Dialer{Timeout: a.cfg.DialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", a.addr.String())
+	conn, err = d.DialContext(ctx, "tcp", a.addr.String())
 	if err != nil {
-		return nil, w, err
+		return nil, w, 0, err
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetWriteBuffer(4 << 20)
@@ -72,13 +72,13 @@ func (a *Agent) connect(ctx context.Context) (net.Conn, wire.Welcome, error) {
 	hello := wire.Hello{Instance: a.instance, Codecs: 1 << wire.CodecNone, Name: a.cfg.Name, Host: a.host, Interfaces: a.interfaces()}
 	if _, err := conn.Write(wire.AppendHello(nil, &hello)); err != nil {
 		conn.Close()
-		return nil, w, fmt.Errorf("sending hello: %w", err)
+		return nil, w, 0, fmt.Errorf("sending hello: %w", err)
 	}
 	fr := wire.NewFrameReader(conn, wire.Limits{})
 	h, p, err := fr.Next()
 	if err != nil {
 		conn.Close()
-		return nil, w, fmt.Errorf("waiting for welcome: %w", err)
+		return nil, w, 0, fmt.Errorf("waiting for welcome: %w", err)
 	}
 	switch h.Type {
 	case wire.TypeWelcome:
@@ -98,15 +98,15 @@ func (a *Agent) connect(ctx context.Context) (net.Conn, wire.Welcome, error) {
 	}
 	if err != nil {
 		conn.Close()
-		return nil, w, err
+		return nil, w, 0, err
 	}
 	conn.SetDeadline(time.Time{})
-	return conn, w, nil
+	return conn, w, len(hello.Interfaces), nil
 }
 
 // session runs one connection. It returns nil after a graceful goodbye
 // (ctx ended), or the error that ended the connection.
-func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome) error {
+func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, declared int) error {
 	defer conn.Close()
 	qs := a.q.stats()
 	if w.LastSeq > qs.lastSeq {
@@ -114,7 +114,6 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome) erro
 	}
 	a.q.ack(w.LastSeq)
 	cursor := max(a.q.stats().acked, w.LastSeq)
-	declared := len(a.interfaces()) // the hello declared these
 	a.log.Info("connected to collector", "addr", a.addr.String(), "resume_after_seq", cursor)
 
 	var sentMax atomic.Uint64 // highest sequence written on this connection

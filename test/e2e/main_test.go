@@ -1,0 +1,444 @@
+// Package e2e runs the real pcapsync binary end to end: collectors,
+// agents and traffic generators as separate processes, live capture on
+// a veth pair between network namespaces the tests create, and output
+// files checked with this repository's pcap reader and with Wireshark's
+// tshark and capinfos.
+//
+// Prerequisites: tshark and capinfos in PATH for every test; root and
+// iproute2's ip for the live-capture test. A test whose prerequisites are
+// missing is skipped, unless PCAPSYNC_E2E_REQUIRE=1 is set (the project's
+// test script sets it), in which case it fails.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+)
+
+// testTimeout bounds every test; a process still running then is killed.
+const testTimeout = 60 * time.Second
+
+// pcapsyncBin is the binary built once by TestMain.
+var pcapsyncBin string
+
+// raceBuild is set when the tests run with -race; the binary is then
+// built with the race detector as well.
+var raceBuild bool
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "pcapsync-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: locating the module root:", err)
+		return 1
+	}
+	pcapsyncBin = filepath.Join(tmp, "pcapsync")
+	args := []string{"build", "-buildvcs=false", "-o", pcapsyncBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/pcapsync")...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/pcapsync: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// moduleRoot returns the directory of the go.mod this package belongs to.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err == nil {
+		if gomod := strings.TrimSpace(string(out)); gomod != "" && gomod != os.DevNull {
+			return filepath.Dir(gomod), nil
+		}
+	}
+	root, aerr := filepath.Abs(filepath.Join("..", ".."))
+	if aerr != nil {
+		return "", aerr
+	}
+	if _, serr := os.Stat(filepath.Join(root, "go.mod")); serr != nil {
+		return "", fmt.Errorf("go env GOMOD: %v; ../../go.mod: %w", err, serr)
+	}
+	return root, nil
+}
+
+// requireEnv is set by the project's test script: missing prerequisites
+// are failures there, not skips.
+const requireEnv = "PCAPSYNC_E2E_REQUIRE"
+
+// missing skips t, or fails it when requireEnv is "1".
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv(requireEnv) == "1" {
+		t.Fatalf("prerequisite missing (%s=1 makes this a failure): %s", requireEnv, msg)
+	}
+	t.Skipf("skipping: %s (set %s=1 to make this a failure)", msg, requireEnv)
+}
+
+// requireTools skips (or fails) t unless every tool is in PATH.
+func requireTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(t, "needs %s in PATH: %v", tool, err)
+		}
+	}
+}
+
+// requireRoot skips (or fails) t unless it runs as root.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, "needs root to create network namespaces and capture packets (run go test as root)")
+	}
+}
+
+// checkTools are what every test needs to check its output files.
+var checkTools = []string{"tshark", "capinfos"}
+
+// testContext returns a context that ends after testTimeout or when the
+// test ends.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and many readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is one running pcapsync process (optionally inside a network
+// namespace, through "ip netns exec", which execs in place so signals
+// reach pcapsync itself). It is killed in t.Cleanup if still running, and
+// its output is logged if the test failed.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stdout syncBuffer
+	stderr syncBuffer
+	done   chan struct{} // closed once the process was waited for
+}
+
+// startProc starts pcapsync with args, in namespace netns unless it is "".
+func startProc(t *testing.T, ctx context.Context, name, netns string, args ...string) *proc {
+	t.Helper()
+	argv := append([]string{pcapsyncBin}, args...)
+	if netns != "" {
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	p := &proc{t: t, name: name, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	if raceBuild && os.Getenv("GORACE") == "" {
+		// A race-enabled binary sleeps 1s at exit by default.
+		p.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=50")
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s (%s): %v", name, strings.Join(argv, " "), err)
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s (pid %d) did not die after SIGKILL", p.name, p.cmd.Process.Pid)
+			}
+		}
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s: the race detector reported a data race (stderr below)", p.name)
+		}
+		if t.Failed() {
+			t.Logf("%s: %s\n--- stdout:\n%s--- stderr:\n%s", p.name, strings.Join(argv, " "), p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitFor waits until the process's stderr contains substr, failing the
+// test if it exits or d passes first.
+func (p *proc) waitFor(substr string, d time.Duration) {
+	p.t.Helper()
+	if err := p.awaitStderr(substr, d); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// awaitStderr is waitFor returning an error, for use off the test goroutine.
+func (p *proc) awaitStderr(substr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if strings.Contains(p.stderr.String(), substr) {
+			return nil
+		}
+		if p.exited() {
+			if strings.Contains(p.stderr.String(), substr) {
+				return nil
+			}
+			return fmt.Errorf("%s exited (%v) before logging %q", p.name, p.cmd.ProcessState, substr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not log %q within %v", p.name, substr, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("sending %v to %s: %v", sig, p.name, err)
+	}
+}
+
+// wait waits up to d for the process to exit and returns its exit code
+// (-1 if it was killed by a signal). If it is still running after d it is
+// killed and the test fails.
+func (p *proc) wait(d time.Duration) int {
+	p.t.Helper()
+	code, err := p.awaitExit(d)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return code
+}
+
+// awaitExit is wait returning an error, for use off the test goroutine.
+func (p *proc) awaitExit(d time.Duration) (int, error) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), nil
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		<-p.done
+		return -1, fmt.Errorf("%s did not exit within %v; killed", p.name, d)
+	}
+}
+
+// stop sends SIGTERM and requires exit code 0 within d.
+func (p *proc) stop(d time.Duration) {
+	p.t.Helper()
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(d); code != 0 {
+		p.t.Fatalf("%s exited with code %d after SIGTERM, want 0", p.name, code)
+	}
+}
+
+// startCollector starts a collector on addr writing below dir and waits
+// until it listens.
+func startCollector(t *testing.T, ctx context.Context, netns, addr, dir string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"collector", "--listen", addr, "--dir", dir}, extra...)
+	p := startProc(t, ctx, "collector", netns, args...)
+	p.waitFor("collector listening", 10*time.Second)
+	return p
+}
+
+// startReplay starts an agent that replays file to the collector at addr.
+func startReplay(t *testing.T, ctx context.Context, addr, name, file string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"agent", "--collector", addr, "--name", name, "--read", file}, extra...)
+	return startProc(t, ctx, "agent "+name, "", args...)
+}
+
+// agentSummary is the agent's closing line.
+type agentSummary struct {
+	Read, Sent, Acked, Dropped, KernelDrops, Unacked, Reconnects uint64
+}
+
+var summaryRE = regexp.MustCompile(`pcapsync agent: packets read (\d+), sent (\d+), acknowledged (\d+), dropped by agent (\d+), dropped by kernel (\d+), unacknowledged (\d+), reconnects (\d+)`)
+
+// summary parses the agent's summary line from its stdout.
+func (p *proc) summary() agentSummary {
+	p.t.Helper()
+	m := summaryRE.FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
+	}
+	var n [7]uint64
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	return agentSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6]}
+}
+
+// finishReplay waits for a replaying agent to exit 0 and checks that its
+// summary shows want packets read, sent and acknowledged and none lost.
+func finishReplay(t *testing.T, p *proc, want uint64, d time.Duration) agentSummary {
+	t.Helper()
+	if code := p.wait(d); code != 0 {
+		t.Fatalf("%s exited with code %d, want 0", p.name, code)
+	}
+	s := p.summary()
+	if s.Read != want || s.Sent != want || s.Acked != want || s.Dropped != 0 || s.Unacked != 0 {
+		t.Errorf("%s summary %+v: want read = sent = acknowledged = %d, nothing dropped or unacknowledged", p.name, s, want)
+	}
+	return s
+}
+
+// expectNoReconnects requires that an agent whose collector ran
+// throughout needed a single connection.
+func expectNoReconnects(t *testing.T, p *proc, s agentSummary) {
+	t.Helper()
+	if s.Reconnects != 0 {
+		t.Errorf("%s reconnected %d times although the collector ran throughout (see its warnings)", p.name, s.Reconnects)
+	}
+}
+
+// collectorSummary is the collector's closing line.
+type collectorSummary struct {
+	Sessions, Rejected, ProtocolErrors, Batches, Packets, Bytes, Duplicates, FileErrors uint64
+}
+
+var collectorSummaryRE = regexp.MustCompile(`pcapsync collector: sessions (\d+), rejected (\d+), protocol errors (\d+), batches (\d+), packets (\d+), bytes (\d+), duplicates dropped (\d+), file errors (\d+)`)
+
+// collectorSummary parses the collector's summary line from its stdout.
+func (p *proc) collectorSummary() collectorSummary {
+	p.t.Helper()
+	m := collectorSummaryRE.FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
+	}
+	var n [8]uint64
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	return collectorSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]}
+}
+
+// dirEntries returns the names in dir, sorted.
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names
+}
+
+// agentDirs returns the agent directories in a collector's output
+// directory, sorted. The collector's own state file (collector.StateFile)
+// is allowed beside them; anything else that is not a directory is a
+// test error.
+func agentDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	for _, name := range dirEntries(t, dir) {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", dir, err)
+		case name == collector.StateFile && fi.Mode().IsRegular():
+		case !fi.IsDir():
+			t.Errorf("%s: unexpected %v %q in the collector's directory", dir, fi.Mode().Type(), name)
+		default:
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// treeSize returns the total size of the regular files below dir (0 if
+// it does not exist yet).
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// waitNoPart waits up to d until no ".part" file is left below dir.
+func waitNoPart(t *testing.T, dir string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		parts, _ := filepath.Glob(filepath.Join(dir, "*", "*.part"))
+		if len(parts) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("files still open %v after the agents said goodbye: %v", d, parts)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
