@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -83,8 +82,10 @@ func (af *agentFile) open(now time.Time) error {
 	}
 	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
 	path := filepath.Join(af.dir, base+".pcapng")
+	// A name taken in the same millisecond gets _001, _002, ...: '_'
+	// sorts after '.', so names sort in creation order.
 	for n := 1; exists(path) || exists(path+PartSuffix); n++ {
-		path = filepath.Join(af.dir, base+"-"+strconv.Itoa(n)+".pcapng")
+		path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d.pcapng", base, n))
 	}
 	f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
