@@ -59,9 +59,10 @@ var errPollSlice = errors.New("poll slice expired")
 
 // Handle is an open capture on one interface.
 //
-// ReadInto, Stats and Close may be called from different goroutines.
-// Calls to ReadInto are serialized; one reader goroutine is the intended
-// use. The accessors (Name, LinkType, SnapLen) never change.
+// A Handle comes from Open; the zero value is not usable. ReadInto, Stats
+// and Close may be called from different goroutines. Calls to ReadInto are
+// serialized; one reader goroutine is the intended use. Name, LinkType and
+// SnapLen never change.
 type Handle struct {
 	name       string
 	linkType   uint16
@@ -76,6 +77,9 @@ type Handle struct {
 	// for a blocked reader to leave before it unmaps the ring, so a reader
 	// never touches a closed ring. Lock order: readMu, then mu.
 	readMu sync.Mutex
+	// downErr, guarded by readMu, is the ErrInterfaceDown error that
+	// ReadInto returns from then on.
+	downErr error
 
 	// mu guards the counters below and, together with readMu, r: r is only
 	// set to nil (by Close) with both held, so holding either one is enough
@@ -98,8 +102,7 @@ type Handle struct {
 // filter, so no packet that fails the filter or exceeds the snapshot length
 // is ever returned. It therefore takes a few tens of milliseconds.
 //
-// Open needs CAP_NET_RAW (and CAP_NET_ADMIN for promiscuous mode on some
-// kernels).
+// Open needs CAP_NET_RAW.
 func Open(cfg Config) (*Handle, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -166,17 +169,46 @@ func linkTypeFor(arphrd uint16) (uint16, bool) {
 // and the call allocates.
 //
 // ReadInto returns ErrTimeout when no packet arrived within
-// Config.PollTimeout, ErrClosed once Close was called (a blocked ReadInto
-// returns ErrClosed within 50ms of Close), and an error matching
-// ErrInterfaceDown when the interface went away. On any error *p is zeroed.
-// In steady state it does not allocate.
+// Config.PollTimeout, and ErrClosed once Close was called (a blocked
+// ReadInto returns ErrClosed within 50ms of Close). When the interface goes
+// down or is removed it returns an error matching ErrInterfaceDown, then and
+// on every later call, even if the interface comes back: Close the handle
+// and Open a new one. On any error *p is zeroed. In steady state ReadInto
+// does not allocate.
 func (h *Handle) ReadInto(p *Packet) error {
 	h.readMu.Lock()
 	defer h.readMu.Unlock()
+	return h.read(p)
+}
+
+// ReadPacket is the copying twin of ReadInto: it reads the next packet and
+// copies its bytes into buf[:0] (growing it when too small), so the
+// returned Data belongs to the caller and stays valid across later reads
+// and Close. Pass the previous Data back as buf to reuse its memory; then
+// it allocates only when a packet is larger than any before. Errors are as
+// for ReadInto.
+func (h *Handle) ReadPacket(buf []byte) (Packet, error) {
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	var p Packet
+	if err := h.read(&p); err != nil {
+		return Packet{}, err
+	}
+	// Copy while holding readMu: Close cannot unmap the ring meanwhile.
+	p.Data = append(buf[:0], p.Data...)
+	return p, nil
+}
+
+// read implements ReadInto; h.readMu must be held.
+func (h *Handle) read(p *Packet) error {
 	for n := 1; ; n++ {
 		if h.closed.Load() {
 			*p = Packet{}
 			return ErrClosed
+		}
+		if h.downErr != nil {
+			*p = Packet{}
+			return h.downErr
 		}
 		err := h.r.read(p)
 		if err == nil {
@@ -184,7 +216,11 @@ func (h *Handle) ReadInto(p *Packet) error {
 		}
 		*p = Packet{}
 		if err != errPollSlice {
-			return h.readError(err)
+			err = h.readError(err)
+			if errors.Is(err, ErrInterfaceDown) {
+				h.downErr = err
+			}
+			return err
 		}
 		if n == h.pollSlices {
 			if h.closed.Load() {

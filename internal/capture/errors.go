@@ -38,7 +38,9 @@ var (
 
 	// ErrInterfaceDown is returned by ReadInto when the kernel reported an
 	// error on the socket while waiting: the interface went down or was
-	// removed. The handle does not recover from it; Close it and Open again.
+	// removed. The handle does not recover from it, even when the interface
+	// comes back up (the socket error is never cleared, so every poll would
+	// fail at once); ReadInto keeps returning it: Close and Open again.
 	ErrInterfaceDown = errors.New("interface went down or was removed")
 
 	// ErrNotSupported is returned by Open on platforms without AF_PACKET.

@@ -64,6 +64,15 @@ func requireRoot(tb testing.TB) {
 	}
 }
 
+// requireFilters skips the test when filter expressions cannot be
+// compiled (a build without cgo).
+func requireFilters(tb testing.TB) {
+	tb.Helper()
+	if _, err := CompileFilter(LinkTypeEthernet, 0, "udp"); err != nil {
+		tb.Skipf("skipping: filter expressions unavailable: %v", err)
+	}
+}
+
 type testNet struct {
 	capNS, sendNS string
 }
@@ -134,6 +143,9 @@ func inNetns(ns string, fn func() error) error {
 // t.Cleanup.
 func (tn *testNet) open(tb testing.TB, cfg Config) *Handle {
 	tb.Helper()
+	if cfg.Filter != "" {
+		requireFilters(tb)
+	}
 	h, err := tn.tryOpen(cfg)
 	if err != nil {
 		tb.Fatalf("Open(%+v): %v", cfg, err)
