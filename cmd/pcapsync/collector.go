@@ -21,6 +21,7 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	rotateSize := int64(1 << 30)
 	fs.Var(sizeFlag{&rotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
 	fs.DurationVar(&cfg.RotateInterval, "rotate-interval", time.Hour, "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
+	fsync := fs.String("fsync", "1s", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
 	fs.DurationVar(&cfg.IdleClose, "idle-close", time.Minute, "close an agent's file this long after its connection broke without a goodbye")
 	maxFrame := int64(16 << 20)
 	fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
@@ -38,6 +39,18 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	cfg.Logger = log
+	switch *fsync {
+	case "batch":
+		cfg.Fsync = collector.FsyncPerBatch
+	case "never":
+		cfg.Fsync = collector.FsyncNever
+	default:
+		d, err := time.ParseDuration(*fsync)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%w: --fsync %q: want batch, never or a positive duration like 1s", errUsage, *fsync)
+		}
+		cfg.Fsync = d
+	}
 	cfg.RotateSize = disabledIfZero(rotateSize)
 	cfg.RotateInterval = time.Duration(disabledIfZero(int64(cfg.RotateInterval)))
 	if maxFrame <= 0 || maxFrame > 1<<30 {

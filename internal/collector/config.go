@@ -26,6 +26,13 @@ type Config struct {
 	// was lost without a clean goodbye, so that a quick reconnect
 	// continues the same file. 0 means 1m.
 	IdleClose time.Duration
+	// Fsync is the sync policy: a positive interval syncs open files that
+	// often in the background (an acknowledgement then means written to
+	// the OS, which survives a collector crash; an OS crash can lose up to
+	// the interval); FsyncPerBatch syncs before every acknowledgement;
+	// FsyncNever leaves it to the OS. Closed files are always synced
+	// except under FsyncNever. 0 means 1s.
+	Fsync time.Duration
 	// MaxFrame is the largest frame payload accepted. 0 means 16 MiB.
 	MaxFrame uint32
 	// HandshakeTimeout bounds the time from accept to a valid Hello.
@@ -46,6 +53,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.RotateInterval == 0 {
 		d.RotateInterval = time.Hour
+	}
+	if d.Fsync == 0 {
+		d.Fsync = time.Second
 	}
 	if d.IdleClose == 0 {
 		d.IdleClose = time.Minute
@@ -76,6 +86,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("collector: rotate interval %s is below the minimum of 1s", c.RotateInterval)
 	case c.MaxFrame != 0 && (c.MaxFrame < 64<<10 || c.MaxFrame > 1<<30):
 		return fmt.Errorf("collector: max frame %d bytes out of range 64KiB..1GiB", c.MaxFrame)
+	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
+		return fmt.Errorf("collector: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0:
 		return errors.New("collector: timeouts must not be negative")
 	}

@@ -17,6 +17,10 @@ import (
 // is what the agent is told.
 var ErrRejected = errors.New("handshake rejected")
 
+// ErrStorage wraps a failed file operation: nothing since the last
+// acknowledgement is acknowledged, and the file is left readable.
+var ErrStorage = errors.New("storage error")
+
 // Counters are the collector's totals since start. Safe for concurrent use.
 type Counters struct {
 	Sessions       atomic.Uint64 // handshakes accepted
@@ -39,8 +43,10 @@ type Core struct {
 	// Counters may be read at any time.
 	Counters Counters
 
-	mu        sync.Mutex // guards agents, instances, agent.active
-	agents    map[string]*agent
+	mu     sync.Mutex // guards agents, agent.active
+	agents map[string]*agent
+
+	instMu    sync.Mutex // a leaf lock: guards instances, instance.seen
 	instances map[[16]byte]*instance
 }
 
@@ -55,10 +61,23 @@ type agent struct {
 	active *Session // guarded by Core.mu
 }
 
+// instance is one agent process. lastSeq is its high-water mark: every
+// batch up to it is in a file (written and, per the fsync policy, synced).
 type instance struct {
+	id      [16]byte
 	name    string
-	lastSeq uint64    // guarded by the owning agent's mu
-	seen    time.Time // guarded by Core.mu
+	lastSeq atomic.Uint64
+	seen    time.Time // guarded by Core.instMu
+}
+
+// raise lifts the high-water mark to seq if it is higher.
+func (in *instance) raise(seq uint64) {
+	for {
+		cur := in.lastSeq.Load()
+		if seq <= cur || in.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // NewCore returns a Core writing below cfg.Dir.
@@ -76,6 +95,9 @@ func NewCore(cfg Config) (*Core, error) {
 	if err := core.loadState(); err != nil {
 		return nil, err
 	}
+	if err := core.repairAll(); err != nil {
+		return nil, err
+	}
 	return core, nil
 }
 
@@ -91,6 +113,7 @@ type Session struct {
 
 	ifmap   []int  // session interface index -> file interface index
 	pending uint64 // highest sequence written, not yet committed
+	cuts    uint64 // agentFile.cuts when pending was written
 	stats   wire.Stats
 
 	kick   func()
@@ -121,16 +144,12 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 	if ag == nil {
 		ag = &agent{name: h.Name, file: agentFile{
 			dir: filepath.Join(c.dir, h.Name), name: h.Name,
-			size: c.cfg.RotateSize, interval: c.cfg.RotateInterval}}
+			size: c.cfg.RotateSize, interval: c.cfg.RotateInterval,
+			fsync: c.cfg.Fsync, saveState: c.saveState}}
 		c.agents[h.Name] = ag
 	}
-	inst := c.instances[h.Instance]
-	if inst == nil {
-		inst = &instance{name: h.Name}
-		c.instances[h.Instance] = inst
-	}
-	inst.seen = time.Now()
 	c.mu.Unlock()
+	inst := c.instance(h.Instance, h.Name)
 	if inst.name != h.Name {
 		c.Counters.Rejected.Add(1)
 		return nil, wire.Welcome{}, fmt.Errorf("%w: instance id already belongs to agent %q", ErrRejected, inst.name)
@@ -163,7 +182,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 			break
 		}
 	}
-	last := inst.lastSeq
+	last := inst.lastSeq.Load()
 	ag.mu.Unlock()
 	if err != nil {
 		c.Counters.FileErrors.Add(1)
@@ -194,7 +213,7 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 	ag := s.ag
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
-	if b.Seq <= max(s.inst.lastSeq, s.pending) {
+	if b.Seq <= max(s.inst.lastSeq.Load(), s.pending) {
 		s.core.Counters.Duplicates.Add(1)
 		return true, nil
 	}
@@ -202,38 +221,62 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 		return false, err
 	}
 	if err := ag.file.writable(time.Now()); err != nil {
-		s.core.Counters.FileErrors.Add(1)
-		return false, err
+		return false, s.storageFailed(err)
 	}
 	var r wire.Record
 	var bytes uint64
 	it := b.Iter(uint32(len(s.ifmap)))
-	for it.Next(&r) == nil {
-		if err := ag.file.write(s.ifmap[r.IfIndex], &r); err != nil {
-			s.core.Counters.FileErrors.Add(1)
-			return false, fmt.Errorf("writing %s: %w", ag.file.path+PartSuffix, err)
+	for i := uint32(1); it.Next(&r) == nil; i++ {
+		var err error
+		if i < b.Count {
+			err = ag.file.write(s.ifmap[r.IfIndex], &r)
+		} else {
+			err = ag.file.writeLast(s.ifmap[r.IfIndex], &r, s.inst, b.Seq)
+		}
+		if err != nil {
+			return false, s.storageFailed(err)
 		}
 		bytes += uint64(len(r.Data))
 	}
-	s.pending = b.Seq
+	s.pending, s.cuts = b.Seq, ag.file.cuts
 	s.core.Counters.Batches.Add(1)
 	s.core.Counters.Packets.Add(uint64(b.Count))
 	s.core.Counters.Bytes.Add(bytes)
 	return false, nil
 }
 
-// Commit hands what was written to the OS and returns the sequence
-// number to acknowledge: every batch up to it is in the file.
+// storageFailed handles a failed write (disk full, I/O error): the file
+// is cut back to its last committed batch and closed, still readable,
+// and nothing written since the last Commit is acknowledged. ag.mu must
+// be held. The error wraps ErrStorage.
+func (s *Session) storageFailed(err error) error {
+	s.core.Counters.FileErrors.Add(1)
+	if aerr := s.ag.file.abandon(); aerr != nil {
+		s.log.Error("cutting back the file after a write error", "err", aerr)
+	}
+	s.pending = s.inst.lastSeq.Load()
+	return fmt.Errorf("%w: %w", ErrStorage, err)
+}
+
+// Commit hands what was written to the OS (and syncs it, if the fsync
+// policy is per batch) and returns the sequence number to acknowledge:
+// every batch up to it is in the file.
 func (s *Session) Commit() (uint64, error) {
 	ag := s.ag
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	if err := ag.file.flush(); err != nil {
-		s.core.Counters.FileErrors.Add(1)
-		return s.inst.lastSeq, err
+		return s.inst.lastSeq.Load(), s.storageFailed(err)
 	}
-	s.inst.lastSeq = max(s.inst.lastSeq, s.pending)
-	return s.inst.lastSeq, nil
+	if s.cuts != ag.file.cuts {
+		// A rotation failed and cut the file back past our pending
+		// batches: they are not in any file.
+		s.pending = s.inst.lastSeq.Load()
+		s.cuts = ag.file.cuts
+		return s.pending, fmt.Errorf("%w: file was cut back after a write error", ErrStorage)
+	}
+	s.inst.raise(s.pending)
+	return s.inst.lastSeq.Load(), nil
 }
 
 // Iface declares one more interface (an Iface frame's payload). Indexes
@@ -341,6 +384,8 @@ func (c *Core) tick(now time.Time) {
 		if ag.file.due(now) || !ag.lingerUntil.IsZero() && now.After(ag.lingerUntil) {
 			ag.lingerUntil = time.Time{}
 			err = ag.file.close(now)
+		} else {
+			err = ag.file.syncIfDue(now)
 		}
 		ag.mu.Unlock()
 		if err != nil {
@@ -354,17 +399,32 @@ func (c *Core) tick(now time.Time) {
 // StateFile). Call it after all sessions ended.
 func (c *Core) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
+	ags := make([]*agent, 0, len(c.agents))
 	for _, ag := range c.agents {
+		ags = append(ags, ag)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, ag := range ags {
 		ag.mu.Lock()
 		if err := ag.file.close(time.Now()); err != nil {
 			errs = append(errs, err)
 		}
 		ag.mu.Unlock()
 	}
-	if len(c.instances) > 0 {
-		errs = append(errs, c.saveState())
-	}
+	errs = append(errs, c.saveState())
 	return errors.Join(errs...)
+}
+
+// instance returns the instance with id, creating it for name.
+func (c *Core) instance(id [16]byte, name string) *instance {
+	c.instMu.Lock()
+	defer c.instMu.Unlock()
+	in := c.instances[id]
+	if in == nil {
+		in = &instance{id: id, name: name}
+		c.instances[id] = in
+	}
+	in.seen = time.Now()
+	return in
 }

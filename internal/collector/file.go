@@ -2,8 +2,10 @@ package collector
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +20,33 @@ import (
 // consumer that globs "*.pcapng" sees only finished files.
 const PartSuffix = ".part"
 
+// Fsync policies (Config.Fsync): a positive duration syncs open files
+// that often in the background; FsyncPerBatch syncs before every
+// acknowledgement; FsyncNever leaves it to the OS (files are still
+// synced when closed).
+const (
+	FsyncPerBatch time.Duration = -1
+	FsyncNever    time.Duration = -2
+)
+
+// Batch marks: the last packet of every batch carries a pcapng custom
+// option that rewriters must not copy (code 19373), Private Enterprise
+// Number 32473 (RFC 5612's number for examples, until pcapsync has its
+// own), holding:
+//
+//	"PSM1" | instance [16] | seq u64 LE
+//
+// A batch's packets are in a file exactly when its mark is: on start the
+// collector cuts every unfinished file back to the end of the last
+// packet block carrying a mark. Wireshark, tshark, capinfos and libpcap
+// ignore the option (a custom block would show up as a record in tshark).
+const (
+	markPEN  = 32473
+	markSize = 4 + 16 + 8
+)
+
+var markMagic = [4]byte{'P', 'S', 'M', '1'}
+
 // fileIface is one interface of an agent's output: its IDB and the
 // last counters its agent reported for it.
 type fileIface struct {
@@ -25,6 +54,11 @@ type fileIface struct {
 	stats     wire.IfaceStats
 	haveStats bool
 	statsTime int64
+}
+
+type markRef struct {
+	inst *instance
+	seq  uint64
 }
 
 // agentFile is the pcapng output of one agent: the open file, if any,
@@ -35,6 +69,8 @@ type agentFile struct {
 	name, host string
 	size       int64
 	interval   time.Duration
+	fsync      time.Duration
+	saveState  func() error // persists every instance's high-water mark
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -44,6 +80,14 @@ type agentFile struct {
 	w        *pcapfile.NgWriter
 	path     string // final name, without PartSuffix
 	rotateAt time.Time
+
+	marked       []markRef // instances with marks in this file, highest seq
+	markEnd      int64     // offset after the last mark written
+	committedEnd int64     // markEnd at the last successful flush
+	cuts         uint64    // times abandon cut uncommitted batches away
+	dirty        bool      // flushed but not synced
+	lastSync     time.Time
+	markBuf      [markSize]byte
 }
 
 // addIface returns the file index of ifc, adding an interface (and an
@@ -109,6 +153,9 @@ func (af *agentFile) open(now time.Time) error {
 		return fmt.Errorf("writing headers of %s: %w", path, err)
 	}
 	af.f, af.bw, af.w, af.path = f, bw, w, path
+	af.marked = af.marked[:0]
+	af.markEnd, af.committedEnd = 0, 0
+	af.dirty, af.lastSync = true, now
 	af.rotateAt = time.Time{}
 	if af.interval > 0 {
 		af.rotateAt = now.Truncate(af.interval).Add(af.interval)
@@ -144,7 +191,29 @@ func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
 
-// flush hands everything written so far to the OS.
+// writeLast writes the last packet of batch seq of inst with the mark
+// that says the batch is complete in this file.
+func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *instance, seq uint64) error {
+	b := af.markBuf[:0]
+	b = append(b, markMagic[:]...)
+	b = append(b, inst.id[:]...)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, markPEN, b); err != nil {
+		return err
+	}
+	af.markEnd = af.w.Written()
+	for i := range af.marked {
+		if af.marked[i].inst == inst {
+			af.marked[i].seq = max(af.marked[i].seq, seq)
+			return nil
+		}
+	}
+	af.marked = append(af.marked, markRef{inst, seq})
+	return nil
+}
+
+// flush hands everything written so far to the OS, and syncs it when
+// the policy is per batch.
 func (af *agentFile) flush() error {
 	if af.bw == nil {
 		return nil
@@ -152,43 +221,116 @@ func (af *agentFile) flush() error {
 	if err := af.bw.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
 	}
+	af.committedEnd = af.markEnd
+	af.dirty = true
+	if af.fsync == FsyncPerBatch {
+		return af.sync(time.Now())
+	}
 	return nil
 }
 
+func (af *agentFile) sync(now time.Time) error {
+	if err := af.f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", af.path+PartSuffix, err)
+	}
+	af.dirty, af.lastSync = false, now
+	return nil
+}
+
+// syncIfDue syncs an open file with unsynced data under an interval policy.
+func (af *agentFile) syncIfDue(now time.Time) error {
+	if af.f == nil || !af.dirty || af.fsync <= 0 || now.Sub(af.lastSync) < af.fsync {
+		return nil
+	}
+	return af.sync(now)
+}
+
 // close ends the open file, if any: an interface statistics block for
-// every interface the agent reported counters for, then flush, close and
-// rename to the final name.
+// every interface the agent reported counters for, flush, sync (unless
+// the policy is never), record its marks in the state file, then rename
+// to the final name. After a failure it cuts the file back (abandon).
 func (af *agentFile) close(now time.Time) error {
 	if af.f == nil {
 		return nil
 	}
-	var err error
 	for i := range af.ifaces {
 		fi := &af.ifaces[i]
-		if !fi.haveStats || err != nil {
+		if !fi.haveStats {
 			continue
 		}
-		err = af.w.WriteStats(i, pcapfile.InterfaceStats{
+		if err := af.w.WriteStats(i, pcapfile.InterfaceStats{
 			Timestamp: fi.statsTime,
 			IfRecv:    fi.stats.Received, HaveIfRecv: true,
 			OsDrop: fi.stats.KernelDrops, HaveOsDrop: true,
 			UsrDeliv: fi.stats.Captured, HaveUsrDeliv: true,
 			Comment: fmt.Sprintf("counters since agent start; agent queue drops (all interfaces): %d; kernel queue freezes: %d",
 				af.agentDrops, fi.stats.QueueFreezes),
-		})
+		}); err != nil {
+			break // the flush below reports it
+		}
 	}
-	if err == nil {
-		err = af.bw.Flush()
+	err := af.bw.Flush()
+	if err == nil && af.fsync != FsyncNever {
+		err = af.f.Sync()
 	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("closing %s: %w", af.path, err), af.abandon())
+	}
+	for _, m := range af.marked {
+		m.inst.raise(m.seq)
+	}
+	if af.saveState != nil {
+		err = af.saveState()
+	}
+	return af.finish(err)
+}
+
+// abandon cuts the open file back to the end of its last committed
+// batch, discarding whatever was written after it, and closes it under
+// its final name: readable, and holding only acknowledged batches.
+func (af *agentFile) abandon() error {
+	if af.f == nil {
+		return nil
+	}
+	af.bw.Reset(io.Discard)
+	af.cuts++
+	err := af.f.Truncate(max(af.committedEnd, 0))
+	if af.committedEnd == 0 {
+		// Nothing was ever committed: no file is better than an empty one.
+		af.f.Close()
+		rerr := os.Remove(af.path + PartSuffix)
+		af.f, af.bw, af.w = nil, nil, nil
+		return errors.Join(err, rerr)
+	}
+	if err == nil && af.fsync != FsyncNever {
+		err = af.f.Sync()
+	}
+	return af.finish(err)
+}
+
+// finish closes the file and renames it to its final name.
+func (af *agentFile) finish(err error) error {
 	if cerr := af.f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(af.path+PartSuffix, af.path)
+	if rerr := os.Rename(af.path+PartSuffix, af.path); err == nil {
+		err = rerr
+	}
+	if err == nil && af.fsync != FsyncNever {
+		err = syncDir(af.dir)
 	}
 	af.f, af.bw, af.w = nil, nil, nil
 	if err != nil {
 		return fmt.Errorf("closing %s: %w", af.path, err)
 	}
 	return nil
+}
+
+// syncDir makes a rename or creation in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

@@ -58,7 +58,9 @@ func (c *Core) loadState() error {
 			err = fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
 		}
 		if err == nil {
-			c.instances[id] = &instance{name: e.Name, lastSeq: e.LastSeq, seen: e.Seen}
+			in := &instance{id: id, name: e.Name, seen: e.Seen}
+			in.lastSeq.Store(e.LastSeq)
+			c.instances[id] = in
 		}
 	}
 	if err != nil {
@@ -71,15 +73,21 @@ func (c *Core) loadState() error {
 }
 
 // saveState writes the state file atomically (temporary file, fsync,
-// rename), forgetting instances not seen for stateTTL.
+// rename), forgetting instances not seen for stateTTL. It takes instMu
+// (a leaf lock), so it may be called with an agent's mu held.
 func (c *Core) saveState() error {
+	c.instMu.Lock()
+	defer c.instMu.Unlock()
+	if len(c.instances) == 0 {
+		return nil
+	}
 	doc := stateDoc{Version: 1}
 	now := time.Now()
 	for id, in := range c.instances {
 		if now.Sub(in.seen) > stateTTL {
 			continue
 		}
-		doc.Instances = append(doc.Instances, stateEntry{Instance: hex.EncodeToString(id[:]), Name: in.name, LastSeq: in.lastSeq, Seen: in.seen})
+		doc.Instances = append(doc.Instances, stateEntry{Instance: hex.EncodeToString(id[:]), Name: in.name, LastSeq: in.lastSeq.Load(), Seen: in.seen})
 	}
 	b, err := json.MarshalIndent(&doc, "", " ")
 	if err != nil {

@@ -120,6 +120,37 @@ func (w *NgWriter) AddInterface(ifc Interface) (int, error) {
 // original length origLen. An origLen below len(data) is written as
 // len(data). data is not retained. WritePacket does not allocate.
 func (w *NgWriter) WritePacket(ifIndex int, ts int64, origLen uint32, data []byte) error {
+	return w.writeEPB(ifIndex, ts, origLen, data, nil)
+}
+
+// OptCustomBinaryNoCopy is the pcapng option code of a custom binary
+// option that rewriters must not copy: its value means something only
+// in the file it was written to.
+const OptCustomBinaryNoCopy = 19373
+
+// WritePacketCustom is WritePacket with one custom option (code
+// OptCustomBinaryNoCopy) holding Private Enterprise Number pen and value
+// (at most 1024 bytes). Readers that do not know pen ignore it; unlike a
+// custom block, Wireshark and tshark do not show it as a record. It does
+// not allocate once the writer's scratch buffer has grown to the option.
+func (w *NgWriter) WritePacketCustom(ifIndex int, ts int64, origLen uint32, data []byte, pen uint32, value []byte) error {
+	if len(value) > 1024 {
+		return fmt.Errorf("pcapfile: custom option of %d bytes: %w", len(value), ErrTooLarge)
+	}
+	var zero [3]byte
+	o := binary.LittleEndian.AppendUint16(w.meta[:0], OptCustomBinaryNoCopy)
+	o = binary.LittleEndian.AppendUint16(o, uint16(4+len(value)))
+	o = binary.LittleEndian.AppendUint32(o, pen)
+	o = append(o, value...)
+	o = append(o, zero[:(4-len(value)%4)%4]...)
+	o = appendEndOfOpt(o)
+	w.meta = o[:0]
+	return w.writeEPB(ifIndex, ts, origLen, data, o)
+}
+
+// writeEPB writes an Enhanced Packet Block with the already encoded
+// options opts (ending in opt_endofopt), or none.
+func (w *NgWriter) writeEPB(ifIndex int, ts int64, origLen uint32, data, opts []byte) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -131,7 +162,7 @@ func (w *NgWriter) WritePacket(ifIndex int, ts int64, origLen uint32, data []byt
 	}
 	caplen := uint32(len(data))
 	pad := -caplen & 3
-	total := minEPBLen + caplen + pad
+	total := minEPBLen + caplen + pad + uint32(len(opts))
 	h := &w.scratch
 	binary.LittleEndian.PutUint32(h[0:], blockEPB)
 	binary.LittleEndian.PutUint32(h[4:], total)
@@ -147,6 +178,15 @@ func (w *NgWriter) WritePacket(ifIndex int, ts int64, origLen uint32, data []byt
 		return err
 	}
 	h[28], h[29], h[30] = 0, 0, 0
+	if len(opts) > 0 {
+		if err := w.write(h[28 : 28+pad]); err != nil {
+			return err
+		}
+		if err := w.write(opts); err != nil {
+			return err
+		}
+		pad = 0
+	}
 	binary.LittleEndian.PutUint32(h[28+pad:], total)
 	return w.write(h[28 : 32+pad])
 }

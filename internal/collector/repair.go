@@ -1,0 +1,164 @@
+package collector
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// repairAll finishes every file a previous run left unfinished (see
+// repairPart) and raises each instance's high-water mark to the last
+// batch its files hold.
+func (c *Core) repairAll() error {
+	ents, err := os.ReadDir(c.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("collector: reading %s: %w", c.dir, err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() || wire.ValidateName(e.Name()) != nil {
+			continue
+		}
+		dir := filepath.Join(c.dir, e.Name())
+		parts, err := filepath.Glob(filepath.Join(dir, "*.pcapng"+PartSuffix))
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			marks, kept, cut, err := repairPart(p)
+			if err != nil {
+				c.Counters.FileErrors.Add(1)
+				c.log.Error("repairing unfinished file; left as it is", "file", p, "err", err)
+				continue
+			}
+			if kept == 0 {
+				c.log.Warn("removed unfinished file holding no acknowledged batch", "file", p, "bytes", cut)
+			} else {
+				c.log.Warn("repaired unfinished file", "file", strings.TrimSuffix(p, PartSuffix), "kept_bytes", kept, "cut_bytes", cut)
+			}
+			for id, seq := range marks {
+				c.instance(id, e.Name()).raise(seq)
+			}
+		}
+	}
+	return nil
+}
+
+// repairPart walks an unfinished file's blocks, cuts it back to the end
+// of the last complete batch mark (dropping a torn tail and any batch
+// that was not complete), syncs it and renames it to its final name. A
+// file without a mark holds nothing acknowledged and is removed. It
+// returns the highest mark per instance and the bytes kept and cut.
+func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	size := st.Size()
+	marks = map[[16]byte]uint64{}
+	br := bufio.NewReaderSize(f, 256<<10)
+	var hdr [8]byte
+	var block []byte // an EPB with options, read whole
+	var off, end int64
+	for first := true; ; first = false {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		typ := binary.LittleEndian.Uint32(hdr[0:])
+		n := int64(binary.LittleEndian.Uint32(hdr[4:]))
+		if n < 12 || n%4 != 0 || off+n > size || first && typ != 0x0A0D0D0A {
+			break // torn or not ours: stop here
+		}
+		if typ == 6 && n <= maxRepairBlock {
+			// An EPB: read it whole and look for a mark among its options.
+			if cap(block) < int(n) {
+				block = make([]byte, n)
+			}
+			block = block[:n]
+			copy(block, hdr[:])
+			if _, err := io.ReadFull(br, block[8:]); err != nil || int64(binary.LittleEndian.Uint32(block[n-4:])) != n {
+				break
+			}
+			if id, seq, ok := findMark(block); ok {
+				marks[id] = max(marks[id], seq)
+				end = off + n
+			}
+		} else {
+			if _, err := br.Discard(int(n - 12)); err != nil {
+				break
+			}
+			var tr [4]byte
+			if _, err := io.ReadFull(br, tr[:]); err != nil || int64(binary.LittleEndian.Uint32(tr[:])) != n {
+				break
+			}
+		}
+		off += n
+	}
+	final := strings.TrimSuffix(path, PartSuffix)
+	if end == 0 {
+		f.Close()
+		f = nil
+		return marks, 0, size, os.Remove(path)
+	}
+	if err := f.Truncate(end); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := f.Close(); err != nil {
+		f = nil
+		return nil, 0, 0, err
+	}
+	f = nil
+	if err := os.Rename(path, final); err != nil {
+		return nil, 0, 0, err
+	}
+	return marks, end, size - end, syncDir(filepath.Dir(path))
+}
+
+// maxRepairBlock bounds the packet blocks repair reads whole: a packet
+// of the largest snaplen plus its header and options.
+const maxRepairBlock = 262144 + 1024
+
+// findMark returns the batch mark among an EPB's options, if any.
+func findMark(b []byte) (id [16]byte, seq uint64, ok bool) {
+	if len(b) < 32 {
+		return id, 0, false
+	}
+	caplen := int64(binary.LittleEndian.Uint32(b[20:]))
+	o := 28 + caplen + (-caplen & 3)
+	for o+4 <= int64(len(b))-4 {
+		code := binary.LittleEndian.Uint16(b[o:])
+		l := int64(binary.LittleEndian.Uint16(b[o+2:]))
+		if code == 0 || o+4+l > int64(len(b))-4 {
+			break
+		}
+		v := b[o+4 : o+4+l]
+		if code == pcapfile.OptCustomBinaryNoCopy && l == 4+markSize &&
+			binary.LittleEndian.Uint32(v) == markPEN && [4]byte(v[4:8]) == markMagic {
+			return [16]byte(v[8:24]), binary.LittleEndian.Uint64(v[24:]), true
+		}
+		o += 4 + l + (-l & 3)
+	}
+	return id, 0, false
+}

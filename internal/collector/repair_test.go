@@ -1,0 +1,189 @@
+package collector
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// crashAfter writes batches 1..n of 10 packets and commits them, then
+// "crashes": the Core is dropped without End or Close, leaving the file
+// as a .part. It returns the .part path.
+func crashAfter(t *testing.T, dir string, n int) string {
+	t.Helper()
+	c := newCore(t, Config{Dir: dir})
+	s, _, err := c.Begin(hello("crash", 5), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Batch(0, batchPayload(uint64(i+1), i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix))
+	if len(parts) != 1 {
+		t.Fatalf("%d .part files, want 1", len(parts))
+	}
+	c.agents["crash"].file.f.Close() // the process is gone
+	return parts[0]
+}
+
+func TestRepairAfterCrash(t *testing.T) {
+	tests := []struct {
+		name string
+		tail func(t *testing.T, part string)
+	}{
+		{"clean end", func(*testing.T, string) {}},
+		{"torn block", func(t *testing.T, part string) {
+			appendBytes(t, part, []byte{6, 0, 0, 0, 0x80, 0, 0, 0, 1, 2, 3}) // an EPB header claiming 128 bytes, cut
+		}},
+		{"packets without their mark", func(t *testing.T, part string) {
+			// A complete EPB (4 data bytes) of a batch whose mark never
+			// made it to the file: it must be cut as well.
+			epb := make([]byte, 36)
+			binary.LittleEndian.PutUint32(epb[0:], 6)
+			binary.LittleEndian.PutUint32(epb[4:], 36)
+			binary.LittleEndian.PutUint32(epb[20:], 4)
+			binary.LittleEndian.PutUint32(epb[24:], 4)
+			binary.LittleEndian.PutUint32(epb[32:], 36)
+			appendBytes(t, part, epb)
+		}},
+		{"garbage", func(t *testing.T, part string) { appendBytes(t, part, []byte("garbage garbage garbage!")) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			part := crashAfter(t, dir, 3)
+			tt.tail(t, part)
+			c := newCore(t, Config{Dir: dir}) // repairs on start
+			if _, err := os.Stat(part); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf(".part still there: %v", err)
+			}
+			pkts, files := readDir(t, filepath.Join(dir, "crash"))
+			if files != 1 || len(pkts) != 30 {
+				t.Fatalf("%d files, %d packets after repair; want 1 file, 30 packets", files, len(pkts))
+			}
+			s, w, err := c.Begin(hello("crash", 5), func() {})
+			if err != nil || w.LastSeq != 3 {
+				t.Fatalf("after repair LastSeq %d (%v), want 3 from the file's marks", w.LastSeq, err)
+			}
+			if dup, _ := s.Batch(0, batchPayload(3, 20, 10)); !dup {
+				t.Fatal("batch 3 accepted again after repair")
+			}
+			checkTshark(t, strings.TrimSuffix(part, PartSuffix))
+		})
+	}
+}
+
+// TestRepairUnacknowledged: a batch written whole with its mark but not
+// yet acknowledged is kept and counted as held (the agent is told not to
+// resend it); a file whose only batch lost its mark is removed.
+func TestRepairUnacknowledged(t *testing.T) {
+	for _, cutMark := range []bool{false, true} {
+		dir := t.TempDir()
+		c := newCore(t, Config{Dir: dir})
+		s, _, _ := c.Begin(hello("nomark", 1), func() {})
+		s.Batch(0, batchPayload(1, 0, 10)) // written, never committed
+		af := &c.agents["nomark"].file
+		af.bw.Flush()
+		if cutMark {
+			af.f.Truncate(af.w.Written() - (4 + 4 + markSize + 4 + 4)) // mark option, end of options, trailer: a torn last block
+		}
+		af.f.Close()
+		c2 := newCore(t, Config{Dir: dir})
+		ents, _ := os.ReadDir(filepath.Join(dir, "nomark"))
+		_, w, _ := c2.Begin(hello("nomark", 1), func() {})
+		if cutMark && (len(ents) != 0 || w.LastSeq != 0) {
+			t.Fatalf("mark cut: %d files left, LastSeq %d; want none, 0", len(ents), w.LastSeq)
+		}
+		if !cutMark {
+			if pkts, _ := readDir(t, filepath.Join(dir, "nomark")); len(pkts) != 10 || w.LastSeq != 1 {
+				t.Fatalf("whole batch: %d packets, LastSeq %d; want 10, 1", len(pkts), w.LastSeq)
+			}
+		}
+	}
+}
+
+func appendBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(b)
+	f.Close()
+}
+
+func checkTshark(t *testing.T, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("capinfos"); err != nil {
+		t.Log("capinfos not installed; skipping its check")
+		return
+	}
+	out, err := exec.Command("capinfos", path).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "corrupt") || strings.Contains(string(out), "cut short") {
+		t.Fatalf("capinfos %s: %v\n%s", path, err, out)
+	}
+}
+
+// TestDiskFull fills a small tmpfs: the failing batch is not
+// acknowledged, the file keeps exactly the acknowledged batches and
+// stays readable, and writing resumes once space returns.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	filler := filepath.Join(dir, "filler")
+	os.WriteFile(filler, make([]byte, 160<<10), 0o600)
+
+	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch})
+	s, _, err := c.Begin(hello("full", 3), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked uint64
+	var failed error
+	for seq := uint64(1); seq < 200 && failed == nil; seq++ {
+		if _, failed = s.Batch(0, batchPayload(seq, int(seq)*10, 10)); failed == nil {
+			acked, failed = s.Commit()
+		}
+	}
+	if !errors.Is(failed, ErrStorage) || !errors.Is(failed, syscall.ENOSPC) {
+		t.Fatalf("err = %v, want ErrStorage wrapping ENOSPC", failed)
+	}
+	if got, _ := s.Commit(); got != acked {
+		t.Fatalf("after the failure Commit acknowledges %d, acknowledged before: %d", got, acked)
+	}
+	s.End(false)
+	pkts, _ := readDir(t, filepath.Join(dir, "full"))
+	if uint64(len(pkts)) != acked*10 {
+		t.Fatalf("file holds %d packets, %d batches were acknowledged", len(pkts), acked)
+	}
+	os.Remove(filler)
+	s2, w, err := c.Begin(hello("full", 3), func() {})
+	if err != nil || w.LastSeq != acked {
+		t.Fatalf("reconnect: LastSeq %d (%v), want %d", w.LastSeq, err, acked)
+	}
+	if _, err := s2.Batch(0, batchPayload(acked+1, 0, 10)); err != nil {
+		t.Fatalf("after space returned: %v", err)
+	}
+	if got, err := s2.Commit(); err != nil || got != acked+1 {
+		t.Fatalf("Commit = %d, %v; want %d", got, err, acked+1)
+	}
+	s2.End(true)
+	c.Close()
+}
