@@ -38,7 +38,10 @@ With --read it exits once the collector acknowledged every packet.`, stderr)
 	fs.Var(sizeFlag{&batch}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "send a batch at the latest this long after its first packet (live capture)")
 	queue := int64(64 << 20)
-	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts")
+	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")
+	fs.StringVar(&cfg.Spool, "spool", "", "directory where every batch is also written until acknowledged: a collector outage of minutes loses nothing, and a restarted live agent resends what its previous run left")
+	spoolSize := int64(1 << 30)
+	fs.Var(sizeFlag{&spoolSize}, "spool-size", "largest spool; when full, live capture drops and counts")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", 10*time.Second, "how often drop counters are sent to the collector")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long to wait for the last acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -68,7 +71,7 @@ With --read it exits once the collector acknowledged every packet.`, stderr)
 	if ring > 1<<40 || batch > 1<<30 {
 		return fmt.Errorf("%w: --ring-size or --batch-size too large", errUsage)
 	}
-	cfg.RingSize, cfg.BatchBytes, cfg.QueueBytes = int(ring), int(batch), queue
+	cfg.RingSize, cfg.BatchBytes, cfg.QueueBytes, cfg.SpoolBytes = int(ring), int(batch), queue, spoolSize
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

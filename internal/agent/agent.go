@@ -82,9 +82,17 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
 	a.host, _ = os.Hostname()
-	rand.Read(a.instance[:])
+	a.instance = newInstance()
 	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
 	a.q = newQueue(c.QueueBytes, bufCap)
+	var recovered []*batch
+	if c.Spool != "" {
+		sp, id, rec, err := openSpool(c.Spool, c.SpoolBytes, c.ReadFile == "", a.log)
+		if err != nil {
+			return nil, err
+		}
+		a.q.spool, a.instance, recovered = sp, id, rec
+	}
 	if c.ReadFile != "" {
 		s, err := a.openFile(c.ReadFile)
 		if err != nil {
@@ -96,7 +104,19 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
+	if len(recovered) > 0 {
+		// Live interfaces are declared in the same order on every run,
+		// so the recovered batches' interface indexes still hold.
+		a.q.recover(recovered, len(a.interfaces()))
+		a.log.Info("spool: resending batches of the previous run", "batches", len(recovered),
+			"first_seq", recovered[0].seq, "last_seq", recovered[len(recovered)-1].seq)
+	}
 	return a, nil
+}
+
+func newInstance() (id [16]byte) {
+	rand.Read(id[:])
+	return id
 }
 
 // ownStreamFilter excludes the agent's connection to the collector from
@@ -202,6 +222,9 @@ func (a *Agent) Run(ctx context.Context) (Summary, error) {
 	}
 	a.q.close()
 	sum := a.summary()
+	if a.q.spool != nil {
+		a.q.spool.close()
+	}
 	return sum, errors.Join(fatal, srcErr)
 }
 

@@ -32,6 +32,13 @@ type Config struct {
 	// QueueBytes bounds the unacknowledged batches kept in memory.
 	// 0 means 64 MiB.
 	QueueBytes int64
+	// Spool, if set, is a directory where every sealed batch is also
+	// written until acknowledged: QueueBytes then bounds only the copies
+	// kept in memory, SpoolBytes bounds the queue, and a restarted agent
+	// (live capture) resends what its previous run left unacknowledged.
+	Spool string
+	// SpoolBytes bounds the spool. 0 means 1 GiB.
+	SpoolBytes int64
 	// StatsInterval is how often loss counters go to the collector.
 	// 0 means 10s.
 	StatsInterval time.Duration
@@ -70,6 +77,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.QueueBytes == 0 {
 		d.QueueBytes = 64 << 20
 	}
+	if d.SpoolBytes == 0 {
+		d.SpoolBytes = 1 << 30
+	}
 	def(&d.FlushInterval, 50*time.Millisecond)
 	def(&d.StatsInterval, 10*time.Second)
 	def(&d.ShutdownTimeout, 10*time.Second)
@@ -99,6 +109,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent: batch size %d out of range 4KiB..8MiB", c.BatchBytes)
 	case c.QueueBytes != 0 && c.QueueBytes < int64(max(c.BatchBytes, 1<<20)):
 		return fmt.Errorf("agent: queue size %d smaller than one batch (%d)", c.QueueBytes, max(c.BatchBytes, 1<<20))
+	case c.SpoolBytes < 0 || c.SpoolBytes > 0 && c.SpoolBytes < int64(max(c.BatchBytes, 1<<20)):
+		return fmt.Errorf("agent: spool size %d smaller than one batch", c.SpoolBytes)
 	case c.FlushInterval < 0 || c.StatsInterval < 0 || c.ShutdownTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("agent: durations must not be negative")
 	}

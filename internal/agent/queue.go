@@ -8,10 +8,14 @@ import (
 
 // batch is one sealed batch frame, kept until the collector acknowledges it.
 type batch struct {
-	buf     []byte // the whole frame; owned by the queue once pushed
+	buf     []byte // the whole frame, owned by the queue once pushed; nil if only spooled
 	seq     uint64
 	packets uint64
 	nIfaces int // interfaces that must be declared before it is sent
+
+	seg  *segment // where the spool holds it, if it does
+	off  int64
+	size int
 }
 
 // queue holds sealed, unacknowledged batches in sequence order, bounded
@@ -35,6 +39,10 @@ type queue struct {
 	freed  chan struct{} // cap 1: batches were acknowledged
 	pool   sync.Pool     // *batch with an empty buf of the batch capacity
 	bufCap int
+
+	// spool, if set, bounds the queue instead of limit: every batch is
+	// written to it, and limit only bounds the batches also kept in memory.
+	spool *spool
 }
 
 func newQueue(limit int64, bufCap int) *queue {
@@ -48,15 +56,16 @@ func newQueue(limit int64, bufCap int) *queue {
 func (q *queue) get() *batch { return q.pool.Get().(*batch) }
 
 // push seals the batch in enc (which must be building into b.buf) with
-// the next sequence number and queues it. When the queue is full, push
-// drops the batch (counting its packets) and returns false, unless block
-// is set: then it waits for room. A batch larger than the whole limit is
-// accepted into an empty queue, so nothing is stuck forever.
+// the next sequence number and queues it. When the queue is full (the
+// spool, if there is one, else memory), push drops the batch (counting
+// its packets) and returns false, unless block is set: then it waits for
+// room. A batch larger than the whole limit is accepted into an empty
+// queue, so nothing is stuck forever.
 func (q *queue) push(b *batch, enc *wire.BatchEncoder, packets, nIfaces int, block bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	need := int64(enc.Len())
-	for !q.closed && len(q.items) > 0 && q.bytes+need > q.limit {
+	need := enc.Len()
+	for !q.closed && len(q.items) > 0 && q.isFull(need) {
 		if !block {
 			q.droppedPackets += uint64(packets)
 			return false
@@ -67,16 +76,54 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, packets, nIfaces int, blo
 		q.droppedPackets += uint64(packets)
 		return false
 	}
-	q.lastSeq++
-	b.seq = q.lastSeq
+	b.seq = q.lastSeq + 1
 	b.buf = enc.Finish(b.seq)
 	b.packets = uint64(packets)
 	b.nIfaces = nIfaces
+	if q.spool != nil {
+		if err := q.spool.append(b, b.buf); err != nil {
+			q.spool.log.Error("batch dropped", "err", err)
+			q.droppedPackets += uint64(packets)
+			return false
+		}
+		if q.bytes+int64(need) > q.limit {
+			// Memory is full: keep the batch on disk only.
+			meta := &batch{seq: b.seq, packets: b.packets, nIfaces: nIfaces, seg: b.seg, off: b.off, size: b.size}
+			b.buf, b.seg = b.buf[:0], nil
+			q.pool.Put(b)
+			b = meta
+		}
+	}
+	q.lastSeq = b.seq
 	q.items = append(q.items, b)
-	q.bytes += need
+	if b.buf != nil {
+		q.bytes += int64(need)
+	}
 	q.queuedPackets += uint64(packets)
 	signal(q.pushed)
 	return true
+}
+
+func (q *queue) isFull(need int) bool {
+	if q.spool != nil {
+		return q.spool.full(need)
+	}
+	return q.bytes+int64(need) > q.limit
+}
+
+// recover queues batches a previous run left in the spool.
+func (q *queue) recover(bs []*batch, nIfaces int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range bs {
+		b.nIfaces = nIfaces
+		q.items = append(q.items, b)
+		q.lastSeq = b.seq
+		q.queuedPackets += b.packets
+	}
+	if len(bs) > 0 {
+		q.acked = bs[0].seq - 1
+	}
 }
 
 // at returns the queued batch with sequence seq, or nil if it is not
@@ -102,12 +149,17 @@ func (q *queue) ack(seq uint64) {
 	n := 0
 	for n < len(q.items) && q.items[n].seq <= q.acked {
 		b := q.items[n]
-		q.bytes -= int64(len(b.buf))
 		q.ackedPackets += b.packets
-		b.buf = b.buf[:0]
-		q.pool.Put(b)
+		if b.buf != nil {
+			q.bytes -= int64(len(b.buf))
+			b.buf, b.seg = b.buf[:0], nil
+			q.pool.Put(b)
+		}
 		q.items[n] = nil
 		n++
+	}
+	if q.spool != nil {
+		q.spool.release(q.acked)
 	}
 	if n > 0 {
 		q.items = append(q.items[:0], q.items[n:]...)

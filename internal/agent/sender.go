@@ -124,7 +124,7 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, decl
 	tick := time.NewTicker(a.cfg.StatsInterval)
 	defer tick.Stop()
 	var st wire.Stats
-	var ctl []byte
+	var ctl, spoolBuf []byte
 	sendStats := func() error {
 		a.collectStats(&st)
 		ctl = wire.AppendStats(ctl[:0], &st)
@@ -141,10 +141,18 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, decl
 					}
 				}
 			}
+			frame := b.buf
+			if frame == nil { // kept on disk only
+				var err error
+				if frame, err = a.q.spool.read(b, spoolBuf); err != nil {
+					return err
+				}
+				spoolBuf = frame
+			}
 			// Raise sentMax first: the collector may acknowledge the batch
 			// as soon as its last byte is in the kernel, before Write returns.
 			sentMax.Store(b.seq)
-			if err := a.write(conn, b.buf); err != nil {
+			if err := a.write(conn, frame); err != nil {
 				return err
 			}
 			cursor = b.seq

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func pushN(t *testing.T, q *queue, n, packets int) [][]byte {
+	t.Helper()
+	var frames [][]byte
+	for i := range n {
+		b := q.get()
+		var e wire.BatchEncoder
+		e.Reset(b.buf[:0])
+		for j := range packets {
+			e.Append(int64(i*1000+j), 0, 300, bytes.Repeat([]byte{byte(i)}, 300))
+		}
+		if !q.push(b, &e, packets, 1, false) {
+			t.Fatalf("push %d refused", i)
+		}
+		fb := q.at(q.stats().lastSeq)
+		frame := fb.buf
+		if frame == nil {
+			var err error
+			if frame, err = q.spool.read(fb, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		frames = append(frames, bytes.Clone(frame))
+	}
+	return frames
+}
+
+// TestSpoolResumesAfterCrash: a "crashed" run leaves batches in the
+// spool; the next run gets the same instance id, every batch back with
+// its bytes, and a torn tail cut off.
+func TestSpoolResumesAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	sp, id1, rec, err := openSpool(dir, 1<<30, true, quiet)
+	if err != nil || len(rec) != 0 {
+		t.Fatalf("first open: %v, %d recovered", err, len(rec))
+	}
+	q := newQueue(1<<20, 1<<20)
+	q.spool = sp
+	frames := pushN(t, q, 10, 50) // 10 x ~15 KiB: the last ones beyond memory
+	q.ack(4)
+	// Crash mid-write: half a frame at the end of the segment.
+	seg := sp.current()
+	seg.f.Write(frames[0][:100])
+	sp.close()
+
+	sp2, id2, rec, err := openSpool(dir, 1<<30, true, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp2.close()
+	if id2 != id1 {
+		t.Fatal("instance id changed across the restart")
+	}
+	if len(rec) != 10 || rec[0].seq != 1 || rec[9].seq != 10 {
+		t.Fatalf("recovered %d batches (want 1..10)", len(rec))
+	}
+	q2 := newQueue(1<<20, 1<<20)
+	q2.spool = sp2
+	q2.recover(rec, 1)
+	q2.ack(4) // what the collector's welcome says it holds
+	for seq := uint64(5); seq <= 10; seq++ {
+		b := q2.at(seq)
+		got, err := sp2.read(b, nil)
+		if err != nil || !bytes.Equal(got, frames[seq-1]) {
+			t.Fatalf("batch %d read back wrong (%v)", seq, err)
+		}
+	}
+	if q2.at(4) != nil || q2.stats().lastSeq != 10 {
+		t.Fatalf("after ack(4): %+v", q2.stats())
+	}
+	// New batches continue the sequence.
+	more := pushN(t, q2, 1, 5)
+	if len(more) != 1 || q2.stats().lastSeq != 11 {
+		t.Fatalf("next sequence %d, want 11", q2.stats().lastSeq)
+	}
+
+	// A replay does not resume: it starts its input over.
+	sp2.close()
+	sp3, id3, rec, err := openSpool(dir, 1<<30, false, quiet)
+	if err != nil || len(rec) != 0 || id3 == id1 {
+		t.Fatalf("replay open: %v, %d recovered, same id %v", err, len(rec), id3 == id1)
+	}
+	sp3.close()
+}
+
+// TestSpoolOverflow replays more than the memory queue holds while the
+// collector is away: batches overflow to disk, are read back when sent,
+// and a real collector receives every packet exactly once, in order.
+func TestSpoolOverflow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 20000, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the collector is down at first
+
+	a, err := New(Config{Collector: addr, Name: "sp", ReadFile: path, QueueBytes: 1 << 20, BatchBytes: 64 << 10,
+		Spool: filepath.Join(dir, "spool"), BackoffMin: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Summary, 1)
+	go func() { s, _ := a.Run(context.Background()); done <- s }()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.q.stats().queuedPackets < 20000 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	qs := a.q.stats()
+	if qs.queuedPackets != 20000 || a.q.bytes > a.q.limit {
+		t.Fatalf("with the collector away: %d packets queued, %d bytes in memory (limit %d)", qs.queuedPackets, a.q.bytes, a.q.limit)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "spool"))
+	t.Logf("spool holds %d files, %d bytes; memory %d bytes", len(ents), a.q.spool.bytes, a.q.bytes)
+
+	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
+	var sum Summary
+	select {
+	case sum = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not finish")
+	}
+	cancel()
+	<-served
+	core.Close()
+	if sum.Acked != 20000 || core.Counters.Packets.Load() != 20000 || core.Counters.Duplicates.Load() != 0 {
+		t.Fatalf("summary %+v; collector wrote %d, duplicates %d", sum, core.Counters.Packets.Load(), core.Counters.Duplicates.Load())
+	}
+}
