@@ -10,7 +10,12 @@ import (
 //
 // Hello (agent -> collector, first frame on a connection):
 //
-//	instance [16] | codecs u32 | name str8 | host str8 | nif u16 | nif x Interface
+//	instance [16] | codecs u32 | name str8 | host str8 | token str8 |
+//	nif u16 | nif x Interface
+//
+// token is the collector's shared secret, 0 to MaxTokenLen bytes, empty
+// when the agent has none; sent only over TLS unless both sides were
+// told to run insecure.
 //
 // Interface (in Hello, and the body of an Iface frame after its index):
 //
@@ -26,7 +31,12 @@ import (
 //
 // Reject (collector -> agent, then the collector closes): reason str16
 //
-// Ack (collector -> agent): seq u64, every batch <= seq is written.
+// Ack (collector -> agent): seq u64, every batch <= seq is written. The
+// collector re-sends its last Ack as a heartbeat when it has sent nothing
+// for a while; an Ack is idempotent.
+//
+// Ping (agent -> collector): empty payload, the agent's heartbeat when it
+// has sent nothing for a while.
 //
 // Stats (agent -> collector, cumulative counters since the agent started):
 //
@@ -47,6 +57,7 @@ type Hello struct {
 	Codecs     uint32 // bit n set: the agent can send Codec n
 	Name       string // the agent's name; see ValidateName
 	Host       string // the host it runs on, informational
+	Token      string // shared secret, at most MaxTokenLen bytes; "" for none
 	Interfaces []Interface
 }
 
@@ -77,6 +88,7 @@ type Stats struct {
 const (
 	MaxInterfaces = 1024
 	MaxReason     = 1024
+	MaxTokenLen   = 128
 	ifaceMinSize  = 1 + 2 + 4
 	statsIfSize   = 4 + 8*4
 )
@@ -88,6 +100,7 @@ func AppendHello(dst []byte, h *Hello) []byte {
 		b = binary.LittleEndian.AppendUint32(b, h.Codecs)
 		b = appendStr8(b, h.Name)
 		b = appendStr8(b, h.Host)
+		b = appendStr8(b, h.Token)
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(h.Interfaces)))
 		for i := range h.Interfaces {
 			b = appendInterface(b, &h.Interfaces[i])
@@ -105,6 +118,10 @@ func ParseHello(p []byte) (Hello, error) {
 	h.Codecs = d.u32()
 	h.Name = d.str8()
 	h.Host = d.str8()
+	h.Token = d.str8()
+	if d.err == nil && len(h.Token) > MaxTokenLen {
+		return h, fmt.Errorf("hello: token of %d bytes over limit %d: %w", len(h.Token), MaxTokenLen, ErrTooLarge)
+	}
 	n := int(d.u16())
 	if d.err == nil && n > MaxInterfaces {
 		return h, fmt.Errorf("hello: %d interfaces over limit %d: %w", n, MaxInterfaces, ErrTooLarge)
@@ -199,6 +216,17 @@ func ParseAck(p []byte) (uint64, error) {
 		return 0, fmt.Errorf("ack: %d bytes, want 8: %w", len(p), ErrMalformed)
 	}
 	return binary.LittleEndian.Uint64(p), nil
+}
+
+// AppendPing appends a Ping frame.
+func AppendPing(dst []byte) []byte { return AppendHeader(dst, TypePing, 0, 0) }
+
+// ParsePing checks a Ping payload, which must be empty.
+func ParsePing(p []byte) error {
+	if len(p) != 0 {
+		return fmt.Errorf("ping: %d bytes, want 0: %w", len(p), ErrMalformed)
+	}
+	return nil
 }
 
 // AppendStats appends a Stats frame.

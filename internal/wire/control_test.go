@@ -10,7 +10,7 @@ import (
 )
 
 func TestControlRoundTrip(t *testing.T) {
-	h := Hello{Instance: [16]byte{1, 2, 3}, Codecs: 1, Name: "web-1", Host: "web-1.example",
+	h := Hello{Instance: [16]byte{1, 2, 3}, Codecs: 1, Name: "web-1", Host: "web-1.example", Token: "s3cret-token",
 		Interfaces: []Interface{{"eth0", 1, 262144}, {"tun0", 101, 1500}}}
 	w := Welcome{LastSeq: 77, MaxFrame: 1 << 24, Codecs: 1}
 	st := Stats{Time: 123, AgentDrops: 4, Interfaces: []IfaceStats{{0, 10, 2, 1, 8}, {1, 5, 0, 0, 5}}}
@@ -21,6 +21,7 @@ func TestControlRoundTrip(t *testing.T) {
 	b = AppendAck(b, 99)
 	b = AppendStats(b, &st)
 	b = AppendIface(b, 2, &Interface{"veth1", 1, 9000})
+	b = AppendPing(b)
 	fr := NewFrameReader(bytes.NewReader(b), Limits{})
 	next := func(want Type) []byte {
 		t.Helper()
@@ -48,6 +49,12 @@ func TestControlRoundTrip(t *testing.T) {
 	}
 	if idx, ifc, err := ParseIface(next(TypeIface)); err != nil || idx != 2 || ifc != (Interface{"veth1", 1, 9000}) {
 		t.Errorf("iface: %d %+v %v", idx, ifc, err)
+	}
+	if err := ParsePing(next(TypePing)); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	if err := ParsePing([]byte{0}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ping with a payload: %v, want ErrMalformed", err)
 	}
 	if _, _, err := fr.Next(); err != io.EOF {
 		t.Errorf("after last frame: %v, want io.EOF", err)
@@ -103,6 +110,7 @@ func TestHelloMalformed(t *testing.T) {
 		{"trailing", append(append([]byte(nil), good...), 0), ErrMalformed},
 		{"too many ifaces", append(append([]byte(nil), good[:len(good)-13]...), 0xff, 0xff), ErrTooLarge},
 		{"ifaces cannot fit", append(append([]byte(nil), good[:len(good)-13]...), 0x00, 0x02), ErrTruncated},
+		{"token over limit", AppendHello(nil, &Hello{Name: "a", Token: strings.Repeat("t", MaxTokenLen+1)})[HeaderSize:], ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +139,7 @@ func TestValidateName(t *testing.T) {
 // re-encode to what was read.
 func FuzzFrames(f *testing.F) {
 	f.Add(AppendHello(nil, &Hello{Name: "x", Interfaces: []Interface{{"e", 1, 2}}}))
+	f.Add(AppendPing(AppendHello(nil, &Hello{Name: "x", Token: strings.Repeat("t", MaxTokenLen)})))
 	f.Add(AppendStats(AppendAck(nil, 3), &Stats{Interfaces: []IfaceStats{{}}}))
 	f.Add(encode([]Record{{Timestamp: 1, Data: []byte("hi")}}, 1))
 	f.Add([]byte{Magic, Version, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff})
@@ -167,6 +176,7 @@ func FuzzFrames(f *testing.F) {
 				ParseReject(p)
 				ParseAck(p)
 				ParseIface(p)
+				ParsePing(p)
 			}
 		}
 	})

@@ -32,7 +32,7 @@ const (
 // Type is a frame type.
 type Type uint8
 
-// Frame types. Agent->collector: Hello, Batch, Stats, Iface.
+// Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping.
 // Collector->agent: Welcome, Reject, Ack.
 const (
 	TypeHello   Type = 1
@@ -42,9 +42,10 @@ const (
 	TypeAck     Type = 5
 	TypeStats   Type = 6
 	TypeIface   Type = 7
+	TypePing    Type = 8
 )
 
-var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface"}
+var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) && t != 0 {
