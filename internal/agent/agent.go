@@ -21,15 +21,16 @@ type Summary struct {
 	Read        uint64 // packets read from the sources
 	Sent        uint64 // packets sent at least once
 	Acked       uint64 // packets the collector acknowledged
-	Dropped     uint64 // packets dropped because the queue was full
+	Dropped     uint64 // packets dropped because the queue (or spool) was full
+	RateDrops   uint64 // packets dropped by the rate limit (--max-rate)
 	KernelDrops uint64 // packets the kernel dropped (live capture)
 	Unacked     uint64 // packets still queued at exit
 	Reconnects  uint64
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d",
-		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects)
+	return fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
+		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
 }
 
 // ErrRejected is returned when the collector refuses the handshake;
@@ -63,6 +64,8 @@ type source interface {
 	stop()
 	// stats adds this source's interface counters to st.
 	stats(st *wire.Stats)
+	// rateDrops counts packets the rate limit dropped.
+	rateDrops() uint64
 }
 
 // New checks cfg, resolves the collector and opens every source, so
@@ -240,6 +243,9 @@ func (a *Agent) summary() Summary {
 		sum.Read += is.Captured
 		sum.KernelDrops += is.KernelDrops
 	}
+	for _, s := range a.sources {
+		sum.RateDrops += s.rateDrops()
+	}
 	return sum
 }
 
@@ -250,6 +256,7 @@ func (a *Agent) collectStats(st *wire.Stats) {
 	st.Interfaces = st.Interfaces[:0]
 	for _, s := range a.sources {
 		s.stats(st)
+		st.AgentDrops += s.rateDrops()
 	}
 }
 

@@ -23,6 +23,11 @@ type Config struct {
 	NoPromisc bool   // zero value: promiscuous, like tcpdump
 	RingSize  int    // bytes per interface ring; 0 means the capture default
 
+	// MaxRate limits live capture to this many packets per second,
+	// shared evenly by the interfaces; packets over it are dropped and
+	// counted. 0 means no limit.
+	MaxRate int
+
 	// BatchBytes seals a batch before it would exceed this size.
 	// 0 means 1 MiB.
 	BatchBytes int
@@ -109,6 +114,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent: batch size %d out of range 4KiB..8MiB", c.BatchBytes)
 	case c.QueueBytes != 0 && c.QueueBytes < int64(max(c.BatchBytes, 1<<20)):
 		return fmt.Errorf("agent: queue size %d smaller than one batch (%d)", c.QueueBytes, max(c.BatchBytes, 1<<20))
+	case c.MaxRate < 0:
+		return fmt.Errorf("agent: max rate %d packets/s is negative", c.MaxRate)
 	case c.SpoolBytes < 0 || c.SpoolBytes > 0 && c.SpoolBytes < int64(max(c.BatchBytes, 1<<20)):
 		return fmt.Errorf("agent: spool size %d smaller than one batch", c.SpoolBytes)
 	case c.FlushInterval < 0 || c.StatsInterval < 0 || c.ShutdownTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:

@@ -81,6 +81,8 @@ func (s *fileSource) run() error {
 
 func (s *fileSource) stop() { s.stopped.Store(true) }
 
+func (s *fileSource) rateDrops() uint64 { return 0 }
+
 // stats reports the packets read as one entry for interface 0 (a replay
 // has no kernel counters). It runs on the sender's goroutine, so it asks
 // the agent's locked interface list, not s.ifmap.

@@ -17,7 +17,9 @@ type liveSource struct {
 	a        *Agent
 	h        *capture.Handle
 	index    int
+	limit    rateLimiter
 	captured atomic.Uint64
+	limited  atomic.Uint64 // packets dropped by the rate limit
 	stopped  atomic.Bool
 }
 
@@ -45,7 +47,10 @@ func (a *Agent) openLive() error {
 			return fmt.Errorf("agent: %w", err)
 		}
 		idx := a.addIface(wire.Interface{Name: name, LinkType: h.LinkType(), SnapLen: uint32(h.SnapLen())})
-		a.sources = append(a.sources, &liveSource{a: a, h: h, index: idx})
+		// The agent's rate is shared evenly by its interfaces; bursts of
+		// a tenth of a second pass.
+		rate := float64(a.cfg.MaxRate) / float64(len(a.cfg.Interfaces))
+		a.sources = append(a.sources, &liveSource{a: a, h: h, index: idx, limit: newRateLimiter(rate, max(1, rate/10))})
 	}
 	a.log.Info("capturing", "interfaces", a.cfg.Interfaces, "filter", filter, "snaplen", a.cfg.SnapLen, "promisc", !a.cfg.NoPromisc)
 	return nil
@@ -72,8 +77,12 @@ func (s *liveSource) run() error {
 		err := s.h.ReadInto(&p)
 		switch {
 		case err == nil:
-			bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
 			s.captured.Add(1)
+			if !s.limit.allow(p.Timestamp) {
+				s.limited.Add(1)
+				continue
+			}
+			bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
 		case errors.Is(err, capture.ErrTimeout):
 			if !drainUntil.IsZero() {
 				return nil
@@ -91,6 +100,8 @@ func (s *liveSource) run() error {
 const drainLimit = 500 * time.Millisecond
 
 func (s *liveSource) stop() { s.stopped.Store(true) }
+
+func (s *liveSource) rateDrops() uint64 { return s.limited.Load() }
 
 func (s *liveSource) stats(st *wire.Stats) {
 	ks, err := s.h.Stats()
