@@ -5,11 +5,12 @@
 // authenticates nothing yet, decodes frames and drives a Session with
 // Batch, Iface, Stats, Commit and End. Server is the TCP transport.
 //
-// Delivery contract of this version: a batch is acknowledged (Commit
-// returns its sequence number) only after its packets were handed to the
-// OS with write(2). Duplicates (a sequence number at or below the
-// instance's high-water mark) are counted and never written. The
-// high-water marks live in memory: a restarted collector accepts what
-// a reconnecting agent resends, which after a clean shutdown is exactly
-// what was not acknowledged.
+// Delivery contract (docs/reliability.md): a batch is acknowledged
+// (Commit returns its sequence number) only after its packets were
+// handed to the OS with write(2), and synced too under FsyncPerBatch.
+// Duplicates (a sequence number at or below the instance's high-water
+// mark) are counted and never written. The high-water marks are kept in
+// the files (a mark on the last packet of every batch) and rebuilt from
+// them on start, when unfinished files are repaired, so they survive a
+// kill -9.
 package collector
