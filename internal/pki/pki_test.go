@@ -1,0 +1,284 @@
+package pki
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newCA(t *testing.T) *Authority {
+	t.Helper()
+	now := time.Now()
+	ca, err := NewAuthority("test CA", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// writePair issues l with ca and writes it to dir/name.pem and
+// dir/name-key.pem.
+func writePair(t *testing.T, ca *Authority, dir, name string, l Leaf) (certFile, keyFile string) {
+	t.Helper()
+	if l.NotAfter.IsZero() {
+		l.NotBefore, l.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	}
+	c, k, err := ca.Issue(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	if err := os.WriteFile(certFile, c, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, k, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func writeCA(t *testing.T, ca *Authority, dir, name string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// handshake runs a TLS handshake over an in-memory pipe and returns the
+// server's and the client's error.
+func handshake(t *testing.T, srv, cli *tls.Config) (serr, cerr error, state tls.ConnectionState) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, c := tls.Server(a, srv), tls.Client(b, cli)
+	done := make(chan error, 1)
+	go func() {
+		err := s.HandshakeContext(ctx)
+		if err == nil {
+			// TLS 1.3: the client learns of a rejected certificate on
+			// its first read, so give it something to read.
+			_, err = s.Write([]byte{1})
+		}
+		if err != nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	cerr = c.HandshakeContext(ctx)
+	if cerr == nil {
+		_, cerr = c.Read(make([]byte, 1))
+	}
+	serr = <-done
+	return serr, cerr, s.ConnectionState()
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := newCA(t), newCA(t)
+	caFile := writeCA(t, ca, dir, "ca.pem")
+	srvCert, srvKey := writePair(t, ca, dir, "srv", Leaf{CommonName: "coll", DNSNames: []string{"coll.example"},
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
+	srv, err := ServerConfig(srvCert, srvKey, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.MinVersion != tls.VersionTLS12 || srv.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Fatalf("server config: min version %x, client auth %v", srv.MinVersion, srv.ClientAuth)
+	}
+	good, goodKey := writePair(t, ca, dir, "web1", Leaf{CommonName: "web1", DNSNames: []string{"web1"}, Client: true})
+	foreign, foreignKey := writePair(t, other, dir, "foreign", Leaf{CommonName: "web1", Client: true})
+	old := time.Now().Add(-48 * time.Hour)
+	expired, expiredKey := writePair(t, ca, dir, "expired", Leaf{CommonName: "web1", Client: true,
+		NotBefore: old, NotAfter: old.Add(time.Hour)})
+	serverOnly, serverOnlyKey := writePair(t, ca, dir, "serveronly", Leaf{CommonName: "web1", Server: true})
+
+	tests := []struct {
+		name, cert, key, serverName string
+		serverErr, clientErr        string // substrings; "" for success, "*" for any error
+	}{
+		{"good", good, goodKey, "coll.example", "", ""},
+		{"good by IP", good, goodKey, "127.0.0.1", "", ""},
+		{"no client certificate", "", "", "coll.example", "certificate", "certificate required"},
+		{"client from another CA", foreign, foreignKey, "coll.example", "unknown authority", "unknown certificate authority"},
+		{"expired client", expired, expiredKey, "coll.example", "expired", "expired certificate"},
+		{"client certificate for servers only", serverOnly, serverOnlyKey, "coll.example", "usage", "bad certificate"},
+		{"wrong server name", good, goodKey, "other.example", "*", "other.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cli, err := ClientConfig(caFile, tt.cert, tt.key, tt.serverName)
+			if tt.name == "expired client" {
+				// ClientConfig refuses an expired certificate of its own;
+				// build the config by hand to see the collector refuse it.
+				if err == nil || !strings.Contains(err.Error(), "expired") {
+					t.Fatalf("ClientConfig with an expired certificate: %v", err)
+				}
+				kp, err := tls.LoadX509KeyPair(tt.cert, tt.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cli, _ = ClientConfig(caFile, "", "", tt.serverName)
+				cli.Certificates = []tls.Certificate{kp}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			serr, cerr, st := handshake(t, srv, cli)
+			check := func(side string, err error, want string) {
+				t.Helper()
+				switch {
+				case want == "" && err != nil:
+					t.Errorf("%s: %v", side, err)
+				case want == "*" && err == nil:
+					t.Errorf("%s: no error", side)
+				case want != "" && want != "*" && (err == nil || !strings.Contains(err.Error(), want)):
+					t.Errorf("%s error %v, want one containing %q", side, err, want)
+				}
+			}
+			check("server", serr, tt.serverErr)
+			check("client", cerr, tt.clientErr)
+			if tt.serverErr == "" && tt.clientErr == "" {
+				if len(st.PeerCertificates) == 0 {
+					t.Fatal("no verified client certificate")
+				}
+				if err := CheckIdentity(st.PeerCertificates[0], "web1"); err != nil {
+					t.Fatal(err)
+				}
+				if st.Version != tls.VersionTLS13 {
+					t.Errorf("negotiated %x, want TLS 1.3", st.Version)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckIdentity(t *testing.T) {
+	cert := &x509.Certificate{DNSNames: []string{"web1", "web1.example"}}
+	cert.Subject.CommonName = "web-cn"
+	for _, ok := range []string{"web-cn", "web1", "web1.example"} {
+		if err := CheckIdentity(cert, ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"web2", "WEB1", "web", "", "web1.example.org"} {
+		err := CheckIdentity(cert, bad)
+		if !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "web-cn") {
+			t.Errorf("%q: %v, want ErrIdentity naming the certificate", bad, err)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t)
+	old := time.Now().Add(-48 * time.Hour)
+	expCert, expKey := writePair(t, ca, dir, "exp", Leaf{CommonName: "c", Server: true, NotBefore: old, NotAfter: old.Add(time.Hour)})
+	futCert, futKey := writePair(t, ca, dir, "fut", Leaf{CommonName: "c", Server: true,
+		NotBefore: time.Now().Add(time.Hour), NotAfter: time.Now().Add(2 * time.Hour)})
+	goodCert, goodKey := writePair(t, ca, dir, "good", Leaf{CommonName: "c", Server: true})
+	empty := filepath.Join(dir, "empty.pem")
+	os.WriteFile(empty, []byte("nothing here\n"), 0o644)
+	tests := []struct {
+		name string
+		fn   func() error
+		want string
+	}{
+		{"expired server", func() error { _, err := ServerConfig(expCert, expKey, ""); return err }, "expired"},
+		{"not yet valid", func() error { _, err := ServerConfig(futCert, futKey, ""); return err }, "not valid before"},
+		{"no key", func() error { _, err := ServerConfig(goodCert, "", ""); return err }, "both needed"},
+		{"key of another cert", func() error { _, err := ServerConfig(goodCert, expKey, ""); return err }, "private key does not match"},
+		{"missing CA", func() error { _, err := ServerConfig(goodCert, goodKey, filepath.Join(dir, "nope")); return err }, "no such file"},
+		{"CA without certificates", func() error { _, err := ClientConfig(empty, "", "", ""); return err }, "no PEM certificate"},
+		{"client cert without key", func() error { _, err := ClientConfig("", goodCert, "", ""); return err }, "go together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.fn(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	cfg, err := ClientConfig("", "", "", "")
+	if err != nil || cfg.RootCAs != nil || cfg.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("default client config: %+v, %v (want system roots, TLS 1.2+)", cfg, err)
+	}
+}
+
+func TestWriteSet(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	written, kept, err := WriteSet(dir, Set{Collector: []string{"coll.example", "127.0.0.1"}, Agents: []string{"host1", "host2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 8 || len(kept) != 0 {
+		t.Fatalf("written %q, kept %q", written, kept)
+	}
+	for _, f := range written {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o644)
+		if strings.HasSuffix(f, "-key.pem") {
+			want = 0o600
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", f, fi.Mode().Perm(), want)
+		}
+	}
+	caFile := filepath.Join(dir, CAFile)
+	srv, err := ServerConfig(filepath.Join(dir, CollectorFile), filepath.Join(dir, CollectorKeyFile), caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := srv.Certificates[0].Leaf
+	if leaf.Subject.CommonName != "coll.example" || !slices.Equal(leaf.DNSNames, []string{"coll.example"}) ||
+		len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Fatalf("collector certificate names: CN %q, DNS %q, IPs %v", leaf.Subject.CommonName, leaf.DNSNames, leaf.IPAddresses)
+	}
+	cf, kf := AgentFiles("host2")
+	cli, err := ClientConfig(caFile, filepath.Join(dir, cf), filepath.Join(dir, kf), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serr, cerr, st := handshake(t, srv, cli)
+	if serr != nil || cerr != nil {
+		t.Fatalf("handshake with generated certificates: server %v, client %v", serr, cerr)
+	}
+	if err := CheckIdentity(st.PeerCertificates[0], "host2"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Again with one more agent: the CA and the existing certificates are
+	// kept, the new agent is signed by the same CA.
+	written, kept, err = WriteSet(dir, Set{Collector: []string{"other"}, Agents: []string{"host1", "host3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 2 || len(kept) != 4 {
+		t.Fatalf("second run: written %q, kept %q", written, kept)
+	}
+	cf, kf = AgentFiles("host3")
+	cli, err = ClientConfig(caFile, filepath.Join(dir, cf), filepath.Join(dir, kf), "coll.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serr, cerr, _ := handshake(t, srv, cli); serr != nil || cerr != nil {
+		t.Fatalf("agent added later: server %v, client %v", serr, cerr)
+	}
+	if _, _, err := WriteSet(dir, Set{Agents: []string{"../evil"}}); err == nil {
+		t.Fatal("an agent name with a path was accepted")
+	}
+}
