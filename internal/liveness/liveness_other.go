@@ -1,0 +1,10 @@
+//go:build !linux
+
+package liveness
+
+import (
+	"syscall"
+	"time"
+)
+
+func setUserTimeout(syscall.RawConn, time.Duration) error { return nil }
