@@ -22,11 +22,11 @@ cpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$1/stat"; }
 
 run_pcapsync() {
 	rm -rf "$work/out"
-	"$bin" collector --listen "127.0.0.1:$port" --dir "$work/out" --log-level warn >/dev/null &
+	"$bin" collector --insecure --listen "127.0.0.1:$port" --dir "$work/out" --log-level error >/dev/null &
 	local coll=$!
 	sleep 0.3
 	local t
-	t=$( { time "$bin" agent --collector "127.0.0.1:$port" --name bench --read "$work/in.pcap" --log-level warn >"$work/agent.out"; } 2>&1 )
+	t=$( { time "$bin" agent --insecure --collector "127.0.0.1:$port" --name bench --read "$work/in.pcap" --log-level error >"$work/agent.out"; } 2>&1 )
 	local ccpu; ccpu=$(cpu "$coll")
 	kill -TERM "$coll"; wait "$coll" || true
 	grep -q "acknowledged $n," "$work/agent.out" || { echo "pcapsync: not every packet acknowledged:" >&2; cat "$work/agent.out" >&2; exit 1; }

@@ -38,13 +38,13 @@ if [ "$(id -u)" -eq 0 ] && ip netns add pcsdemo-hub 2>/dev/null; then
 		ip -n "pcsdemo-host$i" link set lo up
 	done
 	ip -n pcsdemo-hub link set lo up
-	ip netns exec pcsdemo-hub "$bin" collector --listen 0.0.0.0:7733 --dir "$out/files" \
+	ip netns exec pcsdemo-hub "$bin" collector --insecure --listen 0.0.0.0:7733 --dir "$out/files" \
 		>"$logs/collector.out" 2>"$logs/collector.log" &
 	coll=$!; pids+=("$coll")
 	sleep 0.5
 	agents=()
 	for i in 1 2; do
-		ip netns exec "pcsdemo-host$i" "$bin" agent --collector "198.18.$i.1:7733" --name "host$i" \
+		ip netns exec "pcsdemo-host$i" "$bin" agent --insecure --collector "198.18.$i.1:7733" --name "host$i" \
 			--iface eth0 udp >"$logs/agent$i.out" 2>"$logs/agent$i.log" &
 		agents+=($!); pids+=($!)
 	done
@@ -60,13 +60,13 @@ if [ "$(id -u)" -eq 0 ] && ip netns add pcsdemo-hub 2>/dev/null; then
 	sleep 0.3
 else
 	echo "== not root (or no network namespaces): two agents replay generated files"
-	"$bin" collector --listen 127.0.0.1:7733 --dir "$out/files" >"$logs/collector.out" 2>"$logs/collector.log" &
+	"$bin" collector --insecure --listen 127.0.0.1:7733 --dir "$out/files" >"$logs/collector.out" 2>"$logs/collector.log" &
 	coll=$!; pids+=("$coll")
 	sleep 0.5
 	agents=()
 	for i in 1 2; do
 		"$bin" gen file --out "$out/input$i.pcap" --count "$count" --mix imix --stream "$i" >/dev/null
-		"$bin" agent --collector 127.0.0.1:7733 --name "host$i" --read "$out/input$i.pcap" \
+		"$bin" agent --insecure --collector 127.0.0.1:7733 --name "host$i" --read "$out/input$i.pcap" \
 			>"$logs/agent$i.out" 2>"$logs/agent$i.log" &
 		agents+=($!); pids+=($!)
 	done

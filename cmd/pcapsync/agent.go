@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) [flags] [FILTER]
+	fs := newFlagSet("agent", `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (TLS flags | --insecure) [flags] [FILTER]
 
 Captures packets and streams them to a collector. FILTER (the --filter
 flag, or the words after the flags) is tcpdump syntax, applied in the
@@ -23,7 +24,14 @@ also hides other traffic to that exact address and port.
 
 On SIGINT/SIGTERM it stops capturing, sends what it holds and waits up to
 --shutdown-timeout for acknowledgements, then prints a summary and exits 0.
-With --read it exits once the collector acknowledged every packet.`, stderr)
+With --read it exits once the collector acknowledged every packet.
+
+The connection is TLS (1.2 or newer) when any --tls flag or --token-file
+is given: the collector's certificate is verified against --tls-ca (the
+system's roots by default) and the name in --collector (or
+--tls-server-name); --tls-cert and --tls-key are the agent's client
+certificate, whose CN or a DNS name must be the agent's name. Plain TCP
+needs --insecure.`, stderr)
 	var cfg agent.Config
 	coll := fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+DefaultPort+" by default) (required)")
 	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
@@ -45,6 +53,15 @@ With --read it exits once the collector acknowledged every packet.`, stderr)
 	fs.Var(sizeFlag{&spoolSize}, "spool-size", "largest spool; when full, live capture drops and counts")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", 10*time.Second, "how often drop counters are sent to the collector")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long to wait for the last acknowledgements")
+	tlsOn := fs.Bool("tls", false, "use TLS, verifying the collector with the system's roots (implied by every other --tls flag and by --token-file)")
+	tlsCA := fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM) instead of the system's roots")
+	tlsCert := fs.String("tls-cert", "", "the agent's client certificate (PEM); its CN or a DNS name must be the agent's name")
+	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
+	serverName := fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in --collector)")
+	tokenFile := fs.String("token-file", "", "send this shared token (surrounding white space is ignored) to the collector; only over TLS unless --insecure")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP, without TLS: packets cross the network in clear text, the collector is not verified")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", agent.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
+	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", agent.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,6 +77,25 @@ With --read it exits once the collector acknowledged every packet.`, stderr)
 		return err
 	}
 	cfg.Logger = log
+	useTLS := *tlsOn || *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *serverName != ""
+	switch {
+	case useTLS && cfg.Insecure:
+		return fmt.Errorf("%w: --insecure and the --tls flags exclude each other", errUsage)
+	case !useTLS && !cfg.Insecure && *tokenFile == "":
+		return fmt.Errorf("%w: no transport security chosen: give --tls-ca FILE (the CA of the collector's certificate; --tls alone trusts the system's roots) with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires, or --insecure for plain TCP", errUsage)
+	case useTLS || !cfg.Insecure:
+		if cfg.TLS, err = pki.ClientConfig(*tlsCA, *tlsCert, *tlsKey, *serverName); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		if *tlsCert != "" {
+			logCertificate(log, cfg.TLS, *tlsCert)
+		}
+	}
+	if *tokenFile != "" {
+		if cfg.Token, err = readToken(*tokenFile, log); err != nil {
+			return err
+		}
+	}
 	cfg.Collector = *coll
 	if cfg.Collector != "" {
 		if _, _, err := net.SplitHostPort(cfg.Collector); err != nil {

@@ -8,13 +8,20 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
 // DefaultPort is the collector's TCP port when none is given.
 const DefaultPort = "7733"
 
 func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("collector", "pcapsync collector --dir DIR [--listen HOST:PORT] [flags]", stderr)
+	fs := newFlagSet("collector", `pcapsync collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]
+
+Accepts agents and writes what they capture into pcapng files. Agents
+connect over TLS (1.2 or newer): --tls-client-ca requires and verifies a
+client certificate from every agent, whose name must then be the
+certificate's CN or one of its DNS names; --token-file requires a shared
+token in every hello. Plain TCP needs --insecure.`, stderr)
 	var cfg collector.Config
 	listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
 	fs.StringVar(&cfg.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
@@ -27,6 +34,14 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
 	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a new connection has to complete its handshake")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
+	tlsCert := fs.String("tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
+	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
+	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
+	tokenFile := fs.String("token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 16384, "most connections open at once; more are closed at once, logged and counted")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", collector.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
+	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", collector.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -39,6 +54,24 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	cfg.Logger = log
+	switch {
+	case *tlsCert == "" && *tlsKey == "" && !cfg.Insecure:
+		return fmt.Errorf("%w: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP", errUsage)
+	case (*tlsCert != "" || *tlsKey != "") && cfg.Insecure:
+		return fmt.Errorf("%w: --insecure and --tls-cert/--tls-key exclude each other", errUsage)
+	case *clientCA != "" && *tlsCert == "":
+		return fmt.Errorf("%w: --tls-client-ca needs --tls-cert and --tls-key", errUsage)
+	case *tlsCert != "":
+		if cfg.TLS, err = pki.ServerConfig(*tlsCert, *tlsKey, *clientCA); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		logCertificate(log, cfg.TLS, *tlsCert)
+	}
+	if *tokenFile != "" {
+		if cfg.Token, err = readToken(*tokenFile, log); err != nil {
+			return err
+		}
+	}
 	switch *fsync {
 	case "batch":
 		cfg.Fsync = collector.FsyncPerBatch
@@ -68,7 +101,8 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	log.Info("collector listening", "addr", ln.Addr().String(), "dir", cfg.Dir)
+	log.Info("collector listening", "addr", ln.Addr().String(), "dir", cfg.Dir, "tls", cfg.TLS != nil,
+		"client_certificates", *clientCA != "", "token", cfg.Token != "")
 	tickCtx, stopTick := context.WithCancel(context.Background())
 	ticked := make(chan struct{})
 	go func() { core.Run(tickCtx); close(ticked) }()
@@ -77,8 +111,9 @@ func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	<-ticked
 	cerr := core.Close()
 	c := &core.Counters
-	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d\n",
-		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load())
+	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d\n",
+		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
+		c.PeerTimeouts.Load(), c.OverLimit.Load())
 	if serr != nil {
 		return serr
 	}

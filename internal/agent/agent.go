@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,12 @@ func (s Summary) String() string {
 // the error text carries its reason.
 var ErrRejected = errors.New("collector rejected the agent")
 
+// ErrTLS is returned when the first connection fails TLS
+// authentication: the collector's certificate does not verify, the
+// collector refuses the agent's, or one side does not speak TLS. The
+// error text says which.
+var ErrTLS = errors.New("TLS with the collector failed")
+
 // Agent is one running agent. Create it with New, then call Run once.
 type Agent struct {
 	cfg      Config
@@ -54,6 +61,8 @@ type Agent struct {
 	sent       atomic.Uint64 // packets sent at least once
 	firstSent  atomic.Uint64 // highest sequence ever sent
 	reconnects atomic.Uint64
+
+	lastWrite time.Time // of the last write to the collector; sender goroutine only
 }
 
 // source is a packet source: the file replay or one live interface.
@@ -83,7 +92,17 @@ func New(cfg Config) (*Agent, error) {
 		}
 		ap = ta.AddrPort()
 	}
+	if c.TLS != nil {
+		c.TLS = c.TLS.Clone()
+		c.TLS.MinVersion = max(c.TLS.MinVersion, tls.VersionTLS12)
+		if host, _, err := net.SplitHostPort(c.Collector); err == nil && c.TLS.ServerName == "" {
+			c.TLS.ServerName = host
+		}
+	}
 	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+	if c.TLS == nil {
+		a.log.Warn("INSECURE: plain TCP, no TLS: captured packets cross the network in clear text and the collector is not authenticated")
+	}
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
 	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead

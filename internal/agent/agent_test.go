@@ -78,7 +78,7 @@ func TestResendsFromFirstUnacknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "t1", ReadFile: path, BatchBytes: 16 << 10,
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "t1", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
 		BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -182,7 +182,7 @@ func TestRejectIsFatal(t *testing.T) {
 		wire.NewFrameReader(c, wire.Limits{}).Next()
 		c.Write(wire.AppendReject(nil, "agent name taken"))
 	}()
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "x", ReadFile: path,
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "x", ReadFile: path, Insecure: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet})
+	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
 	defer func() { cancel(); <-served; core.Close() }()
 
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "cut", ReadFile: path, Logger: quiet})
+	a, err := New(Config{Collector: ln.Addr().String(), Name: "cut", ReadFile: path, Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

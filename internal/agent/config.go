@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +58,24 @@ type Config struct {
 	// per failure with ±25% jitter. 0 means 100ms and 5s.
 	BackoffMin, BackoffMax time.Duration
 
+	// TLS, if set, secures the connection (see pki.ClientConfig): the
+	// collector's certificate is verified, against TLS.ServerName or, if
+	// that is empty, the host part of Collector. TLS 1.2 at least.
+	TLS *tls.Config
+	// Token is the collector's shared secret, sent in the Hello, at most
+	// wire.MaxTokenLen bytes; "" for none.
+	Token string
+	// Insecure allows plain TCP (TLS nil), also with a Token. Without TLS
+	// or Insecure the Config is invalid.
+	Insecure bool
+	// Heartbeat: a ping goes to the collector when nothing was sent for
+	// this long. 0 means 2s.
+	Heartbeat time.Duration
+	// PeerTimeout: a connection on which the collector sent nothing (not
+	// even its heartbeat) for this long is dropped and made anew; it is
+	// also the socket's TCP_USER_TIMEOUT on Linux. 0 means 6s.
+	PeerTimeout time.Duration
+
 	Logger *slog.Logger // nil means slog.Default()
 }
 
@@ -91,11 +111,19 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&d.DialTimeout, 5*time.Second)
 	def(&d.BackoffMin, 100*time.Millisecond)
 	def(&d.BackoffMax, 5*time.Second)
+	def(&d.Heartbeat, DefaultHeartbeat)
+	def(&d.PeerTimeout, DefaultPeerTimeout)
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
 	return d, d.Validate()
 }
+
+// Heartbeat and peer timeout defaults, the same on agent and collector.
+const (
+	DefaultHeartbeat   = 2 * time.Second
+	DefaultPeerTimeout = 6 * time.Second
+)
 
 // Validate reports the first unusable setting, naming the flag's field.
 func (c *Config) Validate() error {
@@ -120,6 +148,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent: spool size %d smaller than one batch", c.SpoolBytes)
 	case c.FlushInterval < 0 || c.StatsInterval < 0 || c.ShutdownTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("agent: durations must not be negative")
+	case c.Heartbeat < 0 || c.PeerTimeout < 0:
+		return errors.New("agent: durations must not be negative")
+	case c.TLS == nil && !c.Insecure:
+		return errors.New("agent: no TLS configured: set TLS, or Insecure for plain TCP")
+	case len(c.Token) > wire.MaxTokenLen:
+		return fmt.Errorf("agent: token of %d bytes, at most %d", len(c.Token), wire.MaxTokenLen)
+	}
+	if hb, pt := cmp.Or(c.Heartbeat, DefaultHeartbeat), cmp.Or(c.PeerTimeout, DefaultPeerTimeout); hb >= pt {
+		return fmt.Errorf("agent: heartbeat %s must be shorter than the peer timeout %s", hb, pt)
 	}
 	if c.Name != "" {
 		if err := wire.ValidateName(c.Name); err != nil {

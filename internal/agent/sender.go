@@ -3,14 +3,17 @@ package agent
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -19,9 +22,13 @@ const writeTimeout = 30 * time.Second
 // sender owns the connection: it dials, shakes hands, sends queued
 // batches in sequence order, reconnects with backoff and resends from the
 // first unacknowledged batch. It returns nil when ctx ends, or an error
-// wrapping ErrRejected when the collector refuses the agent.
+// wrapping ErrRejected when the collector refuses the agent, or ErrTLS
+// when the first connection fails TLS authentication (a configuration
+// error; once connected, the agent retries instead: the collector may
+// be getting a new certificate).
 func (a *Agent) sender(ctx context.Context) error {
 	backoff := a.cfg.BackoffMin
+	connected := false
 	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return nil
@@ -29,23 +36,28 @@ func (a *Agent) sender(ctx context.Context) error {
 		if !first {
 			a.reconnects.Add(1)
 		}
-		conn, w, declared, err := a.connect(ctx)
+		c, w, declared, err := a.connect(ctx)
 		if err == nil {
+			connected = true
 			backoff = a.cfg.BackoffMin
-			err = a.session(ctx, conn, w, declared)
+			err = a.session(ctx, c, w, declared)
 			if err == nil {
 				return nil
 			}
 			a.log.Warn("connection to collector lost", "err", err)
 		}
-		if errors.Is(err, ErrRejected) {
+		if errors.Is(err, ErrRejected) || errors.Is(err, ErrTLS) && !connected {
 			return err
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && conn == nil {
-			a.log.Warn("cannot reach collector", "addr", a.addr.String(), "err", err, "retry_in", backoff.Round(time.Millisecond))
+		if err != nil && c == nil {
+			level := slog.LevelWarn
+			if errors.Is(err, ErrTLS) {
+				level = slog.LevelError
+			}
+			a.log.Log(ctx, level, "cannot reach collector", "addr", a.addr.String(), "err", err, "retry_in", backoff.Round(time.Millisecond))
 		}
 		d := time.Duration(float64(backoff) * (0.75 + 0.5*rand.Float64()))
 		select {
@@ -57,28 +69,54 @@ func (a *Agent) sender(ctx context.Context) error {
 	}
 }
 
-// connect dials and shakes hands. declared is the number of interfaces
-// the hello listed: a source may declare more at any moment after.
-func (a *Agent) connect(ctx context.Context) (conn net.Conn, w wire.Welcome, declared int, err error) {
+// link is one connection to the collector.
+type link struct {
+	net.Conn              // TLS, or the TCP connection itself
+	raw      *net.TCPConn // the TCP connection
+}
+
+// abort closes the connection with a reset, not a FIN (nor a TLS
+// close_notify): the collector must not take it for a goodbye.
+func (c *link) abort() {
+	c.raw.SetLinger(0)
+	c.raw.Close()
+}
+
+// connect dials and shakes hands (TLS, then hello and welcome). declared
+// is the number of interfaces the hello listed: a source may declare
+// more at any moment after.
+func (a *Agent) connect(ctx context.Context) (c *link, w wire.Welcome, declared int, err error) {
 	d := net.Dialer{Timeout: a.cfg.DialTimeout}
-	conn, err = d.DialContext(ctx, "tcp", a.addr.String())
+	nc, err := d.DialContext(ctx, "tcp", a.addr.String())
 	if err != nil {
 		return nil, w, 0, err
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetWriteBuffer(4 << 20)
+	c = &link{Conn: nc, raw: nc.(*net.TCPConn)}
+	c.raw.SetWriteBuffer(4 << 20)
+	if err := liveness.SetUserTimeout(c.raw, a.cfg.PeerTimeout); err != nil {
+		a.log.Debug("TCP_USER_TIMEOUT not set", "err", err)
 	}
-	conn.SetDeadline(time.Now().Add(a.cfg.DialTimeout))
-	hello := wire.Hello{Instance: a.instance, Codecs: 1 << wire.CodecNone, Name: a.cfg.Name, Host: a.host, Interfaces: a.interfaces()}
-	if _, err := conn.Write(wire.AppendHello(nil, &hello)); err != nil {
-		conn.Close()
-		return nil, w, 0, fmt.Errorf("sending hello: %w", err)
+	fail := func(err error) (*link, wire.Welcome, int, error) {
+		c.abort()
+		return nil, w, 0, err
 	}
-	fr := wire.NewFrameReader(conn, wire.Limits{})
+	c.raw.SetDeadline(time.Now().Add(a.cfg.DialTimeout))
+	if a.cfg.TLS != nil {
+		tc := tls.Client(c.raw, a.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(tlsError("TLS handshake", err))
+		}
+		c.Conn = tc
+	}
+	hello := wire.Hello{Instance: a.instance, Codecs: 1 << wire.CodecNone, Name: a.cfg.Name, Host: a.host,
+		Token: a.cfg.Token, Interfaces: a.interfaces()}
+	if _, err := c.Write(wire.AppendHello(nil, &hello)); err != nil {
+		return fail(tlsError("sending hello", err))
+	}
+	fr := wire.NewFrameReader(c, wire.Limits{})
 	h, p, err := fr.Next()
 	if err != nil {
-		conn.Close()
-		return nil, w, 0, fmt.Errorf("waiting for welcome: %w", err)
+		return fail(tlsError("waiting for welcome", err))
 	}
 	switch h.Type {
 	case wire.TypeWelcome:
@@ -97,17 +135,53 @@ func (a *Agent) connect(ctx context.Context) (conn net.Conn, w wire.Welcome, dec
 			ErrRejected, w.MaxFrame, a.q.bufCap)
 	}
 	if err != nil {
-		conn.Close()
-		return nil, w, 0, err
+		return fail(err)
 	}
-	conn.SetDeadline(time.Time{})
-	return conn, w, len(hello.Interfaces), nil
+	c.raw.SetDeadline(time.Time{})
+	return c, w, len(hello.Interfaces), nil
+}
+
+// tlsError wraps err in ErrTLS, with a hint, if it is a TLS failure:
+// the collector's certificate does not verify, the collector refused
+// ours (a TLS alert), or the collector does not speak TLS. Other errors
+// (the network) come back as they are.
+func tlsError(during string, err error) error {
+	var cve *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &cve):
+		return fmt.Errorf("%w: %s: the collector's certificate does not verify (check --tls-ca and --tls-server-name): %w", ErrTLS, during, err)
+	case errors.As(err, &rh):
+		hint := "the collector does not speak TLS"
+		if rh.RecordHeader[0] == wire.Magic {
+			hint = "the collector speaks plain TCP (--insecure); give both sides the same setting"
+		}
+		return fmt.Errorf("%w: %s: %s: %w", ErrTLS, during, hint, err)
+	case errors.As(err, &oe) && oe.Op == "remote error":
+		return fmt.Errorf("%w: %s: the collector refused this agent (check --tls-cert and --tls-key, and that the collector's --tls-client-ca signed them): %w", ErrTLS, during, err)
+	}
+	return fmt.Errorf("%s: %w", during, err)
 }
 
 // session runs one connection. It returns nil after a graceful goodbye
 // (ctx ended), or the error that ended the connection.
-func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, declared int) error {
-	defer conn.Close()
+func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declared int) (err error) {
+	readErr := make(chan error, 1)
+	defer func() {
+		if err != nil {
+			conn.abort()
+			// A write that failed because the ack reader gave up (and
+			// cut the writes short) reports the reader's reason.
+			select {
+			case rerr := <-readErr:
+				err = rerr
+			default:
+			}
+		} else {
+			conn.raw.Close()
+		}
+	}()
 	qs := a.q.stats()
 	if w.LastSeq > qs.lastSeq {
 		return fmt.Errorf("collector holds sequence %d, this agent sent only up to %d", w.LastSeq, qs.lastSeq)
@@ -118,8 +192,15 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, decl
 
 	var sentMax atomic.Uint64 // highest sequence written on this connection
 	sentMax.Store(cursor)
-	readErr := make(chan error, 1)
-	go func() { readErr <- a.readAcks(conn, &sentMax) }()
+	go func() {
+		err := a.readAcks(conn, &sentMax)
+		readErr <- err
+		// Unblock a write waiting on a dead collector.
+		conn.raw.SetWriteDeadline(time.Now())
+	}()
+	hb := time.NewTimer(a.cfg.Heartbeat)
+	defer hb.Stop()
+	ping := wire.AppendPing(nil)
 
 	tick := time.NewTicker(a.cfg.StatsInterval)
 	defer tick.Stop()
@@ -168,15 +249,24 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, decl
 			if err := sendStats(); err != nil {
 				return err
 			}
+		case <-hb.C:
+			if idle := time.Since(a.lastWrite); idle < a.cfg.Heartbeat {
+				hb.Reset(a.cfg.Heartbeat - idle)
+				continue
+			}
+			if err := a.write(conn, ping); err != nil {
+				return err
+			}
+			hb.Reset(a.cfg.Heartbeat)
 		case err := <-readErr:
 			return err
 		case <-ctx.Done():
-			// Goodbye: final counters, then half-close and wait briefly
-			// for the collector to finish, so it sees a clean end of
-			// stream rather than a reset.
+			// Goodbye: final counters, then half-close (over TLS: a
+			// close_notify) and wait briefly for the collector to finish,
+			// so it sees a clean end of stream rather than a reset.
 			err := sendStats()
-			if tc, ok := conn.(*net.TCPConn); ok && err == nil {
-				tc.CloseWrite()
+			if cw, ok := conn.Conn.(interface{ CloseWrite() error }); ok && err == nil {
+				cw.CloseWrite()
 				select {
 				case <-readErr:
 				case <-time.After(2 * time.Second):
@@ -187,22 +277,31 @@ func (a *Agent) session(ctx context.Context, conn net.Conn, w wire.Welcome, decl
 	}
 }
 
+// write writes b with a deadline, as the sender goroutine.
 func (a *Agent) write(conn net.Conn, b []byte) error {
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := conn.Write(b)
+	a.lastWrite = time.Now()
 	return err
 }
 
 // readAcks reads the collector's frames until the connection ends.
 // An ack beyond what was sent on this connection is a protocol error:
 // it would release a batch still being written.
+//
+// It also watches the collector's liveness: nothing at all from it (no
+// ack, no heartbeat) for PeerTimeout ends the connection.
 func (a *Agent) readAcks(conn net.Conn, sentMax *atomic.Uint64) error {
-	fr := wire.NewFrameReader(bufio.NewReaderSize(conn, 4096), wire.Limits{})
+	lr := &liveness.Reader{Conn: conn, Timeout: a.cfg.PeerTimeout}
+	fr := wire.NewFrameReader(bufio.NewReaderSize(lr, 4096), wire.Limits{})
 	for {
 		h, p, err := fr.Next()
 		if err != nil {
 			if err == io.EOF {
 				return errors.New("collector closed the connection")
+			}
+			if errors.Is(err, liveness.ErrPeerTimeout) {
+				return fmt.Errorf("collector silent, no ack or heartbeat for %s (stopped, or the network is cut): %w", a.cfg.PeerTimeout, err)
 			}
 			return err
 		}

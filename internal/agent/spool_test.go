@@ -118,7 +118,7 @@ func TestSpoolOverflow(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // the collector is down at first
 
-	a, err := New(Config{Collector: addr, Name: "sp", ReadFile: path, QueueBytes: 1 << 20, BatchBytes: 64 << 10,
+	a, err := New(Config{Collector: addr, Name: "sp", ReadFile: path, QueueBytes: 1 << 20, BatchBytes: 64 << 10, Insecure: true,
 		Spool: filepath.Join(dir, "spool"), BackoffMin: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestSpoolOverflow(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(dir, "spool"))
 	t.Logf("spool holds %d files, %d bytes; memory %d bytes", len(ents), a.q.spool.bytes, a.q.bytes)
 
-	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet})
+	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +43,33 @@ type Config struct {
 	// ShutdownTimeout bounds how long Shutdown waits for sessions to
 	// commit and close. 0 means 10s.
 	ShutdownTimeout time.Duration
+
+	// TLS, if set, is the Server's TLS configuration (see
+	// pki.ServerConfig): every connection completes a TLS handshake
+	// (1.2 at least) within HandshakeTimeout. When it requires and
+	// verifies client certificates (ClientAuth
+	// tls.RequireAndVerifyClientCert), an agent's name must also be the
+	// Subject CN or a DNS name of its certificate.
+	TLS *tls.Config
+	// Token, if set, is a shared secret that every Hello must carry,
+	// MinTokenLen to wire.MaxTokenLen bytes.
+	Token string
+	// Insecure allows plain TCP (TLS nil), also with a Token. Without TLS
+	// or Insecure, Server.Serve refuses to start: the zero Config is not
+	// an open door.
+	Insecure bool
+	// MaxConns bounds the open connections, handshakes included; a new
+	// connection over it is closed at once, logged and counted
+	// (Counters.OverLimit). 0 means 16384.
+	MaxConns int
+	// Heartbeat: a connection re-sends its last acknowledgement when it
+	// has sent nothing for this long, so that the agent knows it is alive.
+	// 0 means 2s.
+	Heartbeat time.Duration
+	// PeerTimeout ends a session whose agent sent nothing (not even its
+	// heartbeat) for this long, as a lost connection; it is also the
+	// sockets' TCP_USER_TIMEOUT on Linux. 0 means 6s.
+	PeerTimeout time.Duration
 	// Logger receives events (never one line per packet). nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -69,11 +98,33 @@ func (c *Config) withDefaults() Config {
 	if d.ShutdownTimeout == 0 {
 		d.ShutdownTimeout = 10 * time.Second
 	}
+	if d.MaxConns == 0 {
+		d.MaxConns = 16384
+	}
+	if d.Heartbeat == 0 {
+		d.Heartbeat = DefaultHeartbeat
+	}
+	if d.PeerTimeout == 0 {
+		d.PeerTimeout = DefaultPeerTimeout
+	}
+	if d.TLS != nil && d.TLS.MinVersion < tls.VersionTLS12 {
+		d.TLS = d.TLS.Clone()
+		d.TLS.MinVersion = tls.VersionTLS12
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
 	return d
 }
+
+// Heartbeat and peer timeout defaults, the same on agent and collector.
+const (
+	DefaultHeartbeat   = 2 * time.Second
+	DefaultPeerTimeout = 6 * time.Second
+)
+
+// MinTokenLen is the shortest shared token accepted.
+const MinTokenLen = 16
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
@@ -88,8 +139,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("collector: max frame %d bytes out of range 64KiB..1GiB", c.MaxFrame)
 	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
 		return fmt.Errorf("collector: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
-	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0:
+	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0 || c.Heartbeat < 0 || c.PeerTimeout < 0:
 		return errors.New("collector: timeouts must not be negative")
+	case c.MaxConns < 0:
+		return fmt.Errorf("collector: max conns %d is negative", c.MaxConns)
+	case c.Token != "" && (len(c.Token) < MinTokenLen || len(c.Token) > wire.MaxTokenLen):
+		return fmt.Errorf("collector: token of %d bytes, want %d to %d", len(c.Token), MinTokenLen, wire.MaxTokenLen)
+	case c.Token != "" && c.TLS == nil && !c.Insecure:
+		return errors.New("collector: a token without TLS would cross the network in clear text: configure TLS, or set Insecure")
+	}
+	hb, pt := cmp.Or(c.Heartbeat, DefaultHeartbeat), cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
+	if hb >= pt {
+		return fmt.Errorf("collector: heartbeat %s must be shorter than the peer timeout %s", hb, pt)
 	}
 	return nil
 }

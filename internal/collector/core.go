@@ -24,13 +24,15 @@ var ErrStorage = errors.New("storage error")
 // Counters are the collector's totals since start. Safe for concurrent use.
 type Counters struct {
 	Sessions       atomic.Uint64 // handshakes accepted
-	Rejected       atomic.Uint64 // handshakes refused
+	Rejected       atomic.Uint64 // handshakes refused: TLS, token, identity, hello
 	ProtocolErrors atomic.Uint64 // connections closed for a malformed or unexpected frame
 	Batches        atomic.Uint64 // batches written
 	Packets        atomic.Uint64 // packets written
 	Bytes          atomic.Uint64 // captured bytes written
 	Duplicates     atomic.Uint64 // batches received again and dropped
 	FileErrors     atomic.Uint64 // failed file operations
+	PeerTimeouts   atomic.Uint64 // sessions ended because the agent sent nothing for the peer timeout
+	OverLimit      atomic.Uint64 // connections closed at once because MaxConns were open
 }
 
 // Core is the transport-independent collector: it turns sessions of

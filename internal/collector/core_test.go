@@ -263,7 +263,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 }
 
 func TestServerRoundTrip(t *testing.T) {
-	c := newCore(t, Config{})
+	c := newCore(t, Config{Insecure: true})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,10 @@ package collector
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +14,11 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/liveness"
+	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -23,9 +30,15 @@ const commitBytes = 8 << 20
 // stops reading is cut off, never waited for.
 const writeTimeout = 10 * time.Second
 
-// Server is the TCP transport of a Core. Each connection has one
-// goroutine that reads frames, drives its Session and writes
-// acknowledgements; a slow or broken agent blocks only its own goroutine.
+// ErrInsecure is returned by Serve when the Config has neither TLS nor
+// Insecure.
+var ErrInsecure = errors.New("collector: no TLS configured and plain TCP not allowed (set Insecure)")
+
+// Server is the TCP transport of a Core, with TLS if configured. Each
+// connection has one goroutine that shakes hands (TLS, then the Hello:
+// token, identity), reads frames, drives its Session and writes
+// acknowledgements, plus a heartbeat goroutine once the session runs; a
+// slow or broken agent blocks only its own goroutines.
 type Server struct {
 	core *Core
 	log  *slog.Logger
@@ -44,18 +57,50 @@ func NewServer(core *Core) *Server {
 // Serve accepts connections on ln until ctx ends; then it stops reading,
 // lets every connection commit and acknowledge what it wrote, waits for
 // them (bounded by ShutdownTimeout) and returns. The caller closes the
-// Core afterwards.
+// Core afterwards. Without TLS and without Insecure in the Config it
+// returns ErrInsecure at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	cfg := &s.core.cfg
+	switch {
+	case cfg.TLS == nil && !cfg.Insecure:
+		ln.Close()
+		return ErrInsecure
+	case cfg.TLS == nil:
+		s.log.Warn("INSECURE: plain TCP, no TLS: captured packets cross the network in clear text and any host that reaches this port can write as any agent name")
+	case cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert && cfg.Token == "":
+		s.log.Warn("TLS without client authentication: any host that reaches this port can write as any agent name; add client certificates or a token")
+	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var err error
+	var overLimit, acceptErrs limitLog
+	pause := 5 * time.Millisecond
 	for {
 		var conn net.Conn
 		conn, err = ln.Accept()
 		if err != nil {
+			if ctx.Err() == nil && isResourceErr(err) {
+				// Out of file descriptors or memory: wait for connections
+				// to end instead of stopping the collector.
+				acceptErrs.log(s.log, "accepting a connection failed, pausing", "err", err, "pause", pause)
+				time.Sleep(pause)
+				pause = min(2*pause, time.Second)
+				continue
+			}
 			break
 		}
+		pause = 5 * time.Millisecond
 		s.mu.Lock()
+		if len(s.conns) >= cfg.MaxConns {
+			s.mu.Unlock()
+			s.core.Counters.OverLimit.Add(1)
+			overLimit.log(s.log, "connection limit reached, closing new connections at once", "max_conns", cfg.MaxConns, "remote", conn.RemoteAddr().String())
+			if tc, ok := conn.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			conn.Close()
+			continue
+		}
 		s.conns[conn] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -86,22 +131,43 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return fmt.Errorf("accepting connections: %w", err)
 }
 
-func (s *Server) handle(conn net.Conn) {
+func (s *Server) handle(raw net.Conn) {
 	defer func() {
-		conn.Close()
+		raw.Close()
 		s.mu.Lock()
-		delete(s.conns, conn)
+		delete(s.conns, raw)
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
-	log := s.log.With("remote", conn.RemoteAddr().String())
-	if tc, ok := conn.(*net.TCPConn); ok {
+	cfg := &s.core.cfg
+	log := s.log.With("remote", raw.RemoteAddr().String())
+	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetReadBuffer(4 << 20)
+		if err := liveness.SetUserTimeout(tc, cfg.PeerTimeout); err != nil {
+			log.Debug("TCP_USER_TIMEOUT not set", "err", err)
+		}
 	}
-	conn.SetReadDeadline(time.Now().Add(s.core.cfg.HandshakeTimeout))
-	br := bufio.NewReaderSize(conn, 256<<10)
+	// One deadline from accept covers the TLS handshake and the Hello.
+	raw.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	conn, peer, err := s.secure(raw)
+	if err != nil {
+		s.core.Counters.Rejected.Add(1)
+		log.Warn("TLS handshake failed, connection rejected", "err", err)
+		return
+	}
+	lr := &liveness.Reader{Conn: conn, Stop: &s.shutting} // Timeout 0: the handshake deadline holds
+	br := bufio.NewReaderSize(lr, 256<<10)
 	fr := wire.NewFrameReader(br, s.core.Limits())
 
+	if cfg.TLS == nil {
+		if b, _ := br.Peek(1); len(b) == 1 && b[0] == 0x16 {
+			s.core.Counters.Rejected.Add(1)
+			err := errors.New("the agent speaks TLS, this collector plain TCP (--insecure): give both the same setting")
+			log.Warn("handshake failed, closing connection", "err", err)
+			s.reject(conn, err)
+			return
+		}
+	}
 	h, p, err := fr.Next()
 	if err == nil && h.Type != wire.TypeHello {
 		err = fmt.Errorf("first frame is %s, want hello: %w", h.Type, wire.ErrUnknownType)
@@ -116,24 +182,49 @@ func (s *Server) handle(conn net.Conn) {
 		s.reject(conn, err)
 		return
 	}
-	sess, welcome, err := s.core.Begin(&hello, func() { conn.Close() })
+	// Authentication before Begin: a refused agent leaves no trace on
+	// disk (no directory, no file, no instance mark).
+	if err := s.authenticate(&hello, peer); err != nil {
+		s.core.Counters.Rejected.Add(1)
+		log.Warn("handshake rejected", "agent", hello.Name, "err", err)
+		s.reject(conn, err)
+		return
+	}
+	sess, welcome, err := s.core.Begin(&hello, func() { raw.Close() })
 	if err != nil {
 		log.Warn("handshake rejected", "agent", hello.Name, "err", err)
 		s.reject(conn, err)
 		return
 	}
 	log = log.With("agent", hello.Name)
-	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := conn.Write(wire.AppendWelcome(nil, welcome)); err != nil {
+	aw := &ackWriter{conn: conn, raw: raw, seq: welcome.LastSeq}
+	aw.mu.Lock()
+	err = aw.write(wire.AppendWelcome(nil, welcome))
+	aw.mu.Unlock()
+	if err != nil {
 		log.Warn("sending welcome", "err", err)
 		sess.End(false)
 		return
 	}
+	// From here on a read fails only after PeerTimeout without a byte;
+	// the shutdown's deadline (via Stop) still wins.
 	if !s.shutting.Load() {
-		conn.SetReadDeadline(time.Time{})
+		raw.SetDeadline(time.Time{})
 	}
-	log.Info("agent connected", "host", hello.Host, "interfaces", len(hello.Interfaces), "resume_after_seq", welcome.LastSeq)
-	clean, err := s.serve(conn, br, fr, sess)
+	lr.Timeout = cfg.PeerTimeout
+	attrs := []any{"host", hello.Host, "interfaces", len(hello.Interfaces), "resume_after_seq", welcome.LastSeq}
+	if tc, ok := conn.(*tls.Conn); ok {
+		attrs = append(attrs, "tls", tls.VersionName(tc.ConnectionState().Version))
+	}
+	if peer != nil {
+		attrs = append(attrs, "cert_cn", peer.Subject.CommonName)
+	}
+	log.Info("agent connected", attrs...)
+	hbStop, hbDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(hbDone); aw.heartbeat(cfg.Heartbeat, hbStop) }()
+	clean, err := s.serve(br, fr, sess, aw)
+	close(hbStop)
+	<-hbDone
 	switch {
 	case clean:
 		log.Info("agent disconnected")
@@ -141,6 +232,9 @@ func (s *Server) handle(conn net.Conn) {
 		log.Info("connection closed for shutdown")
 	case sess.kicked.Load():
 		log.Info("connection replaced by a newer one")
+	case errors.Is(err, liveness.ErrPeerTimeout):
+		s.core.Counters.PeerTimeouts.Add(1)
+		log.Warn("agent silent: peer timeout, ending the session (its file stays open for the idle-close time)", "peer_timeout", cfg.PeerTimeout)
 	case errors.Is(err, io.ErrUnexpectedEOF) || isNetErr(err):
 		log.Warn("connection lost", "err", err)
 	default:
@@ -150,11 +244,122 @@ func (s *Server) handle(conn net.Conn) {
 	sess.End(clean)
 }
 
+// secure runs the TLS handshake if TLS is configured and returns the
+// connection to speak on and the agent's verified certificate, if the
+// configuration requires one. A plain pcapsync agent is told in a plain
+// Reject that this collector needs TLS.
+func (s *Server) secure(raw net.Conn) (net.Conn, *x509.Certificate, error) {
+	cfg := s.core.cfg.TLS
+	if cfg == nil {
+		return raw, nil, nil
+	}
+	tc := tls.Server(raw, cfg)
+	if err := tc.Handshake(); err != nil {
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) && rh.Conn != nil && rh.RecordHeader[0] == wire.Magic {
+			err = errors.New("the agent speaks plain TCP, this collector requires TLS: give the agent --tls-ca (and a client certificate or token as required)")
+			s.reject(rh.Conn, err)
+		}
+		return nil, nil, err
+	}
+	var peer *x509.Certificate
+	if cfg.ClientAuth == tls.RequireAndVerifyClientCert {
+		certs := tc.ConnectionState().PeerCertificates
+		if len(certs) == 0 { // cannot happen after verification; refuse rather than trust
+			return nil, nil, errors.New("no verified client certificate")
+		}
+		peer = certs[0]
+	}
+	return tc, peer, nil
+}
+
+// authenticate checks a Hello's token and, with client certificates,
+// that the agent's name is its certificate's. The error is the reason the
+// agent is told.
+func (s *Server) authenticate(h *wire.Hello, peer *x509.Certificate) error {
+	if want := s.core.cfg.Token; want != "" && !tokenEqual(h.Token, want) {
+		if h.Token == "" {
+			return errors.New("token required: give the agent the collector's token file")
+		}
+		return errors.New("wrong token")
+	}
+	if peer != nil {
+		if err := pki.CheckIdentity(peer, h.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenEqual compares in constant time; comparing digests hides the
+// length of the expected token too.
+func tokenEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// ackWriter writes a session's acknowledgements; the connection
+// goroutine and the heartbeat share it.
+type ackWriter struct {
+	conn net.Conn // written to: TLS or plain
+	raw  net.Conn // the TCP connection, closed when a heartbeat fails
+	mu   sync.Mutex
+	seq  uint64    // last acknowledged, or the welcome's last seq
+	last time.Time // of the last write
+	buf  [wire.HeaderSize + 8]byte
+}
+
+// write writes b; aw.mu must be held.
+func (aw *ackWriter) write(b []byte) error {
+	aw.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := aw.conn.Write(b)
+	aw.last = time.Now()
+	return err
+}
+
+// ack acknowledges every batch up to seq, unless that was the last ack
+// sent and force is false.
+func (aw *ackWriter) ack(seq uint64, force bool) error {
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	if seq == aw.seq && !force {
+		return nil
+	}
+	aw.seq = seq
+	return aw.write(wire.AppendAck(aw.buf[:0], seq))
+}
+
+// heartbeat re-sends the last ack whenever nothing was written for
+// every, until stop is closed or a write fails (then the connection is
+// closed, so that the connection goroutine stops too).
+func (aw *ackWriter) heartbeat(every time.Duration, stop <-chan struct{}) {
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		aw.mu.Lock()
+		idle := time.Since(aw.last)
+		var err error
+		if idle >= every {
+			err = aw.write(wire.AppendAck(aw.buf[:0], aw.seq))
+			idle = 0
+		}
+		aw.mu.Unlock()
+		if err != nil {
+			aw.raw.Close()
+			return
+		}
+		t.Reset(every - idle)
+	}
+}
+
 // serve runs a session until its connection ends. clean is true for an
 // end of stream between frames.
-func (s *Server) serve(conn net.Conn, br *bufio.Reader, fr *wire.FrameReader, sess *Session) (clean bool, err error) {
-	var ack [wire.HeaderSize + 8]byte
-	var acked uint64
+func (s *Server) serve(br *bufio.Reader, fr *wire.FrameReader, sess *Session, aw *ackWriter) (clean bool, err error) {
 	uncommitted := 0
 	commit := func(force bool) error {
 		seq, err := sess.Commit()
@@ -162,13 +367,7 @@ func (s *Server) serve(conn net.Conn, br *bufio.Reader, fr *wire.FrameReader, se
 			return err
 		}
 		uncommitted = 0
-		if seq == acked && !force {
-			return nil
-		}
-		acked = seq
-		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		_, err = conn.Write(wire.AppendAck(ack[:0], seq))
-		return err
+		return aw.ack(seq, force)
 	}
 	for {
 		h, p, err := fr.Next()
@@ -190,6 +389,8 @@ func (s *Server) serve(conn net.Conn, br *bufio.Reader, fr *wire.FrameReader, se
 			err = sess.Stats(p)
 		case wire.TypeIface:
 			err = sess.Iface(p)
+		case wire.TypePing:
+			err = wire.ParsePing(p)
 		default:
 			err = fmt.Errorf("unexpected %s frame: %w", h.Type, wire.ErrUnknownType)
 		}
@@ -213,6 +414,29 @@ func (s *Server) reject(conn net.Conn, reason error) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isResourceErr reports an accept error that passes when connections
+// end: out of file descriptors, buffers or memory.
+func isResourceErr(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// limitLog logs an event at most once a second, with how often it
+// happened since the last line. Not safe for concurrent use.
+type limitLog struct {
+	last   time.Time
+	missed int
+}
+
+func (l *limitLog) log(log *slog.Logger, msg string, args ...any) {
+	if now := time.Now(); now.Sub(l.last) >= time.Second {
+		log.Warn(msg, append(args, "not_logged_since_last", l.missed)...)
+		l.last, l.missed = now, 0
+		return
+	}
+	l.missed++
 }
 
 func isNetErr(err error) bool {

@@ -23,7 +23,9 @@ var ErrPeerTimeout = errors.New("peer sent nothing")
 // Reader reads from Conn with a read deadline of Timeout renewed before
 // every Read: a Read fails only when nothing at all arrives for Timeout,
 // however long a whole message takes. Wrap it in a bufio.Reader, so that
-// the deadline is renewed once per buffer fill, not per frame.
+// the deadline is renewed once per buffer fill, not per frame. Timeout
+// may be changed between Reads; while it is 0 the Reader leaves Conn's
+// deadline alone (for a fixed deadline, such as a handshake's).
 type Reader struct {
 	Conn    net.Conn
 	Timeout time.Duration
@@ -36,7 +38,9 @@ type Reader struct {
 
 // Read implements io.Reader.
 func (r *Reader) Read(p []byte) (int, error) {
-	r.Conn.SetReadDeadline(time.Now().Add(r.Timeout))
+	if r.Timeout > 0 {
+		r.Conn.SetReadDeadline(time.Now().Add(r.Timeout))
+	}
 	stopping := r.Stop != nil && r.Stop.Load()
 	if stopping {
 		// Checked after renewing the deadline: a Stop set meanwhile
@@ -44,7 +48,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 		r.Conn.SetReadDeadline(time.Now())
 	}
 	n, err := r.Conn.Read(p)
-	if err != nil && !stopping && !(r.Stop != nil && r.Stop.Load()) {
+	if err != nil && r.Timeout > 0 && !stopping && !(r.Stop != nil && r.Stop.Load()) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			err = &timeoutError{fmt.Errorf("%w for %s: %w", ErrPeerTimeout, r.Timeout, err)}

@@ -14,10 +14,10 @@ import (
 	"time"
 )
 
-func newCA(t *testing.T) *Authority {
+func newCA(t *testing.T, name string) *Authority {
 	t.Helper()
 	now := time.Now()
-	ca, err := NewAuthority("test CA", now.Add(-time.Hour), now.Add(time.Hour))
+	ca, err := NewAuthority(name, now.Add(-time.Hour), now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,8 @@ func handshake(t *testing.T, srv, cli *tls.Config) (serr, cerr error, state tls.
 
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, other := newCA(t), newCA(t)
+	// Another name: the client presents its certificate anyway.
+	ca, other := newCA(t, "test CA"), newCA(t, "other CA")
 	caFile := writeCA(t, ca, dir, "ca.pem")
 	srvCert, srvKey := writePair(t, ca, dir, "srv", Leaf{CommonName: "coll", DNSNames: []string{"coll.example"},
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
@@ -131,7 +132,7 @@ func TestMutualTLS(t *testing.T) {
 					t.Fatal(err)
 				}
 				cli, _ = ClientConfig(caFile, "", "", tt.serverName)
-				cli.Certificates = []tls.Certificate{kp}
+				cli.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &kp, nil }
 			} else if err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +183,7 @@ func TestCheckIdentity(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := newCA(t)
+	ca := newCA(t, "test CA")
 	old := time.Now().Add(-48 * time.Hour)
 	expCert, expKey := writePair(t, ca, dir, "exp", Leaf{CommonName: "c", Server: true, NotBefore: old, NotAfter: old.Add(time.Hour)})
 	futCert, futKey := writePair(t, ca, dir, "fut", Leaf{CommonName: "c", Server: true,

@@ -56,7 +56,10 @@ func ClientConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, er
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		// Always present the certificate, even when the collector names
+		// other CAs in its request: the collector then logs why it
+		// refuses the certificate, instead of "no certificate".
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	case certFile != "" || keyFile != "":
 		return nil, errors.New("tls: a client certificate and its key go together")
 	}

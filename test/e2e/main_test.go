@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,10 +174,31 @@ type proc struct {
 	done   chan struct{} // closed once the process was waited for
 }
 
+// securityFlags choose how a collector or agent secures its connections.
+var securityFlags = []string{"--insecure", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-ca", "--tls-server-name", "--tls", "--token-file"}
+
+// withInsecure adds --insecure to a collector's or agent's command line
+// that chooses no transport security, so that every test not about
+// security runs over plain TCP as before. A test about security passes
+// its own flags.
+func withInsecure(args []string) []string {
+	if len(args) == 0 || args[0] != "collector" && args[0] != "agent" {
+		return args
+	}
+	for _, a := range args[1:] {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains(securityFlags, name) || slices.Contains(securityFlags, "-"+name) {
+			return args
+		}
+	}
+	return append([]string{args[0], "--insecure"}, args[1:]...)
+}
+
 // startProc starts pcapsync with args, in namespace netns unless it is "".
+// A collector or agent without security flags gets --insecure.
 func startProc(t *testing.T, ctx context.Context, name, netns string, args ...string) *proc {
 	t.Helper()
-	argv := append([]string{pcapsyncBin}, args...)
+	argv := append([]string{pcapsyncBin}, withInsecure(args)...)
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}

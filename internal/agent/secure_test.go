@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+)
+
+// lockedBuffer is a log sink safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// realCollector is an in-process collector Server on a loopback port.
+type realCollector struct {
+	core *collector.Core
+	addr string
+	dir  string
+	log  *lockedBuffer
+}
+
+// startCollector starts a collector for cfg (Dir and Logger set here)
+// and stops it in t.Cleanup.
+func startCollector(t *testing.T, cfg collector.Config) *realCollector {
+	t.Helper()
+	rc := &realCollector{dir: filepath.Join(t.TempDir(), "out"), log: &lockedBuffer{}}
+	cfg.Dir, cfg.Logger = rc.dir, slog.New(slog.NewTextHandler(rc.log, nil))
+	core, err := collector.NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.core, rc.addr = core, ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+		core.Close()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", rc.log.String())
+		}
+	})
+	return rc
+}
+
+// files lists what the collector wrote below its directory (agent
+// directories and files, not its own state file).
+func (rc *realCollector) files(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && p != rc.dir && d.Name() != collector.StateFile {
+			out = append(out, strings.TrimPrefix(p, rc.dir))
+		}
+		return nil
+	})
+	return out
+}
+
+// replay runs an agent replaying a generated file of n packets with cfg
+// (Collector, ReadFile and Logger set here) and returns its summary and
+// error; it fails the test if the agent does not end within 20s.
+func replay(t *testing.T, cfg Config, n uint64) (Summary, error, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: n, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	lb := &lockedBuffer{}
+	cfg.ReadFile, cfg.Logger = path, slog.New(slog.NewTextHandler(lb, nil))
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		s   Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { s, err := a.Run(context.Background()); done <- result{s, err} }()
+	select {
+	case r := <-done:
+		if t.Failed() {
+			t.Logf("agent log:\n%s", lb.String())
+		}
+		return r.s, r.err, lb.String()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agent did not end within 20s; log:\n%s", lb.String())
+	}
+	panic("unreachable")
+}
+
+// TestTLSAgent runs the real agent against a real collector over TLS:
+// with a good client certificate it delivers; every misconfiguration
+// stops it at once with the reason (nothing is retried, nothing is
+// written), and the collector counts and logs the refusal.
+func TestTLSAgent(t *testing.T) {
+	c := pkitest.New(t)
+	mutual := startCollector(t, collector.Config{TLS: c.Server(t, true)})
+	plain := startCollector(t, collector.Config{Insecure: true})
+	goodCert, goodKey := c.Issue(t, c.CA, "web1", pki.Leaf{CommonName: "web1", Client: true})
+	foreignCert, foreignKey := c.Issue(t, c.Foreign, "foreign", pki.Leaf{CommonName: "web1", Client: true})
+	good := c.Client(t, c.CAFile, goodCert, goodKey, "")
+
+	s, err, _ := replay(t, Config{Collector: mutual.addr, Name: "web1", TLS: good}, 1000)
+	if err != nil || s.Acked != 1000 || s.Reconnects != 0 {
+		t.Fatalf("good agent: %+v, %v", s, err)
+	}
+	if got := mutual.core.Counters.Packets.Load(); got != 1000 {
+		t.Fatalf("collector wrote %d packets, want 1000", got)
+	}
+	// By DNS name, as given with --tls-server-name.
+	if s, err, _ := replay(t, Config{Collector: mutual.addr, Name: "web1", TLS: c.Client(t, c.CAFile, goodCert, goodKey, pkitest.ServerName)}, 10); err != nil || s.Acked != 10 {
+		t.Fatalf("good agent, server name collector.test: %+v, %v", s, err)
+	}
+
+	tests := []struct {
+		name      string
+		coll      *realCollector
+		cfg       Config
+		want      error
+		agentSays string // in the agent's error
+		collSays  string // in the collector's log
+	}{
+		{"client certificate from another CA", mutual, Config{Name: "web1", TLS: c.Client(t, c.CAFile, foreignCert, foreignKey, "")},
+			ErrTLS, "the collector refused this agent", "certificate signed by unknown authority"},
+		{"no client certificate", mutual, Config{Name: "web1", TLS: c.Client(t, c.CAFile, "", "", "")},
+			ErrTLS, "the collector refused this agent", "didn't provide a certificate"},
+		{"name is not the certificate's", mutual, Config{Name: "web2", TLS: good},
+			ErrRejected, `agent name "web2", certificate CN "web1"`, `agent name \"web2\"`},
+		{"collector not trusted", mutual, Config{Name: "web1", TLS: c.Client(t, c.ForeignFile, goodCert, goodKey, "")},
+			ErrTLS, "the collector's certificate does not verify", "bad certificate"},
+		{"wrong server name", mutual, Config{Name: "web1", TLS: c.Client(t, c.CAFile, goodCert, goodKey, "other.test")},
+			ErrTLS, "other.test", "bad certificate"},
+		{"plain agent, TLS collector", mutual, Config{Name: "web1", Insecure: true},
+			ErrRejected, "requires TLS", "requires TLS"},
+		{"TLS agent, plain collector", plain, Config{Name: "web1", TLS: good},
+			ErrTLS, "the collector speaks plain TCP", "the agent speaks TLS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rejected := tt.coll.core.Counters.Rejected.Load()
+			tt.cfg.Collector = tt.coll.addr
+			s, err, log := replay(t, tt.cfg, 10)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.agentSays) {
+				t.Fatalf("agent: %v; want %v saying %q", err, tt.want, tt.agentSays)
+			}
+			if s.Reconnects != 0 || s.Acked != 0 {
+				t.Errorf("summary %+v: want no retry and nothing acknowledged", s)
+			}
+			t.Logf("agent: %v", err)
+			deadline := time.Now().Add(5 * time.Second)
+			for tt.coll.core.Counters.Rejected.Load() == rejected || !strings.Contains(tt.coll.log.String(), tt.collSays) {
+				if time.Now().After(deadline) {
+					t.Fatalf("collector did not count and log %q", tt.collSays)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if strings.Contains(log, "INSECURE") != tt.cfg.Insecure {
+				t.Errorf("insecure warning in the agent's log: %v, want %v", !tt.cfg.Insecure, tt.cfg.Insecure)
+			}
+		})
+	}
+	if f := plain.files(t); len(f) != 0 {
+		t.Errorf("refused agents left files: %q", f)
+	}
+	if f := mutual.files(t); len(f) != 3 || f[0] != "/web1" {
+		t.Errorf("collector holds %q, want only web1's directory and its two files", f)
+	}
+}
+
+// TestTokenAgent: the token travels in the hello; a wrong one stops the
+// agent with the collector's reason.
+func TestTokenAgent(t *testing.T) {
+	const token = "agent-test-token-0123456789"
+	c := pkitest.New(t)
+	coll := startCollector(t, collector.Config{TLS: c.Server(t, false), Token: token})
+	cli := c.Client(t, c.CAFile, "", "", "")
+	if s, err, _ := replay(t, Config{Collector: coll.addr, Name: "tok", TLS: cli, Token: token}, 100); err != nil || s.Acked != 100 {
+		t.Fatalf("right token: %+v, %v", s, err)
+	}
+	s, err, _ := replay(t, Config{Collector: coll.addr, Name: "tok2", TLS: cli, Token: token + "x"}, 100)
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "wrong token") || s.Acked != 0 {
+		t.Fatalf("wrong token: %+v, %v", s, err)
+	}
+	if f := coll.files(t); len(f) != 2 {
+		t.Fatalf("collector holds %q, want only tok's directory and file", f)
+	}
+}
+
+func TestConfigNeedsTLSOrInsecure(t *testing.T) {
+	cfg := Config{Collector: "127.0.0.1:1", ReadFile: "x", Name: "a"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Insecure") {
+		t.Fatalf("Validate without TLS or Insecure: %v", err)
+	}
+	cfg.Insecure = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Token = strings.Repeat("t", 129)
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a 129-byte token was accepted")
+	}
+	cfg.Token, cfg.Heartbeat, cfg.PeerTimeout = "", 3*time.Second, 3*time.Second
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a heartbeat as long as the peer timeout was accepted")
+	}
+}

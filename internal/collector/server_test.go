@@ -1,0 +1,456 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// logBuffer collects a logger's output for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testServer is a Core and its Server on a loopback port.
+type testServer struct {
+	core *Core
+	addr string
+	log  *logBuffer
+}
+
+// startServer starts a Server for cfg (Dir defaults to a temporary
+// directory) and stops it in t.Cleanup.
+func startServer(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(t.TempDir(), "out")
+	}
+	lb := &logBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
+	core, err := NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(core).Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		core.Close()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", lb.String())
+		}
+	})
+	return &testServer{core: core, addr: ln.Addr().String(), log: lb}
+}
+
+// waitFor waits up to 5s for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+	}
+}
+
+// waitRejected waits until the server counted n rejections and logged
+// reason.
+func (ts *testServer) waitRejected(t *testing.T, n uint64, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.core.Counters.Rejected.Load() < n || !strings.Contains(ts.log.String(), reason) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rejected %d (want %d), log has %q: %v", ts.core.Counters.Rejected.Load(), n, reason, strings.Contains(ts.log.String(), reason))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// expectNothingWritten checks that the output directory holds no agent
+// directory and no file.
+func (ts *testServer) expectNothingWritten(t *testing.T) {
+	t.Helper()
+	ents, err := os.ReadDir(ts.core.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("a rejected agent left %q in the output directory", e.Name())
+	}
+}
+
+// session is a test agent's connection.
+type session struct {
+	conn net.Conn
+	fr   *wire.FrameReader
+}
+
+// dial connects (over TLS if cfg is set) and sends a hello for name.
+func dial(t *testing.T, addr string, cfg *tls.Config, name, token string) *session {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if cfg != nil {
+		conn = tls.Client(conn, cfg)
+	}
+	h := hello(name, name[0])
+	h.Token = token
+	if _, err := conn.Write(wire.AppendHello(nil, h)); err != nil {
+		// TLS 1.3: a refused certificate shows on the first read, not here.
+		t.Logf("writing hello: %v", err)
+	}
+	return &session{conn: conn, fr: wire.NewFrameReader(conn, wire.Limits{})}
+}
+
+// reply reads the handshake's answer: the Welcome, or the reason of a
+// Reject, or the error.
+func (s *session) reply() (welcome bool, reason string, err error) {
+	h, p, err := s.fr.Next()
+	if err != nil {
+		return false, "", err
+	}
+	switch h.Type {
+	case wire.TypeWelcome:
+		return true, "", nil
+	case wire.TypeReject:
+		reason, err = wire.ParseReject(p)
+		return false, reason, err
+	}
+	return false, "", errors.New("unexpected " + h.Type.String())
+}
+
+// deliver sends n batches of one packet, waits for their ack and says
+// goodbye.
+func (s *session) deliver(t *testing.T, n int) {
+	t.Helper()
+	var out []byte
+	var e wire.BatchEncoder
+	for i := range n {
+		e.Reset(nil)
+		e.Append(int64(i), 0, 10, []byte("0123456789"))
+		out = append(out, e.Finish(uint64(i+1))...)
+	}
+	if _, err := s.conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for acked := uint64(0); acked < uint64(n); {
+		h, p, err := s.fr.Next()
+		if err != nil || h.Type != wire.TypeAck {
+			t.Fatalf("waiting for acks: %s, %v", h.Type, err)
+		}
+		acked, _ = wire.ParseAck(p)
+	}
+	type closeWriter interface{ CloseWrite() error }
+	s.conn.(closeWriter).CloseWrite()
+	if _, _, err := s.fr.Next(); err != io.EOF {
+		t.Fatalf("after goodbye: %v, want EOF", err)
+	}
+}
+
+// TestMutualTLS runs real TLS over loopback against a Server that
+// requires client certificates: every bad client is refused, logged with
+// the reason and counted before anything exists in the output directory;
+// then the good one delivers.
+func TestMutualTLS(t *testing.T) {
+	p := pkitest.New(t)
+	ts := startServer(t, Config{TLS: p.Server(t, true)})
+	old := time.Now().Add(-48 * time.Hour)
+	client := func(ca *pki.Authority, l pki.Leaf) *tls.Config {
+		l.Client = true
+		c, k := p.Issue(t, ca, l.CommonName, l)
+		return p.RawClient(t, c, k)
+	}
+	tests := []struct {
+		name      string
+		client    *tls.Config
+		agent     string
+		logReason string // in the collector's log
+		reason    string // in the Reject the agent reads; "" for a TLS alert
+	}{
+		{"no client certificate", p.RawClient(t, "", ""), "web1", "client didn't provide a certificate", ""},
+		{"certificate from another CA", client(p.Foreign, pki.Leaf{CommonName: "web1"}), "web1", "certificate signed by unknown authority", ""},
+		{"expired certificate", client(p.CA, pki.Leaf{CommonName: "web1-old", DNSNames: []string{"web1"}, NotBefore: old, NotAfter: old.Add(time.Hour)}), "web1", "certificate has expired", ""},
+		{"name is not the certificate's", client(p.CA, pki.Leaf{CommonName: "web2", DNSNames: []string{"web2.example"}}), "web1",
+			`agent name \"web1\", certificate CN \"web2\"`, `agent name "web1", certificate CN "web2"`},
+		{"plain TCP to a TLS collector", nil, "web1", "requires TLS", "requires TLS"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := dial(t, ts.addr, tt.client, tt.agent, "")
+			welcome, reason, err := s.reply()
+			if welcome {
+				t.Fatal("welcomed")
+			}
+			if tt.reason != "" && !strings.Contains(reason, tt.reason) {
+				t.Fatalf("reject reason %q (err %v), want %q", reason, err, tt.reason)
+			}
+			if tt.reason == "" && err == nil {
+				t.Fatalf("no TLS error, reason %q", reason)
+			}
+			t.Logf("agent sees: reason %q, err %v", reason, err)
+			ts.waitRejected(t, uint64(i+1), tt.logReason)
+			ts.expectNothingWritten(t)
+		})
+	}
+	if ts.core.Counters.Sessions.Load() != 0 {
+		t.Fatal("a rejected agent got a session")
+	}
+
+	// The good agent: its name is its certificate's DNS name.
+	s := dial(t, ts.addr, client(p.CA, pki.Leaf{CommonName: "host-web1", DNSNames: []string{"web1"}}), "web1", "")
+	if welcome, reason, err := s.reply(); !welcome {
+		t.Fatalf("good agent: reason %q, err %v", reason, err)
+	}
+	s.deliver(t, 3)
+	if pkts, _ := readDir(t, filepath.Join(ts.core.dir, "web1")); len(pkts) != 3 {
+		t.Fatalf("%d packets written, want 3", len(pkts))
+	}
+	if !strings.Contains(ts.log.String(), `tls="TLS 1.3"`) || !strings.Contains(ts.log.String(), "cert_cn=host-web1") {
+		t.Error("the session's log line names neither the TLS version nor the certificate")
+	}
+}
+
+// TestToken checks the shared-token mode over TLS without client
+// certificates, and that a token needs TLS unless Insecure is set.
+func TestToken(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	p := pkitest.New(t)
+	ts := startServer(t, Config{TLS: p.Server(t, false), Token: token})
+	cli := p.RawClient(t, "", "")
+	bad := []struct{ name, token, reason string }{
+		{"missing", "", "token required"},
+		{"wrong, same length", strings.ToUpper(token), "wrong token"},
+		{"prefix", token[:16], "wrong token"},
+		{"longer", token + "0", "wrong token"},
+	}
+	for i, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			welcome, reason, err := dial(t, ts.addr, cli, "tok", tt.token).reply()
+			if welcome || !strings.Contains(reason, tt.reason) {
+				t.Fatalf("welcome %v, reason %q, err %v; want a reject saying %q", welcome, reason, err, tt.reason)
+			}
+			ts.waitRejected(t, uint64(i+1), tt.reason)
+			ts.expectNothingWritten(t)
+		})
+	}
+	if strings.Contains(ts.log.String(), token) {
+		t.Fatal("the token appears in the log")
+	}
+	s := dial(t, ts.addr, cli, "tok", token)
+	if welcome, reason, err := s.reply(); !welcome {
+		t.Fatalf("right token: reason %q, err %v", reason, err)
+	}
+	s.deliver(t, 2)
+
+	// Plain TCP: refused unless Insecure; with it, the token still counts.
+	cfg := Config{Dir: t.TempDir(), Token: token}
+	if _, err := NewCore(cfg); err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Fatalf("token over plain TCP without Insecure: %v", err)
+	}
+	plain := startServer(t, Config{Token: token, Insecure: true})
+	if welcome, reason, _ := dial(t, plain.addr, nil, "tok", "x"+token[1:]).reply(); welcome || reason != "wrong token" {
+		t.Fatalf("insecure, wrong token: welcome %v, reason %q", welcome, reason)
+	}
+	s = dial(t, plain.addr, nil, "tok", token)
+	if welcome, reason, err := s.reply(); !welcome {
+		t.Fatalf("insecure, right token: reason %q, err %v", reason, err)
+	}
+	s.deliver(t, 1)
+
+	for _, bad := range []string{"short", strings.Repeat("x", wire.MaxTokenLen+1)} {
+		if _, err := NewCore(Config{Dir: t.TempDir(), Token: bad, Insecure: true}); err == nil {
+			t.Errorf("token of %d bytes accepted", len(bad))
+		}
+	}
+}
+
+func TestTokenEqual(t *testing.T) {
+	for _, tt := range []struct {
+		got, want string
+		ok        bool
+	}{
+		{"abc", "abc", true}, {"abd", "abc", false}, {"ab", "abc", false}, {"abcd", "abc", false}, {"", "abc", false},
+	} {
+		if tokenEqual(tt.got, tt.want) != tt.ok {
+			t.Errorf("tokenEqual(%q, %q) = %v", tt.got, tt.want, !tt.ok)
+		}
+	}
+}
+
+// TestServeNeedsTLSOrInsecure: the zero Config does not serve plain TCP.
+func TestServeNeedsTLSOrInsecure(t *testing.T) {
+	core := newCore(t, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewServer(core).Serve(context.Background(), ln); !errors.Is(err, ErrInsecure) {
+		t.Fatalf("Serve = %v, want ErrInsecure", err)
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Fatal("the listener is still open")
+	}
+}
+
+// TestTLSAgentToPlainCollector: the collector logs a hint.
+func TestTLSAgentToPlainCollector(t *testing.T) {
+	p := pkitest.New(t)
+	ts := startServer(t, Config{Insecure: true})
+	if welcome, _, err := dial(t, ts.addr, p.RawClient(t, "", ""), "web1", "").reply(); welcome || err == nil {
+		t.Fatalf("welcome %v, err %v", welcome, err)
+	}
+	ts.waitRejected(t, 1, "the agent speaks TLS")
+	ts.expectNothingWritten(t)
+}
+
+// TestPeerTimeout: an agent that goes silent after its hello is cut off
+// after PeerTimeout while it gets heartbeats; one that pings stays.
+func TestPeerTimeout(t *testing.T) {
+	ts := startServer(t, Config{Insecure: true, Heartbeat: 100 * time.Millisecond, PeerTimeout: 500 * time.Millisecond})
+	silent := dial(t, ts.addr, nil, "silent", "")
+	pinger := dial(t, ts.addr, nil, "pinger", "")
+	for _, s := range []*session{silent, pinger} {
+		if welcome, reason, err := s.reply(); !welcome {
+			t.Fatalf("reason %q, err %v", reason, err)
+		}
+	}
+	stopPing := make(chan struct{})
+	pinged := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stopPing:
+				pinged <- nil
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := pinger.conn.Write(wire.AppendPing(nil)); err != nil {
+				pinged <- err
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	heartbeats := 0
+	for {
+		h, p, err := silent.fr.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("silent agent: %v, want EOF", err)
+			}
+			break
+		}
+		if seq, _ := wire.ParseAck(p); h.Type != wire.TypeAck || seq != 0 {
+			t.Fatalf("heartbeat: %s %d, want ack 0", h.Type, seq)
+		}
+		heartbeats++
+	}
+	if d := time.Since(start); d < 450*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("silent agent cut off after %v, want about 500ms", d)
+	}
+	if heartbeats < 3 {
+		t.Errorf("%d heartbeats in 500ms, want about 5", heartbeats)
+	}
+	if n := ts.core.Counters.PeerTimeouts.Load(); n != 1 {
+		t.Errorf("PeerTimeouts = %d, want 1", n)
+	}
+	if !strings.Contains(ts.log.String(), "peer timeout") {
+		t.Error("no log line about the peer timeout")
+	}
+	time.Sleep(300 * time.Millisecond) // the pinger outlives the timeout by far
+	close(stopPing)
+	if err := <-pinged; err != nil {
+		t.Fatalf("pinging agent: %v", err)
+	}
+	for { // drain heartbeats, then deliver over the same connection
+		pinger.conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, _, err := pinger.fr.Next(); err != nil {
+			break
+		}
+	}
+	pinger.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	pinger.deliver(t, 2)
+	if n := ts.core.Counters.PeerTimeouts.Load(); n != 1 {
+		t.Errorf("PeerTimeouts = %d after the pinger, want 1", n)
+	}
+}
+
+// TestMaxConns: connections over the limit are closed at once, counted
+// and logged; the ones under it are served.
+func TestMaxConns(t *testing.T) {
+	ts := startServer(t, Config{Insecure: true, MaxConns: 2})
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	time.Sleep(50 * time.Millisecond) // both accepted
+	// The reset may even beat the dial's return on loopback.
+	if over, err := net.Dial("tcp", ts.addr); err == nil {
+		defer over.Close()
+		over.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := over.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("connection over the limit: read %v, want it closed", err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection over the limit: %v", err)
+	}
+	waitFor(t, func() bool { return ts.core.Counters.OverLimit.Load() == 1 })
+	if n := ts.core.Counters.OverLimit.Load(); n != 1 {
+		t.Fatalf("OverLimit = %d, want 1", n)
+	}
+	if !strings.Contains(ts.log.String(), "connection limit reached") {
+		t.Fatal("not logged")
+	}
+	held[0].Close()
+	time.Sleep(50 * time.Millisecond)
+	s := dial(t, ts.addr, nil, "after", "")
+	if welcome, reason, err := s.reply(); !welcome {
+		t.Fatalf("under the limit again: reason %q, err %v", reason, err)
+	}
+	s.deliver(t, 1)
+}
