@@ -7,6 +7,8 @@
 # for three hosts: "hub" runs the collector, "host1" and "host2" each run
 # an agent capturing its veth link to the hub, while the hub sends them
 # UDP traffic. Without root, two agents replay generated files instead.
+# Agents and collector speak mutual TLS with certificates made by
+# "pcapsync gen certs" in out/demo/certs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -16,6 +18,10 @@ out=$PWD/out/demo
 rm -rf "$out"; mkdir -p "$out"
 logs=$out/logs; mkdir -p "$logs"
 count=${DEMO_PACKETS:-3000}
+certs=$out/certs
+"$bin" gen certs --dir "$certs" --collector localhost,127.0.0.1,198.18.1.1,198.18.2.1 --agents host1,host2 >/dev/null
+coll_tls=(--tls-cert "$certs/collector.pem" --tls-key "$certs/collector-key.pem" --tls-client-ca "$certs/ca.pem")
+agent_tls() { agent_args=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/agent-$1.pem" --tls-key "$certs/agent-$1-key.pem"); }
 
 pids=()
 cleanup() {
@@ -38,13 +44,14 @@ if [ "$(id -u)" -eq 0 ] && ip netns add pcsdemo-hub 2>/dev/null; then
 		ip -n "pcsdemo-host$i" link set lo up
 	done
 	ip -n pcsdemo-hub link set lo up
-	ip netns exec pcsdemo-hub "$bin" collector --insecure --listen 0.0.0.0:7733 --dir "$out/files" \
+	ip netns exec pcsdemo-hub "$bin" collector "${coll_tls[@]}" --listen 0.0.0.0:7733 --dir "$out/files" \
 		>"$logs/collector.out" 2>"$logs/collector.log" &
 	coll=$!; pids+=("$coll")
 	sleep 0.5
 	agents=()
 	for i in 1 2; do
-		ip netns exec "pcsdemo-host$i" "$bin" agent --insecure --collector "198.18.$i.1:7733" --name "host$i" \
+		agent_tls "host$i"
+		ip netns exec "pcsdemo-host$i" "$bin" agent "${agent_args[@]}" --collector "198.18.$i.1:7733" --name "host$i" \
 			--iface eth0 udp >"$logs/agent$i.out" 2>"$logs/agent$i.log" &
 		agents+=($!); pids+=($!)
 	done
@@ -60,13 +67,14 @@ if [ "$(id -u)" -eq 0 ] && ip netns add pcsdemo-hub 2>/dev/null; then
 	sleep 0.3
 else
 	echo "== not root (or no network namespaces): two agents replay generated files"
-	"$bin" collector --insecure --listen 127.0.0.1:7733 --dir "$out/files" >"$logs/collector.out" 2>"$logs/collector.log" &
+	"$bin" collector "${coll_tls[@]}" --listen 127.0.0.1:7733 --dir "$out/files" >"$logs/collector.out" 2>"$logs/collector.log" &
 	coll=$!; pids+=("$coll")
 	sleep 0.5
 	agents=()
 	for i in 1 2; do
 		"$bin" gen file --out "$out/input$i.pcap" --count "$count" --mix imix --stream "$i" >/dev/null
-		"$bin" agent --insecure --collector 127.0.0.1:7733 --name "host$i" --read "$out/input$i.pcap" \
+		agent_tls "host$i"
+		"$bin" agent "${agent_args[@]}" --collector 127.0.0.1:7733 --name "host$i" --read "$out/input$i.pcap" \
 			>"$logs/agent$i.out" 2>"$logs/agent$i.log" &
 		agents+=($!); pids+=($!)
 	done
@@ -89,3 +97,4 @@ for f in $(find "$out/files" -name '*.pcapng' | sort); do
 	echo
 done
 echo "logs: $logs"
+echo "mutual TLS certificates: $certs"

@@ -10,10 +10,12 @@ import (
 )
 
 func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "file" && args[0] != "udp") {
-		return fmt.Errorf("%w: gen file|udp [flags]", errUsage)
+	if len(args) == 0 || (args[0] != "file" && args[0] != "udp" && args[0] != "certs") {
+		return fmt.Errorf("%w: gen file|udp|certs [flags]", errUsage)
 	}
 	switch args[0] {
+	case "certs":
+		return runGenCerts(args[1:], stdout, stderr)
 	case "file":
 		fs := newFlagSet("gen file", "pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed] [--ns] [--raw]", stderr)
 		out := fs.String("out", "", "pcap file to write (required)")

@@ -18,10 +18,11 @@ import (
 const usage = `pcapsync streams packets captured on many hosts to one collector.
 
 Usage:
-  pcapsync collector --dir DIR [--listen HOST:PORT] [flags]
-  pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) [flags] [FILTER]
+  pcapsync collector --dir DIR [--listen HOST:PORT] (--tls-cert F --tls-key F [--tls-client-ca F] | --insecure) [flags]
+  pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--rate PPS]
+  pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
 
 Run "pcapsync COMMAND --help" for the flags of a command.
 `
