@@ -379,9 +379,10 @@ func expectNoReconnects(t *testing.T, p *proc, s agentSummary) {
 // collectorSummary is the collector's closing line.
 type collectorSummary struct {
 	Sessions, Rejected, ProtocolErrors, Batches, Packets, Bytes, Duplicates, FileErrors uint64
+	PeerTimeouts, OverLimit                                                             uint64
 }
 
-var collectorSummaryRE = regexp.MustCompile(`pcapsync collector: sessions (\d+), rejected (\d+), protocol errors (\d+), batches (\d+), packets (\d+), bytes (\d+), duplicates dropped (\d+), file errors (\d+)`)
+var collectorSummaryRE = regexp.MustCompile(`pcapsync collector: sessions (\d+), rejected (\d+), protocol errors (\d+), batches (\d+), packets (\d+), bytes (\d+), duplicates dropped (\d+), file errors (\d+), peer timeouts (\d+), over connection limit (\d+)`)
 
 // collectorSummary parses the collector's summary line from its stdout.
 func (p *proc) collectorSummary() collectorSummary {
@@ -390,11 +391,11 @@ func (p *proc) collectorSummary() collectorSummary {
 	if m == nil {
 		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
 	}
-	var n [8]uint64
+	var n [10]uint64
 	for i := range n {
 		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
 	}
-	return collectorSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]}
+	return collectorSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9]}
 }
 
 // dirEntries returns the names in dir, sorted.

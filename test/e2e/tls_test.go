@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/gen"
+)
+
+// TestMutualTLS runs the binaries as a user would set them up: "pcapsync
+// gen certs", a collector requiring client certificates and a token,
+// and replaying agents. The good agent delivers exactly once; an agent
+// whose certificate names another agent, a plain agent and one without
+// the token are stopped with the collector's reason and leave nothing.
+func TestMutualTLS(t *testing.T) {
+	requireTools(t, checkTools...)
+	ctx := testContext(t)
+	work := t.TempDir()
+	certs := filepath.Join(work, "certs")
+	gc := startProc(t, ctx, "gen certs", "", "gen", "certs", "--dir", certs, "--collector", "127.0.0.1,localhost", "--agents", "tls1,tls2")
+	if code := gc.wait(20 * time.Second); code != 0 {
+		t.Fatalf("gen certs exited %d", code)
+	}
+	token := filepath.Join(work, "token")
+	if err := os.WriteFile(token, []byte("e2e-token-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(work, "in.pcap")
+	const count = 2000
+	writeGenFile(t, in, genConfig(count, 61))
+
+	dir := filepath.Join(work, "out")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
+		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token)
+	agentTLS := func(cert string) []string {
+		return []string{"--tls-ca", filepath.Join(certs, "ca.pem"), "--tls-cert", filepath.Join(certs, "agent-"+cert+".pem"),
+			"--tls-key", filepath.Join(certs, "agent-"+cert+"-key.pem")}
+	}
+
+	good := startReplay(t, ctx, addr, "tls1", in, append(agentTLS("tls1"), "--token-file", token)...)
+	s := finishReplay(t, good, count, 30*time.Second)
+	expectNoReconnects(t, good, s)
+
+	bad := []struct {
+		name, agent string
+		flags       []string
+		says        string // in the agent's stderr, from the collector
+	}{
+		{"certificate of another agent", "tls1", append(agentTLS("tls2"), "--token-file", token), "does not match the client certificate"},
+		{"no token", "tls2", agentTLS("tls2"), "token required"},
+		{"plain TCP", "tls2", []string{"--insecure"}, "requires TLS"},
+	}
+	for _, b := range bad {
+		p := startReplay(t, ctx, addr, b.agent, in, b.flags...)
+		if code := p.wait(20 * time.Second); code == 0 {
+			t.Errorf("%s: agent exited 0", b.name)
+		}
+		if !strings.Contains(p.stderr.String(), b.says) {
+			t.Errorf("%s: agent stderr lacks %q:\n%s", b.name, b.says, p.stderr.String())
+		}
+	}
+	coll.stop(20 * time.Second)
+	cs := coll.collectorSummary()
+	if cs.Sessions != 1 || cs.Rejected != uint64(len(bad)) {
+		t.Errorf("collector summary %+v: want 1 session and %d rejected", cs, len(bad))
+	}
+	for _, b := range bad {
+		if !strings.Contains(coll.stderr.String(), b.says) {
+			t.Errorf("%s: the collector's log does not give the reason %q", b.name, b.says)
+		}
+	}
+	if got := agentDirs(t, dir); !slices.Equal(got, []string{"tls1"}) {
+		t.Errorf("collector dir holds %q, want only [tls1]", got)
+	}
+	checkAgentDir(t, filepath.Join(dir, "tls1")).expectExactlyOnce(t, "tls1", map[uint32]uint64{61: count})
+}
+
+// TestSecurityRequired: neither a collector nor an agent starts without
+// TLS or --insecure, and both say what to add.
+func TestSecurityRequired(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"collector", "--dir", dir, "--listen", "127.0.0.1:0"},
+		{"agent", "--collector", "127.0.0.1:1", "--read", filepath.Join(dir, "none.pcap")},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, pcapsyncBin, args...).CombinedOutput()
+		cancel()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(string(out), "--insecure") || !strings.Contains(string(out), "--tls-") {
+			t.Errorf("pcapsync %s: exit %d (%v), output %q; want exit 2 naming --tls-... and --insecure", args[0], code, err, out)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("the refused collector created %d entries in its directory", len(ents))
+	}
+}
+
+func genConfig(count uint64, stream uint32) gen.FileConfig {
+	return gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: stream, Seed: uint64(stream)}
+}
