@@ -1,12 +1,14 @@
 // Package agent captures packets (live from interfaces, or replayed from
 // a file), packs them into batches and streams them to a collector over
-// one TCP connection, keeping every batch until it is acknowledged and
-// resending what is missing after a reconnect.
+// one TCP connection (TLS unless Config.Insecure), keeping every batch
+// until it is acknowledged and resending what is missing after a
+// reconnect. A collector silent for Config.PeerTimeout (no ack, no
+// heartbeat) is taken for dead and the connection made anew.
 //
 // Goroutines: one per source (an interface, or the file) that reads
 // packets and seals batches; one sender that owns the connection (dial,
-// handshake, send, stats, reconnect with backoff); one ack reader per
-// connection. They meet in the queue, a byte-bounded list of sealed
+// handshake, send, stats, pings, reconnect with backoff); one ack
+// reader per connection. They meet in the queue, a byte-bounded list of sealed
 // batches. A live source never blocks on a full queue: it drops the
 // batch and counts its packets. A file replay waits for room instead.
 package agent

@@ -2,8 +2,11 @@
 // pcapng files, one directory per agent.
 //
 // The core (Core, Session) is independent of any transport: a transport
-// authenticates nothing yet, decodes frames and drives a Session with
-// Batch, Iface, Stats, Commit and End. Server is the TCP transport.
+// authenticates the agent, decodes frames and drives a Session with
+// Batch, Iface, Stats, Commit and End. Server is the TCP transport: TLS
+// (client certificates bound to agent names), a shared token, or plain
+// TCP only when Config.Insecure says so; heartbeats and a peer timeout
+// end sessions of dead agents within seconds.
 //
 // Delivery contract (docs/reliability.md): a batch is acknowledged
 // (Commit returns its sequence number) only after its packets were
