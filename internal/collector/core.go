@@ -115,8 +115,10 @@ type Session struct {
 
 	ifmap   []int  // session interface index -> file interface index
 	pending uint64 // highest sequence written, not yet committed
-	cuts    uint64 // agentFile.cuts when pending was written
-	stats   wire.Stats
+	// what was written since the last Commit, counted once committed
+	uncommitted struct{ batches, packets, bytes uint64 }
+	cuts        uint64 // agentFile.cuts when pending was written
+	stats       wire.Stats
 
 	kick   func()
 	kicked atomic.Bool
@@ -241,9 +243,9 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 		bytes += uint64(len(r.Data))
 	}
 	s.pending, s.cuts = b.Seq, ag.file.cuts
-	s.core.Counters.Batches.Add(1)
-	s.core.Counters.Packets.Add(uint64(b.Count))
-	s.core.Counters.Bytes.Add(bytes)
+	s.uncommitted.batches++
+	s.uncommitted.packets += uint64(b.Count)
+	s.uncommitted.bytes += bytes
 	return false, nil
 }
 
@@ -257,6 +259,7 @@ func (s *Session) storageFailed(err error) error {
 		s.log.Error("cutting back the file after a write error", "err", aerr)
 	}
 	s.pending = s.inst.lastSeq.Load()
+	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
 	return fmt.Errorf("%w: %w", ErrStorage, err)
 }
 
@@ -275,9 +278,14 @@ func (s *Session) Commit() (uint64, error) {
 		// batches: they are not in any file.
 		s.pending = s.inst.lastSeq.Load()
 		s.cuts = ag.file.cuts
+		s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
 		return s.pending, fmt.Errorf("%w: file was cut back after a write error", ErrStorage)
 	}
 	s.inst.raise(s.pending)
+	s.core.Counters.Batches.Add(s.uncommitted.batches)
+	s.core.Counters.Packets.Add(s.uncommitted.packets)
+	s.core.Counters.Bytes.Add(s.uncommitted.bytes)
+	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
 	return s.inst.lastSeq.Load(), nil
 }
 

@@ -25,6 +25,7 @@ func (c *Core) repairAll() error {
 	if err != nil {
 		return fmt.Errorf("collector: reading %s: %w", c.dir, err)
 	}
+	var repaired []string
 	for _, e := range ents {
 		if !e.IsDir() || wire.ValidateName(e.Name()) != nil {
 			continue
@@ -43,12 +44,29 @@ func (c *Core) repairAll() error {
 			}
 			if kept == 0 {
 				c.log.Warn("removed unfinished file holding no acknowledged batch", "file", p, "bytes", cut)
-			} else {
-				c.log.Warn("repaired unfinished file", "file", strings.TrimSuffix(p, PartSuffix), "kept_bytes", kept, "cut_bytes", cut)
+				continue
 			}
+			c.log.Warn("repaired unfinished file", "file", strings.TrimSuffix(p, PartSuffix), "kept_bytes", kept, "cut_bytes", cut)
 			for id, seq := range marks {
 				c.instance(id, e.Name()).raise(seq)
 			}
+			repaired = append(repaired, p)
+		}
+	}
+	// Only .part files are scanned on start: save the marks they held
+	// before they lose the suffix, or a second crash would forget them.
+	// A crash before the renames repeats the repair, which is idempotent.
+	if len(repaired) > 0 {
+		if err := c.saveState(); err != nil {
+			return fmt.Errorf("collector: saving state after repair: %w", err)
+		}
+	}
+	for _, p := range repaired {
+		if err := os.Rename(p, strings.TrimSuffix(p, PartSuffix)); err != nil {
+			return fmt.Errorf("collector: %w", err)
+		}
+		if err := syncDir(filepath.Dir(p)); err != nil {
+			return fmt.Errorf("collector: %w", err)
 		}
 	}
 	return nil
@@ -56,9 +74,10 @@ func (c *Core) repairAll() error {
 
 // repairPart walks an unfinished file's blocks, cuts it back to the end
 // of the last complete batch mark (dropping a torn tail and any batch
-// that was not complete), syncs it and renames it to its final name. A
-// file without a mark holds nothing acknowledged and is removed. It
-// returns the highest mark per instance and the bytes kept and cut.
+// that was not complete) and syncs it; the caller renames it once the
+// marks are saved. A file without a mark holds nothing acknowledged and
+// is removed. It returns the highest mark per instance and the bytes
+// kept and cut.
 func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -113,7 +132,6 @@ func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err er
 		}
 		off += n
 	}
-	final := strings.TrimSuffix(path, PartSuffix)
 	if end == 0 {
 		f.Close()
 		f = nil
@@ -130,10 +148,7 @@ func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err er
 		return nil, 0, 0, err
 	}
 	f = nil
-	if err := os.Rename(path, final); err != nil {
-		return nil, 0, 0, err
-	}
-	return marks, end, size - end, syncDir(filepath.Dir(path))
+	return marks, end, size - end, nil
 }
 
 // maxRepairBlock bounds the packet blocks repair reads whole: a packet

@@ -235,6 +235,10 @@ func (s *Server) handle(raw net.Conn) {
 	case errors.Is(err, liveness.ErrPeerTimeout):
 		s.core.Counters.PeerTimeouts.Add(1)
 		log.Warn("agent silent: peer timeout, ending the session (its file stays open for the idle-close time)", "peer_timeout", cfg.PeerTimeout)
+	case errors.Is(err, ErrStorage):
+		// Checked before network errors: an errno such as ENOSPC also
+		// satisfies net.Error.
+		log.Error("storage error: nothing more acknowledged, connection dropped; the agent will resend", "err", err)
 	case errors.Is(err, io.ErrUnexpectedEOF) || isNetErr(err):
 		log.Warn("connection lost", "err", err)
 	default:

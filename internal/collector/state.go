@@ -37,6 +37,12 @@ type stateDoc struct {
 // damaged one is moved aside (never a crash loop) and reported.
 func (c *Core) loadState() error {
 	path := filepath.Join(c.dir, StateFile)
+	// A crash during saveState leaves its temporary file behind.
+	if tmps, _ := filepath.Glob(path + ".tmp*"); len(tmps) > 0 {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
