@@ -8,7 +8,8 @@
 // Goroutines: one per source (an interface, or the file) that reads
 // packets and seals batches; one sender that owns the connection (dial,
 // handshake, send, stats, pings, reconnect with backoff); one ack
-// reader per connection. They meet in the queue, a byte-bounded list of sealed
-// batches. A live source never blocks on a full queue: it drops the
-// batch and counts its packets. A file replay waits for room instead.
+// reader per connection. They meet in the queue, a byte-bounded list of
+// sealed batches. A live source never blocks on a full queue: it drops
+// the batch and counts its packets. A file replay waits for room
+// instead.
 package agent
