@@ -17,6 +17,11 @@ import (
 // is what the agent is told.
 var ErrRejected = errors.New("handshake rejected")
 
+// ErrBusy: the session cannot start yet (its previous connection is
+// still ending). Transports close without a Reject, which an agent
+// takes as final, so that it retries with its backoff.
+var ErrBusy = errors.New("busy")
+
 // ErrStorage wraps a failed file operation: nothing since the last
 // acknowledgement is acknowledged, and the file is left readable.
 var ErrStorage = errors.New("storage error")
@@ -171,8 +176,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		select {
 		case <-old.done:
 		case <-time.After(10 * time.Second):
-			c.Counters.Rejected.Add(1)
-			return nil, wire.Welcome{}, fmt.Errorf("%w: the previous connection of %q did not end within 10s", ErrRejected, h.Name)
+			return nil, wire.Welcome{}, fmt.Errorf("%w: the previous connection of %q did not end within 10s", ErrBusy, h.Name)
 		}
 	}
 

@@ -191,6 +191,10 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	sess, welcome, err := s.core.Begin(&hello, func() { raw.Close() })
+	if errors.Is(err, ErrBusy) {
+		log.Warn("closing new connection; the agent will retry", "agent", hello.Name, "err", err)
+		return
+	}
 	if err != nil {
 		log.Warn("handshake rejected", "agent", hello.Name, "err", err)
 		s.reject(conn, err)
