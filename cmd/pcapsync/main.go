@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -30,7 +31,15 @@ Run "pcapsync COMMAND --help" for the flags of a command.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// PCAPSYNC_CPUPROFILE=FILE writes a CPU profile of the whole run, for
+	// "go tool pprof"; a debugging aid, not a user feature.
+	if path := os.Getenv("PCAPSYNC_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		pprof.StopCPUProfile()
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "pcapsync:", err)
 		}

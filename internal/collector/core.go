@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -395,13 +396,23 @@ func (c *Core) tick(now time.Time) {
 	for _, ag := range ags {
 		ag.mu.Lock()
 		var err error
+		var syncF *os.File
 		if ag.file.due(now) || !ag.lingerUntil.IsZero() && now.After(ag.lingerUntil) {
 			ag.lingerUntil = time.Time{}
 			err = ag.file.close(now)
 		} else {
-			err = ag.file.syncIfDue(now)
+			syncF = ag.file.syncDue(now)
 		}
 		ag.mu.Unlock()
+		if syncF != nil {
+			serr := syncF.Sync()
+			if errors.Is(serr, os.ErrClosed) {
+				serr = nil // rotated meanwhile; close synced it
+			}
+			ag.mu.Lock()
+			err = ag.file.synced(syncF, now, serr)
+			ag.mu.Unlock()
+		}
 		if err != nil {
 			c.Counters.FileErrors.Add(1)
 			c.log.Error("closing file", "agent", ag.name, "err", err)

@@ -237,12 +237,29 @@ func (af *agentFile) sync(now time.Time) error {
 	return nil
 }
 
-// syncIfDue syncs an open file with unsynced data under an interval policy.
-func (af *agentFile) syncIfDue(now time.Time) error {
+// syncDue returns the open file if it has unsynced data and is due for
+// a sync under an interval policy, else nil. The caller syncs it
+// without holding agent.mu (a sync of hundreds of MB must not stall
+// the writes) and reports back with synced.
+func (af *agentFile) syncDue(now time.Time) *os.File {
 	if af.f == nil || !af.dirty || af.fsync <= 0 || now.Sub(af.lastSync) < af.fsync {
 		return nil
 	}
-	return af.sync(now)
+	af.dirty = false // data flushed from now on sets it again
+	return af.f
+}
+
+// synced records the end of a sync of f started at start.
+func (af *agentFile) synced(f *os.File, start time.Time, err error) error {
+	if af.f != f {
+		return nil // closed (and synced by close) meanwhile
+	}
+	if err != nil {
+		af.dirty = true
+		return fmt.Errorf("syncing %s: %w", af.path+PartSuffix, err)
+	}
+	af.lastSync = start
+	return nil
 }
 
 // close ends the open file, if any: an interface statistics block for
