@@ -24,6 +24,7 @@ Usage:
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--rate PPS]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
+  pcapsync bench transport|fanin [flags]
 
 Run "pcapsync COMMAND --help" for the flags of a command.
 `
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "gen":
 		return runGen(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil

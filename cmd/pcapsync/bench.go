@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/bench"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin") {
+		return fmt.Errorf("%w: bench transport|fanin [flags]", errUsage)
+	}
+	switch args[0] {
+	case "transport":
+		fs := newFlagSet("bench transport", "pcapsync bench transport [--seconds N] [--rounds R] [--markdown]", stderr)
+		secs := fs.Float64("seconds", 1, "sending time per mode and round")
+		rounds := fs.Int("rounds", 3, "rounds; every mode runs once per round, medians are reported")
+		md := fs.Bool("markdown", false, "print a Markdown table")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if *secs <= 0 || *rounds < 1 {
+			return fmt.Errorf("%w: --seconds must be positive and --rounds at least 1", errUsage)
+		}
+		res, err := bench.Transport(ctx, bench.TransportConfig{Duration: time.Duration(*secs * float64(time.Second)), Rounds: *rounds})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "85-byte messages over loopback, wire batch frames, %d rounds of %gs per mode, receiver in process:\n\n", *rounds, *secs)
+		return bench.WriteTransport(stdout, res, *md)
+	case "fanin":
+		fs := newFlagSet("bench fanin", "pcapsync bench fanin [--agents N] [--rate PPS] [--size BYTES] [--seconds N] [--markdown]", stderr)
+		var c bench.FaninConfig
+		fs.IntVar(&c.Agents, "agents", 10000, "simulated agents, each with its own TCP connection")
+		fs.IntVar(&c.Rate, "rate", 10, "packets per second per agent (one per batch)")
+		fs.IntVar(&c.Size, "size", 100, "bytes per packet")
+		secs := fs.Float64("seconds", 10, "sending time once every agent is connected")
+		fs.StringVar(&c.Dir, "dir", "", "collector output directory (default: a temporary one, removed afterwards)")
+		md := fs.Bool("markdown", false, "print a Markdown table")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if c.Agents < 1 || c.Rate < 1 || c.Size < 1 || *secs <= 0 {
+			return fmt.Errorf("%w: --agents, --rate, --size and --seconds must be positive", errUsage)
+		}
+		c.Duration = time.Duration(*secs * float64(time.Second))
+		res, err := bench.Fanin(ctx, c)
+		if err != nil {
+			if res.Connected > 0 {
+				bench.WriteFanin(stdout, c, res, *md)
+			}
+			return err
+		}
+		fmt.Fprintf(stdout, "one collector and %d simulated agents in this process, loopback TCP, --insecure, fsync never:\n\n", c.Agents)
+		return bench.WriteFanin(stdout, c, res, *md)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"slices"
+	"time"
+)
+
+// median returns the median of xs (the mean of the middle two for an
+// even count); 0 for none. xs is sorted in place.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// percentile returns the p-th percentile (0..100, nearest rank) of ds,
+// which must be sorted; 0 for none.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(p/100*float64(len(ds))+0.5) - 1
+	i = min(max(i, 0), len(ds)-1)
+	return ds[i]
+}
