@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/bench"
@@ -32,7 +33,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "85-byte messages over loopback, wire batch frames, %d rounds of %gs per mode, receiver in process:\n\n", *rounds, *secs)
 		return bench.WriteTransport(stdout, res, *md)
 	case "fanin":
-		fs := newFlagSet("bench fanin", "pcapsync bench fanin [--agents N] [--rate PPS] [--size BYTES] [--seconds N] [--markdown]", stderr)
+		fs := newFlagSet("bench fanin", "pcapsync bench fanin [--agents N] [--rate PPS] [--size BYTES] [--seconds N] [--markdown] [--cpuprofile FILE]", stderr)
 		var c bench.FaninConfig
 		fs.IntVar(&c.Agents, "agents", 10000, "simulated agents, each with its own TCP connection")
 		fs.IntVar(&c.Rate, "rate", 10, "packets per second per agent (one per batch)")
@@ -40,8 +41,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		secs := fs.Float64("seconds", 10, "sending time once every agent is connected")
 		fs.StringVar(&c.Dir, "dir", "", "collector output directory (default: a temporary one, removed afterwards)")
 		md := fs.Bool("markdown", false, "print a Markdown table")
+		prof := fs.String("cpuprofile", "", "write a CPU profile of the sending window to `FILE` (labels side=collector|agent: go tool pprof -tags FILE)")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
+		}
+		if *prof != "" {
+			f, err := os.Create(*prof)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			c.CPUProfile = f
 		}
 		if c.Agents < 1 || c.Rate < 1 || c.Size < 1 || *secs <= 0 {
 			return fmt.Errorf("%w: --agents, --rate, --size and --seconds must be positive", errUsage)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,11 @@ type FaninConfig struct {
 	DialConcurrency int
 	// Logger is the collector's; nil discards its log.
 	Logger *slog.Logger
+	// CPUProfile, if set, receives a CPU profile of the sending window.
+	// Collector goroutines carry the pprof label side=collector, the
+	// simulated agents side=agent ("go tool pprof -tags" splits them);
+	// the Go runtime's own work (GC) carries none.
+	CPUProfile io.Writer
 }
 
 func (c FaninConfig) withDefaults() FaninConfig {
@@ -75,12 +81,17 @@ type FaninResult struct {
 	FirstError  error  // the first of them
 
 	AckP50, AckP99, AckMax time.Duration // from a batch's write to its ack
-	CPUUser, CPUSys        time.Duration // process CPU over the window
-	PeakRSS                int64         // VmHWM at the end, bytes: setup included
-	RSS                    int64         // VmRSS at the end of the window, bytes
-	Drain                  time.Duration // from the end of sending to the last ack
-	Stop                   time.Duration // goodbyes and collector shutdown (files closed)
-	CollectorErrors        uint64        // collector protocol, file and peer-timeout errors
+	// FirstP50 and FirstP99 are of each agent's first batch only (the
+	// collector opens the agent's file for it); SteadyP50 and SteadyP99
+	// of the batches sent after the first second of sending.
+	FirstP50, FirstP99, SteadyP50, SteadyP99 time.Duration
+	CPUUser, CPUSys                          time.Duration // process CPU over the window
+	PeakRSS                                  int64         // VmHWM at the end, bytes: setup included
+	RSS                                      int64         // VmRSS at the end of the window, bytes
+	PeakRSSSending                           int64         // VmHWM at the end of the window: setup and sending only
+	Drain                                    time.Duration // from the end of sending to the last ack
+	Stop                                     time.Duration // goodbyes and collector shutdown (files closed)
+	CollectorErrors                          uint64        // collector protocol, file and peer-timeout errors
 }
 
 // CPUPercent returns the process's CPU time over the window as a
@@ -153,10 +164,11 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	}
 	tickCtx, stopTick := context.WithCancel(context.Background())
 	ticked := make(chan struct{})
-	go func() { core.Run(tickCtx); close(ticked) }()
+	collectorSide := pprof.Labels("side", "collector")
+	go pprof.Do(tickCtx, collectorSide, func(ctx context.Context) { core.Run(ctx); close(ticked) })
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- collector.NewServer(core).Serve(srvCtx, ln) }()
+	go pprof.Do(srvCtx, collectorSide, func(ctx context.Context) { served <- collector.NewServer(core).Serve(ctx, ln) })
 	stopCollector := func() error {
 		stopSrv()
 		serr := <-served
@@ -196,7 +208,7 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 		}
 		sem <- struct{}{}
 		dialing.Add(1)
-		go func() {
+		go pprof.Do(ctx, pprof.Labels("side", "agent"), func(ctx context.Context) {
 			defer func() { <-sem; dialing.Done() }()
 			a, err := connectAgent(ctx, ln.Addr().String(), i, perBatch)
 			if err != nil {
@@ -215,7 +227,7 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 				defer senders.Done()
 				a.send(ctx, start, i, cfg, period, &batches, &packets, fail)
 			}()
-		}()
+		})
 	}
 	dialing.Wait()
 	res.Setup = time.Since(t0)
@@ -246,17 +258,25 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	if err != nil {
 		return res, err
 	}
+	if cfg.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+			return res, err
+		}
+	}
 	begin := time.Now().Add(20 * time.Millisecond)
 	start.at = begin
 	close(start.ch)
 	senders.Wait()
 	res.Window = time.Since(begin)
+	if cfg.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	u1, s1, err := cpuTimes()
 	if err != nil {
 		return res, err
 	}
 	res.CPUUser, res.CPUSys = u1-u0, s1-s0
-	_, res.RSS, _ = memStatus()
+	res.PeakRSSSending, res.RSS, _ = memStatus()
 	res.Batches, res.Sent = batches.Load(), packets.Load()
 
 	// Wait for the last acknowledgements, then say goodbye (FIN).
@@ -286,12 +306,25 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	res.PeakRSS, _, _ = memStatus()
 	res.AgentErrors, res.FirstError = int(failed.Load()), firstErr
 
-	var lat []time.Duration
+	var lat, first, steady []time.Duration
+	settled := begin.Add(time.Second)
 	for _, a := range agents {
 		lat = append(lat, a.lat...)
+		if len(a.lat) > 0 {
+			first = append(first, a.lat[0])
+		}
+		for k, l := range a.lat {
+			if !a.sent[k].Before(settled) {
+				steady = append(steady, l)
+			}
+		}
 	}
-	slices.Sort(lat)
+	for _, l := range [][]time.Duration{first, steady, lat} {
+		slices.Sort(l)
+	}
 	res.AckP50, res.AckP99 = percentile(lat, 50), percentile(lat, 99)
+	res.FirstP50, res.FirstP99 = percentile(first, 50), percentile(first, 99)
+	res.SteadyP50, res.SteadyP99 = percentile(steady, 50), percentile(steady, 99)
 	if len(lat) > 0 {
 		res.AckMax = lat[len(lat)-1]
 	}
