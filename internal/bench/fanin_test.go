@@ -35,3 +35,14 @@ func TestFaninSmall(t *testing.T) {
 		t.Errorf("peak RSS %d, CPU %v+%v", r.PeakRSS, r.CPUUser, r.CPUSys)
 	}
 }
+
+func TestMaxAgents(t *testing.T) {
+	for _, tc := range []struct {
+		nofile uint64
+		want   int
+	}{{0, 0}, {fdSlack, 0}, {20000, 6581}, {30256, 10000}} {
+		if got := MaxAgents(tc.nofile); got != tc.want {
+			t.Errorf("MaxAgents(%d) = %d, want %d", tc.nofile, got, tc.want)
+		}
+	}
+}
