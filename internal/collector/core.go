@@ -51,11 +51,13 @@ type Core struct {
 	// Counters may be read at any time.
 	Counters Counters
 
-	mu     sync.Mutex // guards agents, agent.active
-	agents map[string]*agent
+	mu          sync.Mutex // guards agents, agent.active, unpublished
+	agents      map[string]*agent
+	unpublished []string // closed part files whose publish failed
 
 	instMu    sync.Mutex // a leaf lock: guards instances, instance.seen
 	instances map[[16]byte]*instance
+	saver     stateSaver
 }
 
 type agent struct {
@@ -392,18 +394,26 @@ func (c *Core) tick(now time.Time) {
 	for _, ag := range c.agents {
 		ags = append(ags, ag)
 	}
+	parts := c.unpublished // closed earlier, publish failed: retried
+	c.unpublished = nil
 	c.mu.Unlock()
 	for _, ag := range ags {
 		ag.mu.Lock()
+		parts = append(parts, ag.file.unpublished...) // retried every tick
+		ag.file.unpublished = nil
 		var err error
+		var part string
 		var syncF *os.File
 		if ag.file.due(now) || !ag.lingerUntil.IsZero() && now.After(ag.lingerUntil) {
 			ag.lingerUntil = time.Time{}
-			err = ag.file.close(now)
+			part, err = ag.file.closeFile(now)
 		} else {
 			syncF = ag.file.syncDue(now)
 		}
 		ag.mu.Unlock()
+		if part != "" {
+			parts = append(parts, part)
+		}
 		if syncF != nil {
 			serr := syncF.Sync()
 			if errors.Is(serr, os.ErrClosed) {
@@ -418,6 +428,15 @@ func (c *Core) tick(now time.Time) {
 			c.log.Error("closing file", "agent", ag.name, "err", err)
 		}
 	}
+	if len(parts) > 0 {
+		if err := publish(c.saveState, c.cfg.Fsync != FsyncNever, parts); err != nil {
+			c.Counters.FileErrors.Add(1)
+			c.log.Error("publishing closed files; retrying next tick", "files", len(parts), "err", err)
+			c.mu.Lock()
+			c.unpublished = append(c.unpublished, parts...)
+			c.mu.Unlock()
+		}
+	}
 }
 
 // Close closes every open file and saves the high-water marks (see
@@ -428,16 +447,23 @@ func (c *Core) Close() error {
 	for _, ag := range c.agents {
 		ags = append(ags, ag)
 	}
+	parts := c.unpublished
+	c.unpublished = nil
 	c.mu.Unlock()
 	var errs []error
 	for _, ag := range ags {
 		ag.mu.Lock()
-		if err := ag.file.close(time.Now()); err != nil {
-			errs = append(errs, err)
-		}
+		part, err := ag.file.closeFile(time.Now())
+		parts = append(parts, ag.file.unpublished...)
+		ag.file.unpublished = nil
 		ag.mu.Unlock()
+		if part != "" {
+			parts = append(parts, part)
+		}
+		errs = append(errs, err)
 	}
-	errs = append(errs, c.saveState())
+	// One state save for all of them (and for instances without files).
+	errs = append(errs, publish(c.saveState, c.cfg.Fsync != FsyncNever, parts))
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -85,6 +86,7 @@ type agentFile struct {
 	markEnd      int64     // offset after the last mark written
 	committedEnd int64     // markEnd at the last successful flush
 	cuts         uint64    // times abandon cut uncommitted batches away
+	unpublished  []string  // closed part files whose publish failed
 	dirty        bool      // flushed but not synced
 	lastSync     time.Time
 	markBuf      [markSize]byte
@@ -262,13 +264,26 @@ func (af *agentFile) synced(f *os.File, start time.Time, err error) error {
 	return nil
 }
 
-// close ends the open file, if any: an interface statistics block for
-// every interface the agent reported counters for, flush, sync (unless
-// the policy is never), record its marks in the state file, then rename
-// to the final name. After a failure it cuts the file back (abandon).
+// close ends the open file, if any, and publishes it (see closeFile and
+// publish). Callers closing many files at once use closeFile and one
+// publish instead: the state file is written once, not once per file.
 func (af *agentFile) close(now time.Time) error {
+	part, err := af.closeFile(now)
+	if part == "" {
+		return err
+	}
+	return publish(af.saveState, af.fsync != FsyncNever, []string{part})
+}
+
+// closeFile ends the open file, if any: an interface statistics block
+// for every interface the agent reported counters for, flush, sync
+// (unless the policy is never), close, and raise the instances' marks.
+// It returns the path, still ending in PartSuffix, for publish. After a
+// failure it cuts the file back (abandon, which publishes it itself) and
+// returns "".
+func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	if af.f == nil {
-		return nil
+		return "", nil
 	}
 	for i := range af.ifaces {
 		fi := &af.ifaces[i]
@@ -286,20 +301,51 @@ func (af *agentFile) close(now time.Time) error {
 			break // the flush below reports it
 		}
 	}
-	err := af.bw.Flush()
+	err = af.bw.Flush()
 	if err == nil && af.fsync != FsyncNever {
 		err = af.f.Sync()
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("closing %s: %w", af.path, err), af.abandon())
+		return "", errors.Join(fmt.Errorf("closing %s: %w", af.path, err), af.abandon())
 	}
 	for _, m := range af.marked {
 		m.inst.raise(m.seq)
 	}
-	if af.saveState != nil {
-		err = af.saveState()
+	part = af.path + PartSuffix
+	err = af.f.Close()
+	af.f, af.bw, af.w = nil, nil, nil
+	if err != nil {
+		return "", fmt.Errorf("closing %s: %w", part, err)
 	}
-	return af.finish(err)
+	return part, nil
+}
+
+// publish saves the state file (with the marks the closed files raised)
+// and then renames each closed part file to its final name: only .part
+// files are scanned on start, so their marks must be saved before the
+// suffix goes. A crash in between leaves .part files that the next start
+// repairs (a no-op cut) and renames.
+func publish(saveState func() error, sync bool, parts []string) error {
+	if saveState != nil {
+		if err := saveState(); err != nil {
+			return fmt.Errorf("saving state before renaming %d closed files: %w", len(parts), err)
+		}
+	}
+	var errs []error
+	dirs := map[string]bool{}
+	for _, p := range parts {
+		err := os.Rename(p, strings.TrimSuffix(p, PartSuffix))
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // gone: published by an earlier try
+			errs = append(errs, err)
+		}
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if sync {
+			errs = append(errs, syncDir(d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // abandon cuts the open file back to the end of its last committed
@@ -322,21 +368,20 @@ func (af *agentFile) abandon() error {
 	if err == nil && af.fsync != FsyncNever {
 		err = af.f.Sync()
 	}
-	return af.finish(err)
-}
-
-// finish closes the file and renames it to its final name.
-func (af *agentFile) finish(err error) error {
+	part := af.path + PartSuffix
 	if cerr := af.f.Close(); err == nil {
 		err = cerr
 	}
-	if rerr := os.Rename(af.path+PartSuffix, af.path); err == nil {
-		err = rerr
-	}
-	if err == nil && af.fsync != FsyncNever {
-		err = syncDir(af.dir)
-	}
 	af.f, af.bw, af.w = nil, nil, nil
+	if err == nil {
+		if perr := publish(af.saveState, af.fsync != FsyncNever, []string{part}); perr != nil {
+			// The state cannot be saved (a full disk, say): the file keeps
+			// its suffix until a tick manages to publish it, or the next
+			// start repairs it. Readable all along; nothing is lost.
+			af.unpublished = append(af.unpublished, part)
+			err = perr
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("closing %s: %w", af.path, err)
 	}

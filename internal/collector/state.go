@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -78,10 +79,48 @@ func (c *Core) loadState() error {
 	return nil
 }
 
-// saveState writes the state file atomically (temporary file, fsync,
-// rename), forgetting instances not seen for stateTTL. It takes instMu
-// (a leaf lock), so it may be called with an agent's mu held.
+// stateSaver makes saveState a group commit: a save covers every request
+// made before it started, so many sessions ending at once (3000 agents
+// saying goodbye) share a few writes instead of one each.
+type stateSaver struct {
+	mu                 sync.Mutex
+	cond               *sync.Cond
+	requested, covered uint64
+	saving             bool
+	err                error
+}
+
+// saveState returns once the state file holds every high-water mark as
+// of the call: it joins a save that starts after the call, or runs one.
+// It may be called with an agent's mu held (it takes only leaf locks).
 func (c *Core) saveState() error {
+	s := &c.saver
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cond == nil {
+		s.cond = sync.NewCond(&s.mu)
+	}
+	s.requested++
+	mine := s.requested
+	for s.covered < mine {
+		if s.saving {
+			s.cond.Wait()
+			continue
+		}
+		s.saving = true
+		upto := s.requested
+		s.mu.Unlock()
+		err := c.writeState()
+		s.mu.Lock()
+		s.saving, s.covered, s.err = false, upto, err
+		s.cond.Broadcast()
+	}
+	return s.err
+}
+
+// writeState writes the state file atomically (temporary file, fsync,
+// rename), forgetting instances not seen for stateTTL.
+func (c *Core) writeState() error {
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
 	if len(c.instances) == 0 {
