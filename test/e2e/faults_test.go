@@ -242,22 +242,7 @@ func TestCollectorKill9(t *testing.T) {
 	if s.Reconnects == 0 {
 		t.Errorf("agent counted no reconnects for %d collector kills", kills)
 	}
-	// What the restarts found: unfinished files finished as they were,
-	// cut back to their last mark, or removed for holding none.
-	var repaired, cut, removed int
-	for _, p := range colls {
-		for line := range strings.Lines(p.stderr.String()) {
-			switch {
-			case strings.Contains(line, "repaired unfinished file"):
-				repaired++
-				if !strings.Contains(line, " cut_bytes=0") {
-					cut++
-				}
-			case strings.Contains(line, "removed unfinished file"):
-				removed++
-			}
-		}
-	}
+	repaired, cut, removed := repairCounts(colls)
 	t.Logf("RELIABILITY: collector SIGKILL under a paced replay (%d x 64-byte packets over %v, 64 KiB batches): "+
 		"kills survived %d, packets sent %d, lost %d, duplicated %d, unexpected %d, files %d, agent reconnects %d; "+
 		"unfinished files repaired %d (%d cut back), removed %d",
@@ -810,4 +795,24 @@ func threadCount(t *testing.T, pid int) int {
 	}
 	t.Fatalf("pid %d: no Threads line in its status", pid)
 	return 0
+}
+
+// repairCounts tallies what the collectors' restarts found in their
+// logs: unfinished files finished as they were or cut back to their last
+// mark (repaired, of which cut), and files removed for holding no mark.
+func repairCounts(colls []*proc) (repaired, cut, removed int) {
+	for _, p := range colls {
+		for line := range strings.Lines(p.stderr.String()) {
+			switch {
+			case strings.Contains(line, "repaired unfinished file"):
+				repaired++
+				if !strings.Contains(line, " cut_bytes=0") {
+					cut++
+				}
+			case strings.Contains(line, "removed unfinished file"):
+				removed++
+			}
+		}
+	}
+	return repaired, cut, removed
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,20 +65,7 @@ func TestCollectorKill9UnderLoad(t *testing.T) {
 	want := map[uint32]uint64{stream: count}
 	r.expectExactlyOnce(t, name, want)
 	lost, dup, unexpected := r.tally(want)
-	var repaired, cut, removed int
-	for _, p := range colls {
-		for line := range strings.Lines(p.stderr.String()) {
-			switch {
-			case strings.Contains(line, "repaired unfinished file"):
-				repaired++
-				if !strings.Contains(line, " cut_bytes=0") {
-					cut++
-				}
-			case strings.Contains(line, "removed unfinished file"):
-				removed++
-			}
-		}
-	}
+	repaired, cut, removed := repairCounts(colls)
 	t.Logf("RELIABILITY: collector SIGKILL under full load (%d IMIX packets at 40 000/s, 4 MiB batches (4 writes each), --fsync batch): "+
 		"kills survived %d, packets sent %d, lost %d, duplicated %d, unexpected %d, files %d, agent reconnects %d; "+
 		"unfinished files repaired %d (%d cut back), removed %d",
