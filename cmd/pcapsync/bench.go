@@ -11,10 +11,34 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin") {
-		return fmt.Errorf("%w: bench transport|fanin [flags]", errUsage)
+	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency") {
+		return fmt.Errorf("%w: bench transport|fanin|latency [flags]", errUsage)
 	}
 	switch args[0] {
+	case "latency":
+		var err error
+		fs := newFlagSet("bench latency", "pcapsync bench latency [--rate PPS] [--seconds N] [--flush-interval D] [--markdown]  (root)", stderr)
+		var c bench.LatencyConfig
+		fs.IntVar(&c.Rate, "rate", 1000, "packets per second through the veth")
+		secs := fs.Float64("seconds", 10, "sending time")
+		fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the agent's --flush-interval")
+		md := fs.Bool("markdown", false, "print a Markdown table")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if c.Rate < 1 || *secs <= 0 || c.Flush <= 0 {
+			return fmt.Errorf("%w: --rate, --seconds and --flush-interval must be positive", errUsage)
+		}
+		c.Duration = time.Duration(*secs * float64(time.Second))
+		if c.Exe, err = os.Executable(); err != nil {
+			return err
+		}
+		res, err := bench.Latency(ctx, c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d packets/s for %gs over a veth between two namespaces; time from capture timestamp to readable in the file, polled every %v:\n\n", c.Rate, *secs, res.PollEvery)
+		return bench.WriteLatency(stdout, res, *md)
 	case "transport":
 		fs := newFlagSet("bench transport", "pcapsync bench transport [--seconds N] [--rounds R] [--markdown]", stderr)
 		secs := fs.Float64("seconds", 1, "sending time per mode and round")

@@ -1,0 +1,41 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestLatencyShort runs the latency bench for one second: every packet
+// is seen in both files, and the latencies are positive and bounded.
+func TestLatencyShort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bench latency needs root")
+	}
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Skip("tcpdump not installed")
+	}
+	exe := filepath.Join(t.TempDir(), "pcapsync")
+	if out, err := exec.Command("go", "build", "-o", exe, "../../cmd/pcapsync").CombinedOutput(); err != nil {
+		t.Fatalf("building pcapsync: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Latency(ctx, LatencyConfig{Exe: exe, Rate: 500, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Pcapsync) != r.Sent || len(r.Tcpdump) != r.Sent {
+		t.Fatalf("sent %d, read pcapsync %d, tcpdump %d", r.Sent, len(r.Pcapsync), len(r.Tcpdump))
+	}
+	for name, ds := range map[string][]time.Duration{"pcapsync": r.Pcapsync, "tcpdump": r.Tcpdump} {
+		if ds[0] <= 0 || ds[len(ds)-1] > 5*time.Second {
+			t.Errorf("%s latencies out of range: min %v max %v", name, ds[0], ds[len(ds)-1])
+		}
+	}
+}
