@@ -209,21 +209,8 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 	if err := os.Truncate(path, 24+700*80+40); err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet, Insecure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
-	defer func() { cancel(); <-served; core.Close() }()
-
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "cut", ReadFile: path, Logger: quiet, Insecure: true})
+	rc := startCollector(t, collector.Config{Insecure: true})
+	a, err := New(Config{Collector: rc.addr, Name: "cut", ReadFile: path, Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +221,7 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 	if sum.Read != 700 || sum.Acked != 700 {
 		t.Fatalf("summary %+v; want 700 read and acknowledged", sum)
 	}
-	if got := core.Counters.Packets.Load(); got != 700 {
+	if got := rc.core.Counters.Packets.Load(); got != 700 {
 		t.Fatalf("collector wrote %d packets, want 700", got)
 	}
 }
