@@ -24,7 +24,7 @@ Usage:
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--rate PPS]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
-  pcapsync bench transport|fanin [flags]
+  pcapsync bench transport|fanin|latency [flags]
 
 Run "pcapsync COMMAND --help" for the flags of a command.
 `
