@@ -18,6 +18,9 @@ echo "== unit and end-to-end tests (race detector on)"
 if [ "$(id -u)" -eq 0 ]; then export PCAPSYNC_E2E_REQUIRE=1; fi
 go test -race -count=1 -timeout 15m ./...
 
+echo "== allocation tests (without the race detector, which makes sync.Pool drop items)"
+go test -count=1 -run='Allocs' ./...
+
 echo "== fuzzers, a fixed number of inputs each"
 fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZ_COUNT:-20000}x" "$2"; }
 fuzz FuzzBatch ./internal/wire

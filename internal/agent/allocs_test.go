@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+)
+
+// TestBuilderSteadyStateAllocs: the agent's per-packet path (read a
+// packet from a file, append it to the batch being built, seal full
+// batches into the queue, release them on acknowledgement) allocates
+// nothing once the batch pool is warm.
+func TestBuilderSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
+	}
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	const perRun = 2000
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 40 * perRun, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapfile.NewReader(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{BatchBytes: 64 << 10, SnapLen: 65535}
+	bufCap := 8 + 28 + cfg.BatchBytes + cfg.SnapLen + 64
+	a := &Agent{cfg: cfg, q: newQueue(1<<30, bufCap)}
+	bd := a.newBuilder(true)
+	var p pcapfile.Packet
+	allocs := testing.AllocsPerRun(30, func() {
+		for range perRun {
+			if err := r.ReadInto(&p); err != nil {
+				t.Fatal(err)
+			}
+			bd.add(p.Timestamp, 0, p.OrigLen, p.Data, 0)
+		}
+		a.q.ack(a.q.stats().lastSeq)
+	})
+	if a.q.stats().lastSeq < 30 {
+		t.Fatalf("only %d batches sealed: the test does not exercise sealing", a.q.stats().lastSeq)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per %d packets, want 0", allocs, perRun)
+	}
+}
+
+// TestPipelineAllocsPerPacket replays files of two sizes through the
+// real agent and an in-process collector over loopback TCP and
+// compares the allocations of the whole process: what the larger run
+// allocates more, per additional packet, is the steady-state cost per
+// packet of agent and collector together (connection set-up, files and
+// goroutines cost the same in both runs). Batches are small (64 KiB,
+// about 180 IMIX packets) so that per-batch allocations would show too,
+// and the queue is small (1 MiB) so that its pool of batch buffers,
+// which grows to what the queue holds, is full early in both runs.
+func TestPipelineAllocsPerPacket(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
+	}
+	const small, large = 10_000, 60_000
+	run := func(n uint64) float64 {
+		path := filepath.Join(t.TempDir(), "in.pcap")
+		if err := gen.WriteFile(path, gen.FileConfig{Count: n, Mix: gen.MixIMIX}); err != nil {
+			t.Fatal(err)
+		}
+		rc := startCollector(t, collector.Config{Insecure: true})
+		return testing.AllocsPerRun(1, func() {
+			a, err := New(Config{Collector: rc.addr, Name: "allocs", ReadFile: path, Insecure: true,
+				BatchBytes: 64 << 10, QueueBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := a.Run(context.Background())
+			if err != nil || s.Acked != n {
+				t.Fatalf("replay of %d packets: %+v, %v", n, s, err)
+			}
+		})
+	}
+	runtime.GC()
+	base := run(small)
+	more := run(large)
+	perPacket := (more - base) / (large - small)
+	t.Logf("allocations: %v for %d packets, %v for %d: %.4f per additional packet", base, small, more, large, perPacket)
+	// A single allocation per batch would be 1/180 = 0.0056 per packet.
+	if perPacket > 0.002 {
+		t.Errorf("%.4f allocations per packet in the steady state, want about 0", perPacket)
+	}
+}
