@@ -94,16 +94,7 @@ func (e *BatchEncoder) Append(ts int64, ifIndex, origLen uint32, data []byte) {
 // frame header, batch header and records, ready to write. The returned
 // slice aliases the encoder's buffer and is valid until the next Reset.
 func (e *BatchEncoder) Finish(seq uint64) []byte {
-	b := e.buf
-	payload := uint32(len(b) - HeaderSize)
-	AppendHeader(b[:0], TypeBatch, uint8(CodecNone), payload)
-	p := b[HeaderSize:]
-	binary.LittleEndian.PutUint64(p[0:], seq)
-	binary.LittleEndian.PutUint64(p[8:], uint64(e.base))
-	binary.LittleEndian.PutUint32(p[16:], e.count)
-	binary.LittleEndian.PutUint32(p[20:], uint32(len(p)-BatchHeaderSize))
-	binary.LittleEndian.PutUint32(p[24:], batchCRC(p))
-	return b
+	return finish(e.buf, seq, e.base, e.count, uint32(len(e.Records())), CodecNone)
 }
 
 // batchCRC is the checksum of batch payload p: bytes 0..24 and the
@@ -112,12 +103,45 @@ func batchCRC(p []byte) uint32 {
 	return crc32.Update(crc32.Checksum(p[:24], castagnoli), castagnoli, p[BatchHeaderSize:])
 }
 
-// Batch is a decoded batch header; Records aliases the frame payload.
+// Records returns the records section appended since Reset, for a
+// caller that compresses it (see FinishCompressed). It aliases the
+// encoder's buffer.
+func (e *BatchEncoder) Records() []byte { return e.buf[HeaderSize+BatchHeaderSize:] }
+
+// CompressedFrame starts a compressed frame in dst: it returns dst[:0]
+// with room for the headers, to which the caller appends the compressed
+// records before calling FinishCompressed.
+func CompressedFrame(dst []byte) []byte { return append(dst[:0], zeroHeaders[:]...) }
+
+// FinishCompressed completes frame, which holds the headers' room (see
+// CompressedFrame) followed by the records section of e compressed with
+// codec, as batch seq: the batch header keeps e's base time, count and
+// the uncompressed length, and the checksum covers the records as sent.
+// It returns frame with the headers filled in.
+func (e *BatchEncoder) FinishCompressed(frame []byte, seq uint64, codec Codec) []byte {
+	return finish(frame, seq, e.base, e.count, uint32(len(e.Records())), codec)
+}
+
+func finish(b []byte, seq uint64, base int64, count, rawLen uint32, codec Codec) []byte {
+	AppendHeader(b[:0], TypeBatch, uint8(codec), uint32(len(b)-HeaderSize))
+	p := b[HeaderSize:]
+	binary.LittleEndian.PutUint64(p[0:], seq)
+	binary.LittleEndian.PutUint64(p[8:], uint64(base))
+	binary.LittleEndian.PutUint32(p[16:], count)
+	binary.LittleEndian.PutUint32(p[20:], rawLen)
+	binary.LittleEndian.PutUint32(p[24:], batchCRC(p))
+	return b
+}
+
+// Batch is a decoded batch header. Records aliases the frame payload; it
+// is compressed with Codec unless that is CodecNone. A transport that
+// decompresses it sets Records to the result and Codec to CodecNone.
 type Batch struct {
 	Seq      uint64
 	BaseTime int64
 	Count    uint32
 	Codec    Codec
+	RawLen   uint32 // length of the records section uncompressed
 	Records  []byte
 }
 
@@ -139,18 +163,21 @@ func ParseBatch(flags uint8, p []byte, lim BatchLimits) (Batch, error) {
 	b.Seq = binary.LittleEndian.Uint64(p[0:])
 	b.BaseTime = int64(binary.LittleEndian.Uint64(p[8:]))
 	b.Count = binary.LittleEndian.Uint32(p[16:])
-	rawLen := binary.LittleEndian.Uint32(p[20:])
+	b.RawLen = binary.LittleEndian.Uint32(p[20:])
 	want := binary.LittleEndian.Uint32(p[24:])
 	b.Codec = Codec(flags & 0x0f)
+	if flags&0xf0 != 0 {
+		return b, fmt.Errorf("batch seq %d: flags 0x%02x: %w", b.Seq, flags, ErrFlags)
+	}
 	b.Records = p[BatchHeaderSize:len(p):len(p)]
 	if got := batchCRC(p); got != want {
 		return b, fmt.Errorf("batch seq %d: crc32c 0x%08x, header says 0x%08x: %w", b.Seq, got, want, ErrChecksum)
 	}
-	if b.Codec != CodecNone {
-		return b, fmt.Errorf("batch seq %d: codec %d: %w", b.Seq, b.Codec, ErrFlags)
+	if !b.Codec.Known() {
+		return b, fmt.Errorf("batch seq %d: %s: %w", b.Seq, b.Codec, ErrFlags)
 	}
-	if int(rawLen) != len(b.Records) {
-		return b, fmt.Errorf("batch seq %d: records length %d, header says %d: %w", b.Seq, len(b.Records), rawLen, ErrMalformed)
+	if b.Codec == CodecNone && int(b.RawLen) != len(b.Records) {
+		return b, fmt.Errorf("batch seq %d: records length %d, header says %d: %w", b.Seq, len(b.Records), b.RawLen, ErrMalformed)
 	}
 	maxRec := lim.MaxRecords
 	if maxRec == 0 {
@@ -159,8 +186,8 @@ func ParseBatch(flags uint8, p []byte, lim BatchLimits) (Batch, error) {
 	if b.Count > maxRec {
 		return b, fmt.Errorf("batch seq %d: %d records over limit %d: %w", b.Seq, b.Count, maxRec, ErrTooLarge)
 	}
-	if uint64(b.Count)*minRecord > uint64(len(b.Records)) {
-		return b, fmt.Errorf("batch seq %d: %d records cannot fit in %d bytes: %w", b.Seq, b.Count, len(b.Records), ErrMalformed)
+	if uint64(b.Count)*minRecord > uint64(b.RawLen) {
+		return b, fmt.Errorf("batch seq %d: %d records cannot fit in %d bytes: %w", b.Seq, b.Count, b.RawLen, ErrMalformed)
 	}
 	return b, nil
 }
@@ -174,8 +201,12 @@ type Record struct {
 }
 
 // Iter returns an iterator over the batch's records that rejects any
-// interface index >= numIfaces.
+// interface index >= numIfaces. Compressed records must be decompressed
+// first (see Batch); the iterator of a compressed batch fails at once.
 func (b *Batch) Iter(numIfaces uint32) RecordIter {
+	if b.Codec != CodecNone {
+		return RecordIter{err: fmt.Errorf("batch seq %d: records still compressed with %s", b.Seq, b.Codec)}
+	}
 	return RecordIter{b: b.Records, prev: b.BaseTime, left: b.Count, nIf: numIfaces, seq: b.Seq}
 }
 
@@ -196,6 +227,7 @@ func (b *Batch) Validate(numIfaces uint32) error {
 
 // RecordIter walks a batch's records. The zero value yields nothing.
 type RecordIter struct {
+	err  error // set: Next returns it
 	b    []byte
 	off  int
 	prev int64
@@ -209,6 +241,9 @@ type RecordIter struct {
 // record, and an error if the bytes are malformed, including bytes left
 // over after the last record. Steady state allocates nothing.
 func (it *RecordIter) Next(r *Record) error {
+	if it.err != nil {
+		return it.err
+	}
 	if it.left == 0 {
 		if it.off != len(it.b) {
 			return it.fail("%d bytes after the last record: %w", len(it.b)-it.off, ErrMalformed)

@@ -58,9 +58,29 @@ func (t Type) String() string {
 // low 4 bits of a batch frame's flags.
 type Codec uint8
 
-// CodecNone is the only codec of protocol version 1's first release; the
-// values 1..15 are reserved for codecs negotiated in the handshake.
-const CodecNone Codec = 0
+// Codecs. CodecNone was the only codec of protocol version 1's first
+// release and every peer accepts it; the others are sent only when the
+// collector's Welcome lists them. Values 4..15 are reserved.
+const (
+	CodecNone Codec = 0 // records as they are
+	CodecLZ4  Codec = 1 // one LZ4 block (github.com/pierrec/lz4/v4 CompressBlock)
+	CodecS2   Codec = 2 // one S2 block (github.com/klauspost/compress/s2 Encode)
+	CodecZstd Codec = 3 // one zstd frame (RFC 8878)
+
+	numCodecs = 4
+)
+
+var codecNames = [numCodecs]string{"none", "lz4", "s2", "zstd"}
+
+func (c Codec) String() string {
+	if int(c) < len(codecNames) {
+		return codecNames[c]
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// Known reports whether c is a codec of this protocol version.
+func (c Codec) Known() bool { return c < numCodecs }
 
 // Limits bound what a FrameReader accepts. The zero value means the
 // defaults below.
@@ -121,7 +141,7 @@ func ParseHeader(b *[HeaderSize]byte, lim Limits) (Header, error) {
 	limit := lim.maxControl()
 	if h.Type == TypeBatch {
 		limit = lim.maxFrame()
-		if Codec(h.Flags&0x0f) != CodecNone || h.Flags&0xf0 != 0 {
+		if !Codec(h.Flags&0x0f).Known() || h.Flags&0xf0 != 0 {
 			return h, fmt.Errorf("frame header: batch flags 0x%02x: %w", h.Flags, ErrFlags)
 		}
 	} else if h.Flags != 0 {
