@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"io"
 	"net"
 	"strings"
@@ -45,6 +46,11 @@ needs --insecure.`, stderr)
 	fs.Var(sizeFlag{&ring}, "ring-size", "kernel ring buffer per interface")
 	batch := int64(1 << 20)
 	fs.Var(sizeFlag{&batch}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
+	fs.Func("compress", "compress each batch: none, lz4, s2, zstd[:LEVEL 1-22], or auto (s2 only where it saves 1/8 or more; incompressible traffic goes raw) (default none)", func(s string) error {
+		sp, err := compress.ParseSpec(s)
+		cfg.Compress = sp
+		return err
+	})
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "send a batch at the latest this long after its first packet (live capture)")
 	queue := int64(64 << 20)
 	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -20,18 +21,25 @@ import (
 // Summary is what an agent did, for its closing line.
 type Summary struct {
 	Read        uint64 // packets read from the sources
-	Sent        uint64 // packets sent at least once
+	Sent        uint64 // packets handed to a connection at least once
 	Acked       uint64 // packets the collector acknowledged
 	Dropped     uint64 // packets dropped because the queue (or spool) was full
 	RateDrops   uint64 // packets dropped by the rate limit (--max-rate)
 	KernelDrops uint64 // packets the kernel dropped (live capture)
 	Unacked     uint64 // packets still queued at exit
 	Reconnects  uint64
+
+	// Records bytes before and after compression (equal without it).
+	RawBytes, WireBytes uint64
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
+	str := fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
+	if s.RawBytes != s.WireBytes && s.WireBytes > 0 {
+		str += fmt.Sprintf(", compressed %d to %d bytes (ratio %.2f)", s.RawBytes, s.WireBytes, float64(s.RawBytes)/float64(s.WireBytes))
+	}
+	return str
 }
 
 // ErrRejected is returned when the collector refuses the handshake;
@@ -61,6 +69,8 @@ type Agent struct {
 	sent       atomic.Uint64 // packets sent at least once
 	firstSent  atomic.Uint64 // highest sequence ever sent
 	reconnects atomic.Uint64
+
+	rawBytes, wireBytes atomic.Uint64 // records sections before and after compression
 
 	lastWrite time.Time // of the last write to the collector; sender goroutine only
 }
@@ -106,6 +116,11 @@ func New(cfg Config) (*Agent, error) {
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
 	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
+	if c.Compress.Codec != wire.CodecNone {
+		// A compressed batch is built in a second pool buffer, which
+		// must hold the worst case of the codec.
+		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
+	}
 	a.q = newQueue(c.QueueBytes, bufCap)
 	var recovered []*batch
 	if c.Spool != "" {
@@ -257,7 +272,8 @@ func (a *Agent) summary() Summary {
 		s.stats(&st)
 	}
 	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
-		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load()}
+		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(),
+		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load()}
 	for _, is := range st.Interfaces {
 		sum.Read += is.Captured
 		sum.KernelDrops += is.KernelDrops
@@ -284,8 +300,9 @@ type builder struct {
 	a     *Agent
 	b     *batch
 	enc   wire.BatchEncoder
-	block bool // wait for queue room instead of dropping (file replay)
-	nIf   int  // interfaces the current batch needs declared
+	cz    *compress.Encoder // nil: no compression
+	block bool              // wait for queue room instead of dropping (file replay)
+	nIf   int               // interfaces the current batch needs declared
 
 	firstTS   int64     // timestamp of the batch's first packet
 	firstWall time.Time // when it was appended
@@ -294,6 +311,10 @@ type builder struct {
 func (a *Agent) newBuilder(block bool) *builder {
 	bd := &builder{a: a, b: a.q.get(), block: block}
 	bd.enc.Reset(bd.b.buf[:0])
+	if a.cfg.Compress.Codec != wire.CodecNone {
+		// Validate accepted the spec, so this cannot fail.
+		bd.cz, _ = compress.NewEncoder(a.cfg.Compress)
+	}
 	return bd
 }
 
@@ -331,7 +352,28 @@ func (bd *builder) seal() {
 	if n == 0 {
 		return
 	}
-	if bd.a.q.push(bd.b, &bd.enc, n, bd.nIf, bd.block) {
+	if bd.cz != nil {
+		// Compress into a second buffer; the first builds the next batch.
+		records := bd.enc.Records()
+		alt := bd.a.q.get()
+		frame, codec := bd.cz.Compress(wire.CompressedFrame(alt.buf), records)
+		bd.a.rawBytes.Add(uint64(len(records)))
+		if codec != wire.CodecNone {
+			bd.a.wireBytes.Add(uint64(len(frame) - wire.HeaderSize - wire.BatchHeaderSize))
+			alt.buf = frame
+			if !bd.a.q.push(alt, &bd.enc, codec, n, bd.nIf, bd.block) {
+				bd.a.q.put(alt)
+			}
+			bd.enc.Reset(bd.b.buf[:0])
+			return
+		}
+		bd.a.wireBytes.Add(uint64(len(records)))
+		bd.a.q.put(alt)
+	} else {
+		bd.a.rawBytes.Add(uint64(len(bd.enc.Records())))
+		bd.a.wireBytes.Add(uint64(len(bd.enc.Records())))
+	}
+	if bd.a.q.push(bd.b, &bd.enc, wire.CodecNone, n, bd.nIf, bd.block) {
 		bd.b = bd.a.q.get()
 	}
 	bd.enc.Reset(bd.b.buf[:0])

@@ -24,7 +24,7 @@ func fill(q *queue, n int, block bool) bool {
 	for range n {
 		e.Append(1, 0, 100, make([]byte, 100))
 	}
-	return q.push(b, &e, n, 1, block)
+	return q.push(b, &e, wire.CodecNone, n, 1, block)
 }
 
 func TestQueue(t *testing.T) {

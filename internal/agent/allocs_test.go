@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // TestBuilderSteadyStateAllocs: the agent's per-packet path (read a
@@ -22,6 +24,16 @@ func TestBuilderSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
+	for _, spec := range []string{"none", "lz4", "s2", "zstd", "auto"} {
+		sp, err := compress.ParseSpec(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(spec, func(t *testing.T) { testBuilderAllocs(t, sp) })
+	}
+}
+
+func testBuilderAllocs(t *testing.T, sp compress.Spec) {
 	path := filepath.Join(t.TempDir(), "in.pcap")
 	const perRun = 2000
 	if err := gen.WriteFile(path, gen.FileConfig{Count: 40 * perRun, Mix: gen.MixIMIX}); err != nil {
@@ -36,9 +48,12 @@ func TestBuilderSteadyStateAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{BatchBytes: 64 << 10, SnapLen: 65535}
-	bufCap := 8 + 28 + cfg.BatchBytes + cfg.SnapLen + 64
-	a := &Agent{cfg: cfg, q: newQueue(1<<30, bufCap)}
+	a, err := New(Config{Collector: "127.0.0.1:1", Insecure: true, ReadFile: path,
+		BatchBytes: 64 << 10, QueueBytes: 1 << 30, Compress: sp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.closeSources()
 	bd := a.newBuilder(true)
 	var p pcapfile.Packet
 	allocs := testing.AllocsPerRun(30, func() {
@@ -55,6 +70,9 @@ func TestBuilderSteadyStateAllocs(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("%v allocations per %d packets, want 0", allocs, perRun)
+	}
+	if raw, sent := a.rawBytes.Load(), a.wireBytes.Load(); sp.Codec != wire.CodecNone && sent >= raw {
+		t.Errorf("%s: %d bytes sent for %d: nothing was compressed", sp, sent, raw)
 	}
 }
 

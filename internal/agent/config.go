@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"log/slog"
 	"os"
 	"time"
@@ -29,6 +30,10 @@ type Config struct {
 	// shared evenly by the interfaces; packets over it are dropped and
 	// counted. 0 means no limit.
 	MaxRate int
+
+	// Compress compresses every batch's records (see compress.Spec); the
+	// zero value sends them as they are.
+	Compress compress.Spec
 
 	// BatchBytes seals a batch before it would exceed this size.
 	// 0 means 1 MiB.
@@ -152,6 +157,9 @@ func (c *Config) Validate() error {
 		return errors.New("agent: durations must not be negative")
 	case c.TLS == nil && !c.Insecure:
 		return errors.New("agent: no TLS configured: set TLS, or Insecure for plain TCP")
+	case !c.Compress.Codec.Known() || c.Compress.Level < 0 || c.Compress.Level > 22 ||
+		c.Compress.Level != 0 && c.Compress.Codec != wire.CodecZstd || c.Compress.Auto && c.Compress.Codec != wire.CodecS2:
+		return fmt.Errorf("agent: compression %+v is not one of none, lz4, s2, zstd[:1..22], auto", c.Compress)
 	case len(c.Token) > wire.MaxTokenLen:
 		return fmt.Errorf("agent: token of %d bytes, at most %d", len(c.Token), wire.MaxTokenLen)
 	}

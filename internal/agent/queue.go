@@ -55,16 +55,27 @@ func newQueue(limit int64, bufCap int) *queue {
 // get returns an empty batch buffer from the pool.
 func (q *queue) get() *batch { return q.pool.Get().(*batch) }
 
-// push seals the batch in enc (which must be building into b.buf) with
-// the next sequence number and queues it. When the queue is full (the
+// put returns an unqueued batch buffer to the pool.
+func (q *queue) put(b *batch) {
+	b.buf, b.seg = b.buf[:0], nil
+	q.pool.Put(b)
+}
+
+// push seals the batch in enc with the next sequence number and queues
+// it. With CodecNone enc must be building into b.buf; with another codec
+// b.buf holds the frame with enc's records compressed (see
+// wire.CompressedFrame). When the queue is full (the
 // spool, if there is one, else memory), push drops the batch (counting
 // its packets) and returns false, unless block is set: then it waits for
 // room. A batch larger than the whole limit is accepted into an empty
 // queue, so nothing is stuck forever.
-func (q *queue) push(b *batch, enc *wire.BatchEncoder, packets, nIfaces int, block bool) bool {
+func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets, nIfaces int, block bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	need := enc.Len()
+	if codec != wire.CodecNone {
+		need = len(b.buf)
+	}
 	for !q.closed && len(q.items) > 0 && q.isFull(need) {
 		if !block {
 			q.droppedPackets += uint64(packets)
@@ -77,7 +88,11 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, packets, nIfaces int, blo
 		return false
 	}
 	b.seq = q.lastSeq + 1
-	b.buf = enc.Finish(b.seq)
+	if codec == wire.CodecNone {
+		b.buf = enc.Finish(b.seq)
+	} else {
+		b.buf = enc.FinishCompressed(b.buf, b.seq, codec)
+	}
 	b.packets = uint64(packets)
 	b.nIfaces = nIfaces
 	if q.spool != nil {
@@ -89,8 +104,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, packets, nIfaces int, blo
 		if q.bytes+int64(need) > q.limit {
 			// Memory is full: keep the batch on disk only.
 			meta := &batch{seq: b.seq, packets: b.packets, nIfaces: nIfaces, seg: b.seg, off: b.off, size: b.size}
-			b.buf, b.seg = b.buf[:0], nil
-			q.pool.Put(b)
+			q.put(b)
 			b = meta
 		}
 	}
@@ -152,8 +166,7 @@ func (q *queue) ack(seq uint64) {
 		q.ackedPackets += b.packets
 		if b.buf != nil {
 			q.bytes -= int64(len(b.buf))
-			b.buf, b.seg = b.buf[:0], nil
-			q.pool.Put(b)
+			q.put(b)
 		}
 		q.items[n] = nil
 		n++

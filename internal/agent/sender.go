@@ -108,7 +108,7 @@ func (a *Agent) connect(ctx context.Context) (c *link, w wire.Welcome, declared 
 		}
 		c.Conn = tc
 	}
-	hello := wire.Hello{Instance: a.instance, Codecs: 1 << wire.CodecNone, Name: a.cfg.Name, Host: a.host,
+	hello := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Codec, Name: a.cfg.Name, Host: a.host,
 		Token: a.cfg.Token, Interfaces: a.interfaces()}
 	if _, err := c.Write(wire.AppendHello(nil, &hello)); err != nil {
 		return fail(tlsError("sending hello", err))
@@ -129,6 +129,10 @@ func (a *Agent) connect(ctx context.Context) (c *link, w wire.Welcome, declared 
 		err = fmt.Errorf("%w: %s", ErrRejected, reason)
 	default:
 		err = fmt.Errorf("unexpected %s frame in handshake: %w", h.Type, wire.ErrUnknownType)
+	}
+	if c := a.cfg.Compress.Codec; err == nil && c != wire.CodecNone && w.Codecs&(1<<c) == 0 {
+		err = fmt.Errorf("%w: collector does not accept %s-compressed batches (an older version?): run the agent with --compress none",
+			ErrRejected, c)
 	}
 	if err == nil && w.MaxFrame < uint32(a.q.bufCap) {
 		err = fmt.Errorf("%w: collector accepts frames up to %d bytes, this agent's batches reach %d: lower the batch size or the snaplen",
@@ -230,17 +234,18 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 				}
 				spoolBuf = frame
 			}
-			// Raise sentMax first: the collector may acknowledge the batch
-			// as soon as its last byte is in the kernel, before Write returns.
+			// Raise sentMax and the sent counter first: the collector may
+			// acknowledge the batch as soon as its last byte is in the
+			// kernel, before Write returns.
 			sentMax.Store(b.seq)
-			if err := a.write(conn, frame); err != nil {
-				return err
-			}
-			cursor = b.seq
 			if b.seq > a.firstSent.Load() {
 				a.firstSent.Store(b.seq)
 				a.sent.Add(b.packets)
 			}
+			if err := a.write(conn, frame); err != nil {
+				return err
+			}
+			cursor = b.seq
 			continue
 		}
 		select {

@@ -28,7 +28,7 @@ func pushN(t *testing.T, q *queue, n, packets int) [][]byte {
 		for j := range packets {
 			e.Append(int64(i*1000+j), 0, 300, bytes.Repeat([]byte{byte(i)}, 300))
 		}
-		if !q.push(b, &e, packets, 1, false) {
+		if !q.push(b, &e, wire.CodecNone, packets, 1, false) {
 			t.Fatalf("push %d refused", i)
 		}
 		fb := q.at(q.stats().lastSeq)

@@ -3,18 +3,27 @@ package collector
 import (
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// TestBatchSteadyStateAllocs: checking, deduplicating and writing a
-// batch of 1000 packets into an open file, and committing it, allocates
-// nothing, whatever the fsync policy.
+// TestBatchSteadyStateAllocs: checking, deduplicating, decompressing and
+// writing a batch of 1000 packets into an open file, and committing it,
+// allocates nothing, whatever the fsync policy and codec.
 func TestBatchSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
+	}
 	for name, fsync := range map[string]time.Duration{"1s": 0, "never": FsyncNever, "batch": FsyncPerBatch} {
-		t.Run(name, func(t *testing.T) { testBatchAllocs(t, fsync) })
+		t.Run(name, func(t *testing.T) { testBatchAllocs(t, fsync, compress.Spec{}) })
+	}
+	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
+		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, 0, sp) })
 	}
 }
 
-func testBatchAllocs(t *testing.T, fsync time.Duration) {
+func testBatchAllocs(t *testing.T, fsync time.Duration, sp compress.Spec) {
 	c := newCore(t, Config{Fsync: fsync})
 	defer c.Close()
 	s, _, err := c.Begin(hello("a1", 1), func() {})
@@ -23,13 +32,22 @@ func testBatchAllocs(t *testing.T, fsync time.Duration) {
 	}
 	defer s.End(true)
 	const runs, perBatch = 50, 1000
-	payloads := make([][]byte, runs+2)
-	for i := range payloads {
-		payloads[i] = batchPayload(uint64(i+1), i*perBatch, perBatch)
+	type batch struct {
+		flags   uint8
+		payload []byte
+	}
+	batches := make([]batch, runs+2)
+	for i := range batches {
+		b := &batches[i]
+		if sp.Codec == wire.CodecNone {
+			b.payload = batchPayload(uint64(i+1), i*perBatch, perBatch)
+		} else {
+			b.flags, b.payload = compressedPayload(t, sp, uint64(i+1), i*perBatch, perBatch)
+		}
 	}
 	next := 0
 	allocs := testing.AllocsPerRun(runs, func() {
-		dup, err := s.Batch(0, payloads[next])
+		dup, err := s.Batch(batches[next].flags, batches[next].payload)
 		next++
 		if err != nil || dup {
 			t.Fatalf("batch %d: dup %v, %v", next, dup, err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,12 @@ type Counters struct {
 	FileErrors     atomic.Uint64 // failed file operations
 	PeerTimeouts   atomic.Uint64 // sessions ended because the agent sent nothing for the peer timeout
 	OverLimit      atomic.Uint64 // connections closed at once because MaxConns were open
+
+	Compressed  atomic.Uint64 // compressed batches received (duplicates included)
+	WireBytes   atomic.Uint64 // their records sections as received
+	RawBytes    atomic.Uint64 // and decompressed
+	BadCompress atomic.Uint64 // batches refused: compressed bytes corrupt
+	TooLargeRaw atomic.Uint64 // batches refused: would decompress past MaxFrame (bombs)
 }
 
 // Core is the transport-independent collector: it turns sessions of
@@ -58,6 +66,9 @@ type Core struct {
 	instMu    sync.Mutex // a leaf lock: guards instances, instance.seen
 	instances map[[16]byte]*instance
 	saver     stateSaver
+
+	dec  *compress.Decoder // shared by all sessions
+	bufs sync.Pool         // *[]byte: decompressed records, returned after each batch
 }
 
 type agent struct {
@@ -102,6 +113,11 @@ func NewCore(cfg Config) (*Core, error) {
 	}
 	core := &Core{cfg: c, log: c.Logger, dir: dir,
 		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}}
+	core.bufs.New = func() any { return new([]byte) }
+	// A batch decompresses to at most MaxFrame bytes, as if sent raw.
+	if core.dec, err = compress.NewDecoder(int(c.MaxFrame), runtime.GOMAXPROCS(0)); err != nil {
+		return nil, err
+	}
 	if err := core.loadState(); err != nil {
 		return nil, err
 	}
@@ -205,7 +221,32 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 	c.mu.Unlock()
 	s.ag, s.inst = ag, inst
 	c.Counters.Sessions.Add(1)
-	return s, wire.Welcome{LastSeq: last, MaxFrame: c.cfg.MaxFrame, Codecs: 1 << wire.CodecNone}, nil
+	return s, wire.Welcome{LastSeq: last, MaxFrame: c.cfg.MaxFrame, Codecs: AcceptedCodecs}, nil
+}
+
+// AcceptedCodecs are the codecs the collector decompresses, one bit per
+// wire.Codec, as sent in the Welcome.
+const AcceptedCodecs = 1<<wire.CodecNone | 1<<wire.CodecLZ4 | 1<<wire.CodecS2 | 1<<wire.CodecZstd
+
+// decompress replaces b's compressed records by their decompressed form
+// in a pooled buffer, which the caller returns with c.bufs.Put.
+func (c *Core) decompress(b *wire.Batch) (*[]byte, error) {
+	buf := c.bufs.Get().(*[]byte)
+	out, err := c.dec.Decompress(*buf, b.Codec, b.Records, int(b.RawLen))
+	*buf = out[:0]
+	if err != nil {
+		if errors.Is(err, compress.ErrTooLarge) {
+			c.Counters.TooLargeRaw.Add(1)
+		} else {
+			c.Counters.BadCompress.Add(1)
+		}
+		c.bufs.Put(buf)
+		return nil, fmt.Errorf("batch seq %d: %w", b.Seq, err)
+	}
+	c.Counters.WireBytes.Add(uint64(len(b.Records)))
+	c.Counters.RawBytes.Add(uint64(len(out)))
+	b.Records, b.Codec = out, wire.CodecNone
+	return buf, nil
 }
 
 // Limits returns the frame limits transports must apply.
@@ -224,9 +265,19 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 	ag := s.ag
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
+	if b.Codec != wire.CodecNone {
+		s.core.Counters.Compressed.Add(1)
+	}
 	if b.Seq <= max(s.inst.lastSeq.Load(), s.pending) {
 		s.core.Counters.Duplicates.Add(1)
 		return true, nil
+	}
+	if b.Codec != wire.CodecNone {
+		buf, err := s.core.decompress(&b)
+		if err != nil {
+			return false, err
+		}
+		defer s.core.bufs.Put(buf)
 	}
 	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
 		return false, err
@@ -464,6 +515,7 @@ func (c *Core) Close() error {
 	}
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(c.saveState, c.cfg.Fsync != FsyncNever, parts))
+	c.dec.Close()
 	return errors.Join(errs...)
 }
 

@@ -84,11 +84,12 @@ func writeTwoLinkPcapng(t *testing.T, path string) {
 func TestReplayIdentical(t *testing.T) {
 	requireTools(t, checkTools...)
 	tests := []struct {
-		name  string
-		agent string
-		file  string
-		write func(t *testing.T, path string)
-		check func(t *testing.T, in []pcapfile.Packet, inIfs []pcapfile.Interface) // input sanity
+		name     string
+		agent    string
+		file     string
+		compress string // --compress, "" for the default
+		write    func(t *testing.T, path string)
+		check    func(t *testing.T, in []pcapfile.Packet, inIfs []pcapfile.Interface) // input sanity
 	}{
 		{
 			name: "pcap-usec-ethernet-mixed", agent: "replay-mixed", file: "mixed.pcap",
@@ -135,6 +136,14 @@ func TestReplayIdentical(t *testing.T) {
 			},
 		},
 	}
+	// The same files again with every codec: the output must not change.
+	for _, codec := range []string{"lz4", "s2", "zstd:19", "auto"} {
+		for _, tt := range tests[:3] {
+			tt.name += "-" + codec
+			tt.compress = codec
+			tests = append(tests, tt)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -146,7 +155,11 @@ func TestReplayIdentical(t *testing.T) {
 			dir := t.TempDir()
 			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 			coll := startCollector(t, ctx, "", addr, dir)
-			agent := startReplay(t, ctx, addr, tt.agent, in)
+			var extra []string
+			if tt.compress != "" {
+				extra = []string{"--compress", tt.compress}
+			}
+			agent := startReplay(t, ctx, addr, tt.agent, in, extra...)
 			start := time.Now()
 			s := finishReplay(t, agent, uint64(len(inPkts)), 30*time.Second)
 			t.Logf("replayed %d packets in %v", len(inPkts), time.Since(start).Round(time.Millisecond))
