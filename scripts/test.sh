@@ -26,6 +26,8 @@ fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZ_COUNT:-20000}x" "$2";
 fuzz FuzzBatch ./internal/wire
 fuzz FuzzFrames ./internal/wire
 fuzz FuzzReader ./internal/pcapfile
+fuzz FuzzDecompress ./internal/compress
+fuzz FuzzRoundTrip ./internal/compress
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null

@@ -114,6 +114,10 @@ token in every hello. Plain TCP needs --insecure.`, stderr)
 	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d\n",
 		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
 		c.PeerTimeouts.Load(), c.OverLimit.Load())
+	if n := c.Compressed.Load() + c.BadCompress.Load() + c.TooLargeRaw.Load(); n > 0 {
+		fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
+			c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())
+	}
 	if serr != nil {
 		return serr
 	}
