@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -16,7 +15,7 @@ import (
 type fileSource struct {
 	a       *Agent
 	path    string
-	f       *os.File
+	f       io.ReadCloser
 	r       *pcapfile.Reader
 	ifmap   []int // file interface index -> agent interface index
 	read    atomic.Uint64
@@ -24,7 +23,7 @@ type fileSource struct {
 }
 
 func (a *Agent) openFile(path string) (*fileSource, error) {
-	f, err := os.Open(path)
+	f, err := pcapfile.Open(path) // compressed files too
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

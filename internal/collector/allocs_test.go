@@ -16,15 +16,18 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	for name, fsync := range map[string]time.Duration{"1s": 0, "never": FsyncNever, "batch": FsyncPerBatch} {
-		t.Run(name, func(t *testing.T) { testBatchAllocs(t, fsync, compress.Spec{}) })
+		t.Run(name, func(t *testing.T) { testBatchAllocs(t, Config{Fsync: fsync}, compress.Spec{}) })
+	}
+	for _, fc := range []FileCompress{{Codec: FileGzip}, {Codec: FileZstd}} {
+		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{FileCompress: fc}, compress.Spec{}) })
 	}
 	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
-		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, 0, sp) })
+		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, Config{}, sp) })
 	}
 }
 
-func testBatchAllocs(t *testing.T, fsync time.Duration, sp compress.Spec) {
-	c := newCore(t, Config{Fsync: fsync})
+func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
+	c := newCore(t, cfg)
 	defer c.Close()
 	s, _, err := c.Begin(hello("a1", 1), func() {})
 	if err != nil {

@@ -35,7 +35,11 @@ type Config struct {
 	// FsyncNever leaves it to the OS. Closed files are always synced
 	// except under FsyncNever. 0 means 1s.
 	Fsync time.Duration
-	// MaxFrame is the largest frame payload accepted. 0 means 16 MiB.
+	// FileCompress compresses the files written (see FileCompress);
+	// the zero value writes plain pcapng.
+	FileCompress FileCompress
+	// MaxFrame is the largest frame payload accepted, and the most a
+	// compressed batch may decompress to. 0 means 16 MiB.
 	MaxFrame uint32
 	// HandshakeTimeout bounds the time from accept to a valid Hello.
 	// 0 means 10s.
@@ -128,6 +132,9 @@ const MinTokenLen = 16
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
+	if err := c.FileCompress.validate(); err != nil {
+		return err
+	}
 	switch {
 	case c.Dir == "":
 		return errors.New("collector: output directory is required")

@@ -173,7 +173,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		ag = &agent{name: h.Name, file: agentFile{
 			dir: filepath.Join(c.dir, h.Name), name: h.Name,
 			size: c.cfg.RotateSize, interval: c.cfg.RotateInterval,
-			fsync: c.cfg.Fsync, saveState: c.saveState}}
+			fsync: c.cfg.Fsync, comp: c.cfg.FileCompress, saveState: c.saveState}}
 		c.agents[h.Name] = ag
 	}
 	c.mu.Unlock()

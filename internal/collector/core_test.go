@@ -55,6 +55,17 @@ type readPacket struct {
 	data  []byte
 }
 
+// openCapture opens a capture file the collector wrote, decompressing
+// .gz and .zst files.
+func openCapture(t *testing.T, path string) io.ReadCloser {
+	t.Helper()
+	f, err := pcapfile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // readDir reads every closed file of an agent, in name order, and fails
 // on leftover .part files.
 func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
@@ -67,10 +78,7 @@ func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
 		if strings.HasSuffix(e.Name(), PartSuffix) {
 			t.Fatalf("%s still open", e.Name())
 		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := openCapture(t, filepath.Join(dir, e.Name()))
 		r, err := pcapfile.NewReader(f, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -71,12 +71,14 @@ type agentFile struct {
 	size       int64
 	interval   time.Duration
 	fsync      time.Duration
+	comp       FileCompress
 	saveState  func() error // persists every instance's high-water mark
 
 	ifaces     []fileIface
 	agentDrops uint64
 
 	f        *os.File
+	mw       *memberWriter // between bw and f when comp is set; reused across files
 	bw       *bufio.Writer
 	w        *pcapfile.NgWriter
 	path     string // final name, without PartSuffix
@@ -85,6 +87,7 @@ type agentFile struct {
 	marked       []markRef // instances with marks in this file, highest seq
 	markEnd      int64     // offset after the last mark written
 	committedEnd int64     // markEnd at the last successful flush
+	diskEnd      int64     // file size at the last successful flush: where abandon cuts
 	cuts         uint64    // times abandon cut uncommitted batches away
 	unpublished  []string  // closed part files whose publish failed
 	dirty        bool      // flushed but not synced
@@ -127,17 +130,30 @@ func (af *agentFile) open(now time.Time) error {
 		return fmt.Errorf("creating %s: %w", af.dir, err)
 	}
 	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
-	path := filepath.Join(af.dir, base+".pcapng")
+	ext := ".pcapng" + af.comp.Ext()
+	path := filepath.Join(af.dir, base+ext)
 	// A name taken in the same millisecond gets _001, _002, ...: '_'
 	// sorts after '.', so names sort in creation order.
 	for n := 1; exists(path) || exists(path+PartSuffix); n++ {
-		path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d.pcapng", base, n))
+		path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d%s", base, n, ext))
+	}
+	if af.comp.Codec != FileNone && af.mw == nil {
+		mw, err := newMemberWriter(af.comp)
+		if err != nil {
+			return fmt.Errorf("file compression: %w", err)
+		}
+		af.mw = mw
 	}
 	f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return fmt.Errorf("creating output file: %w", err)
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	var dst io.Writer = f
+	if af.mw != nil {
+		af.mw.reset(f)
+		dst = af.mw
+	}
+	bw := bufio.NewWriterSize(dst, 1<<20)
 	w, err := pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
 		OS:       "Linux",
 		UserAppl: "pcapsync collector",
@@ -149,6 +165,9 @@ func (af *agentFile) open(now time.Time) error {
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err == nil && af.mw != nil {
+		err = af.mw.commit()
+	}
 	if err != nil {
 		f.Close()
 		os.Remove(path + PartSuffix)
@@ -156,13 +175,22 @@ func (af *agentFile) open(now time.Time) error {
 	}
 	af.f, af.bw, af.w, af.path = f, bw, w, path
 	af.marked = af.marked[:0]
-	af.markEnd, af.committedEnd = 0, 0
+	af.markEnd, af.committedEnd, af.diskEnd = 0, 0, 0
 	af.dirty, af.lastSync = true, now
 	af.rotateAt = time.Time{}
 	if af.interval > 0 {
 		af.rotateAt = now.Truncate(af.interval).Add(af.interval)
 	}
 	return nil
+}
+
+// onDisk is the size of the open file as written so far: for a
+// compressed file, what the compressor has emitted.
+func (af *agentFile) onDisk() int64 {
+	if af.mw != nil {
+		return af.mw.out.n
+	}
+	return af.w.Written()
 }
 
 func exists(path string) bool {
@@ -172,7 +200,7 @@ func exists(path string) bool {
 
 // due reports whether the open file must be rotated before more is written.
 func (af *agentFile) due(now time.Time) bool {
-	return af.f != nil && (af.size > 0 && af.w.Written() >= af.size ||
+	return af.f != nil && (af.size > 0 && af.onDisk() >= af.size ||
 		!af.rotateAt.IsZero() && !now.Before(af.rotateAt))
 }
 
@@ -223,7 +251,13 @@ func (af *agentFile) flush() error {
 	if err := af.bw.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
 	}
+	if af.mw != nil {
+		if err := af.mw.commit(); err != nil {
+			return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
+		}
+	}
 	af.committedEnd = af.markEnd
+	af.diskEnd = af.onDisk()
 	af.dirty = true
 	if af.fsync == FsyncPerBatch {
 		return af.sync(time.Now())
@@ -302,6 +336,9 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 		}
 	}
 	err = af.bw.Flush()
+	if err == nil && af.mw != nil {
+		err = af.mw.finish()
+	}
 	if err == nil && af.fsync != FsyncNever {
 		err = af.f.Sync()
 	}
@@ -356,8 +393,14 @@ func (af *agentFile) abandon() error {
 		return nil
 	}
 	af.bw.Reset(io.Discard)
+	if af.mw != nil {
+		af.mw.reset(io.Discard) // drop what the compressor holds
+	}
 	af.cuts++
-	err := af.f.Truncate(max(af.committedEnd, 0))
+	err := af.f.Truncate(af.diskEnd)
+	if t := af.mw.terminator(); err == nil && len(t) > 0 && af.committedEnd > 0 {
+		_, err = af.f.WriteAt(t, af.diskEnd)
+	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
 		af.f.Close()

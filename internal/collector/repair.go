@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +32,7 @@ func (c *Core) repairAll() error {
 			continue
 		}
 		dir := filepath.Join(c.dir, e.Name())
-		parts, err := filepath.Glob(filepath.Join(dir, "*.pcapng"+PartSuffix))
+		parts, err := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix))
 		if err != nil {
 			return err
 		}
@@ -78,7 +79,18 @@ func (c *Core) repairAll() error {
 // marks are saved. A file without a mark holds nothing acknowledged and
 // is removed. It returns the highest mark per instance and the bytes
 // kept and cut.
+//
+// A gzip file (.pcapng.gz.part) is cut back to the end of the last
+// complete member that holds a mark instead; a zstd file
+// (.pcapng.zst.part) is written again (see repairZstd).
 func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err error) {
+	codec := FileNone
+	switch name := strings.TrimSuffix(path, PartSuffix); {
+	case strings.HasSuffix(name, ".pcapng.gz"):
+		codec = FileGzip
+	case strings.HasSuffix(name, ".pcapng.zst"):
+		codec = FileZstd
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, 0, 0, err
@@ -94,43 +106,32 @@ func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err er
 	}
 	size := st.Size()
 	marks = map[[16]byte]uint64{}
-	br := bufio.NewReaderSize(f, 256<<10)
-	var hdr [8]byte
-	var block []byte // an EPB with options, read whole
-	var off, end int64
-	for first := true; ; first = false {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			break
-		}
-		typ := binary.LittleEndian.Uint32(hdr[0:])
-		n := int64(binary.LittleEndian.Uint32(hdr[4:]))
-		if n < 12 || n%4 != 0 || off+n > size || first && typ != 0x0A0D0D0A {
-			break // torn or not ours: stop here
-		}
-		if typ == 6 && n <= maxRepairBlock {
-			// An EPB: read it whole and look for a mark among its options.
-			if cap(block) < int(n) {
-				block = make([]byte, n)
+	var end int64
+	if codec == FileNone {
+		end, _ = scanBlocks(f, size, true, marks)
+	} else if codec == FileGzip {
+		first := true
+		member := map[[16]byte]uint64{}
+		gzipMembers(f, func(content []byte, memberEnd int64) bool {
+			clear(member)
+			markEnd, off := scanBlocks(bytes.NewReader(content), int64(len(content)), first, member)
+			if off != int64(len(content)) {
+				return false // not whole blocks: not ours, or damaged
 			}
-			block = block[:n]
-			copy(block, hdr[:])
-			if _, err := io.ReadFull(br, block[8:]); err != nil || int64(binary.LittleEndian.Uint32(block[n-4:])) != n {
-				break
-			}
-			if id, seq, ok := findMark(block); ok {
+			first = false
+			for id, seq := range member {
 				marks[id] = max(marks[id], seq)
-				end = off + n
 			}
-		} else {
-			if _, err := br.Discard(int(n - 12)); err != nil {
-				break
+			if markEnd > 0 {
+				end = memberEnd
 			}
-			var tr [4]byte
-			if _, err := io.ReadFull(br, tr[:]); err != nil || int64(binary.LittleEndian.Uint32(tr[:])) != n {
-				break
-			}
-		}
-		off += n
+			return true
+		})
+	} else {
+		f.Close()
+		f = nil
+		kept, cut, err := repairZstd(path, marks)
+		return marks, kept, cut, err
 	}
 	if end == 0 {
 		f.Close()
@@ -149,6 +150,51 @@ func repairPart(path string) (marks map[[16]byte]uint64, kept, cut int64, err er
 	}
 	f = nil
 	return marks, end, size - end, nil
+}
+
+// scanBlocks walks the pcapng blocks of r (size bytes), which starts
+// with a section header block if first, and records every batch mark it
+// finds in marks. It returns the offset just after the last block that
+// carries a mark (0 if none) and the offset where the blocks stopped
+// being whole (size if they all are).
+func scanBlocks(r io.Reader, size int64, first bool, marks map[[16]byte]uint64) (end, off int64) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	var hdr [8]byte
+	var block []byte // an EPB with options, read whole
+	for ; ; first = false {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return end, off
+		}
+		typ := binary.LittleEndian.Uint32(hdr[0:])
+		n := int64(binary.LittleEndian.Uint32(hdr[4:]))
+		if n < 12 || n%4 != 0 || off+n > size || first && typ != 0x0A0D0D0A {
+			return end, off // torn or not ours: stop here
+		}
+		if typ == 6 && n <= maxRepairBlock {
+			// An EPB: read it whole and look for a mark among its options.
+			if cap(block) < int(n) {
+				block = make([]byte, n)
+			}
+			block = block[:n]
+			copy(block, hdr[:])
+			if _, err := io.ReadFull(br, block[8:]); err != nil || int64(binary.LittleEndian.Uint32(block[n-4:])) != n {
+				return end, off
+			}
+			if id, seq, ok := findMark(block); ok {
+				marks[id] = max(marks[id], seq)
+				end = off + n
+			}
+		} else {
+			if _, err := br.Discard(int(n - 12)); err != nil {
+				return end, off
+			}
+			var tr [4]byte
+			if _, err := io.ReadFull(br, tr[:]); err != nil || int64(binary.LittleEndian.Uint32(tr[:])) != n {
+				return end, off
+			}
+		}
+		off += n
+	}
 }
 
 // maxRepairBlock bounds the packet blocks repair reads whole: a packet

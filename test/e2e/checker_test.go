@@ -56,8 +56,8 @@ func checkAgentDir(t *testing.T, dir string) *dirReport {
 			t.Errorf("%s: %v", path, err)
 		case strings.HasSuffix(name, ".part"):
 			t.Errorf("%s: unfinished file left behind (collector stopped without closing it)", path)
-		case !fi.Mode().IsRegular() || !strings.HasSuffix(name, ".pcapng"):
-			t.Errorf("%s: unexpected %v in an agent directory (want only *.pcapng files)", path, fi.Mode().Type())
+		case !fi.Mode().IsRegular() || !strings.HasSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".zst"), ".pcapng"):
+			t.Errorf("%s: unexpected %v in an agent directory (want only *.pcapng[.gz|.zst] files)", path, fi.Mode().Type())
 		default:
 			r.Files = append(r.Files, path)
 		}
@@ -79,7 +79,7 @@ func checkAgentDir(t *testing.T, dir string) *dirReport {
 // packets; it returns how many it read.
 func (r *dirReport) readFile(t *testing.T, path string) int {
 	t.Helper()
-	f, err := os.Open(path)
+	f, err := pcapfile.Open(path)
 	if err != nil {
 		t.Fatalf("opening output: %v", err)
 	}
@@ -247,7 +247,7 @@ func keyList(ks []key) string {
 // readAll reads every packet of a capture file, copies owned by the caller.
 func readAll(t *testing.T, path string) ([]pcapfile.Packet, []pcapfile.Interface) {
 	t.Helper()
-	f, err := os.Open(path)
+	f, err := pcapfile.Open(path)
 	if err != nil {
 		t.Fatalf("opening %s: %v", path, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ func TestReplayIdentical(t *testing.T) {
 		agent    string
 		file     string
 		compress string // --compress, "" for the default
+		files    string // the collector's --file-compress
 		write    func(t *testing.T, path string)
 		check    func(t *testing.T, in []pcapfile.Packet, inIfs []pcapfile.Interface) // input sanity
 	}{
@@ -144,6 +146,14 @@ func TestReplayIdentical(t *testing.T) {
 			tests = append(tests, tt)
 		}
 	}
+	// And written compressed: what tshark reads must not change either.
+	for _, fc := range []string{"gzip", "zstd"} {
+		for _, tt := range tests[:3] {
+			tt.name += "-file-" + fc
+			tt.files = fc
+			tests = append(tests, tt)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -154,7 +164,11 @@ func TestReplayIdentical(t *testing.T) {
 
 			dir := t.TempDir()
 			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			coll := startCollector(t, ctx, "", addr, dir)
+			var collArgs []string
+			if tt.files != "" {
+				collArgs = []string{"--file-compress", tt.files}
+			}
+			coll := startCollector(t, ctx, "", addr, dir, collArgs...)
 			var extra []string
 			if tt.compress != "" {
 				extra = []string{"--compress", tt.compress}
@@ -175,6 +189,9 @@ func TestReplayIdentical(t *testing.T) {
 			r := checkAgentDir(t, filepath.Join(dir, tt.agent))
 			if len(r.Files) != 1 {
 				t.Fatalf("want one output file, got %q", r.Files)
+			}
+			if ext := map[string]string{"": ".pcapng", "gzip": ".pcapng.gz", "zstd": ".pcapng.zst"}[tt.files]; !strings.HasSuffix(r.Files[0], ext) {
+				t.Errorf("output %s, want a %s file", r.Files[0], ext)
 			}
 			if len(r.Corrupt) > 0 || r.Other > 0 {
 				t.Errorf("output: %d corrupt and %d non-generated packets: %q", len(r.Corrupt), r.Other, r.Corrupt[:min(5, len(r.Corrupt))])

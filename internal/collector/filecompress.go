@@ -1,0 +1,316 @@
+package collector
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// FileCompress is the compression of the files the collector writes
+// (--file-compress). The zero value writes plain pcapng.
+//
+// What was acknowledged is always a complete stream on disk, which
+// Wireshark, tshark and capinfos read as it is:
+//
+//   - gzip: every commit (acknowledgement) ends a gzip member; a file is
+//     a sequence of members, which gzip readers read as one stream. A
+//     crash can leave a torn member after the last complete one; the
+//     next start cuts it away (repairPart). Each member starts without
+//     history, so many small commits compress worse.
+//   - zstd: one zstd frame per file, flushed at every commit, without
+//     the optional content checksum. (Wireshark 4.0 misreads files of
+//     several zstd frames, so frames are not ended per commit.) A crash
+//     leaves a frame without its last block; the next start decodes what
+//     is whole, and writes the file again up to the last complete batch
+//     (repairZstd). A full disk cuts the open file back to the last
+//     flush and ends the frame with an empty last block.
+type FileCompress struct {
+	Codec FileCodec
+	Level int // gzip 1..9, zstd 1..22; 0 means the codec's default
+}
+
+// FileCodec is a file compression codec.
+type FileCodec uint8
+
+const (
+	FileNone FileCodec = iota
+	FileGzip
+	FileZstd
+)
+
+// ParseFileCompress parses none|gzip[:1-9]|zstd[:1-22].
+func ParseFileCompress(s string) (FileCompress, error) {
+	name, level, hasLevel := strings.Cut(s, ":")
+	var fc FileCompress
+	maxLevel := 0
+	switch name {
+	case "none", "":
+	case "gzip":
+		fc.Codec, maxLevel = FileGzip, 9
+	case "zstd":
+		fc.Codec, maxLevel = FileZstd, 22
+	default:
+		return fc, fmt.Errorf("file compression %q: want none, gzip[:1-9] or zstd[:1-22]", s)
+	}
+	if hasLevel {
+		n, err := strconv.Atoi(level)
+		if err != nil || n < 1 || n > maxLevel {
+			return fc, fmt.Errorf("file compression %q: level must be 1..%d for %s", s, maxLevel, name)
+		}
+		fc.Level = n
+	}
+	return fc, nil
+}
+
+func (fc FileCompress) String() string {
+	s := [...]string{"none", "gzip", "zstd"}[fc.Codec]
+	if fc.Level != 0 {
+		s += ":" + strconv.Itoa(fc.Level)
+	}
+	return s
+}
+
+// Ext is the extension after ".pcapng".
+func (fc FileCompress) Ext() string { return [...]string{"", ".gz", ".zst"}[fc.Codec] }
+
+func (fc FileCompress) validate() error {
+	if fc.Codec > FileZstd || fc.Level < 0 || fc.Codec == FileGzip && fc.Level > 9 ||
+		fc.Codec == FileZstd && fc.Level > 22 || fc.Codec == FileNone && fc.Level != 0 {
+		return fmt.Errorf("collector: file compression %+v: want none, gzip[:1-9] or zstd[:1-22]", fc)
+	}
+	return nil
+}
+
+// memberWriter compresses a file as a sequence of members (gzip) or
+// frames (zstd): endMember completes the current one, so the bytes so
+// far are a complete stream. It counts the bytes written to the file.
+type memberWriter struct {
+	z interface {
+		io.WriteCloser
+		Reset(io.Writer)
+	}
+	zstd *zstd.Encoder // z, if the codec is zstd
+	open bool          // a member was started and not ended (gzip)
+	out  countingWriter
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func newMemberWriter(fc FileCompress) (*memberWriter, error) {
+	mw := &memberWriter{}
+	switch fc.Codec {
+	case FileGzip:
+		lvl := gzip.DefaultCompression
+		if fc.Level != 0 {
+			lvl = fc.Level
+		}
+		z, err := gzip.NewWriterLevel(io.Discard, lvl)
+		if err != nil {
+			return nil, err
+		}
+		mw.z = z
+	case FileZstd:
+		lvl := zstd.SpeedDefault
+		if fc.Level != 0 {
+			lvl = zstd.EncoderLevelFromZstd(fc.Level)
+		}
+		// One goroutine, a 1 MiB window: the encoder of each open file
+		// stays small when thousands of agents write at once.
+		z, err := newZstdFileEncoder(lvl)
+		if err != nil {
+			return nil, err
+		}
+		mw.z, mw.zstd = z, z
+	default:
+		return nil, fmt.Errorf("file compression %v", fc)
+	}
+	return mw, nil
+}
+
+// reset starts writing a new file to w.
+func (mw *memberWriter) reset(w io.Writer) {
+	mw.out = countingWriter{w: w}
+	mw.z.Reset(&mw.out)
+	mw.open = false
+}
+
+func (mw *memberWriter) Write(p []byte) (int, error) {
+	mw.open = true
+	return mw.z.Write(p)
+}
+
+// commit makes everything written so far a readable stream on disk up
+// to a point where the file can be cut: gzip ends the member, zstd
+// flushes a block.
+func (mw *memberWriter) commit() error {
+	if mw.zstd != nil {
+		return mw.zstd.Flush()
+	}
+	if !mw.open {
+		return nil
+	}
+	err := mw.z.Close()
+	mw.z.Reset(&mw.out)
+	mw.open = false
+	return err
+}
+
+// finish ends the stream of the file.
+func (mw *memberWriter) finish() error {
+	if mw.zstd != nil {
+		return mw.zstd.Close()
+	}
+	return mw.commit()
+}
+
+// terminator is what a stream cut at a commit needs appended to be
+// complete: a zstd frame's empty last block (a raw block of size 0; the
+// frame carries no checksum).
+func (mw *memberWriter) terminator() []byte {
+	if mw != nil && mw.zstd != nil {
+		return []byte{0x01, 0x00, 0x00}
+	}
+	return nil
+}
+
+// newZstdFileEncoder: one goroutine, no content checksum (so that a
+// frame cut at a block can be ended), a 1 MiB window (the encoder of
+// each open file stays small when thousands of agents write at once).
+func newZstdFileEncoder(lvl zstd.EncoderLevel) (*zstd.Encoder, error) {
+	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+}
+
+// maxRepairMember bounds the decompressed size of one member that
+// repair holds in memory: a commit is at most commitBytes plus one
+// frame, and the file's headers.
+const maxRepairMember = commitBytes + 64<<20
+
+// gzipMembers walks the members of a gzip file r and calls fn with the
+// decompressed content of each complete one and the offset in r just
+// after it. It stops at the first member that is torn or corrupt, or
+// when fn returns false.
+func gzipMembers(r io.Reader, fn func(content []byte, end int64) bool) {
+	cr := &countingReader{r: r}
+	var content bytes.Buffer
+	var zr gzip.Reader
+	for {
+		if err := zr.Reset(cr); err != nil {
+			return // the end, or a torn header
+		}
+		zr.Multistream(false)
+		content.Reset()
+		n, err := io.Copy(&content, io.LimitReader(&zr, maxRepairMember+1))
+		if err != nil || n > maxRepairMember {
+			return
+		}
+		if !fn(content.Bytes(), cr.n) {
+			return
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+	b [1]byte
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ReadByte lets the decompressor read exactly up to a member's end.
+func (c *countingReader) ReadByte() (byte, error) {
+	if _, err := io.ReadFull(c, c.b[:]); err != nil {
+		return 0, err
+	}
+	return c.b[0], nil
+}
+
+// repairZstd finishes a zstd file a crash left unfinished: it decodes
+// what is whole, finds the end of the last batch mark (pass one), then
+// writes that much again as a complete frame to a temporary file (pass
+// two), syncs it and renames it over path. It returns the marks and the
+// file's size before and after; a file without a mark is removed.
+func repairZstd(path string, marks map[[16]byte]uint64) (kept, cut int64, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	decode := func(fn func(r io.Reader) error) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dec, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return err
+		}
+		defer dec.Close()
+		return fn(dec)
+	}
+	var end int64
+	if err := decode(func(r io.Reader) error {
+		end, _ = scanBlocks(r, 1<<62, true, marks)
+		return nil
+	}); err != nil {
+		return 0, 0, err
+	}
+	if end == 0 {
+		return 0, st.Size(), os.Remove(path)
+	}
+	tmp := path + ".repair"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.Remove(tmp) // after a successful rename, a no-op
+	enc, err := newZstdFileEncoder(zstd.SpeedDefault)
+	if err != nil {
+		out.Close()
+		return 0, 0, err
+	}
+	enc.Reset(out)
+	err = decode(func(r io.Reader) error {
+		if _, err := io.CopyN(enc, r, end); err != nil {
+			return fmt.Errorf("decoding again: %w", err)
+		}
+		return enc.Close()
+	})
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	nst, err := os.Stat(tmp)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, 0, err
+	}
+	return nst.Size(), st.Size() - nst.Size(), nil
+}

@@ -1,0 +1,58 @@
+package pcapfile
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Open opens a capture file for NewReader, decompressing it if it is
+// gzip- or zstd-compressed (recognised by its first bytes, as Wireshark
+// does, whatever its name): the files "pcapsync collector
+// --file-compress" writes, or any .pcap.gz or .pcapng.zst. Close the
+// result to close the file.
+func Open(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(f, 256<<10)
+	magic, _ := br.Peek(4)
+	var r io.Reader = br
+	var closeZ func()
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br) // concatenated members are one stream
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: gzip: %w", path, err)
+		}
+		r = zr
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: zstd: %w", path, err)
+		}
+		r, closeZ = zr, zr.Close
+	}
+	return &file{Reader: r, f: f, closeZ: closeZ}, nil
+}
+
+type file struct {
+	io.Reader
+	f      *os.File
+	closeZ func()
+}
+
+func (f *file) Close() error {
+	if f.closeZ != nil {
+		f.closeZ()
+	}
+	return f.f.Close()
+}
