@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,22 +42,11 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	if exe == "" {
 		return res, errors.New("bench latency: LatencyConfig.Exe (the pcapsync binary) is required")
 	}
-	tag := strconv.Itoa(os.Getpid())
-	nsA, nsB := "pcsbench-"+tag+"-a", "pcsbench-"+tag+"-b"
-	defer exec.Command("ip", "netns", "del", nsA).Run()
-	defer exec.Command("ip", "netns", "del", nsB).Run()
-	for _, args := range [][]string{
-		{"netns", "add", nsA}, {"netns", "add", nsB},
-		{"link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB},
-		{"-n", nsA, "addr", "add", "198.18.0.1/30", "dev", "vA"},
-		{"-n", nsB, "addr", "add", "198.18.0.2/30", "dev", "vB"},
-		{"-n", nsA, "link", "set", "vA", "up"}, {"-n", nsB, "link", "set", "vB", "up"},
-		{"-n", nsA, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return res, fmt.Errorf("bench latency: ip %v: %w: %s", args, err, out)
-		}
+	ns, err := newVethPair("pcsbench")
+	if err != nil {
+		return res, fmt.Errorf("bench latency: %w", err)
 	}
+	defer ns.del()
 	dir, err := os.MkdirTemp("", "pcapsync-latency")
 	if err != nil {
 		return res, err
@@ -66,47 +54,32 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var procs []*exec.Cmd
-	defer func() {
-		for _, p := range procs {
-			p.Process.Kill()
-			p.Wait()
-		}
-	}()
-	start := func(ns string, stderr *bytes.Buffer, args ...string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...)
-		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		procs = append(procs, cmd)
-		return cmd, nil
-	}
-	var collLog, agentLog, tdLog bytes.Buffer // read only after the processes ended
-	if _, err := start(nsA, &collLog, exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error"); err != nil {
+	ps := &procSet{ctx: ctx}
+	defer ps.stop()
+	if _, err := ps.startIn(ns.A, "collector", exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error"); err != nil {
 		return res, err
 	}
 	time.Sleep(300 * time.Millisecond)
-	agent, err := start(nsA, &agentLog, exe, "agent", "--insecure", "--collector", "127.0.0.1:7733", "--name", "lat",
-		"--iface", "vA", "--flush-interval", cfg.Flush.String(), "--log-level", "error", "udp and dst port 5555")
+	agent, err := ps.startIn(ns.A, "agent", exe, "agent", "--insecure", "--collector", "127.0.0.1:7733", "--name", "lat",
+		"--iface", vethA, "--flush-interval", cfg.Flush.String(), "--log-level", "error", "udp and dst port 5555")
 	if err != nil {
 		return res, err
 	}
 	tdFile := filepath.Join(dir, "tcpdump.pcap")
-	td, err := start(nsA, &tdLog, "tcpdump", "-i", "vA", "-U", "-w", tdFile, "--time-stamp-precision=nano", "-n", "udp and dst port 5555")
+	td, err := ps.startIn(ns.A, "tcpdump", "tcpdump", "-i", vethA, "-U", "-w", tdFile, "--time-stamp-precision=nano", "-n", "udp and dst port 5555")
 	if err != nil {
 		return res, err
 	}
 	time.Sleep(time.Second) // both capturing, the agent connected
 	res.Sent = int(cfg.Duration.Seconds() * float64(cfg.Rate))
-	gen, err := start(nsB, &bytes.Buffer{}, exe, "gen", "udp", "--to", "198.18.0.1:5555", "--count", strconv.Itoa(res.Sent), "--rate", strconv.Itoa(cfg.Rate))
+	gen, err := ps.startIn(ns.B, "generator", exe, "gen", "udp", "--to", addrA+":5555", "--count", strconv.Itoa(res.Sent), "--rate", strconv.Itoa(cfg.Rate))
 	if err != nil {
 		return res, err
 	}
 	ours := &tailer{}
 	theirs := &tailer{}
 	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
+	go func() { done <- gen.wait() }()
 	tick := time.NewTicker(res.PollEvery)
 	defer tick.Stop()
 	deadline := time.Now().Add(cfg.Duration + 30*time.Second)
@@ -142,16 +115,16 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	res.Pcapsync, res.Tcpdump = ours.lat, theirs.lat
 	slices.Sort(res.Pcapsync)
 	slices.Sort(res.Tcpdump)
-	agent.Process.Signal(os.Interrupt)
-	td.Process.Signal(os.Interrupt)
-	agent.Wait()
-	td.Wait()
+	agent.signal(os.Interrupt)
+	td.signal(os.Interrupt)
+	agent.wait()
+	td.wait()
 	if ours.err != nil || theirs.err != nil {
 		return res, fmt.Errorf("bench latency: reading the files: %w", errors.Join(ours.err, theirs.err))
 	}
 	if len(res.Pcapsync) == 0 || len(res.Tcpdump) == 0 {
 		return res, fmt.Errorf("bench latency: no packets read (pcapsync %d, tcpdump %d); agent: %s; tcpdump: %s",
-			len(res.Pcapsync), len(res.Tcpdump), agentLog.String(), tdLog.String())
+			len(res.Pcapsync), len(res.Tcpdump), agent.stderr.String(), td.stderr.String())
 	}
 	return res, nil
 }

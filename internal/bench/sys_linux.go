@@ -72,3 +72,12 @@ func memStatus() (hwm, rss int64, err error) {
 	}
 	return hwm, rss, sc.Err()
 }
+
+// maxRSS returns the peak resident set of an ended process (and of the
+// children it reaped), in bytes: wait4's ru_maxrss is in KiB on Linux.
+func maxRSS(st *os.ProcessState) int64 {
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10
+	}
+	return 0
+}
