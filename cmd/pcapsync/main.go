@@ -22,7 +22,7 @@ Usage:
   pcapsync collector --dir DIR [--listen HOST:PORT] (--tls-cert F --tls-key F [--tls-client-ca F] | --insecure) [flags]
   pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
-  pcapsync gen udp --to HOST:PORT [--count N] [--rate PPS]
+  pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
   pcapsync bench transport|fanin|latency [flags]
 
