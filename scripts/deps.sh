@@ -2,9 +2,10 @@
 # Installs what building and testing pcapsync needs on Debian/Ubuntu:
 # libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
 # namespaces for capture tests), tshark/capinfos (output checks),
-# tcpdump, netcat and bc (the side-by-side benchmarks). Does nothing when all are present.
+# tcpdump, netcat and rsync (the side-by-side benchmarks). Does nothing
+# when all are present.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 tshark tcpdump netcat-openbsd bc)
+pkgs=(libpcap-dev gcc iproute2 tshark tcpdump netcat-openbsd rsync)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/bench"
+	"github.com/pcapsync/pcapsync/internal/gen"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency") {
-		return fmt.Errorf("%w: bench transport|fanin|latency [flags]", errUsage)
+	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency" && args[0] != "pipeline") {
+		return fmt.Errorf("%w: bench transport|fanin|latency|pipeline [flags]", errUsage)
 	}
 	switch args[0] {
+	case "pipeline":
+		return runBenchPipeline(ctx, args[1:], stdout, stderr)
 	case "latency":
 		var err error
 		fs := newFlagSet("bench latency", "pcapsync bench latency [--rate PPS] [--seconds N] [--flush-interval D] [--markdown]  (root)", stderr)
@@ -92,4 +96,55 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return bench.WriteFanin(stdout, c, res, *md)
 	}
 	return nil
+}
+
+func runBenchPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench pipeline", `pcapsync bench pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--exe FILE]
+
+Replays a generated file through agent -> collector -> pcapng, through
+PCAP-over-IP (tcpdump -r F -w - | nc into nc -l > file) and through
+tcpdump -w then rsync, every process on its own, the methods alternating,
+and reports medians of packets/s, CPU and peak RSS per process and bytes
+written, the ratios and issue 4's goals. Needs tcpdump, nc and rsync.
+Prints every round on stderr as it goes.`, stderr)
+	var c bench.PipelineConfig
+	fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
+	mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500 bytes at 7:4:1), mixed")
+	fs.IntVar(&c.Rounds, "rounds", 5, "rounds; every method runs once per round, medians are reported")
+	md := fs.Bool("markdown", false, "print Markdown tables")
+	fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
+	collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
+	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if c.Packets < 1 || c.Rounds < 1 {
+		return fmt.Errorf("%w: --packets and --rounds must be at least 1", errUsage)
+	}
+	for m := range strings.SplitSeq(*mixes, ",") {
+		c.Mixes = append(c.Mixes, gen.Mix(strings.TrimSpace(m)))
+	}
+	c.CollectorArgs = strings.Fields(*collArgs)
+	var err error
+	if c.Exe, err = benchExe(*exe); err != nil {
+		return err
+	}
+	c.Log = stderr
+	res, err := bench.Pipeline(ctx, c)
+	if len(res) > 0 {
+		fmt.Fprintln(stdout)
+		if werr := bench.WritePipeline(stdout, c, res, *md); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// benchExe returns the pcapsync binary a bench runs: flagValue when
+// given, else this executable.
+func benchExe(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return os.Executable()
 }

@@ -39,6 +39,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "nope"},
 		{"bench", "transport", "--rounds", "0"},
 		{"bench", "fanin", "--agents", "0"},
+		{"bench", "pipeline", "--rounds", "0"},
+		{"bench", "pipeline", "--packets", "0"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); !errors.Is(err, errUsage) {

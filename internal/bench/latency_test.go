@@ -4,9 +4,6 @@ package bench
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,16 +11,8 @@ import (
 // TestLatencyShort runs the latency bench for one second: every packet
 // is seen in both files, and the latencies are positive and bounded.
 func TestLatencyShort(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("bench latency needs root")
-	}
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		t.Skip("tcpdump not installed")
-	}
-	exe := filepath.Join(t.TempDir(), "pcapsync")
-	if out, err := exec.Command("go", "build", "-o", exe, "../../cmd/pcapsync").CombinedOutput(); err != nil {
-		t.Fatalf("building pcapsync: %v\n%s", err, out)
-	}
+	requireTools(t, true, "ip", "tcpdump")
+	exe := pcapsyncExe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := Latency(ctx, LatencyConfig{Exe: exe, Rate: 500, Duration: time.Second})

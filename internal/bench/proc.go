@@ -17,29 +17,40 @@ type proc struct {
 	stdout bytes.Buffer // read only after wait
 	stderr bytes.Buffer // read only after wait
 
-	once  sync.Once
-	err   error
-	usage procUsage
+	once    sync.Once
+	err     error
+	usage   ProcUsage
+	stopRSS chan struct{} // closed by wait: the sampler stops
+	rss     chan int64    // the sampler's result
 }
 
-// procUsage is what a process used, from wait4's rusage. It covers the
-// process and every child it reaped (rsync's forked receiver, for one);
-// MaxRSS is the largest of them, not their sum.
-type procUsage struct {
+// ProcUsage is what one process of a bench used. CPU comes from wait4's
+// rusage, which covers the process and every child it reaped (rsync's
+// forked receiver and generator, for one: checked against /proc while
+// rsync ran). MaxRSS is the largest VmHWM of the process and its
+// descendants, sampled every rssEvery while it runs; not wait4's
+// ru_maxrss, which is useless for a child of a Go program: Go starts
+// children with vfork (CLONE_VM), and exec records the hiwater RSS of
+// the mm it replaces, the parent's, in the child's ru_maxrss.
+type ProcUsage struct {
+	Name      string
 	User, Sys time.Duration
-	MaxRSS    int64 // bytes
+	MaxRSS    int64         // bytes; growth in the last rssEvery of a process is missed
+	Wall      time.Duration // when the process was timed on its own; else 0
+	Bytes     int64         // bytes it wrote to disk, when counted; else 0
 }
 
 // CPU returns user plus system time.
-func (u procUsage) CPU() time.Duration { return u.User + u.Sys }
+func (u ProcUsage) CPU() time.Duration { return u.User + u.Sys }
 
 // wait waits for the process once and records its usage; later calls
 // return the first call's error. Safe for concurrent use.
 func (p *proc) wait() error {
 	p.once.Do(func() {
 		p.err = p.cmd.Wait()
+		close(p.stopRSS)
 		if st := p.cmd.ProcessState; st != nil {
-			p.usage = procUsage{User: st.UserTime(), Sys: st.SystemTime(), MaxRSS: maxRSS(st)}
+			p.usage = ProcUsage{Name: p.name, User: st.UserTime(), Sys: st.SystemTime(), MaxRSS: <-p.rss}
 		}
 	})
 	return p.err
@@ -66,7 +77,30 @@ func (s *procSet) start(name string, setup func(*exec.Cmd), args ...string) (*pr
 		return nil, err
 	}
 	s.procs = append(s.procs, p)
+	p.stopRSS, p.rss = make(chan struct{}), make(chan int64, 1)
+	go p.sampleRSS()
 	return p, nil
+}
+
+// rssEvery is how often a proc's VmHWM is sampled.
+const rssEvery = 5 * time.Millisecond
+
+// sampleRSS samples the process tree's VmHWM until wait stops it
+// (VmHWM only grows, so the last sample is the peak but for the growth
+// after it), and sends the largest seen on p.rss.
+func (p *proc) sampleRSS() {
+	var peak int64
+	t := time.NewTicker(rssEvery)
+	defer t.Stop()
+	for {
+		peak = max(peak, treeHWM(p.cmd.Process.Pid))
+		select {
+		case <-p.stopRSS:
+			p.rss <- peak
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // startIn starts args inside network namespace ns ("ip netns exec"

@@ -48,8 +48,12 @@ func cpuTimes() (user, sys time.Duration, err error) {
 
 // memStatus returns VmHWM (peak resident set) and VmRSS in bytes, from
 // /proc/self/status.
-func memStatus() (hwm, rss int64, err error) {
-	f, err := os.Open("/proc/self/status")
+func memStatus() (hwm, rss int64, err error) { return procMem("self") }
+
+// procMem returns VmHWM and VmRSS in bytes of process pid ("self" or a
+// number), from /proc/PID/status.
+func procMem(pid string) (hwm, rss int64, err error) {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -62,7 +66,7 @@ func memStatus() (hwm, rss int64, err error) {
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/self/status %s: %w", k, err)
+			return 0, 0, fmt.Errorf("/proc/%s/status %s: %w", pid, k, err)
 		}
 		if k == "VmHWM" {
 			hwm = kb << 10
@@ -73,11 +77,16 @@ func memStatus() (hwm, rss int64, err error) {
 	return hwm, rss, sc.Err()
 }
 
-// maxRSS returns the peak resident set of an ended process (and of the
-// children it reaped), in bytes: wait4's ru_maxrss is in KiB on Linux.
-func maxRSS(st *os.ProcessState) int64 {
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss << 10
+// treeHWM returns the largest VmHWM (peak resident set, bytes) of
+// process pid and its descendants now, 0 for a process gone.
+func treeHWM(pid int) int64 {
+	id := strconv.Itoa(pid)
+	hwm, _, _ := procMem(id)
+	kids, _ := os.ReadFile("/proc/" + id + "/task/" + id + "/children")
+	for k := range strings.FieldsSeq(string(kids)) {
+		if n, err := strconv.Atoi(k); err == nil {
+			hwm = max(hwm, treeHWM(n))
+		}
 	}
-	return 0
+	return hwm
 }

@@ -4,7 +4,6 @@ package bench
 
 import (
 	"errors"
-	"os"
 	"time"
 )
 
@@ -14,4 +13,4 @@ func raiseNoFile(need uint64) (uint64, error)        { return 0, errNotLinux }
 func cpuTimes() (user, sys time.Duration, err error) { return 0, 0, errNotLinux }
 func memStatus() (hwm, rss int64, err error)         { return 0, 0, errNotLinux }
 
-func maxRSS(*os.ProcessState) int64 { return 0 }
+func treeHWM(int) int64 { return 0 }

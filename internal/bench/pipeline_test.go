@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/gen"
+)
+
+func TestParseAgentSummary(t *testing.T) {
+	line := "pcapsync agent: " + agent.Summary{Read: 10, Sent: 9, Acked: 8, Dropped: 1, KernelDrops: 2, Unacked: 1, Reconnects: 3, RateDrops: 4}.String()
+	for _, tc := range []struct {
+		name, out string
+		want      agent.Summary
+		ok        bool
+	}{
+		{"alone", line + "\n", agent.Summary{Read: 10, Sent: 9, Acked: 8, Dropped: 1, KernelDrops: 2, Unacked: 1, Reconnects: 3, RateDrops: 4}, true},
+		{"after logs", "level=WARN msg=x\n" + line, agent.Summary{Read: 10, Sent: 9, Acked: 8, Dropped: 1, KernelDrops: 2, Unacked: 1, Reconnects: 3, RateDrops: 4}, true},
+		{"readme example", "pcapsync agent: packets read 3000, sent 3000, acknowledged 3000, dropped by agent 0, dropped by kernel 0, unacknowledged 0, reconnects 0, dropped by rate limit 0\n",
+			agent.Summary{Read: 3000, Sent: 3000, Acked: 3000}, true},
+		{"missing", "", agent.Summary{}, false},
+		{"truncated", "pcapsync agent: packets read 3000, sent 3000", agent.Summary{}, false},
+		{"bad number", strings.Replace(line, "sent 9", "sent x9", 1), agent.Summary{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseAgentSummary(tc.out)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGroupDigits(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1 000", 386354748: "386 354 748", -1234: "-1 234"} {
+		if got := groupDigits(n); got != want {
+			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// fakeMix is a mix result with fixed figures: pcapsync twice as fast as
+// PCAP-over-IP and cheaper than tcpdump + rsync.
+func fakeMix() MixResult {
+	n := 1_000_000
+	run := func(wall time.Duration, cpu ...time.Duration) PipelineRun {
+		r := PipelineRun{Wall: wall}
+		for i, c := range cpu {
+			r.Procs = append(r.Procs, ProcUsage{Name: string(rune('a' + i)), User: c, MaxRSS: 10 << 20, Bytes: 1000})
+		}
+		return r
+	}
+	return MixResult{Mix: gen.MixIMIX, Packets: n, InputBytes: 370_000_000, Methods: []MethodResult{
+		{Name: MethodPcapsync, Runs: []PipelineRun{run(250*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond), run(200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond)}},
+		{Name: MethodPoIP, Runs: []PipelineRun{run(500*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond), run(500*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond)}},
+		{Name: MethodRsync, Runs: []PipelineRun{run(time.Second, 300*time.Millisecond, 300*time.Millisecond), run(time.Second, 300*time.Millisecond, 300*time.Millisecond)}},
+	}}
+}
+
+func TestPipelineGoalsAndTables(t *testing.T) {
+	mr := fakeMix()
+	rate, rateMet, cpu, cpuMet := mr.Goals()
+	// pcapsync: median of 4 M and 5 M packets/s = 4.5 M, PoIP 2 M.
+	if rate != 2.25 || !rateMet || cpu != 0.35/0.6 || !cpuMet {
+		t.Errorf("goals: rate %.3f %v, cpu %.3f %v", rate, rateMet, cpu, cpuMet)
+	}
+	var out bytes.Buffer
+	if err := WritePipeline(&out, PipelineConfig{Rounds: 2}, []MixResult{mr}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| pcapsync, median of 2 | packets/s | seconds | CPU s per M packets | user / sys s per M | peak RSS | bytes written |\n|---|---|---|---|---|---|---|\n",
+		"| all processes | 4.50 M | 0.225 | 0.350 |  |  | 2 000 |",
+		"| a |  |  | 0.200 | 0.200 / 0.000 | 10 MiB | 1 000 |",
+		"| PCAP-over-IP | 2.00 M | 2.25 | 0.300 | 1.17 | 10 MiB | 3 000 | 0.67 | 0.500 |",
+		"| tcpdump -w + rsync | 1.00 M | 4.50 | 0.600 | 0.58 |",
+		"Goal, mix imix: pcapsync packets/s >= 2x PCAP-over-IP: 2.25x, met",
+		"Pipeline goals (issue 4) on every mix: met",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	mr.Methods[0].Runs[1].Wall = time.Second // median rate now 2.5 M: 1.25x
+	out.Reset()
+	if err := WritePipeline(&out, PipelineConfig{Rounds: 2}, []MixResult{mr}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "on every mix: NOT MET") || strings.Contains(out.String(), "|---|") {
+		t.Errorf("plain output after a slower round:\n%s", out.String())
+	}
+}
+
+// TestPipelineSmoke runs the real pipeline on 20 000 packets, one round.
+func TestPipelineSmoke(t *testing.T) {
+	requireTools(t, false, "tcpdump", "nc", "rsync")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	cfg := PipelineConfig{Exe: pcapsyncExe(t), Packets: 20000, Rounds: 1, Log: &log}
+	res, err := Pipeline(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v\nrounds:\n%s", err, log.String())
+	}
+	t.Logf("rounds:\n%s", log.String())
+	if len(res) != 2 {
+		t.Fatalf("%d mixes, want 2", len(res))
+	}
+	for _, mr := range res {
+		for _, m := range mr.Methods {
+			if len(m.Runs) != 1 {
+				t.Fatalf("mix %s %s: %d runs", mr.Mix, m.Name, len(m.Runs))
+			}
+			r := m.Runs[0]
+			if r.Wall <= 0 || r.Bytes() < mr.InputBytes || r.CPU() <= 0 {
+				t.Errorf("mix %s %s: wall %v, bytes %d (input %d), CPU %v", mr.Mix, m.Name, r.Wall, r.Bytes(), mr.InputBytes, r.CPU())
+			}
+			for _, p := range r.Procs {
+				if p.MaxRSS < 100<<10 || p.MaxRSS > 1<<30 {
+					t.Errorf("mix %s %s: %s peak RSS %d", mr.Mix, m.Name, p.Name, p.MaxRSS)
+				}
+			}
+		}
+		if b := mr.method(MethodRsync).Runs[0].Bytes(); b != 2*mr.InputBytes {
+			t.Errorf("mix %s: tcpdump + rsync wrote %d bytes, want twice the input's %d", mr.Mix, b, mr.InputBytes)
+		}
+	}
+	var out bytes.Buffer
+	if err := WritePipeline(&out, cfg, res, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Pipeline goals (issue 4) on every mix: ") {
+		t.Errorf("no goal line:\n%s", out.String())
+	}
+}
