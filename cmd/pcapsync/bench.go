@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency" && args[0] != "pipeline") {
-		return fmt.Errorf("%w: bench transport|fanin|latency|pipeline [flags]", errUsage)
+	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency" && args[0] != "pipeline" && args[0] != "live") {
+		return fmt.Errorf("%w: bench transport|fanin|latency|pipeline|live [flags]", errUsage)
 	}
 	switch args[0] {
+	case "live":
+		return runBenchLive(ctx, args[1:], stdout, stderr)
 	case "pipeline":
 		return runBenchPipeline(ctx, args[1:], stdout, stderr)
 	case "latency":
@@ -110,20 +113,18 @@ Prints every round on stderr as it goes.`, stderr)
 	var c bench.PipelineConfig
 	fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
 	mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500 bytes at 7:4:1), mixed")
+	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
 	fs.IntVar(&c.Rounds, "rounds", 5, "rounds; every method runs once per round, medians are reported")
 	md := fs.Bool("markdown", false, "print Markdown tables")
 	fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
 	collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
-	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if c.Packets < 1 || c.Rounds < 1 {
 		return fmt.Errorf("%w: --packets and --rounds must be at least 1", errUsage)
 	}
-	for m := range strings.SplitSeq(*mixes, ",") {
-		c.Mixes = append(c.Mixes, gen.Mix(strings.TrimSpace(m)))
-	}
+	c.Mixes = splitMixes(*mixes)
 	c.CollectorArgs = strings.Fields(*collArgs)
 	var err error
 	if c.Exe, err = benchExe(*exe); err != nil {
@@ -131,9 +132,16 @@ Prints every round on stderr as it goes.`, stderr)
 	}
 	c.Log = stderr
 	res, err := bench.Pipeline(ctx, c)
-	if len(res) > 0 {
+	return printBench(stdout, len(res) > 0, err, func() error { return bench.WritePipeline(stdout, c, res, *md) })
+}
+
+// printBench prints a bench's tables with write when it has results
+// (after an error too: the rounds done so far), and returns the bench's
+// error or else write's.
+func printBench(stdout io.Writer, have bool, err error, write func() error) error {
+	if have {
 		fmt.Fprintln(stdout)
-		if werr := bench.WritePipeline(stdout, c, res, *md); err == nil {
+		if werr := write(); err == nil {
 			err = werr
 		}
 	}
@@ -147,4 +155,50 @@ func benchExe(flagValue string) (string, error) {
 		return flagValue, nil
 	}
 	return os.Executable()
+}
+
+func runBenchLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench live", `pcapsync bench live [--seconds S] [--rounds R] [--mix 64,imix] [--rate PPS] [--generators N] [--markdown] [--agent-args ARGS] [--tcpdump-args ARGS] [--exe FILE]  (root)
+
+Sends UDP as fast as the generator can (or at --rate) across a veth
+between two network namespaces it creates and deletes, captures the
+receiving end with the pcapsync agent (into a collector there) and with
+tcpdump -w at the same time, and reports packets captured, kernel drops
+and CPU for both, medians of the rounds, and issue 4's live goal. Prints
+every round on stderr as it goes.`, stderr)
+	var c bench.LiveConfig
+	secs := fs.Float64("seconds", 5, "sending time per round")
+	fs.IntVar(&c.Rounds, "rounds", 3, "rounds per mix; medians are reported")
+	mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500-byte frames at 7:4:1)")
+	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+	fs.IntVar(&c.Rate, "rate", 0, "packets per second per generator; 0 is as fast as it can")
+	fs.IntVar(&c.Generators, "generators", runtime.NumCPU(), "generator processes (default: one per CPU, the most this machine can send)")
+	md := fs.Bool("markdown", false, "print Markdown tables")
+	agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--ring-size 64M\")")
+	tdArgs := fs.String("tcpdump-args", "", "more tcpdump flags, space-separated (e.g. \"-B 32768\")")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *secs <= 0 || c.Rounds < 1 || c.Rate < 0 || c.Generators < 1 {
+		return fmt.Errorf("%w: --seconds must be positive, --rounds and --generators at least 1, --rate not negative", errUsage)
+	}
+	c.Duration = time.Duration(*secs * float64(time.Second))
+	c.Mixes = splitMixes(*mixes)
+	c.AgentArgs, c.TcpdumpArgs = strings.Fields(*agentArgs), strings.Fields(*tdArgs)
+	var err error
+	if c.Exe, err = benchExe(*exe); err != nil {
+		return err
+	}
+	c.Log = stderr
+	res, err := bench.Live(ctx, c)
+	return printBench(stdout, len(res) > 0, err, func() error { return bench.WriteLive(stdout, c, res, *md) })
+}
+
+// splitMixes reads a comma-separated --mix.
+func splitMixes(s string) []gen.Mix {
+	var mixes []gen.Mix
+	for m := range strings.SplitSeq(s, ",") {
+		mixes = append(mixes, gen.Mix(strings.TrimSpace(m)))
+	}
+	return mixes
 }

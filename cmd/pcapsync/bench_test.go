@@ -41,6 +41,9 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "fanin", "--agents", "0"},
 		{"bench", "pipeline", "--rounds", "0"},
 		{"bench", "pipeline", "--packets", "0"},
+		{"bench", "live", "--rounds", "0"},
+		{"bench", "live", "--generators", "0"},
+		{"bench", "live", "--seconds", "0"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); !errors.Is(err, errUsage) {

@@ -24,7 +24,7 @@ Usage:
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
-  pcapsync bench transport|fanin|latency|pipeline [flags]
+  pcapsync bench transport|fanin|latency|pipeline|live [flags]
 
 Run "pcapsync COMMAND --help" for the flags of a command.
 `

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,28 +29,12 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 		cfg.Flush = 50 * time.Millisecond
 	}
 	res := LatencyResult{Flush: cfg.Flush, PollEvery: time.Millisecond}
-	if os.Geteuid() != 0 {
-		return res, errors.New("bench latency: needs root (network namespaces, packet capture)")
-	}
-	for _, tool := range []string{"ip", "tcpdump"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return res, fmt.Errorf("bench latency: %s not installed (scripts/deps.sh installs it)", tool)
-		}
-	}
-	exe := cfg.Exe
-	if exe == "" {
-		return res, errors.New("bench latency: LatencyConfig.Exe (the pcapsync binary) is required")
-	}
-	ns, err := newVethPair("pcsbench")
-	if err != nil {
-		return res, fmt.Errorf("bench latency: %w", err)
-	}
-	defer ns.del()
-	dir, err := os.MkdirTemp("", "pcapsync-latency")
+	ns, dir, cleanup, err := vethBench("bench latency", "pcsbench", cfg.Exe)
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
+	exe := cfg.Exe
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ps := &procSet{ctx: ctx}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,4 +47,30 @@ func newVethPair(prefix string) (*vethPair, error) {
 func (p *vethPair) del() {
 	exec.Command("ip", "netns", "del", p.A).Run()
 	exec.Command("ip", "netns", "del", p.B).Run()
+}
+
+// vethBench checks what a bench in namespaces needs (root, ip, tcpdump,
+// the pcapsync binary exe), then creates a vethPair named after prefix
+// and a work directory. done deletes both; on error nothing is left.
+// name prefixes the errors ("bench live").
+func vethBench(name, prefix, exe string) (ns *vethPair, dir string, done func(), err error) {
+	if os.Geteuid() != 0 {
+		return nil, "", nil, fmt.Errorf("%s: needs root (network namespaces, packet capture)", name)
+	}
+	for _, tool := range []string{"ip", "tcpdump"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, "", nil, fmt.Errorf("%s: %s not installed (scripts/deps.sh installs it)", name, tool)
+		}
+	}
+	if exe == "" {
+		return nil, "", nil, errors.New(name + ": the pcapsync binary (Exe) is required")
+	}
+	if ns, err = newVethPair(prefix); err != nil {
+		return nil, "", nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		ns.del()
+		return nil, "", nil, err
+	}
+	return ns, dir, func() { os.RemoveAll(dir); ns.del() }, nil
 }

@@ -81,13 +81,7 @@ type MethodResult struct {
 }
 
 // med returns the median over the rounds of f.
-func (m MethodResult) med(f func(PipelineRun) float64) float64 {
-	xs := make([]float64, len(m.Runs))
-	for i, r := range m.Runs {
-		xs[i] = f(r)
-	}
-	return median(xs)
-}
+func (m MethodResult) med(f func(PipelineRun) float64) float64 { return medianOf(m.Runs, f) }
 
 // PacketRate returns the median packets per second for n packets.
 func (m MethodResult) PacketRate(n int) float64 {
@@ -198,7 +192,7 @@ func methodRows(m MethodResult, n, rounds int) [][]string {
 			written = groupDigits(int64(m.med(func(r PipelineRun) float64 { return float64(r.Procs[i].Bytes) })))
 		}
 		rows = append(rows, []string{p.Name, "", wall, fmt.Sprintf("%.3f", m.CPUPerM(n, i)),
-			fmt.Sprintf("%.3f / %.3f", user, sys), fmtBytes(int64(rss)), written})
+			fmt.Sprintf("%.3f / %.3f", user, sys), fmtRSS(int64(rss)), written})
 	}
 	return rows
 }
@@ -226,7 +220,7 @@ func compareRows(mr MixResult) [][]string {
 		rows = append(rows, []string{m.Name,
 			fmtRate(m.PacketRate(n)), fmt.Sprintf("%.2f", ours.PacketRate(n)/m.PacketRate(n)),
 			fmt.Sprintf("%.3f", m.CPUPerM(n, -1)), fmt.Sprintf("%.2f", ours.CPUPerM(n, -1)/m.CPUPerM(n, -1)),
-			fmtBytes(int64(rss)),
+			fmtRSS(int64(rss)),
 			groupDigits(int64(bytes(m))), fmt.Sprintf("%.2f", bytes(ours)/bytes(m)),
 			fmt.Sprintf("%.3f", m.med(func(r PipelineRun) float64 { return r.Wall.Seconds() })),
 		})
@@ -240,9 +234,18 @@ func roundLine(mix gen.Mix, round int, name string, n int, r PipelineRun) string
 	fmt.Fprintf(&b, "mix %s round %d %s: %s packets/s, %.3f s, %s bytes;", mix, round, name,
 		fmtRate(float64(n)/r.Wall.Seconds()), r.Wall.Seconds(), groupDigits(r.Bytes()))
 	for _, p := range r.Procs {
-		fmt.Fprintf(&b, " %s %.3f s CPU %s;", p.Name, p.CPU().Seconds(), fmtBytes(p.MaxRSS))
+		fmt.Fprintf(&b, " %s %.3f s CPU %s;", p.Name, p.CPU().Seconds(), fmtRSS(p.MaxRSS))
 	}
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+// fmtRSS is fmtBytes but for 0, a process that ended before its first
+// sample.
+func fmtRSS(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmtBytes(n)
 }
 
 func metStr(ok bool) string {

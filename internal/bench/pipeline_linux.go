@@ -334,9 +334,10 @@ func freeLoopbackAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitListening waits until a socket listens on addr (127.0.0.1:PORT),
-// read from /proc/net/tcp so as not to connect to it: nc -l takes one
-// connection only. It fails when p exits first or after 10 s.
+// waitListening waits until a socket listens on addr (127.0.0.1:PORT)
+// in p's network namespace, read from /proc/PID/net/tcp so as not to
+// connect to it: nc -l takes one connection only. It fails when p exits
+// first or after 10 s.
 func waitListening(ctx context.Context, addr string, p *proc) error {
 	_, port, _ := net.SplitHostPort(addr)
 	pn, err := strconv.Atoi(port)
@@ -348,7 +349,7 @@ func waitListening(ctx context.Context, addr string, p *proc) error {
 	go func() { p.wait(); close(exited) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if listening(want) {
+		if listening(p.cmd.Process.Pid, want) {
 			return nil
 		}
 		select {
@@ -364,10 +365,10 @@ func waitListening(ctx context.Context, addr string, p *proc) error {
 	}
 }
 
-// listening reports whether /proc/net/tcp has a listening socket whose
-// local address is local ("0100007F:1F90").
-func listening(local string) bool {
-	f, err := os.Open("/proc/net/tcp")
+// listening reports whether the network namespace of process pid has a
+// listening TCP socket whose local address is local ("0100007F:1F90").
+func listening(pid int, local string) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/net/tcp")
 	if err != nil {
 		return false
 	}

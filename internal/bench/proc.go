@@ -35,7 +35,7 @@ type proc struct {
 type ProcUsage struct {
 	Name      string
 	User, Sys time.Duration
-	MaxRSS    int64         // bytes; growth in the last rssEvery of a process is missed
+	MaxRSS    int64         // bytes; growth in the last rssEvery of a process is missed, 0 if it ended before the first sample
 	Wall      time.Duration // when the process was timed on its own; else 0
 	Bytes     int64         // bytes it wrote to disk, when counted; else 0
 }

@@ -19,6 +19,15 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// medianOf returns the median of f over rounds.
+func medianOf[T any](rounds []T, f func(T) float64) float64 {
+	xs := make([]float64, len(rounds))
+	for i, r := range rounds {
+		xs[i] = f(r)
+	}
+	return median(xs)
+}
+
 // percentile returns the p-th percentile (0..100, nearest rank) of ds,
 // which must be sorted; 0 for none.
 func percentile(ds []time.Duration, p float64) time.Duration {
