@@ -236,16 +236,19 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 			}
 			// Raise sentMax and the sent counter first: the collector may
 			// acknowledge the batch as soon as its last byte is in the
-			// kernel, before Write returns.
-			sentMax.Store(b.seq)
-			if b.seq > a.firstSent.Load() {
-				a.firstSent.Store(b.seq)
+			// kernel, before Write returns. That ack releases b to the
+			// pool, where a source may refill it with a later batch
+			// before Write returns: use only seq after the write.
+			seq := b.seq
+			sentMax.Store(seq)
+			if seq > a.firstSent.Load() {
+				a.firstSent.Store(seq)
 				a.sent.Add(b.packets)
 			}
 			if err := a.write(conn, frame); err != nil {
 				return err
 			}
-			cursor = b.seq
+			cursor = seq
 			continue
 		}
 		select {
