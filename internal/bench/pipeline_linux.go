@@ -138,7 +138,7 @@ func runPcapsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
 		return PipelineRun{}, err
 	}
 	if err := checkPackets(env.cfg.Packets, files...); err != nil {
-		return PipelineRun{}, err
+		return PipelineRun{}, fmt.Errorf("%w; agent: %s; collector: %s%s", err, strings.TrimSpace(ag.stdout.String()), coll.stdout.String(), coll.stderr.String())
 	}
 	cu := coll.usage
 	if cu.Bytes, err = dirSize(out); err != nil {
