@@ -1,6 +1,6 @@
-// Package bench measures pcapsync's transport and collector on this
-// machine, in one process, over loopback only: the figures behind
-// "pcapsync bench" and BENCHMARKS.md (issue 4).
+// Package bench measures pcapsync on this machine against the tools it
+// replaces: the figures behind "pcapsync bench" and BENCHMARKS.md
+// (issue 4).
 //
 // Transport compares one 85-byte message per frame against many per
 // frame, over TCP and UDP, using the wire package's batch frames.
@@ -8,6 +8,15 @@
 // thousands of simulated agents that speak the real protocol, and
 // reports whether every packet was written, acknowledgement latency,
 // CPU and peak RSS.
+//
+// The others run real processes (the pcapsync binary, tcpdump, nc,
+// rsync), each its own exec.Cmd whose CPU comes from wait4 and whose
+// peak RSS is sampled from /proc (procSet). Pipeline replays a file
+// through agent and collector, PCAP-over-IP and tcpdump -w + rsync.
+// Latency and Live run in two network namespaces joined by a veth
+// (vethPair), as root: Latency measures capture-to-file time against
+// tcpdump -U -w, Live captured packets, drops and CPU against
+// tcpdump -w at the highest rate the machine sends.
 //
 // Everything here is for measuring: it is not used by the agent or the
 // collector.

@@ -140,7 +140,7 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 	if len(cfg.CollectorArgs) > 0 {
 		ew.printf(", plus %s", strings.Join(cfg.CollectorArgs, " "))
 	}
-	ew.printf(". Input read once into the page cache before timing; output to local disk through the page cache (only the collector syncs, every 1s by default). The methods alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process and the children it reaped (wait4), peak RSS its ru_maxrss.\n\n", cfg.Rounds)
+	ew.printf(". Input read once into the page cache before timing; output to local disk through the page cache (only the collector syncs, every 1s by default). The methods alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process and the children it reaped (wait4); peak RSS the largest VmHWM of the process and its children, sampled every 5 ms (wait4's ru_maxrss would count this bench's own RSS: Go starts children with vfork).\n\n", cfg.Rounds)
 	allMet := len(res) > 0
 	var summary []string
 	for _, mr := range res {
