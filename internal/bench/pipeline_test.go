@@ -22,6 +22,8 @@ func TestParseAgentSummary(t *testing.T) {
 		{"after logs", "level=WARN msg=x\n" + line, agent.Summary{Read: 10, Sent: 9, Acked: 8, Dropped: 1, KernelDrops: 2, Unacked: 1, Reconnects: 3, RateDrops: 4}, true},
 		{"readme example", "pcapsync agent: packets read 3000, sent 3000, acknowledged 3000, dropped by agent 0, dropped by kernel 0, unacknowledged 0, reconnects 0, dropped by rate limit 0\n",
 			agent.Summary{Read: 3000, Sent: 3000, Acked: 3000}, true},
+		{"compressed", "pcapsync agent: packets read 3000, sent 3000, acknowledged 3000, dropped by agent 0, dropped by kernel 0, unacknowledged 0, reconnects 0, dropped by rate limit 0, compressed 384000 to 120000 bytes (ratio 3.20)\n",
+			agent.Summary{Read: 3000, Sent: 3000, Acked: 3000}, true},
 		{"missing", "", agent.Summary{}, false},
 		{"truncated", "pcapsync agent: packets read 3000, sent 3000", agent.Summary{}, false},
 		{"bad number", strings.Replace(line, "sent 9", "sent x9", 1), agent.Summary{}, false},
