@@ -249,6 +249,11 @@ func (s *Server) handle(raw net.Conn) {
 		s.core.Counters.ProtocolErrors.Add(1)
 		log.Warn("closing connection: protocol error", "err", err)
 	}
+	// Everything written is acknowledged (serve commits before it
+	// returns): close the connection first, so that an agent waiting
+	// for the end of its goodbye does not also wait for the file's
+	// close and sync in End.
+	conn.Close()
 	sess.End(clean)
 }
 

@@ -187,6 +187,27 @@ func (s *session) deliver(t *testing.T, n int) {
 	}
 }
 
+// waitSessionsEnded waits until no agent has a session: the server
+// closes a connection before it ends the session (which closes the file
+// after a goodbye).
+func waitSessionsEnded(t *testing.T, c *Core) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		active := 0
+		for _, ag := range c.agents {
+			if ag.active != nil {
+				active++
+			}
+		}
+		c.mu.Unlock()
+		if active == 0 {
+			return
+		}
+	}
+	t.Fatal("sessions still active 5s after their connections closed")
+}
+
 // TestMutualTLS runs real TLS over loopback against a Server that
 // requires client certificates: every bad client is refused, logged with
 // the reason and counted before anything exists in the output directory;
@@ -242,6 +263,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("good agent: reason %q, err %v", reason, err)
 	}
 	s.deliver(t, 3)
+	waitSessionsEnded(t, ts.core)
 	if pkts, _ := readDir(t, filepath.Join(ts.core.dir, "web1")); len(pkts) != 3 {
 		t.Fatalf("%d packets written, want 3", len(pkts))
 	}
