@@ -118,6 +118,7 @@ Prints every round on stderr as it goes.`, stderr)
 	md := fs.Bool("markdown", false, "print Markdown tables")
 	fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
 	collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
+	agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -126,6 +127,7 @@ Prints every round on stderr as it goes.`, stderr)
 	}
 	c.Mixes = splitMixes(*mixes)
 	c.CollectorArgs = strings.Fields(*collArgs)
+	c.AgentArgs = strings.Fields(*agentArgs)
 	var err error
 	if c.Exe, err = benchExe(*exe); err != nil {
 		return err

@@ -19,6 +19,7 @@ type PipelineConfig struct {
 	Mixes         []gen.Mix // 0 means 64 and imix
 	Rounds        int       // 0 means 5
 	CollectorArgs []string  // more collector flags, after --insecure and the defaults
+	AgentArgs     []string  // more agent flags (--batch-size, --compress ...)
 	Dir           string    // work directory, kept afterwards; "" means a temporary one, removed
 	Log           io.Writer // every round's figures as they come; nil means none
 }
@@ -139,6 +140,9 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 	ew.printf("Collector flags: --insecure (plain TCP on loopback), defaults otherwise (--fsync 1s)")
 	if len(cfg.CollectorArgs) > 0 {
 		ew.printf(", plus %s", strings.Join(cfg.CollectorArgs, " "))
+	}
+	if len(cfg.AgentArgs) > 0 {
+		ew.printf("; agent flags: %s", strings.Join(cfg.AgentArgs, " "))
 	}
 	ew.printf(". Input read once into the page cache before timing; output to local disk through the page cache (only the collector syncs, every 1s by default). The methods alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process and the children it reaped (wait4); peak RSS the largest VmHWM of the process and its children, sampled every 5 ms (wait4's ru_maxrss would count this bench's own RSS: Go starts children with vfork).\n\n", cfg.Rounds)
 	allMet := len(res) > 0

@@ -113,7 +113,7 @@ func runPcapsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
 		return PipelineRun{}, err
 	}
 	start := time.Now()
-	ag, err := ps.start("agent", nil, env.cfg.Exe, "agent", "--insecure", "--collector", addr, "--name", "bench", "--read", env.in, "--log-level", "error")
+	ag, err := ps.start("agent", nil, append([]string{env.cfg.Exe, "agent", "--insecure", "--collector", addr, "--name", "bench", "--read", env.in, "--log-level", "error"}, env.cfg.AgentArgs...)...)
 	if err != nil {
 		return PipelineRun{}, err
 	}
