@@ -18,12 +18,13 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "certs":
 		return runGenCerts(args[1:], stdout, stderr)
 	case "file":
-		fs := newFlagSet("gen file", "pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed] [--ns] [--raw]", stderr)
+		fs := newFlagSet("gen file", "pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed] [--text] [--ns] [--raw]", stderr)
 		out := fs.String("out", "", "pcap file to write (required)")
 		var c gen.FileConfig
 		fs.Uint64Var(&c.Count, "count", 1000, "packets")
 		mix := fs.String("mix", "imix", "frame sizes: 64, imix (64/576/1500 at 7:4:1) or mixed (64-1514, 9000, 65535)")
 		fs.BoolVar(&c.Nanosecond, "ns", false, "nanosecond timestamps (default microsecond)")
+		fs.BoolVar(&c.Text, "text", false, "payloads of HTTP and JSON log text (compressible) instead of pseudo-random bytes")
 		raw := fs.Bool("raw", false, "raw IPv4 frames (link type 101) instead of Ethernet")
 		stream := fs.Uint("stream", 1, "stream id written into every payload")
 		if err := parseFlags(fs, args[1:]); err != nil {

@@ -16,8 +16,35 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
-// Marker starts every generated payload.
-var Marker = [4]byte{'P', 'C', 'S', 'G'}
+// Marker starts every generated payload; TextMarker every text payload.
+var (
+	Marker     = [4]byte{'P', 'C', 'S', 'G'}
+	TextMarker = [4]byte{'P', 'C', 'S', 'T'}
+)
+
+// textCorpus is what text payloads repeat: HTTP headers and JSON log
+// lines, the kind of traffic that compresses well.
+const textCorpus = "GET /api/v1/orders?customer=48213&status=open HTTP/1.1\r\nHost: shop.example.com\r\n" +
+	"User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36\r\n" +
+	"Accept: application/json\r\nAccept-Encoding: gzip, deflate, br\r\nConnection: keep-alive\r\n\r\n" +
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-cache\r\n\r\n" +
+	`{"ts":"2026-11-22T15:04:05.123Z","level":"info","service":"checkout","msg":"order placed","order_id":981234,"items":3,"total":"129.90","currency":"EUR","latency_ms":42}` + "\n" +
+	`{"ts":"2026-11-22T15:04:05.181Z","level":"warn","service":"payments","msg":"retrying charge","attempt":2,"provider":"acme-pay","err":"timeout after 2000ms"}` + "\n"
+
+// TextPayload fills p (at least PayloadHeader bytes) for stream and seq
+// with text from a small corpus, starting at a place that depends on seq.
+func TextPayload(p []byte, stream uint32, seq uint64) {
+	copy(p, TextMarker[:])
+	binary.BigEndian.PutUint32(p[4:], stream)
+	binary.BigEndian.PutUint64(p[8:], seq)
+	off := int(seq*7919) % len(textCorpus)
+	for i := PayloadHeader; i < len(p); i++ {
+		p[i] = textCorpus[off]
+		if off++; off == len(textCorpus) {
+			off = 0
+		}
+	}
+}
 
 // PayloadHeader is the marker, stream id (u32) and sequence (u64).
 const PayloadHeader = 16
@@ -53,12 +80,17 @@ func Parse(frame []byte, linkType uint16) (stream uint32, seq uint64, ok bool, e
 		return 0, 0, false, nil
 	}
 	p := ip[ihl+8:]
-	if [4]byte(p[:4]) != Marker {
+	fill := Payload
+	switch [4]byte(p[:4]) {
+	case Marker:
+	case TextMarker:
+		fill = TextPayload
+	default:
 		return 0, 0, false, nil
 	}
 	stream, seq = binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint64(p[8:])
 	want := make([]byte, len(p))
-	Payload(want, stream, seq)
+	fill(want, stream, seq)
 	if string(want) != string(p) {
 		return stream, seq, true, fmt.Errorf("stream %d seq %d: payload of %d bytes does not match its pattern", stream, seq, len(p))
 	}
@@ -117,6 +149,7 @@ type FileConfig struct {
 	Nanosecond bool   // ns timestamps (pcap magic a1b23c4d); else µs
 	Start      int64  // first timestamp, Unix ns; 0 means 2026-01-01
 	Seed       uint64
+	Text       bool // text payloads (TextPayload) instead of pseudo-random bytes
 }
 
 // WriteFile writes a classic pcap file of UDP/IPv4 packets with
@@ -152,6 +185,13 @@ func WriteFile(path string, c FileConfig) error {
 			return err
 		}
 		frame := Frame(buf[:size], c.LinkType, c.Stream, i)
+		if c.Text {
+			off := 20 + 8
+			if c.LinkType == LinkTypeEthernet {
+				off += 14
+			}
+			TextPayload(frame[off:], c.Stream, i)
+		}
 		ts += 1234567 + int64(rng.IntN(1000))
 		if err := w.WritePacket(ts, uint32(len(frame)), frame); err != nil {
 			f.Close()
