@@ -38,6 +38,10 @@ import (
 // Ping (agent -> collector): empty payload, the agent's heartbeat when it
 // has sent nothing for a while.
 //
+// Bye (agent -> collector, UDP only): empty payload, the agent's
+// goodbye: the collector closes the agent's file. Over TCP the goodbye is
+// the end of the stream.
+//
 // Stats (agent -> collector, cumulative counters since the agent started):
 //
 //	time i64 | agent drops u64 | n u16 | n x (index u32 | received u64 |
@@ -222,9 +226,17 @@ func ParseAck(p []byte) (uint64, error) {
 func AppendPing(dst []byte) []byte { return AppendHeader(dst, TypePing, 0, 0) }
 
 // ParsePing checks a Ping payload, which must be empty.
-func ParsePing(p []byte) error {
+func ParsePing(p []byte) error { return parseEmpty(TypePing, p) }
+
+// AppendBye appends a Bye frame.
+func AppendBye(dst []byte) []byte { return AppendHeader(dst, TypeBye, 0, 0) }
+
+// ParseBye checks a Bye payload, which must be empty.
+func ParseBye(p []byte) error { return parseEmpty(TypeBye, p) }
+
+func parseEmpty(t Type, p []byte) error {
 	if len(p) != 0 {
-		return fmt.Errorf("ping: %d bytes, want 0: %w", len(p), ErrMalformed)
+		return fmt.Errorf("%s: %d bytes, want 0: %w", t, len(p), ErrMalformed)
 	}
 	return nil
 }

@@ -32,8 +32,9 @@ const (
 // Type is a frame type.
 type Type uint8
 
-// Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping.
-// Collector->agent: Welcome, Reject, Ack.
+// Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping, Bye.
+// Collector->agent: Welcome, Reject, Ack. Bye is the UDP transport's
+// goodbye (TCP says goodbye with its FIN).
 const (
 	TypeHello   Type = 1
 	TypeWelcome Type = 2
@@ -43,9 +44,10 @@ const (
 	TypeStats   Type = 6
 	TypeIface   Type = 7
 	TypePing    Type = 8
+	TypeBye     Type = 9
 )
 
-var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping"}
+var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping", "bye"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) && t != 0 {
