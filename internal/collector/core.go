@@ -262,18 +262,29 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	return s.write(&b, true)
+}
+
+// write writes a parsed batch. With inOrder, a batch at or below the
+// highest sequence written is a duplicate (a resend, on a transport
+// that delivers in order). Without it (UDP: no resends, but datagrams
+// overtake each other) the transport has told duplicates apart itself,
+// and a batch below the highest written is a late one, written too; the
+// high-water mark then says "the highest written", no longer "every
+// batch up to it".
+func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	ag := s.ag
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	if b.Codec != wire.CodecNone {
 		s.core.Counters.Compressed.Add(1)
 	}
-	if b.Seq <= max(s.inst.lastSeq.Load(), s.pending) {
+	if inOrder && b.Seq <= max(s.inst.lastSeq.Load(), s.pending) {
 		s.core.Counters.Duplicates.Add(1)
 		return true, nil
 	}
 	if b.Codec != wire.CodecNone {
-		buf, err := s.core.decompress(&b)
+		buf, err := s.core.decompress(b)
 		if err != nil {
 			return false, err
 		}
@@ -300,7 +311,7 @@ func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
 		}
 		bytes += uint64(len(r.Data))
 	}
-	s.pending, s.cuts = b.Seq, ag.file.cuts
+	s.pending, s.cuts = max(s.pending, b.Seq), ag.file.cuts
 	s.uncommitted.batches++
 	s.uncommitted.packets += uint64(b.Count)
 	s.uncommitted.bytes += bytes
@@ -354,6 +365,11 @@ func (s *Session) Iface(payload []byte) error {
 	if err != nil {
 		return err
 	}
+	return s.addIface(idx, ifc)
+}
+
+// addIface declares interface idx, which must be the next one.
+func (s *Session) addIface(idx uint32, ifc wire.Interface) error {
 	if ifc.SnapLen == 0 || ifc.Name == "" {
 		return fmt.Errorf("iface %d (%q): empty name or zero snaplen: %w", idx, ifc.Name, wire.ErrMalformed)
 	}

@@ -184,7 +184,7 @@ func (s *Server) handle(raw net.Conn) {
 	}
 	// Authentication before Begin: a refused agent leaves no trace on
 	// disk (no directory, no file, no instance mark).
-	if err := s.authenticate(&hello, peer); err != nil {
+	if err := s.core.authenticate(&hello, peer); err != nil {
 		s.core.Counters.Rejected.Add(1)
 		log.Warn("handshake rejected", "agent", hello.Name, "err", err)
 		s.reject(conn, err)
@@ -288,9 +288,9 @@ func (s *Server) secure(raw net.Conn) (net.Conn, *x509.Certificate, error) {
 
 // authenticate checks a Hello's token and, with client certificates,
 // that the agent's name is its certificate's. The error is the reason the
-// agent is told.
-func (s *Server) authenticate(h *wire.Hello, peer *x509.Certificate) error {
-	if want := s.core.cfg.Token; want != "" && !tokenEqual(h.Token, want) {
+// agent is told. Every transport calls it before Begin.
+func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
+	if want := c.cfg.Token; want != "" && !tokenEqual(h.Token, want) {
 		if h.Token == "" {
 			return errors.New("token required: give the agent the collector's token file")
 		}

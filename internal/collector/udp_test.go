@@ -1,0 +1,230 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// testUDP is a Core and its UDPServer on a loopback port.
+type testUDP struct {
+	core *Core
+	srv  *UDPServer
+	addr *net.UDPAddr
+	log  *logBuffer
+	stop func() // stops the server and closes the core; idempotent
+}
+
+// startUDP starts a UDPServer for cfg (Insecure set; Dir defaults to a
+// temporary directory) and stops it in t.Cleanup.
+func startUDP(t *testing.T, cfg Config) *testUDP {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(t.TempDir(), "out")
+	}
+	cfg.Insecure = true
+	lb := &logBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
+	core, err := NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &testUDP{core: core, srv: NewUDPServer(core), addr: conn.LocalAddr().(*net.UDPAddr), log: lb}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- tu.srv.Serve(ctx, conn) }()
+	stopped := false
+	tu.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		core.Close()
+	}
+	t.Cleanup(func() {
+		tu.stop()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", lb.String())
+		}
+	})
+	return tu
+}
+
+// udpAgent is a test agent's socket.
+type udpAgent struct {
+	t    *testing.T
+	conn *net.UDPConn
+	tu   *testUDP
+}
+
+func (tu *testUDP) dial(t *testing.T) *udpAgent {
+	t.Helper()
+	c, err := net.DialUDP("udp", nil, tu.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &udpAgent{t, c, tu}
+}
+
+// send sends datagram d and waits until the server has read it.
+func (a *udpAgent) send(d []byte) {
+	a.t.Helper()
+	n := a.tu.srv.Counters.Datagrams.Load()
+	if _, err := a.conn.Write(d); err != nil {
+		a.t.Fatal(err)
+	}
+	waitFor(a.t, func() bool { return a.tu.srv.Counters.Datagrams.Load() > n })
+}
+
+func udpBatch(seq uint64) []byte {
+	p := batchPayload(seq, 10*int(seq-1), 10)
+	return append(wire.AppendHeader(nil, wire.TypeBatch, 0, uint32(len(p))), p...)
+}
+
+func TestUDPServer(t *testing.T) {
+	tu := startUDP(t, Config{})
+	a := tu.dial(t)
+	a.send(udpBatch(1)) // before any hello: unknown
+	if got := tu.srv.Counters.Unknown.Load(); got != 1 {
+		t.Fatalf("unknown %d, want 1", got)
+	}
+	a.send(wire.AppendHello(nil, hello("u1", 1)))
+	for _, seq := range []uint64{1, 2, 4, 3, 3} {
+		a.send(udpBatch(seq))
+	}
+	a.send(wire.AppendHello(nil, hello("u1", 1))) // repeated: same session
+	a.send([]byte("GET / HTTP/1.0\r\n\r\n"))
+	a.send(append(udpBatch(5), udpBatch(6)...))          // two batches: malformed
+	a.send(append(udpBatch(7), 0xA7))                    // trailing byte: malformed
+	a.send(append(udpBatch(8), wire.AppendPing(nil)...)) // batch and ping: fine
+	a.send(wire.AppendBye(nil))
+	a.send(wire.AppendBye(nil)) // a repeated goodbye is not counted unknown
+	got := tu.srv.AgentCounts()["u1"]
+	want := UDPAgentCounts{SeqCounts{Received: 6, Lost: 3, Reordered: 1, Duplicates: 1}, 3}
+	if got != want {
+		t.Errorf("agent counts %+v, want %+v", got, want)
+	}
+	if u, m := tu.srv.Counters.Unknown.Load(), tu.srv.Counters.Malformed.Load(); u != 1 || m != 3 {
+		t.Errorf("unknown %d, malformed %d; want 1 and 3", u, m)
+	}
+	if n := tu.core.Counters.Sessions.Load(); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+	// The goodbye closed the file at once: 5 batches of 10 packets in it.
+	pkts, files := readDir(t, filepath.Join(tu.core.dir, "u1"))
+	if files != 1 || len(pkts) != 50 {
+		t.Fatalf("%d files, %d packets; want 1 file with 50", files, len(pkts))
+	}
+	var firsts []byte
+	for i := 0; i < len(pkts); i += 10 {
+		firsts = append(firsts, pkts[i].data[0])
+	}
+	if !slices.Equal(firsts, []byte{0, 10, 30, 20, 70}) {
+		t.Errorf("batches in the file start with packets %v, want 0 10 30 20 70 (arrival order)", firsts)
+	}
+}
+
+// TestUDPAgentRestart: a hello of a new instance from the same address
+// ends the old session (its gaps counted lost) and starts a new one.
+func TestUDPAgentRestart(t *testing.T) {
+	tu := startUDP(t, Config{})
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("r1", 1)))
+	a.send(udpBatch(1))
+	a.send(udpBatch(3))
+	a.send(wire.AppendHello(nil, hello("r1", 2)))
+	a.send(udpBatch(1))
+	a.send(udpBatch(2))
+	if n := tu.core.Counters.Sessions.Load(); n != 2 {
+		t.Fatalf("%d sessions, want 2", n)
+	}
+	tu.stop()
+	got := tu.srv.AgentCounts()["r1"]
+	if want := (UDPAgentCounts{SeqCounts: SeqCounts{Received: 4, Lost: 1}}); got != want {
+		t.Errorf("agent counts %+v, want %+v", got, want)
+	}
+	if pkts, _ := readDir(t, filepath.Join(tu.core.dir, "r1")); len(pkts) != 40 {
+		t.Errorf("%d packets written, want 40", len(pkts))
+	}
+}
+
+// TestUDPPeerTimeout: a silent agent's session ends after the peer
+// timeout; its later datagrams are unknown until it says hello again.
+func TestUDPPeerTimeout(t *testing.T) {
+	tu := startUDP(t, Config{Heartbeat: 100 * time.Millisecond, PeerTimeout: 300 * time.Millisecond})
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("p1", 1)))
+	a.send(udpBatch(1))
+	waitFor(t, func() bool { return tu.core.Counters.PeerTimeouts.Load() == 1 })
+	a.send(udpBatch(2))
+	if got := tu.srv.Counters.Unknown.Load(); got != 1 {
+		t.Fatalf("unknown %d after the timeout, want 1", got)
+	}
+	a.send(wire.AppendHello(nil, hello("p1", 1)))
+	a.send(udpBatch(3))
+	a.send(udpBatch(1)) // held before this session: a duplicate
+	tu.stop()
+	got := tu.srv.AgentCounts()["p1"]
+	if want := (UDPAgentCounts{SeqCounts: SeqCounts{Received: 3, Lost: 1, Duplicates: 1}}); got != want {
+		t.Errorf("agent counts %+v, want %+v", got, want)
+	}
+}
+
+// TestUDPRejects: a wrong token is refused with a Reject no larger than
+// the hello, nothing is written, and the source stays unknown.
+func TestUDPRejects(t *testing.T) {
+	tu := startUDP(t, Config{Token: "0123456789abcdef0123"})
+	a := tu.dial(t)
+	h := hello("t1", 1)
+	h.Token = "wrong-token-wrong-token"
+	hb := wire.AppendHello(nil, h)
+	a.send(hb)
+	a.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2048)
+	n, err := a.conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd, p, _, err := wire.NextFrame(buf[:n], wire.Limits{})
+	if err != nil || hd.Type != wire.TypeReject || n > len(hb) {
+		t.Fatalf("reply %s of %d bytes (hello %d): %v", hd.Type, n, len(hb), err)
+	}
+	if reason, _ := wire.ParseReject(p); reason != "wrong token" {
+		t.Errorf("reason %q", reason)
+	}
+	a.send(udpBatch(1))
+	if u, r := tu.srv.Counters.Unknown.Load(), tu.core.Counters.Rejected.Load(); u != 1 || r != 1 {
+		t.Errorf("unknown %d, rejected %d; want 1 and 1", u, r)
+	}
+	tu.stop()
+	if ents, _ := filepath.Glob(filepath.Join(tu.core.dir, "*")); len(ents) != 0 {
+		t.Errorf("a rejected agent left %v", ents)
+	}
+}
+
+func TestUDPNeedsInsecure(t *testing.T) {
+	core := newCore(t, Config{})
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewUDPServer(core).Serve(context.Background(), conn); !errors.Is(err, ErrUDPInsecure) {
+		t.Fatalf("Serve = %v, want ErrUDPInsecure", err)
+	}
+}
