@@ -31,6 +31,13 @@ type Summary struct {
 
 	// Records bytes before and after compression (equal without it).
 	RawBytes, WireBytes uint64
+
+	// UDP only (nothing is acknowledged there: Acked stays 0).
+	UDP        bool
+	Datagrams  uint64 // datagrams sent
+	SendErrors uint64 // datagrams the kernel refused (ENOBUFS, ...): their batches are lost
+	Fragmented uint64 // datagrams over the MTU (a packet too big for one alone), left to IP fragmentation
+	Truncated  uint64 // packets cut to fit the largest datagram (their original length kept)
 }
 
 func (s Summary) String() string {
@@ -38,6 +45,10 @@ func (s Summary) String() string {
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
 	if s.RawBytes != s.WireBytes && s.WireBytes > 0 {
 		str += fmt.Sprintf(", compressed %d to %d bytes (ratio %.2f)", s.RawBytes, s.WireBytes, float64(s.RawBytes)/float64(s.WireBytes))
+	}
+	if s.UDP {
+		str += fmt.Sprintf(", datagrams sent %d, send errors %d, datagrams over the MTU %d, packets truncated %d",
+			s.Datagrams, s.SendErrors, s.Fragmented, s.Truncated)
 	}
 	return str
 }
@@ -69,6 +80,7 @@ type Agent struct {
 	sent       atomic.Uint64 // packets sent at least once
 	firstSent  atomic.Uint64 // highest sequence ever sent
 	reconnects atomic.Uint64
+	udp        udpCounters
 
 	rawBytes, wireBytes atomic.Uint64 // records sections before and after compression
 
@@ -110,18 +122,30 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
-	if c.TLS == nil {
+	switch {
+	case c.Transport == TransportUDP:
+		a.log.Warn("INSECURE: UDP, no encryption: captured packets cross the network in clear text, the collector is not authenticated, and what the network loses is lost (counted by the collector)")
+	case c.TLS == nil:
 		a.log.Warn("INSECURE: plain TCP, no TLS: captured packets cross the network in clear text and the collector is not authenticated")
 	}
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
 	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
+	if c.Transport == TransportUDP {
+		// A batch is one datagram: the MTU sets its size, and a packet
+		// too big for one grows its buffer (see builder.add).
+		a.cfg.BatchBytes = c.MTU - wire.DatagramOverhead(a.addr.Addr().Is6())
+		bufCap = a.cfg.BatchBytes + wire.RecordMaxOverhead
+	}
 	if c.Compress.Codec != wire.CodecNone {
 		// A compressed batch is built in a second pool buffer, which
 		// must hold the worst case of the codec.
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
 	}
 	a.q = newQueue(c.QueueBytes, bufCap)
+	if c.Transport == TransportUDP {
+		a.q.minCharge = bufCap
+	}
 	var recovered []*batch
 	if c.Spool != "" {
 		sp, id, rec, err := openSpool(c.Spool, c.SpoolBytes, c.ReadFile == "", a.log)
@@ -159,7 +183,7 @@ func newInstance() (id [16]byte) {
 // ownStreamFilter excludes the agent's connection to the collector from
 // capture, so the agent never captures what it sends.
 func (a *Agent) ownStreamFilter() string {
-	return fmt.Sprintf("not (tcp and host %s and port %d)", a.addr.Addr(), a.addr.Port())
+	return fmt.Sprintf("not (%s and host %s and port %d)", a.cfg.Transport, a.addr.Addr(), a.addr.Port())
 }
 
 func (a *Agent) closeSources() {
@@ -190,7 +214,11 @@ func (a *Agent) interfaces() []wire.Interface {
 func (a *Agent) Run(ctx context.Context) (Summary, error) {
 	sendCtx, stopSend := context.WithCancel(context.Background())
 	senderDone := make(chan error, 1)
-	go func() { senderDone <- a.sender(sendCtx) }()
+	sender := a.sender
+	if a.cfg.Transport == TransportUDP {
+		sender = a.udpSender
+	}
+	go func() { senderDone <- sender(sendCtx) }()
 
 	var srcErr error
 	var srcWG sync.WaitGroup
@@ -281,6 +309,12 @@ func (a *Agent) summary() Summary {
 	for _, s := range a.sources {
 		sum.RateDrops += s.rateDrops()
 	}
+	if a.cfg.Transport == TransportUDP {
+		sum.Acked = 0 // released once sent, never acknowledged
+		sum.UDP = true
+		sum.Datagrams, sum.SendErrors = a.udp.datagrams.Load(), a.udp.sendErrors.Load()
+		sum.Fragmented, sum.Truncated = a.udp.fragmented.Load(), a.udp.truncated.Load()
+	}
 	return sum
 }
 
@@ -321,6 +355,12 @@ func (a *Agent) newBuilder(block bool) *builder {
 // add appends a packet, sealing the batch first if it would overflow.
 // With age > 0 it also seals once the batch spans age of packet time.
 func (bd *builder) add(ts int64, ifIndex int, origLen uint32, data []byte, age time.Duration) {
+	if bd.a.cfg.Transport == TransportUDP && len(data) > maxUDPRecord {
+		// Not even IP fragmentation carries it: cut it, like a snaplen.
+		origLen = max(origLen, uint32(len(data)))
+		data = data[:maxUDPRecord]
+		bd.a.udp.truncated.Add(1)
+	}
 	if bd.enc.Count() > 0 && bd.enc.Len()+len(data)+wire.RecordMaxOverhead > bd.a.cfg.BatchBytes {
 		bd.seal()
 	}
@@ -332,8 +372,8 @@ func (bd *builder) add(ts int64, ifIndex int, origLen uint32, data []byte, age t
 	}
 	bd.enc.Append(ts, uint32(ifIndex), origLen, data)
 	bd.nIf = max(bd.nIf, ifIndex+1)
-	if age > 0 && ts-bd.firstTS >= int64(age) {
-		bd.seal()
+	if age > 0 && ts-bd.firstTS >= int64(age) || bd.enc.Len() > bd.a.cfg.BatchBytes {
+		bd.seal() // old enough, or one packet larger than a batch: alone
 	}
 }
 

@@ -28,15 +28,24 @@ type Config struct {
 
 	// MaxRate limits live capture to this many packets per second,
 	// shared evenly by the interfaces; packets over it are dropped and
-	// counted. 0 means no limit.
+	// counted. Over UDP it also paces a file replay (which then waits
+	// instead of dropping), since nothing else slows a replay down there.
+	// 0 means no limit.
 	MaxRate int
 
 	// Compress compresses every batch's records (see compress.Spec); the
 	// zero value sends them as they are.
 	Compress compress.Spec
+	// Transport is TransportTCP ("" means it) or TransportUDP: batches
+	// in datagrams that fit MTU, no acknowledgement, no resend (see
+	// udp.go). UDP needs Insecure and excludes TLS and Spool.
+	Transport string
+	// MTU is the path MTU UDP datagrams must fit (IPv4: MTU - 28 bytes of
+	// batch frame, IPv6: MTU - 48). 0 means 1500; UDP only.
+	MTU int
 
 	// BatchBytes seals a batch before it would exceed this size.
-	// 0 means 1 MiB.
+	// 0 means 1 MiB. Over UDP the MTU sets it instead.
 	BatchBytes int
 	// FlushInterval seals a non-empty live batch this long after its
 	// first packet. 0 means 50ms.
@@ -118,11 +127,26 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&d.BackoffMax, 5*time.Second)
 	def(&d.Heartbeat, DefaultHeartbeat)
 	def(&d.PeerTimeout, DefaultPeerTimeout)
+	if d.Transport == "" {
+		d.Transport = TransportTCP
+	}
+	if d.Transport == TransportUDP && d.MTU == 0 {
+		d.MTU = DefaultMTU
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
 	return d, d.Validate()
 }
+
+// Transports.
+const (
+	TransportTCP = "tcp"
+	TransportUDP = "udp"
+)
+
+// DefaultMTU is the path MTU UDP datagrams fit by default (Ethernet).
+const DefaultMTU = 1500
 
 // Heartbeat and peer timeout defaults, the same on agent and collector.
 const (
@@ -155,6 +179,16 @@ func (c *Config) Validate() error {
 		return errors.New("agent: durations must not be negative")
 	case c.Heartbeat < 0 || c.PeerTimeout < 0:
 		return errors.New("agent: durations must not be negative")
+	case c.Transport != "" && c.Transport != TransportTCP && c.Transport != TransportUDP:
+		return fmt.Errorf("agent: transport %q: want %s or %s", c.Transport, TransportTCP, TransportUDP)
+	case c.Transport != TransportUDP && c.MTU != 0:
+		return errors.New("agent: an MTU applies to the UDP transport only")
+	case c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535):
+		return fmt.Errorf("agent: MTU %d out of range 576..65535", c.MTU)
+	case c.Transport == TransportUDP && (c.TLS != nil || !c.Insecure):
+		return errors.New("agent: UDP is plaintext (no DTLS): set Insecure (--insecure), and no TLS; TLS needs the TCP transport")
+	case c.Transport == TransportUDP && c.Spool != "":
+		return errors.New("agent: a spool keeps batches until acknowledged, and UDP acknowledges nothing: use the TCP transport")
 	case c.TLS == nil && !c.Insecure:
 		return errors.New("agent: no TLS configured: set TLS, or Insecure for plain TCP")
 	case !c.Compress.Codec.Known() || c.Compress.Level < 0 || c.Compress.Level > 22 ||

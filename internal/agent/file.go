@@ -60,8 +60,13 @@ func (s *fileSource) run() error {
 	defer s.f.Close()
 	bd := s.a.newBuilder(true)
 	defer bd.seal()
+	var pace pacer
+	if s.a.cfg.Transport == TransportUDP {
+		pace.rate = float64(s.a.cfg.MaxRate)
+	}
 	var p pcapfile.Packet
 	for !s.stopped.Load() {
+		pace.wait()
 		err := s.r.ReadInto(&p)
 		if err != nil {
 			if err == io.EOF {

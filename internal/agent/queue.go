@@ -12,6 +12,7 @@ type batch struct {
 	seq     uint64
 	packets uint64
 	nIfaces int // interfaces that must be declared before it is sent
+	mem     int // bytes it counts against the queue's limit while in memory
 
 	seg  *segment // where the spool holds it, if it does
 	off  int64
@@ -39,6 +40,10 @@ type queue struct {
 	freed  chan struct{} // cap 1: batches were acknowledged
 	pool   sync.Pool     // *batch with an empty buf of the batch capacity
 	bufCap int
+	// minCharge, if set, is what a batch in memory counts at least:
+	// its buffer's capacity, where batches are much shorter than that
+	// (UDP: a datagram each), so that the limit bounds real memory.
+	minCharge int
 
 	// spool, if set, bounds the queue instead of limit: every batch is
 	// written to it, and limit only bounds the batches also kept in memory.
@@ -72,9 +77,9 @@ func (q *queue) put(b *batch) {
 func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets, nIfaces int, block bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	need := enc.Len()
+	need := max(enc.Len(), q.minCharge)
 	if codec != wire.CodecNone {
-		need = len(b.buf)
+		need = max(len(b.buf), q.minCharge)
 	}
 	for !q.closed && len(q.items) > 0 && q.isFull(need) {
 		if !block {
@@ -111,6 +116,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 	q.lastSeq = b.seq
 	q.items = append(q.items, b)
 	if b.buf != nil {
+		b.mem = need
 		q.bytes += int64(need)
 	}
 	q.queuedPackets += uint64(packets)
@@ -165,7 +171,7 @@ func (q *queue) ack(seq uint64) {
 		b := q.items[n]
 		q.ackedPackets += b.packets
 		if b.buf != nil {
-			q.bytes -= int64(len(b.buf))
+			q.bytes -= int64(b.mem)
 			q.put(b)
 		}
 		q.items[n] = nil

@@ -1,5 +1,7 @@
 package agent
 
+import "time"
+
 // rateLimiter is a token bucket over packet timestamps: rate packets per
 // second, bursts of up to burst packets. Driven by the capture clock, it
 // reads no clock itself. The zero value (rate 0) admits everything. Not
@@ -28,4 +30,29 @@ func (l *rateLimiter) allow(ts int64) bool {
 	}
 	l.tokens--
 	return true
+}
+
+// pacer spaces packets at rate per second on average, by the wall
+// clock: a UDP replay has nothing else to slow it down (no
+// acknowledgements), and a collector that cannot keep up loses what
+// overflows its receive buffer. The zero value (rate 0) never waits.
+type pacer struct {
+	rate  float64
+	start time.Time
+	n     uint64
+}
+
+// wait blocks until the next packet is due.
+func (p *pacer) wait() {
+	if p.rate == 0 {
+		return
+	}
+	if p.n == 0 {
+		p.start = time.Now()
+	}
+	due := p.start.Add(time.Duration(float64(p.n) / p.rate * 1e9))
+	p.n++
+	if d := time.Until(due); d > time.Millisecond {
+		time.Sleep(d)
+	}
 }

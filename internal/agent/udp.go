@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/sockopt"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// The UDP transport (Config.Transport "udp"): for links where the lowest
+// latency matters more than delivery. Each sealed batch travels in one
+// datagram that fits the MTU and is released from the queue once the
+// kernel took it: no acknowledgement, no resend. The batch's sequence
+// number (contiguous: the queue assigns it) lets the collector count
+// lost, reordered and duplicated datagrams exactly.
+//
+// A packet too big to fit a datagram alone is still sent whole, alone,
+// in a larger datagram that IP fragments (counted: "datagrams over the
+// MTU"), as a tcpdump user expects every captured byte up to the
+// snaplen; only beyond the largest datagram (wire.MaxDatagram) is it cut,
+// its original length kept as with a snaplen (counted: "packets
+// truncated").
+//
+// The agent has no connection to lose: it sends its Hello (name,
+// instance, every interface) at start, every UDPHelloInterval and in
+// front of a batch that needs an interface declared since, so a
+// restarted collector knows it again within a second. It sends its
+// stats every StatsInterval and, at the end, stats and a Bye (twice).
+// A Reject from the collector stops it with the reason.
+
+// UDPHelloInterval is how often a UDP agent repeats its Hello, which is
+// also its heartbeat.
+const UDPHelloInterval = time.Second
+
+// maxUDPRecord is the longest packet data a datagram can carry alone.
+const maxUDPRecord = wire.MaxDatagram - wire.HeaderSize - wire.BatchHeaderSize - wire.RecordMaxOverhead
+
+// udpSndBuf is the send buffer asked for: bursts wait there rather than
+// fail with ENOBUFS.
+const udpSndBuf = 4 << 20
+
+// udpWriteTimeout bounds one send: a send buffer that does not drain in
+// that long fails the datagram (counted) rather than block.
+const udpWriteTimeout = time.Second
+
+type udpCounters struct {
+	datagrams  atomic.Uint64
+	sendErrors atomic.Uint64
+	fragmented atomic.Uint64
+	truncated  atomic.Uint64
+}
+
+// udpSender sends the queue's batches over UDP until ctx ends, then
+// says goodbye and returns nil; or returns an error wrapping
+// ErrRejected when the collector refuses the agent.
+func (a *Agent) udpSender(ctx context.Context) error {
+	conn, err := a.udpDial(ctx)
+	if conn == nil {
+		return err
+	}
+	defer conn.Close()
+	if _, snd, err := sockopt.SetBuffers(conn, 0, udpSndBuf); err != nil {
+		a.log.Warn("UDP send buffer not set", "err", err)
+	} else if snd > 0 && snd < udpSndBuf {
+		a.log.Debug("UDP send buffer smaller than asked (not root?)", "bytes", snd, "asked", udpSndBuf)
+	}
+	rejected := make(chan error, 1)
+	go func() { rejected <- a.udpReplies(conn) }()
+	u := &udpLink{a: a, conn: conn, mtu: a.cfg.BatchBytes}
+	a.log.Info("sending to collector over UDP", "addr", a.addr.String(), "mtu", a.cfg.MTU, "datagram_bytes", u.mtu)
+	u.hello()
+
+	helloTick := time.NewTicker(UDPHelloInterval)
+	defer helloTick.Stop()
+	statsTick := time.NewTicker(a.cfg.StatsInterval)
+	defer statsTick.Stop()
+	cursor := a.q.stats().acked
+	for {
+		if b := a.q.at(cursor + 1); b != nil {
+			u.batch(b)
+			cursor = b.seq
+			a.q.ack(b.seq) // released: nothing will be resent
+			continue
+		}
+		select {
+		case <-a.q.pushed:
+		case <-helloTick.C:
+			u.hello()
+		case <-statsTick.C:
+			u.stats()
+		case err := <-rejected:
+			if err != nil {
+				return err
+			}
+			rejected = nil // the reply reader stopped; carry on without it
+		case <-ctx.Done():
+			u.stats()
+			// Twice: a lost goodbye leaves the file open until the
+			// collector's peer timeout and idle close.
+			u.send(wire.AppendBye(nil))
+			u.send(wire.AppendBye(nil))
+			return nil
+		}
+	}
+}
+
+// udpDial makes the socket, connected to the collector (no packet is
+// sent: connecting a UDP socket only picks the route), retrying with
+// backoff while there is no route. conn is nil once ctx ended.
+func (a *Agent) udpDial(ctx context.Context) (*net.UDPConn, error) {
+	backoff := a.cfg.BackoffMin
+	for {
+		conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(a.addr))
+		if err == nil {
+			return conn, nil
+		}
+		a.log.Warn("cannot make a UDP socket to the collector", "addr", a.addr.String(), "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(time.Duration(float64(backoff) * (0.75 + 0.5*rand.Float64()))):
+		}
+		backoff = min(2*backoff, a.cfg.BackoffMax)
+	}
+}
+
+// udpReplies reads what the collector sends back, which is only ever a
+// Reject; it returns that as an error wrapping ErrRejected, or nil once
+// the socket is closed. ICMP errors (no collector listening yet) and
+// anything else are ignored.
+func (a *Agent) udpReplies(conn *net.UDPConn) error {
+	buf := make([]byte, 2048)
+	for {
+		n, err := conn.Read(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			// ECONNREFUSED (no collector listening yet) and the like.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		h, p, _, err := wire.NextFrame(buf[:n], wire.Limits{})
+		if err != nil || h.Type != wire.TypeReject {
+			continue
+		}
+		reason, err := wire.ParseReject(p)
+		if err != nil {
+			reason = err.Error()
+		}
+		return fmt.Errorf("%w: %s", ErrRejected, reason)
+	}
+}
+
+// udpLink is the sender goroutine's side of the socket.
+type udpLink struct {
+	a        *Agent
+	conn     *net.UDPConn
+	mtu      int // datagram payload bytes that fit the MTU
+	declared int // interfaces the last hello listed
+	st       wire.Stats
+	ctl      []byte // control frames
+	dgram    []byte // a hello and a batch together
+	errLog   time.Time
+}
+
+// send sends one datagram, counting it, or counting and logging (at
+// most once a second) the error: a failed send is not fatal, its batch
+// is lost like one the network drops.
+func (u *udpLink) send(d []byte) bool {
+	u.conn.SetWriteDeadline(time.Now().Add(udpWriteTimeout))
+	if _, err := u.conn.Write(d); err != nil {
+		u.a.udp.sendErrors.Add(1)
+		if now := time.Now(); now.Sub(u.errLog) >= time.Second {
+			u.errLog = now
+			u.a.log.Warn("sending a datagram failed; its batch is lost", "err", err, "send_errors", u.a.udp.sendErrors.Load())
+		}
+		return false
+	}
+	u.a.udp.datagrams.Add(1)
+	return true
+}
+
+// helloFrame returns a Hello listing every interface declared so far.
+func (u *udpLink) helloFrame() []byte {
+	a := u.a
+	h := wire.Hello{Instance: a.instance, Codecs: 1 << wire.CodecNone, Name: a.cfg.Name, Host: a.host,
+		Token: a.cfg.Token, Interfaces: a.interfaces()}
+	u.declared = len(h.Interfaces)
+	u.ctl = wire.AppendHello(u.ctl[:0], &h)
+	return u.ctl
+}
+
+func (u *udpLink) hello() { u.send(u.helloFrame()) }
+
+func (u *udpLink) stats() {
+	u.a.collectStats(&u.st)
+	u.ctl = wire.AppendStats(u.ctl[:0], &u.st)
+	u.send(u.ctl)
+}
+
+// batch sends batch b in one datagram, after a hello if it uses an
+// interface declared since the last one: in the same datagram when both
+// fit the MTU.
+func (u *udpLink) batch(b *batch) {
+	d := b.buf
+	if b.nIfaces > u.declared {
+		h := u.helloFrame()
+		if len(h)+len(d) <= u.mtu {
+			u.dgram = append(append(u.dgram[:0], h...), d...)
+			d = u.dgram
+		} else {
+			u.send(h)
+		}
+	}
+	if len(d) > u.mtu {
+		u.a.udp.fragmented.Add(1)
+	}
+	if u.send(d) {
+		u.a.sent.Add(b.packets)
+	}
+}

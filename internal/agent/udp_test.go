@@ -1,0 +1,408 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/sockopt"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// udpCollector is an in-process collector's UDP transport on a
+// loopback port.
+type udpCollector struct {
+	core *collector.Core
+	srv  *collector.UDPServer
+	addr string
+	dir  string
+	log  *lockedBuffer
+	stop func() // stops the server and closes the core; idempotent
+}
+
+// startUDPCollector starts a UDP collector for cfg (Dir, Logger and
+// Insecure set here) and stops it in t.Cleanup.
+func startUDPCollector(t *testing.T, cfg collector.Config) *udpCollector {
+	t.Helper()
+	uc := &udpCollector{dir: filepath.Join(t.TempDir(), "out"), log: &lockedBuffer{}}
+	cfg.Dir, cfg.Logger, cfg.Insecure = uc.dir, slog.New(slog.NewTextHandler(uc.log, nil)), true
+	core, err := collector.NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc.core, uc.srv, uc.addr = core, collector.NewUDPServer(core), conn.LocalAddr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- uc.srv.Serve(ctx, conn) }()
+	var once sync.Once
+	uc.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("UDP Serve: %v", err)
+			}
+			if err := core.Close(); err != nil {
+				t.Errorf("closing the core: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		uc.stop()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", uc.log.String())
+		}
+	})
+	return uc
+}
+
+// readPackets reads every packet of a pcap or pcapng file, or of every
+// file in a directory.
+func readPackets(t *testing.T, path string) []pcapfile.Packet {
+	t.Helper()
+	paths := []string{path}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		paths, _ = filepath.Glob(filepath.Join(path, "*"))
+	}
+	var out []pcapfile.Packet
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pcapfile.NewReader(f, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for {
+			pk, err := r.ReadPacket()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			out = append(out, pk)
+		}
+		f.Close()
+	}
+	return out
+}
+
+// samePackets compares timestamps, lengths and bytes.
+func samePackets(t *testing.T, got, want []pcapfile.Packet) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d packets, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Timestamp != w.Timestamp || g.OrigLen != w.OrigLen || !bytes.Equal(g.Data, w.Data) {
+			t.Fatalf("packet %d: ts %d len %d/%d, want ts %d len %d/%d", i, g.Timestamp, len(g.Data), g.OrigLen, w.Timestamp, len(w.Data), w.OrigLen)
+		}
+	}
+}
+
+// runUDPAgent replays path over UDP to addr and returns its summary.
+func runUDPAgent(t *testing.T, addr, name, path string, cfg Config) Summary {
+	t.Helper()
+	lb := &lockedBuffer{}
+	cfg.Collector, cfg.Name, cfg.ReadFile, cfg.Insecure, cfg.Transport = addr, name, path, true, TransportUDP
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sum, err := a.Run(ctx)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("Run: %v (ctx %v); log:\n%s", err, ctx.Err(), lb.String())
+	}
+	return sum
+}
+
+// TestUDPReplay: every packet of a replay, jumbo frames and 64 KiB ones
+// too, reaches the file over loopback UDP when nothing is lost; a
+// packet too big for a datagram is cut to the largest one, its original
+// length kept.
+func TestUDPReplay(t *testing.T) {
+	uc := startUDPCollector(t, collector.Config{})
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 3000, Mix: gen.MixMixed, Seed: 7, Nanosecond: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := readPackets(t, path)
+	var truncated, alone uint64
+	for i := range want {
+		if len(want[i].Data) > maxUDPRecord {
+			want[i].Data = want[i].Data[:maxUDPRecord]
+			truncated++
+		}
+		if len(want[i].Data)+wire.HeaderSize+wire.BatchHeaderSize+wire.RecordMaxOverhead > 1500-28 {
+			alone++
+		}
+	}
+	sum := runUDPAgent(t, uc.addr, "u1", path, Config{MTU: 1500})
+	if sum.Read != 3000 || sum.Sent != 3000 || sum.Acked != 0 || sum.Unacked != 0 || sum.SendErrors != 0 || sum.Truncated != truncated || truncated == 0 {
+		t.Errorf("summary %+v; want 3000 read and sent, %d truncated", sum, truncated)
+	}
+	// A packet that does not fit alone travels alone; some of those
+	// datagrams may still fit the MTU once shorter headers are counted.
+	if sum.Fragmented == 0 || sum.Fragmented > alone {
+		t.Errorf("%d datagrams over the MTU, want 1..%d", sum.Fragmented, alone)
+	}
+	waitUDP(t, uc, sum.Datagrams)
+	uc.stop()
+	got := uc.srv.AgentCounts()["u1"]
+	if got.Lost != 0 || got.Reordered != 0 || got.Duplicates != 0 || got.Malformed != 0 || got.Received == 0 {
+		t.Errorf("collector counts %+v, want no loss", got)
+	}
+	samePackets(t, readPackets(t, filepath.Join(uc.dir, "u1")), want)
+}
+
+// waitUDP waits until the collector has handled n datagrams.
+func waitUDP(t *testing.T, uc *udpCollector, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for uc.srv.Counters.Datagrams.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("collector handled %d datagrams of %d", uc.srv.Counters.Datagrams.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// faultyPath relays datagrams from an agent to a collector over
+// loopback, dropping, swapping and duplicating batch datagrams on a
+// fixed pattern, and records what it did. Datagrams that carry a hello
+// are passed in order, untouched.
+type faultyPath struct {
+	in, out *net.UDPConn
+
+	mu        sync.Mutex
+	forwarded uint64 // datagrams sent on to the collector
+	byes      int
+	counts    collector.SeqCounts // what the collector must count, Lost aside
+	dropped   []uint64            // sequence numbers dropped
+	top       uint64              // highest sequence number delivered
+	delivered [][]byte            // batch payloads in the order written
+	done      chan struct{}       // closed after the second bye
+}
+
+func newFaultyPath(t *testing.T, to string) *faultyPath {
+	t.Helper()
+	in, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raddr, _ := net.ResolveUDPAddr("udp", to)
+	out, err := net.DialUDP("udp", nil, raddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockopt.SetBuffers(in, 4<<20, 0)
+	sockopt.SetBuffers(out, 0, 4<<20)
+	fp := &faultyPath{in: in, out: out, done: make(chan struct{})}
+	go fp.run()
+	t.Cleanup(func() { in.Close(); out.Close() })
+	return fp
+}
+
+func (fp *faultyPath) forward(d []byte, batch []byte) {
+	fp.out.Write(d)
+	fp.forwarded++
+	if batch != nil {
+		fp.counts.Received++
+		fp.delivered = append(fp.delivered, batch)
+		fp.top = max(fp.top, binary.LittleEndian.Uint64(batch))
+	}
+}
+
+// want returns what the collector must have counted: a drop after the
+// last delivered datagram is invisible to it.
+func (fp *faultyPath) want() collector.SeqCounts {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	c := fp.counts
+	for _, s := range fp.dropped {
+		if s < fp.top {
+			c.Lost++
+		}
+	}
+	return c
+}
+
+func (fp *faultyPath) run() {
+	buf := make([]byte, 64<<10)
+	var held, heldBatch []byte
+	n := 0 // batch datagrams seen
+	for {
+		k, err := fp.in.Read(buf)
+		if err != nil {
+			return
+		}
+		d := bytes.Clone(buf[:k])
+		var batch []byte
+		hello := false
+		for rest := d; len(rest) > 0; {
+			h, p, next, err := wire.NextFrame(rest, wire.Limits{})
+			if err != nil {
+				panic(err)
+			}
+			rest = next
+			switch h.Type {
+			case wire.TypeBatch:
+				batch = p
+			case wire.TypeHello:
+				hello = true
+			case wire.TypeBye:
+				fp.byes++
+			}
+		}
+		fp.mu.Lock()
+		switch {
+		case batch == nil || hello:
+			if batch == nil && held != nil && fp.byes > 0 { // the end: in order now
+				fp.forward(held, heldBatch)
+				held = nil
+			}
+			fp.forward(d, batch)
+		case n%7 == 6:
+			fp.dropped = append(fp.dropped, binary.LittleEndian.Uint64(batch))
+		case held != nil:
+			fp.forward(d, batch)
+			fp.forward(held, heldBatch)
+			fp.counts.Reordered++
+			held = nil
+		case n%5 == 2:
+			held, heldBatch = d, batch
+		default:
+			fp.forward(d, batch)
+			if n%11 == 0 {
+				fp.out.Write(d)
+				fp.forwarded++
+				fp.counts.Received++
+				fp.counts.Duplicates++
+			}
+		}
+		if batch != nil && !hello {
+			n++
+		}
+		if fp.byes == 2 {
+			close(fp.done)
+		}
+		fp.mu.Unlock()
+	}
+}
+
+// TestUDPLossCountedExactly runs a replay through a path that drops
+// every 7th batch datagram, swaps others and duplicates some: the
+// collector's counts equal what the path did, and the file holds
+// exactly the packets of the delivered datagrams, in arrival order.
+func TestUDPLossCountedExactly(t *testing.T) {
+	uc := startUDPCollector(t, collector.Config{})
+	fp := newFaultyPath(t, uc.addr)
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 4000, Mix: gen.MixIMIX, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	sum := runUDPAgent(t, fp.in.LocalAddr().String(), "lossy", path, Config{MTU: 1280})
+	if sum.Sent != 4000 || sum.SendErrors != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	select {
+	case <-fp.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the path did not see the agent's goodbye")
+	}
+	want := fp.want()
+	fp.mu.Lock()
+	forwarded, delivered := fp.forwarded, fp.delivered
+	fp.mu.Unlock()
+	waitUDP(t, uc, forwarded)
+	uc.stop()
+	if want.Lost == 0 || want.Reordered == 0 || want.Duplicates == 0 {
+		t.Fatalf("the path did too little: %+v", want)
+	}
+	got := uc.srv.AgentCounts()["lossy"]
+	if got != (collector.UDPAgentCounts{SeqCounts: want}) {
+		t.Errorf("collector counts %+v,\nthe path did        %+v", got, want)
+	}
+	var wantPkts []pcapfile.Packet
+	for _, p := range delivered {
+		b, err := wire.ParseBatch(0, p, wire.BatchLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := b.Iter(1)
+		var r wire.Record
+		for it.Next(&r) == nil {
+			wantPkts = append(wantPkts, pcapfile.Packet{Timestamp: r.Timestamp, OrigLen: r.OrigLen, Data: r.Data})
+		}
+	}
+	samePackets(t, readPackets(t, filepath.Join(uc.dir, "lossy")), wantPkts)
+	t.Logf("path: %+v; %d packets of 4000 written", want, len(wantPkts))
+}
+
+// TestUDPRejected: a collector that wants a token refuses an agent
+// without it, and the agent stops with the reason.
+func TestUDPRejected(t *testing.T) {
+	uc := startUDPCollector(t, collector.Config{Token: "0123456789abcdef0123"})
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 20000, Mix: gen.Mix64}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Collector: uc.addr, Name: "nt", ReadFile: path, Insecure: true, Transport: TransportUDP,
+		MaxRate: 5000, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = a.Run(ctx)
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "token required") || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want the rejection", err, ctx.Err())
+	}
+}
+
+func TestUDPConfig(t *testing.T) {
+	base := Config{Collector: "127.0.0.1:1", ReadFile: "x", Name: "n", Transport: TransportUDP, Insecure: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"ok", func(*Config) {}, ""},
+		{"not insecure", func(c *Config) { c.Insecure = false }, "UDP is plaintext"},
+		{"spool", func(c *Config) { c.Spool = "/tmp/x" }, "UDP acknowledges nothing"},
+		{"mtu too small", func(c *Config) { c.MTU = 100 }, "MTU 100 out of range"},
+		{"mtu with tcp", func(c *Config) { c.Transport, c.MTU = TransportTCP, 1500 }, "UDP transport only"},
+		{"bad transport", func(c *Config) { c.Transport = "sctp" }, `transport "sctp"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			err := c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
