@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"io"
@@ -20,8 +21,9 @@ Captures packets and streams them to a collector. FILTER (the --filter
 flag, or the words after the flags) is tcpdump syntax, applied in the
 kernel. The agent always excludes its own connection to the collector
 from capture by adding "and not (tcp and host COLLECTOR-IP and port
-COLLECTOR-PORT)" to the filter, so it never captures what it sends; this
-also hides other traffic to that exact address and port.
+COLLECTOR-PORT)" (udp with --transport udp) to the filter, so it never
+captures what it sends; this also hides other traffic to that exact
+address and port.
 
 On SIGINT/SIGTERM it stops capturing, sends what it holds and waits up to
 --shutdown-timeout for acknowledgements, then prints a summary and exits 0.
@@ -32,7 +34,12 @@ is given: the collector's certificate is verified against --tls-ca (the
 system's roots by default) and the name in --collector (or
 --tls-server-name); --tls-cert and --tls-key are the agent's client
 certificate, whose CN or a DNS name must be the agent's name. Plain TCP
-needs --insecure.`, stderr)
+needs --insecure.
+
+--transport udp sends batches in datagrams that fit --mtu, for links
+where the lowest latency matters more than delivery: nothing is
+acknowledged or resent, and the collector counts what the network lost.
+UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	var cfg agent.Config
 	coll := fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+DefaultPort+" by default) (required)")
 	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
@@ -65,7 +72,9 @@ needs --insecure.`, stderr)
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
 	serverName := fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in --collector)")
 	tokenFile := fs.String("token-file", "", "send this shared token (surrounding white space is ignored) to the collector; only over TLS unless --insecure")
-	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP, without TLS: packets cross the network in clear text, the collector is not verified")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP (or UDP), without TLS: packets cross the network in clear text, the collector is not verified")
+	fs.StringVar(&cfg.Transport, "transport", agent.TransportTCP, "tcp (acknowledged, resent after a loss) or udp (lowest latency: datagrams that fit --mtu, nothing resent, losses counted by the collector; needs --insecure)")
+	fs.IntVar(&cfg.MTU, "mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a packet too big for one datagram alone is sent alone, IP-fragmented")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", agent.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", agent.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -84,6 +93,28 @@ needs --insecure.`, stderr)
 	}
 	cfg.Logger = log
 	useTLS := *tlsOn || *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *serverName != ""
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch cfg.Transport {
+	case agent.TransportTCP:
+		if set["mtu"] {
+			return fmt.Errorf("%w: --mtu applies to --transport udp only", errUsage)
+		}
+		cfg.MTU = 0
+	case agent.TransportUDP:
+		switch {
+		case useTLS || !cfg.Insecure:
+			return fmt.Errorf("%w: --transport udp is plaintext (no DTLS): add --insecure (and drop the --tls flags; TLS needs --transport tcp)", errUsage)
+		case set["batch-size"]:
+			return fmt.Errorf("%w: --batch-size does not apply to --transport udp: a batch is one datagram, sized by --mtu", errUsage)
+		case cfg.MTU < 576 || cfg.MTU > 65535:
+			return fmt.Errorf("%w: --mtu %d out of range 576..65535", errUsage, cfg.MTU)
+		case set["spool"]:
+			return fmt.Errorf("%w: --spool needs --transport tcp: a spool keeps batches until acknowledged, and UDP acknowledges nothing", errUsage)
+		}
+	default:
+		return fmt.Errorf("%w: --transport %q: want tcp or udp", errUsage, cfg.Transport)
+	}
 	switch {
 	case useTLS && cfg.Insecure:
 		return fmt.Errorf("%w: --insecure and the --tls flags exclude each other", errUsage)

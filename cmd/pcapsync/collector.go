@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -21,9 +24,14 @@ Accepts agents and writes what they capture into pcapng files. Agents
 connect over TLS (1.2 or newer): --tls-client-ca requires and verifies a
 client certificate from every agent, whose name must then be the
 certificate's CN or one of its DNS names; --token-file requires a shared
-token in every hello. Plain TCP needs --insecure.`, stderr)
+token in every hello. Plain TCP needs --insecure.
+
+--listen-udp also accepts agents running --transport udp (beside TCP, on
+the same or another port): plaintext, no DTLS, so it needs --insecure;
+--token-file still applies.`, stderr)
 	var cfg collector.Config
 	listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
+	listenUDP := fs.String("listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
 	fs.StringVar(&cfg.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
 	rotateSize := int64(1 << 30)
 	fs.Var(sizeFlag{&rotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
@@ -60,6 +68,8 @@ token in every hello. Plain TCP needs --insecure.`, stderr)
 	}
 	cfg.Logger = log
 	switch {
+	case *listenUDP != "" && !cfg.Insecure:
+		return fmt.Errorf("%w: --listen-udp: UDP is plaintext (no DTLS): add --insecure (TCP is then plain too; --token-file still applies)", errUsage)
 	case *tlsCert == "" && *tlsKey == "" && !cfg.Insecure:
 		return fmt.Errorf("%w: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP", errUsage)
 	case (*tlsCert != "" || *tlsKey != "") && cfg.Insecure:
@@ -106,27 +116,65 @@ token in every hello. Plain TCP needs --insecure.`, stderr)
 	if err != nil {
 		return err
 	}
-	log.Info("collector listening", "addr", ln.Addr().String(), "dir", cfg.Dir, "tls", cfg.TLS != nil,
-		"client_certificates", *clientCA != "", "token", cfg.Token != "")
+	var udp *collector.UDPServer
+	var uconn *net.UDPConn
+	attrs := []any{"addr", ln.Addr().String(), "dir", cfg.Dir, "tls", cfg.TLS != nil,
+		"client_certificates", *clientCA != "", "token", cfg.Token != ""}
+	if *listenUDP != "" {
+		ua, err := net.ResolveUDPAddr("udp", *listenUDP)
+		if err == nil {
+			uconn, err = net.ListenUDP("udp", ua)
+		}
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--listen-udp: %w", err)
+		}
+		udp = collector.NewUDPServer(core)
+		attrs = append(attrs, "udp", uconn.LocalAddr().String())
+	}
+	log.Info("collector listening", attrs...)
 	tickCtx, stopTick := context.WithCancel(context.Background())
 	ticked := make(chan struct{})
 	go func() { core.Run(tickCtx); close(ticked) }()
+	udpDone := make(chan error, 1)
+	if udp != nil {
+		go func() { udpDone <- udp.Serve(ctx, uconn) }()
+	} else {
+		udpDone <- nil
+	}
 	serr := collector.NewServer(core).Serve(ctx, ln)
+	uerr := <-udpDone
 	stopTick()
 	<-ticked
 	cerr := core.Close()
 	c := &core.Counters
-	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d\n",
+	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
 		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
-		c.PeerTimeouts.Load(), c.OverLimit.Load())
+		c.PeerTimeouts.Load(), c.OverLimit.Load(), udpSummary(stdout, udp))
 	if n := c.Compressed.Load() + c.BadCompress.Load() + c.TooLargeRaw.Load(); n > 0 {
 		fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
 			c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())
 	}
-	if serr != nil {
-		return serr
+	return errors.Join(serr, uerr, cerr)
+}
+
+// udpSummary prints a line per UDP agent and returns the UDP totals for
+// the summary line ("" without UDP).
+func udpSummary(stdout io.Writer, udp *collector.UDPServer) string {
+	if udp == nil {
+		return ""
 	}
-	return cerr
+	agents := udp.AgentCounts()
+	var total collector.UDPAgentCounts
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		a := agents[name]
+		total.SeqCounts.Add(a.SeqCounts)
+		fmt.Fprintf(stdout, "pcapsync collector: udp agent %s: datagrams %d, lost %d, reordered %d, duplicates %d, late %d, malformed %d\n",
+			name, a.Received, a.Lost, a.Reordered, a.Duplicates, a.Late, a.Malformed)
+	}
+	u := &udp.Counters
+	return fmt.Sprintf(", udp datagrams %d, batch datagrams %d, lost %d, reordered %d, late %d, malformed %d, from unknown sources %d",
+		u.Datagrams.Load(), total.Received, total.Lost, total.Reordered, total.Late, u.Malformed.Load(), u.Unknown.Load())
 }
 
 // disabledIfZero maps a user's 0 ("disable") to the Config's negative.
