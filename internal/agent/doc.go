@@ -2,7 +2,8 @@
 // a file), packs them into batches and streams them to a collector over
 // one TCP connection (TLS unless Config.Insecure), keeping every batch
 // until it is acknowledged and resending what is missing after a
-// reconnect. A collector silent for Config.PeerTimeout (no ack, no
+// reconnect. Over UDP (Config.Transport, udp.go) each batch is one
+// datagram sent once: lowest latency, losses counted by the collector. A collector silent for Config.PeerTimeout (no ack, no
 // heartbeat) is taken for dead and the connection made anew.
 //
 // Goroutines: one per source (an interface, or the file) that reads

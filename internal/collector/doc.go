@@ -6,7 +6,10 @@
 // Batch, Iface, Stats, Commit and End. Server is the TCP transport: TLS
 // (client certificates bound to agent names), a shared token, or plain
 // TCP only when Config.Insecure says so; heartbeats and a peer timeout
-// end sessions of dead agents within seconds.
+// end sessions of dead agents within seconds. UDPServer is the UDP
+// transport (plaintext, Insecure only): no acknowledgements, sessions
+// by source address, and exact counts of lost, reordered and duplicated
+// datagrams (UDPServer.AgentCounts).
 //
 // Delivery contract (docs/reliability.md): a batch is acknowledged
 // (Commit returns its sequence number) only after its packets were

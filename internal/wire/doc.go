@@ -1,6 +1,6 @@
 // Package wire is pcapsync's binary protocol: the one language spoken by
-// agents and collectors over every transport (TCP today; UDP, Redis and
-// Kafka carry the same batches later).
+// agents and collectors over every transport (TCP; UDP datagrams of whole
+// frames, see datagram.go; Redis and Kafka carry the same batches later).
 //
 // A stream is a sequence of frames. Every frame starts with an 8-byte
 // header (magic, version, type, flags, payload length) and its payload
