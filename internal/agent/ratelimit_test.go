@@ -1,6 +1,9 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestRateLimiter(t *testing.T) {
 	tests := []struct {
@@ -28,5 +31,21 @@ func TestRateLimiter(t *testing.T) {
 				t.Fatalf("allowed %d of %d, want %d", got, tt.n, tt.want)
 			}
 		})
+	}
+}
+
+func TestPacer(t *testing.T) {
+	var none pacer
+	start := time.Now()
+	for range 1000 {
+		none.wait()
+	}
+	p := pacer{rate: 1000}
+	for range 51 {
+		p.wait()
+	}
+	// 51 packets at 1000/s: the last is due 50ms after the first.
+	if d := time.Since(start); d < 45*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("51 packets at 1000/s took %v, want about 50ms", d)
 	}
 }
