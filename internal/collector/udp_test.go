@@ -140,27 +140,42 @@ func TestUDPServer(t *testing.T) {
 	}
 }
 
-// TestUDPAgentRestart: a hello of a new instance from the same address
-// ends the old session (its gaps counted lost) and starts a new one.
+// TestUDPAgentRestart: a hello of a new instance, from the same address
+// or another one, ends the old session (its gaps counted lost) and
+// starts a new one; the old address is unknown from then on.
 func TestUDPAgentRestart(t *testing.T) {
-	tu := startUDP(t, Config{})
-	a := tu.dial(t)
-	a.send(wire.AppendHello(nil, hello("r1", 1)))
-	a.send(udpBatch(1))
-	a.send(udpBatch(3))
-	a.send(wire.AppendHello(nil, hello("r1", 2)))
-	a.send(udpBatch(1))
-	a.send(udpBatch(2))
-	if n := tu.core.Counters.Sessions.Load(); n != 2 {
-		t.Fatalf("%d sessions, want 2", n)
-	}
-	tu.stop()
-	got := tu.srv.AgentCounts()["r1"]
-	if want := (UDPAgentCounts{SeqCounts: SeqCounts{Received: 4, Lost: 1}}); got != want {
-		t.Errorf("agent counts %+v, want %+v", got, want)
-	}
-	if pkts, _ := readDir(t, filepath.Join(tu.core.dir, "r1")); len(pkts) != 40 {
-		t.Errorf("%d packets written, want 40", len(pkts))
+	for _, newPort := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same port", true: "new port"}[newPort], func(t *testing.T) {
+			tu := startUDP(t, Config{})
+			a := tu.dial(t)
+			a.send(wire.AppendHello(nil, hello("r1", 1)))
+			a.send(udpBatch(1))
+			a.send(udpBatch(3))
+			old := a
+			if newPort {
+				a = tu.dial(t)
+			}
+			a.send(wire.AppendHello(nil, hello("r1", 2)))
+			a.send(udpBatch(1))
+			a.send(udpBatch(2))
+			if n := tu.core.Counters.Sessions.Load(); n != 2 {
+				t.Fatalf("%d sessions, want 2", n)
+			}
+			if newPort {
+				old.send(udpBatch(4))
+				if u := tu.srv.Counters.Unknown.Load(); u != 1 {
+					t.Errorf("the old address: %d unknown, want 1", u)
+				}
+			}
+			tu.stop()
+			got := tu.srv.AgentCounts()["r1"]
+			if want := (UDPAgentCounts{SeqCounts: SeqCounts{Received: 4, Lost: 1}}); got != want {
+				t.Errorf("agent counts %+v, want %+v", got, want)
+			}
+			if pkts, _ := readDir(t, filepath.Join(tu.core.dir, "r1")); len(pkts) != 40 {
+				t.Errorf("%d packets written, want 40", len(pkts))
+			}
+		})
 	}
 }
 
@@ -226,5 +241,43 @@ func TestUDPNeedsInsecure(t *testing.T) {
 	}
 	if err := NewUDPServer(core).Serve(context.Background(), conn); !errors.Is(err, ErrUDPInsecure) {
 		t.Fatalf("Serve = %v, want ErrUDPInsecure", err)
+	}
+}
+
+// TestUDPAndTCPTakeOver: sessions of one agent name on the two
+// transports of one Core replace each other, whichever goroutine the
+// takeover comes from.
+func TestUDPAndTCPTakeOver(t *testing.T) {
+	ts := startServer(t, Config{Insecure: true})
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &testUDP{core: ts.core, srv: NewUDPServer(ts.core), addr: conn.LocalAddr().(*net.UDPAddr), log: ts.log}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- tu.srv.Serve(ctx, conn) }()
+	t.Cleanup(func() { cancel(); <-served }) // before startServer's cleanup closes the core
+
+	s1 := dial(t, ts.addr, nil, "x1", "")
+	if ok, reason, err := s1.reply(); !ok {
+		t.Fatalf("TCP: %q %v", reason, err)
+	}
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("x1", 'x'))) // takes over from TCP
+	if _, _, err := s1.fr.Next(); err == nil {
+		t.Fatal("the TCP connection survived the UDP takeover")
+	}
+	a.send(udpBatch(1))
+	s2 := dial(t, ts.addr, nil, "x1", "") // takes over from UDP
+	if ok, reason, err := s2.reply(); !ok {
+		t.Fatalf("TCP again: %q %v", reason, err)
+	}
+	a.send(udpBatch(2))
+	if n, u := ts.core.Counters.Sessions.Load(), tu.srv.Counters.Unknown.Load(); n != 3 || u != 1 {
+		t.Errorf("%d sessions, %d unknown datagrams; want 3 and 1", n, u)
+	}
+	if got := tu.srv.AgentCounts()["x1"]; got.Received != 1 {
+		t.Errorf("UDP counts %+v, want 1 received", got)
 	}
 }
