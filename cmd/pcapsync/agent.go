@@ -21,9 +21,10 @@ Captures packets and streams them to a collector. FILTER (the --filter
 flag, or the words after the flags) is tcpdump syntax, applied in the
 kernel. The agent always excludes its own connection to the collector
 from capture by adding "and not (tcp and host COLLECTOR-IP and port
-COLLECTOR-PORT)" (udp with --transport udp) to the filter, so it never
-captures what it sends; this also hides other traffic to that exact
-address and port.
+COLLECTOR-PORT)" to the filter, so it never captures what it sends; this
+also hides other traffic to that exact address and port. With
+--transport udp it is udp, and IP fragments to and from COLLECTOR-IP are
+hidden too (fragments after the first carry no port).
 
 On SIGINT/SIGTERM it stops capturing, sends what it holds and waits up to
 --shutdown-timeout for acknowledgements, then prints a summary and exits 0.

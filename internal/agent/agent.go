@@ -181,9 +181,20 @@ func newInstance() (id [16]byte) {
 }
 
 // ownStreamFilter excludes the agent's connection to the collector from
-// capture, so the agent never captures what it sends.
+// capture, so the agent never captures what it sends. Over UDP a
+// datagram over the MTU is fragmented, and the fragments after the first
+// carry no ports (over IPv6 none matches "udp": the fragment header comes
+// first), so fragments to and from the collector's address are excluded
+// too.
 func (a *Agent) ownStreamFilter() string {
-	return fmt.Sprintf("not (%s and host %s and port %d)", a.cfg.Transport, a.addr.Addr(), a.addr.Port())
+	host, port := a.addr.Addr(), a.addr.Port()
+	switch {
+	case a.cfg.Transport != TransportUDP:
+		return fmt.Sprintf("not (tcp and host %s and port %d)", host, port)
+	case host.Is4():
+		return fmt.Sprintf("not (udp and host %s and (port %d or ip[6:2] & 0x1fff != 0))", host, port)
+	}
+	return fmt.Sprintf("not (host %s and (udp port %d or ip6[6] == 44))", host, port)
 }
 
 func (a *Agent) closeSources() {
