@@ -89,14 +89,9 @@ func TestPipelineAllocsPerPacket(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
-	const small, large = 10_000, 60_000
-	run := func(n uint64) float64 {
-		path := filepath.Join(t.TempDir(), "in.pcap")
-		if err := gen.WriteFile(path, gen.FileConfig{Count: n, Mix: gen.MixIMIX}); err != nil {
-			t.Fatal(err)
-		}
+	perPacket := pipelineAllocsPerPacket(t, func() func(path string, n uint64) {
 		rc := startCollector(t, collector.Config{Insecure: true})
-		return testing.AllocsPerRun(1, func() {
+		return func(path string, n uint64) {
 			a, err := New(Config{Collector: rc.addr, Name: "allocs", ReadFile: path, Insecure: true,
 				BatchBytes: 64 << 10, QueueBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
@@ -106,15 +101,32 @@ func TestPipelineAllocsPerPacket(t *testing.T) {
 			if err != nil || s.Acked != n {
 				t.Fatalf("replay of %d packets: %+v, %v", n, s, err)
 			}
-		})
+		}
+	})
+	// A single allocation per batch would be 1/180 = 0.0056 per packet.
+	if perPacket > 0.002 {
+		t.Errorf("%.4f allocations per packet in the steady state, want about 0", perPacket)
+	}
+}
+
+// pipelineAllocsPerPacket replays generated IMIX files of two sizes,
+// each with the replay that start returns (start runs a collector, not
+// measured), and returns the allocations per additional packet.
+func pipelineAllocsPerPacket(t *testing.T, start func() (replay func(path string, n uint64))) float64 {
+	t.Helper()
+	const small, large = 10_000, 60_000
+	run := func(n uint64) float64 {
+		path := filepath.Join(t.TempDir(), "in.pcap")
+		if err := gen.WriteFile(path, gen.FileConfig{Count: n, Mix: gen.MixIMIX}); err != nil {
+			t.Fatal(err)
+		}
+		replay := start()
+		return testing.AllocsPerRun(1, func() { replay(path, n) })
 	}
 	runtime.GC()
 	base := run(small)
 	more := run(large)
 	perPacket := (more - base) / (large - small)
 	t.Logf("allocations: %v for %d packets, %v for %d: %.4f per additional packet", base, small, more, large, perPacket)
-	// A single allocation per batch would be 1/180 = 0.0056 per packet.
-	if perPacket > 0.002 {
-		t.Errorf("%.4f allocations per packet in the steady state, want about 0", perPacket)
-	}
+	return perPacket
 }
