@@ -31,6 +31,8 @@ const (
 	udpRcvBuf = 4 << 20
 	// udpRejectGap spaces replies to refused hellos.
 	udpRejectGap = 100 * time.Millisecond
+	// udpLossLog spaces the warnings about a session's lost datagrams.
+	udpLossLog = 10 * time.Second
 )
 
 // UDPCounters are the UDP transport's totals. Safe for concurrent use.
@@ -100,6 +102,8 @@ type udpPeer struct {
 	dirty     bool      // in UDPServer.dirty
 	kicked    bool      // taken over before Begin returned
 	ended     bool
+	warned    uint64    // lost datagrams when the last warning was logged
+	warnedAt  time.Time // of the last warning
 }
 
 // NewUDPServer returns a UDP transport for core. It can serve beside a
@@ -418,7 +422,8 @@ func (u *UDPServer) commit() {
 	u.dirty = u.dirty[:0]
 }
 
-// sweep ends sessions silent for the peer timeout.
+// sweep ends sessions silent for the peer timeout, and warns about
+// sessions that lost datagrams (at most every udpLossLog each).
 func (u *UDPServer) sweep(now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -426,6 +431,12 @@ func (u *UDPServer) sweep(now time.Time) {
 		if now.Sub(p.last) >= u.core.cfg.PeerTimeout {
 			u.core.Counters.PeerTimeouts.Add(1)
 			u.endPeer(p, false, "agent silent: peer timeout (its file stays open for the idle-close time)")
+			continue
+		}
+		if c := p.win.SeqCounts; c.Lost > p.warned && now.Sub(p.warnedAt) >= udpLossLog {
+			u.log.Warn("datagrams lost", "agent", p.name, "lost", c.Lost, "lost_since_last_warning", c.Lost-p.warned,
+				"datagrams", c.Received, "reordered", c.Reordered, "duplicates", c.Duplicates, "late", c.Late)
+			p.warned, p.warnedAt = c.Lost, now
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,4 +281,17 @@ func TestUDPAndTCPTakeOver(t *testing.T) {
 	if got := tu.srv.AgentCounts()["x1"]; got.Received != 1 {
 		t.Errorf("UDP counts %+v, want 1 received", got)
 	}
+}
+
+// TestUDPLossWarning: a session that loses datagrams is warned about
+// while it runs, not only when it ends.
+func TestUDPLossWarning(t *testing.T) {
+	tu := startUDP(t, Config{})
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("w1", 1)))
+	a.send(udpBatch(1))
+	a.send(udpBatch(2 + windowSize)) // 2 leaves the window unseen
+	waitFor(t, func() bool {
+		return strings.Contains(tu.log.String(), `msg="datagrams lost" transport=udp agent=w1 lost=1 `)
+	})
 }
