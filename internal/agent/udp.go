@@ -70,8 +70,12 @@ func (a *Agent) udpSender(ctx context.Context) error {
 	} else if snd > 0 && snd < udpSndBuf {
 		a.log.Debug("UDP send buffer smaller than asked (not root?)", "bytes", snd, "asked", udpSndBuf)
 	}
-	rejected := make(chan error, 1)
-	go func() { rejected <- a.udpReplies(conn) }()
+	rejected := make(chan error, 1) // only ever a reject
+	go func() {
+		if err := a.udpReplies(conn); err != nil {
+			rejected <- err
+		}
+	}()
 	u := &udpLink{a: a, conn: conn, mtu: a.cfg.BatchBytes}
 	a.log.Info("sending to collector over UDP", "addr", a.addr.String(), "mtu", a.cfg.MTU, "datagram_bytes", u.mtu)
 	u.hello()
@@ -82,6 +86,11 @@ func (a *Agent) udpSender(ctx context.Context) error {
 	defer statsTick.Stop()
 	cursor := a.q.stats().acked
 	for {
+		select { // a reject ends a burst at once, not when the queue is empty
+		case err := <-rejected:
+			return err
+		default:
+		}
 		if b := a.q.at(cursor + 1); b != nil {
 			u.batch(b)
 			cursor = b.seq
@@ -95,10 +104,7 @@ func (a *Agent) udpSender(ctx context.Context) error {
 		case <-statsTick.C:
 			u.stats()
 		case err := <-rejected:
-			if err != nil {
-				return err
-			}
-			rejected = nil // the reply reader stopped; carry on without it
+			return err
 		case <-ctx.Done():
 			u.stats()
 			// Twice: a lost goodbye leaves the file open until the
