@@ -17,6 +17,19 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
+// runResult is what Agent.Run returned.
+type runResult struct {
+	sum Summary
+	err error
+}
+
+// runAsync runs a.Run(ctx) on a goroutine of its own.
+func runAsync(ctx context.Context, a *Agent) <-chan runResult {
+	done := make(chan runResult, 1)
+	go func() { s, err := a.Run(ctx); done <- runResult{s, err} }()
+	return done
+}
+
 func fill(q *queue, n int, block bool) bool {
 	b := q.get()
 	var e wire.BatchEncoder
@@ -84,12 +97,7 @@ func TestResendsFromFirstUnacknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		sum Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { s, err := a.Run(context.Background()); done <- result{s, err} }()
+	done := runAsync(context.Background(), a)
 
 	accept := func() (net.Conn, *wire.FrameReader, wire.Hello) {
 		t.Helper()

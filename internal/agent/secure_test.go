@@ -106,18 +106,12 @@ func replay(t *testing.T, cfg Config, n uint64) (Summary, error, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		s   Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { s, err := a.Run(context.Background()); done <- result{s, err} }()
 	select {
-	case r := <-done:
+	case r := <-runAsync(context.Background(), a):
 		if t.Failed() {
 			t.Logf("agent log:\n%s", lb.String())
 		}
-		return r.s, r.err, lb.String()
+		return r.sum, r.err, lb.String()
 	case <-time.After(20 * time.Second):
 		t.Fatalf("agent did not end within 20s; log:\n%s", lb.String())
 	}

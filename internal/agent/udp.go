@@ -85,20 +85,24 @@ func (a *Agent) udpSender(ctx context.Context) error {
 	statsTick := time.NewTicker(a.cfg.StatsInterval)
 	defer statsTick.Stop()
 	cursor := a.q.stats().acked
+	ready := make(chan struct{})
+	close(ready)
 	for {
-		select { // a reject ends a burst at once, not when the queue is empty
-		case err := <-rejected:
-			return err
-		default:
-		}
-		if b := a.q.at(cursor + 1); b != nil {
-			u.batch(b)
-			cursor = b.seq
-			a.q.ack(b.seq) // released: nothing will be resent
-			continue
+		// One select for all: under a steady stream of batches the
+		// hellos (a restarted collector needs them) and stats still go
+		// out, and a reject ends the stream at once.
+		b := a.q.at(cursor + 1)
+		next := a.q.pushed
+		if b != nil {
+			next = ready
 		}
 		select {
-		case <-a.q.pushed:
+		case <-next:
+			if b != nil {
+				u.batch(b)
+				cursor = b.seq
+				a.q.ack(b.seq) // released: nothing will be resent
+			}
 		case <-helloTick.C:
 			u.hello()
 		case <-statsTick.C:

@@ -34,8 +34,14 @@ type udpCollector struct {
 }
 
 // startUDPCollector starts a UDP collector for cfg (Dir, Logger and
-// Insecure set here) and stops it in t.Cleanup.
+// Insecure set here) on a free loopback port and stops it in t.Cleanup.
 func startUDPCollector(t *testing.T, cfg collector.Config) *udpCollector {
+	t.Helper()
+	return startUDPCollectorAt(t, cfg, "127.0.0.1:0")
+}
+
+// startUDPCollectorAt is startUDPCollector on addr.
+func startUDPCollectorAt(t *testing.T, cfg collector.Config, addr string) *udpCollector {
 	t.Helper()
 	uc := &udpCollector{dir: filepath.Join(t.TempDir(), "out"), log: &lockedBuffer{}}
 	cfg.Dir, cfg.Logger, cfg.Insecure = uc.dir, slog.New(slog.NewTextHandler(uc.log, nil)), true
@@ -43,7 +49,11 @@ func startUDPCollector(t *testing.T, cfg collector.Config) *udpCollector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUDP("udp", ua)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +187,17 @@ func TestUDPReplay(t *testing.T) {
 		t.Errorf("collector counts %+v, want no loss", got)
 	}
 	samePackets(t, readPackets(t, filepath.Join(uc.dir, "u1")), want)
+}
+
+// settle waits until the collector has read what it will: no datagram
+// for 50ms.
+func (uc *udpCollector) settle() {
+	for last := uint64(0); ; last = uc.srv.Counters.Datagrams.Load() {
+		time.Sleep(50 * time.Millisecond)
+		if uc.srv.Counters.Datagrams.Load() == last {
+			return
+		}
+	}
 }
 
 // waitUDP waits until the collector has handled n datagrams.
@@ -363,6 +384,50 @@ func TestUDPLossCountedExactly(t *testing.T) {
 	t.Logf("path: %+v; %d packets of 4000 written", want, len(wantPkts))
 }
 
+// TestUDPCollectorStartsLate: a collector that starts while an agent
+// streams learns it from its next hello (within a second), counts what
+// came before as from an unknown source and lost, and writes the rest:
+// received and lost add up to every batch the agent sent.
+func TestUDPCollectorStartsLate(t *testing.T) {
+	probe, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.LocalAddr().String()
+	probe.Close() // free again; nothing listens there until the collector starts
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 30000, Mix: gen.Mix64}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Collector: addr, Name: "late", ReadFile: path, Insecure: true, Transport: TransportUDP,
+		MaxRate: 15000, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := runAsync(context.Background(), a)
+	time.Sleep(500 * time.Millisecond)
+	uc := startUDPCollectorAt(t, collector.Config{}, addr)
+	var r runResult
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not finish")
+	}
+	if r.err != nil || r.sum.Read != 30000 {
+		t.Fatalf("agent: %+v, %v", r.sum, r.err)
+	}
+	uc.settle()
+	uc.stop()
+	got := uc.srv.AgentCounts()["late"]
+	batches := a.q.stats().lastSeq
+	if got.Received == 0 || got.Lost == 0 || got.Received+got.Lost != batches || uc.srv.Counters.Unknown.Load() == 0 {
+		t.Errorf("collector counts %+v, %d from unknown sources; want received + lost = %d batches sent", got, uc.srv.Counters.Unknown.Load(), batches)
+	}
+	if n := uc.core.Counters.Sessions.Load(); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+}
+
 // TestUDPRejected: a collector that wants a token refuses an agent
 // without it, and the agent stops with the reason.
 func TestUDPRejected(t *testing.T) {
@@ -426,14 +491,7 @@ func TestUDPPipelineAllocsPerPacket(t *testing.T) {
 			if sum.Sent != n {
 				t.Fatalf("replay of %d packets: %+v", n, sum)
 			}
-			// Unpaced, some datagrams may be lost: wait until the
-			// collector has read what it will.
-			for last := uint64(0); ; last = uc.srv.Counters.Datagrams.Load() {
-				time.Sleep(50 * time.Millisecond)
-				if uc.srv.Counters.Datagrams.Load() == last {
-					break
-				}
-			}
+			uc.settle() // unpaced, some datagrams may be lost
 		}
 	})
 	if perPacket > 0.03 {
