@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/sockopt"
@@ -153,6 +154,18 @@ func runUDPAgent(t *testing.T, addr, name, path string, cfg Config) Summary {
 // packet too big for a datagram is cut to the largest one, its original
 // length kept.
 func TestUDPReplay(t *testing.T) {
+	for _, codec := range []string{"none", "lz4", "zstd"} {
+		t.Run(codec, func(t *testing.T) {
+			sp, err := compress.ParseSpec(codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testUDPReplay(t, sp)
+		})
+	}
+}
+
+func testUDPReplay(t *testing.T, sp compress.Spec) {
 	uc := startUDPCollector(t, collector.Config{})
 	path := filepath.Join(t.TempDir(), "in.pcap")
 	if err := gen.WriteFile(path, gen.FileConfig{Count: 3000, Mix: gen.MixMixed, Seed: 7, Nanosecond: true}); err != nil {
@@ -171,10 +184,11 @@ func TestUDPReplay(t *testing.T) {
 	}
 	// Paced: without root the receive buffers stay at the system's
 	// limit, which a burst of 64 KiB datagrams overflows.
-	sum := runUDPAgent(t, uc.addr, "u1", path, Config{MTU: 1500, MaxRate: 5000})
+	sum := runUDPAgent(t, uc.addr, "u1", path, Config{MTU: 1500, MaxRate: 5000, Compress: sp})
 	if sum.Read != 3000 || sum.Sent != 3000 || sum.Acked != 0 || sum.Unacked != 0 || sum.SendErrors != 0 || sum.Truncated != truncated || truncated == 0 {
 		t.Errorf("summary %+v; want 3000 read and sent, %d truncated", sum, truncated)
 	}
+	t.Logf("agent: %s", sum)
 	// A packet that does not fit alone travels alone; some of those
 	// datagrams may still fit the MTU once shorter headers are counted.
 	if sum.Fragmented == 0 || sum.Fragmented > alone {
