@@ -27,7 +27,8 @@ certificate's CN or one of its DNS names; --token-file requires a shared
 token in every hello. Plain TCP needs --insecure.
 
 --listen-udp also accepts agents running --transport udp (beside TCP, on
-the same or another port): plaintext, no DTLS, so it needs --insecure;
+the same or another port): plaintext, no DTLS, so it needs --insecure
+(with --tls-cert TCP keeps TLS, and --insecure admits only UDP);
 --token-file still applies.`, stderr)
 	var cfg collector.Config
 	listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
@@ -51,7 +52,7 @@ the same or another port): plaintext, no DTLS, so it needs --insecure;
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
 	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
 	tokenFile := fs.String("token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
-	fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 16384, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", collector.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", collector.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
@@ -69,11 +70,11 @@ the same or another port): plaintext, no DTLS, so it needs --insecure;
 	cfg.Logger = log
 	switch {
 	case *listenUDP != "" && !cfg.Insecure:
-		return fmt.Errorf("%w: --listen-udp: UDP is plaintext (no DTLS): add --insecure (TCP is then plain too; --token-file still applies)", errUsage)
+		return fmt.Errorf("%w: --listen-udp: UDP is plaintext (no DTLS): add --insecure (with --tls-cert, TCP keeps TLS and --insecure admits only UDP; --token-file still applies)", errUsage)
 	case *tlsCert == "" && *tlsKey == "" && !cfg.Insecure:
 		return fmt.Errorf("%w: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP", errUsage)
-	case (*tlsCert != "" || *tlsKey != "") && cfg.Insecure:
-		return fmt.Errorf("%w: --insecure and --tls-cert/--tls-key exclude each other", errUsage)
+	case (*tlsCert != "" || *tlsKey != "") && cfg.Insecure && *listenUDP == "":
+		return fmt.Errorf("%w: --insecure and --tls-cert/--tls-key exclude each other (except with --listen-udp: TCP keeps TLS, --insecure admits the plaintext UDP listener)", errUsage)
 	case *clientCA != "" && *tlsCert == "":
 		return fmt.Errorf("%w: --tls-client-ca needs --tls-cert and --tls-key", errUsage)
 	case *tlsCert != "":

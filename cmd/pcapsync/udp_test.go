@@ -25,6 +25,10 @@ func TestUDPFlags(t *testing.T) {
 		{append(agent, "--insecure", "--transport", "quic"), `--transport "quic"`},
 		{[]string{"collector", "--dir", "out", "--listen-udp", "127.0.0.1:0"}, "--listen-udp: UDP is plaintext"},
 		{[]string{"collector", "--dir", "out", "--listen-udp", "127.0.0.1:0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--listen-udp: UDP is plaintext"},
+		{[]string{"collector", "--dir", "out", "--insecure", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "exclude each other (except with --listen-udp"},
+		// TLS for TCP and plaintext UDP together: past the flag checks,
+		// stopped by the missing certificate file.
+		{[]string{"collector", "--dir", "out", "--insecure", "--listen-udp", "127.0.0.1:0", "--tls-cert", "no-such.pem", "--tls-key", "k.pem"}, "no-such.pem"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

@@ -58,9 +58,11 @@ type Config struct {
 	// Token, if set, is a shared secret that every Hello must carry,
 	// MinTokenLen to wire.MaxTokenLen bytes.
 	Token string
-	// Insecure allows plain TCP (TLS nil), also with a Token. Without TLS
-	// or Insecure, Server.Serve refuses to start: the zero Config is not
-	// an open door.
+	// Insecure allows plain TCP (TLS nil), also with a Token, and the
+	// UDP transport, which is always plaintext (UDPServer). With TLS set
+	// TCP keeps TLS, and Insecure admits only UDP. Without TLS or
+	// Insecure, Server.Serve refuses to start: the zero Config is not an
+	// open door.
 	Insecure bool
 	// MaxConns bounds the open connections, handshakes included; a new
 	// connection over it is closed at once, logged and counted

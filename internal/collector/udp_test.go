@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -247,11 +248,9 @@ func TestUDPNeedsInsecure(t *testing.T) {
 	}
 }
 
-// TestUDPAndTCPTakeOver: sessions of one agent name on the two
-// transports of one Core replace each other, whichever goroutine the
-// takeover comes from.
-func TestUDPAndTCPTakeOver(t *testing.T) {
-	ts := startServer(t, Config{Insecure: true})
+// withUDP serves UDP on ts's core too, until the test ends.
+func (ts *testServer) withUDP(t *testing.T) *testUDP {
+	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +260,35 @@ func TestUDPAndTCPTakeOver(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- tu.srv.Serve(ctx, conn) }()
 	t.Cleanup(func() { cancel(); <-served }) // before startServer's cleanup closes the core
+	return tu
+}
+
+// TestTLSAndUDP: with TLS configured and Insecure set, TCP keeps
+// requiring TLS (a plain agent is refused) while UDP accepts agents.
+func TestTLSAndUDP(t *testing.T) {
+	p := pkitest.New(t)
+	ts := startServer(t, Config{TLS: p.Server(t, false), Insecure: true})
+	tu := ts.withUDP(t)
+	if welcome, reason, _ := dial(t, ts.addr, nil, "plain1", "").reply(); welcome || !strings.Contains(reason, "requires TLS") {
+		t.Fatalf("plain TCP: welcome %v, reason %q; want refused", welcome, reason)
+	}
+	if welcome, reason, err := dial(t, ts.addr, p.Client(t, p.CAFile, "", "", pkitest.ServerName), "tls1", "").reply(); !welcome {
+		t.Fatalf("TLS: %q %v", reason, err)
+	}
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("udp1", 'u')))
+	a.send(udpBatch(1))
+	if got := tu.srv.AgentCounts()["udp1"]; got.Received != 1 {
+		t.Fatalf("UDP counts %+v", got)
+	}
+}
+
+// TestUDPAndTCPTakeOver: sessions of one agent name on the two
+// transports of one Core replace each other, whichever goroutine the
+// takeover comes from.
+func TestUDPAndTCPTakeOver(t *testing.T) {
+	ts := startServer(t, Config{Insecure: true})
+	tu := ts.withUDP(t)
 
 	s1 := dial(t, ts.addr, nil, "x1", "")
 	if ok, reason, err := s1.reply(); !ok {
