@@ -18,7 +18,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-func newCore(t *testing.T, cfg Config) *Core {
+func newCore(t testing.TB, cfg Config) *Core {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
