@@ -6,7 +6,10 @@ replace github.com/pcapsync/pcapsync => ../
 
 require (
 	github.com/gogo/protobuf v1.3.2
+	github.com/golang/snappy v1.0.0
+	github.com/klauspost/compress v1.20.3
 	github.com/pcapsync/pcapsync v0.0.0-00010101000000-000000000000
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/planetscale/vtprotobuf v0.6.0
 	github.com/tinylib/msgp v1.6.5
 	github.com/vmihailenco/msgpack/v5 v5.4.1
