@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReport renders testdata/raw.txt (two -benchtime=1x runs of the
+// batch, one compression row, the checksum) and checks what the lead
+// reads: the goal rows with a verdict each, the tables, and a chart
+// that is well-formed SVG with a bar per codec and series.
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	out, chart := filepath.Join(dir, "REPORT.md"), filepath.Join(dir, "chart.svg")
+	if err := run([]string{"-raw", "testdata/raw.txt", "-out", out, "-chart", chart, "-note", "NOTE"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(md)
+	for _, want := range []string{
+		"NOTE",
+		"medians of 2 runs",
+		"| encode >= 2x faster than vtprotobuf |",
+		"| decode >= 30x faster than encoding-json |",
+		"| wire: 0 allocations",
+		"| wire metadata under 10 bytes per record |",
+		"## All operations: batch of 1000 realistic records",
+		"| text | 32 | zstd-dict |",
+		"## The wire format's checksum",
+		"| — |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	goals := strings.Count(s, "**met**") + strings.Count(s, "**NOT MET**")
+	if goals != 9 {
+		t.Errorf("%d goal verdicts, want 9", goals)
+	}
+	svg, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Rects []struct{} `xml:"rect"`
+	}
+	if err := xml.Unmarshal(svg, &doc); err != nil {
+		t.Fatalf("chart is not well-formed: %v", err)
+	}
+	// background + 3 legend swatches + 8 codecs x (2 time bars + 1 bytes bar)
+	if want := 1 + 3 + 8*3; len(doc.Rects) != want {
+		t.Errorf("chart has %d rects, want %d", len(doc.Rects), want)
+	}
+}
+
+func TestReadResultsEmpty(t *testing.T) {
+	if _, err := readResults(strings.NewReader("PASS\n"), "empty"); err == nil {
+		t.Error("no results: no error")
+	}
+}

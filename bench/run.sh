@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one command that regenerates the format comparison: runs every
+# benchmark of this module COUNT times (separate passes, so that slow
+# drift on a shared machine spreads over all codecs alike), writes the
+# raw output and benchstat's table to results/, and REPORT.md and
+# chart.svg from them.
+#
+#   bench/run.sh                          # COUNT=6 BENCHTIME=300ms, ~15 min on 2 cores
+#   COUNT=3 BENCHTIME=100ms bench/run.sh  # a quick look
+#   NOTE="Preliminary: ..." bench/run.sh  # a line under the report's title
+#
+# Run it on a quiet machine: the figures are only as good as that.
+set -euo pipefail
+cd "$(dirname "$0")"
+export GOWORK=off
+count=${COUNT:-6}
+benchtime=${BENCHTIME:-300ms}
+bench=${BENCH:-.}
+mkdir -p results
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go test -c -o "$bin/bench.test" .
+: >results/raw.txt
+for i in $(seq "$count"); do
+	echo "== pass $i of $count" >&2
+	(cd "$bin" && ./bench.test -test.run='^$' -test.bench="$bench" -test.benchmem \
+		-test.benchtime="$benchtime" -test.count=1 -test.timeout=60m) >>results/raw.txt
+done
+go tool benchstat results/raw.txt >results/benchstat.txt
+go run ./cmd/report -raw results/raw.txt -out REPORT.md -chart chart.svg \
+	-command "bench/run.sh (COUNT=$count BENCHTIME=$benchtime)" -note "${NOTE:-}"
+echo "wrote bench/REPORT.md, bench/chart.svg, bench/results/" >&2
