@@ -13,6 +13,7 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.0
 	github.com/tinylib/msgp v1.6.5
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -21,7 +22,6 @@ require (
 	github.com/philhofer/fwd v1.2.0 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/mod v0.18.0 // indirect
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 	golang.org/x/tools v0.22.0 // indirect
 )
 
