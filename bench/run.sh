@@ -20,13 +20,22 @@ mkdir -p results
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go test -c -o "$bin/bench.test" .
-: >results/raw.txt
+# Where and when, as benchfmt configuration lines that cmd/report reads,
+# so that the report can be regenerated from results/raw.txt alone.
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "kernel: $(uname -sr)"
+	echo "nproc: $(nproc)"
+	echo "memory: $(awk '/^MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+	echo "go: $(go env GOVERSION)"
+	echo "count: $count"
+	echo "benchtime: $benchtime"
+} >results/raw.txt
 for i in $(seq "$count"); do
 	echo "== pass $i of $count" >&2
 	(cd "$bin" && ./bench.test -test.run='^$' -test.bench="$bench" -test.benchmem \
 		-test.benchtime="$benchtime" -test.count=1 -test.timeout=60m) >>results/raw.txt
 done
 go tool benchstat results/raw.txt >results/benchstat.txt
-go run ./cmd/report -raw results/raw.txt -out REPORT.md -chart chart.svg \
-	-command "bench/run.sh (COUNT=$count BENCHTIME=$benchtime)" -note "${NOTE:-}"
+go run ./cmd/report -raw results/raw.txt -out REPORT.md -chart chart.svg -note "${NOTE:-}"
 echo "wrote bench/REPORT.md, bench/chart.svg, bench/results/" >&2

@@ -25,7 +25,7 @@ func main() {
 }
 
 type config struct {
-	raw, out, chart, command, note string
+	raw, out, chart, note string
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -35,7 +35,6 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&c.raw, "raw", "results/raw.txt", "go test -bench output to read")
 	fs.StringVar(&c.out, "out", "REPORT.md", "Markdown report to write")
 	fs.StringVar(&c.chart, "chart", "chart.svg", "SVG chart to write")
-	fs.StringVar(&c.command, "command", "bench/run.sh", "the command that produced the results, for the report")
 	fs.StringVar(&c.note, "note", "", "a line to put under the title (e.g. why figures are preliminary)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,19 +59,26 @@ func run(args []string, stderr io.Writer) error {
 }
 
 // machine describes where the benchmarks ran: CPU model, CPUs, memory,
-// kernel, Go version and the date (UTC).
+// kernel, Go version and date, from the configuration lines run.sh puts
+// in the raw output; what is missing there is taken from this machine
+// and this moment.
 func machine(res *results) string {
-	cpu := res.conf["cpu"]
-	if cpu == "" {
-		cpu = procField("/proc/cpuinfo", "model name")
+	get := func(k, fallback string) string {
+		if v := res.conf[k]; v != "" {
+			return v
+		}
+		return fallback
 	}
-	mem := procField("/proc/meminfo", "MemTotal")
-	var kb int
-	fmt.Sscanf(mem, "%d", &kb)
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return fmt.Sprintf("%s, %d CPUs, %.0f GiB, %s %s, %s, %s/%s. Date: %s.",
-		cpu, runtime.NumCPU(), float64(kb)/(1<<20), runtime.GOOS, strings.TrimSpace(string(kernel)),
-		runtime.Version(), res.conf["goos"], res.conf["goarch"], time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	var kb int
+	fmt.Sscanf(procField("/proc/meminfo", "MemTotal"), "%d", &kb)
+	return fmt.Sprintf("%s, %s CPUs, %s, %s, %s, %s/%s. Date: %s.",
+		get("cpu", procField("/proc/cpuinfo", "model name")),
+		get("nproc", fmt.Sprint(runtime.NumCPU())),
+		get("memory", fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))),
+		get("kernel", "Linux "+strings.TrimSpace(string(kernel))),
+		get("go", runtime.Version()), res.conf["goos"], res.conf["goarch"],
+		get("date", time.Now().UTC().Format("2006-01-02T15:04Z")))
 }
 
 // procField returns the value of the first "key: value" line of a

@@ -65,3 +65,32 @@ func TestReadResultsEmpty(t *testing.T) {
 		t.Error("no results: no error")
 	}
 }
+
+// TestReportConfig checks that the report takes the date, machine and
+// run parameters from run.sh's configuration lines, so that it can be
+// regenerated later from the raw output alone.
+func TestReportConfig(t *testing.T) {
+	raw, err := os.ReadFile("testdata/raw.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "raw.txt")
+	head := "date: 2000-01-02T03:04Z\nkernel: Linux 1.0\nnproc: 64\ncount: 2\nbenchtime: 1x\n"
+	if err := os.WriteFile(in, append([]byte(head), raw...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "REPORT.md")
+	if err := run([]string{"-raw", in, "-out", out, "-chart", filepath.Join(dir, "c.svg")}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Date: 2000-01-02T03:04Z", "64 CPUs", "Linux 1.0", "`COUNT=2 BENCHTIME=1x bench/run.sh`"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
