@@ -1,0 +1,16 @@
+package p
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+func f() {
+	fmt.Fprintln(os.Stderr, wire.Codec(0))
+}
+
+func init() {
+	f() // trailing comment
+}

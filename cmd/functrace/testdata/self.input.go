@@ -1,0 +1,5 @@
+package functrace
+
+func Trace() func() { return noop }
+
+func noop() {}
