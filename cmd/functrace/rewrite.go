@@ -29,15 +29,10 @@ const importPath = "github.com/pcapsync/pcapsync/internal/functrace"
 // comments and the layout around them stay where they were; go/format
 // then fixes indentation and sorts the import into its group.
 func rewrite(filename string, src []byte, remove bool) ([]byte, bool, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
-	if err != nil {
-		return nil, false, err
+	r, err := parse(filename, src)
+	if err != nil || r == nil {
+		return src, false, err
 	}
-	if ast.IsGenerated(f) || f.Name.Name == "functrace" {
-		return src, false, nil
-	}
-	r := rewriter{src: src, tf: fset.File(f.Pos()), f: f}
 	name, imported := r.localName()
 	if name == "_" || name == "." {
 		return nil, false, fmt.Errorf("%s: %s is imported as %s", filename, importPath, name)
@@ -53,11 +48,61 @@ func rewrite(filename string, src []byte, remove bool) ([]byte, bool, error) {
 	if len(r.edits) == 0 {
 		return src, false, nil
 	}
-	out, err := format.Source(r.apply())
+	out, err := r.format()
+	if err == nil && len(r.oneLiners) > 0 {
+		out, err = markSplit(filename, out, r.oneLiners)
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: formatting the rewritten source: %w", filename, err)
+		return nil, false, err
 	}
 	return out, !bytes.Equal(out, src), nil
+}
+
+// oneLineMark follows the injected call in a function that was written
+// on one line and that go/format split because the call made it too
+// long, so that -remove can join it again.
+const oneLineMark = "// functrace:oneline"
+
+// markSplit marks the functions of src, at the given indexes in its
+// function declarations, that are no longer on one line.
+func markSplit(filename string, src []byte, decls []int) ([]byte, error) {
+	r, err := parse(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	fns := r.funcs()
+	for _, i := range decls {
+		fn := fns[i]
+		if !r.sameLine(r.off(fn.Body.Lbrace), r.off(fn.Body.Rbrace)) {
+			r.insert(r.off(fn.Body.List[0].End()), " "+oneLineMark)
+		}
+	}
+	if len(r.edits) == 0 {
+		return src, nil
+	}
+	return r.format()
+}
+
+// parse returns a rewriter for src, or nil for a file not to touch.
+func parse(filename string, src []byte) (*rewriter, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	if ast.IsGenerated(f) || f.Name.Name == "functrace" {
+		return nil, nil
+	}
+	return &rewriter{src: src, tf: fset.File(f.Pos()), f: f, name: filename}, nil
+}
+
+// format returns the source with the edits made, formatted.
+func (r *rewriter) format() ([]byte, error) {
+	out, err := format.Source(r.apply())
+	if err != nil {
+		return nil, fmt.Errorf("%s: formatting the rewritten source: %w", r.name, err)
+	}
+	return out, nil
 }
 
 // An edit replaces src[off:end] with text.
@@ -67,13 +112,29 @@ type edit struct {
 }
 
 type rewriter struct {
+	name  string // of the file, for errors
 	src   []byte
 	tf    *token.File
 	f     *ast.File
 	edits []edit
+	// oneLiners are the indexes in funcs() of the functions written on
+	// one line that inject gave a call (the rewrite adds and removes no
+	// function, so they hold in the output too).
+	oneLiners []int
 }
 
 func (r *rewriter) off(p token.Pos) int { return r.tf.Offset(p) }
+
+// funcs returns the file's function declarations, in order.
+func (r *rewriter) funcs() []*ast.FuncDecl {
+	var fns []*ast.FuncDecl
+	for _, d := range r.f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok {
+			fns = append(fns, fn)
+		}
+	}
+	return fns
+}
 
 // localName is the name the file knows the functrace package by.
 func (r *rewriter) localName() (name string, imported bool) {
@@ -128,12 +189,14 @@ func instrumentable(fn *ast.FuncDecl) bool {
 
 func (r *rewriter) inject(name string, imported bool) {
 	call := "defer " + name + ".Trace()()"
-	for _, d := range r.f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || !instrumentable(fn) || traced(fn, name) {
+	for i, fn := range r.funcs() {
+		if !instrumentable(fn) || traced(fn, name) {
 			continue
 		}
 		lb, rb := r.off(fn.Body.Lbrace), r.off(fn.Body.Rbrace)
+		if r.sameLine(lb, rb) {
+			r.oneLiners = append(r.oneLiners, i)
+		}
 		switch {
 		case r.sameLine(lb, rb) && len(fn.Body.List) == 0:
 			r.insert(lb+1, " "+call+" ")
@@ -177,13 +240,16 @@ func (r *rewriter) inject(name string, imported bool) {
 
 func (r *rewriter) remove(name string) {
 	removed := 0
-	for _, d := range r.f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Body == nil || !traced(fn, name) {
+	for _, fn := range r.funcs() {
+		if fn.Body == nil || !traced(fn, name) {
 			continue
 		}
 		s, e := r.off(fn.Body.List[0].Pos()), r.off(fn.Body.List[0].End())
-		if !r.deleteLines(s, e) {
+		if mark := r.markAfter(e); mark > e {
+			if !r.join(fn) {
+				r.deleteLines(s, mark)
+			}
+		} else if !r.deleteLines(s, e) {
 			// On the brace's line: take the semicolon after it too.
 			for e < len(r.src) && (r.src[e] == ' ' || r.src[e] == '\t') {
 				e++
@@ -218,6 +284,42 @@ func (r *rewriter) remove(name string) {
 			return
 		}
 	}
+}
+
+// markAfter returns the end of oneLineMark if it follows src[:e] on the
+// same line, else e.
+func (r *rewriter) markAfter(e int) int {
+	rest := r.src[e:r.lineEnd(e)]
+	if string(bytes.TrimSpace(rest)) == oneLineMark {
+		return e + len(bytes.TrimRight(rest, " \t"))
+	}
+	return e
+}
+
+// join replaces fn's body, a marked call and then statements one a line
+// without comments, by those statements on one line, and reports
+// whether it could.
+func (r *rewriter) join(fn *ast.FuncDecl) bool {
+	lb, rb := r.off(fn.Body.Lbrace), r.off(fn.Body.Rbrace)
+	for _, c := range r.f.Comments {
+		if o := r.off(c.Pos()); lb < o && o < rb && c.Text() != strings.TrimPrefix(oneLineMark, "// ")+"\n" {
+			return false
+		}
+	}
+	var stmts []string
+	for _, st := range fn.Body.List[1:] {
+		s, e := r.off(st.Pos()), r.off(st.End())
+		if !r.sameLine(s, e) {
+			return false
+		}
+		stmts = append(stmts, string(r.src[s:e]))
+	}
+	text := ""
+	if len(stmts) > 0 {
+		text = " " + strings.Join(stmts, "; ") + " "
+	}
+	r.edits = append(r.edits, edit{off: lb + 1, end: rb, text: text})
+	return true
 }
 
 // uses counts the selectors name.X in the file.

@@ -49,3 +49,9 @@ func fast() int {
 }
 
 func declared() int
+
+func (t *T) aLongerNameThanFitsOnOneLineWithTheCall(first, second int) int { return first + t.n }
+
+func (t *T) anotherLongNameThatStopsFittingOnOneLineWithTheTraceCall(first, second int) {}
+
+func (t *T) twoStatementsThatDoNotFitOnOneLineWithTheCall(first int) int { first++; return first }
