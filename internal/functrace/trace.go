@@ -29,7 +29,8 @@ var (
 // SetOutput sends the trace lines to w from now on; nil restores the
 // default (PCAPSYNC_TRACE or os.Stderr, chosen again at the next line).
 // It is safe for concurrent use; w's Write is called with one whole line
-// at a time, never concurrently.
+// at a time, never concurrently, under the package's lock, so it must
+// not call traced functions.
 func SetOutput(w io.Writer) {
 	mu.Lock()
 	out = w
@@ -88,7 +89,7 @@ func writeLine(id uint64, depth int, arrow, name string) {
 		out = openOutput()
 	}
 	line = appendLine(line[:0], id, depth, arrow, name)
-	out.Write(line) //nolint:errcheck // tracing must not fail the program
+	_, _ = out.Write(line) // a trace that cannot be written must not stop the program
 }
 
 // appendLine appends "g[01]:    ->name\n" to dst.
