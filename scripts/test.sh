@@ -18,6 +18,14 @@ echo "== unit and end-to-end tests (race detector on)"
 if [ "$(id -u)" -eq 0 ]; then export PCAPSYNC_E2E_REQUIRE=1; fi
 go test -race -count=1 -timeout 15m ./...
 
+echo "== the tracer, built in (-tags trace)"
+go vet -tags trace ./internal/functrace
+go test -race -count=1 -tags trace ./internal/functrace ./cmd/functrace
+go test -run='^$' -bench=. -benchtime=1x -tags trace ./internal/functrace >/dev/null
+
+echo "== the format comparison (bench/, its own module): generated code, tests, each benchmark once"
+(cd bench && ./check-generated.sh && go vet ./... && go test -race -count=1 -run . -bench . -benchtime=1x ./... >/dev/null)
+
 echo "== allocation tests (without the race detector, which makes sync.Pool drop items)"
 go test -count=1 -run='Allocs' ./...
 

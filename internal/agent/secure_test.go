@@ -76,16 +76,26 @@ func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 
 // files lists what the collector wrote below its directory (agent
 // directories and files, not its own state file).
+//
+// The collector closes a connection before it closes the agent's file
+// after a goodbye, so this waits (up to 5s) for files still being
+// closed (.part) and state saves in flight (.tmp).
 func (rc *realCollector) files(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && p != rc.dir && d.Name() != collector.StateFile {
-			out = append(out, strings.TrimPrefix(p, rc.dir))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		out, busy := out[:0], false
+		filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && p != rc.dir && d.Name() != collector.StateFile {
+				out = append(out, strings.TrimPrefix(p, rc.dir))
+				busy = busy || strings.HasSuffix(p, collector.PartSuffix) || strings.HasSuffix(p, ".tmp")
+			}
+			return nil
+		})
+		if !busy || time.Now().After(deadline) {
+			return out
 		}
-		return nil
-	})
-	return out
+	}
 }
 
 // replay runs an agent replaying a generated file of n packets with cfg
