@@ -3,9 +3,8 @@
 # libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
 # namespaces for capture tests), tshark/capinfos (output checks),
 # tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
-# format comparison's generated code in bench/, checked for drift).
-# zstd (compression checks). Does nothing
-# when all are present.
+# format comparison's generated code in bench/, checked for drift). Does
+# nothing when all are present.
 set -euo pipefail
 pkgs=(libpcap-dev gcc iproute2 tshark tcpdump netcat-openbsd rsync protobuf-compiler)
 missing=()
