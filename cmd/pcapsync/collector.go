@@ -152,6 +152,9 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
 		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
 		c.PeerTimeouts.Load(), c.OverLimit.Load(), udpSummary(stdout, udp))
+	if n := c.MissingBatches.Load(); n > 0 {
+		fmt.Fprintf(stdout, "pcapsync collector: LOST %d batches: agents' sequences skipped them (see the log's \"batches missing\" lines)\n", n)
+	}
 	if n := c.Compressed.Load() + c.BadCompress.Load() + c.TooLargeRaw.Load(); n > 0 {
 		fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
 			c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())

@@ -38,6 +38,7 @@ type Counters struct {
 	Packets        atomic.Uint64 // packets written
 	Bytes          atomic.Uint64 // captured bytes written
 	Duplicates     atomic.Uint64 // batches received again and dropped
+	MissingBatches atomic.Uint64 // batches an in-order (TCP) session's sequence skipped: lost for good
 	FileErrors     atomic.Uint64 // failed file operations
 	PeerTimeouts   atomic.Uint64 // sessions ended because the agent sent nothing for the peer timeout
 	OverLimit      atomic.Uint64 // connections closed at once because MaxConns were open
@@ -279,7 +280,8 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	if b.Codec != wire.CodecNone {
 		s.core.Counters.Compressed.Add(1)
 	}
-	if inOrder && b.Seq <= max(s.inst.lastSeq.Load(), s.pending) {
+	prev := max(s.inst.lastSeq.Load(), s.pending)
+	if inOrder && b.Seq <= prev {
 		s.core.Counters.Duplicates.Add(1)
 		return true, nil
 	}
@@ -310,6 +312,15 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 			return false, s.storageFailed(err)
 		}
 		bytes += uint64(len(r.Data))
+	}
+	if inOrder && b.Seq > prev+1 {
+		// An agent numbers its batches without gaps and resends all it
+		// has not seen acknowledged: a gap means batches lost for good
+		// before they got here (an agent bug, or acknowledged data lost
+		// to an OS crash here). Counted and logged, never silent.
+		s.core.Counters.MissingBatches.Add(b.Seq - prev - 1)
+		s.log.Warn("batches missing from the agent's sequence: lost before reaching the collector",
+			"first_missing", prev+1, "last_missing", b.Seq-1)
 	}
 	s.pending, s.cuts = max(s.pending, b.Seq), ag.file.cuts
 	s.uncommitted.batches++

@@ -381,3 +381,29 @@ func TestStatsBlockOnClose(t *testing.T) {
 		t.Fatal("ISB comment lacks the agent's queue drops")
 	}
 }
+
+// TestSequenceGapCounted: a TCP session whose batches skip sequence
+// numbers (batches lost before they arrived) writes what arrives and
+// counts what is missing, rather than hiding it.
+func TestSequenceGapCounted(t *testing.T) {
+	c := newCore(t, Config{})
+	s, _, err := c.Begin(hello("gap", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2, 5, 6, 9} {
+		if dup, err := s.Batch(0, batchPayload(seq, int(seq)*10, 10)); dup || err != nil {
+			t.Fatalf("batch %d: dup %v, %v", seq, dup, err)
+		}
+	}
+	if got, err := s.Commit(); got != 9 || err != nil {
+		t.Fatalf("Commit = %d, %v", got, err)
+	}
+	s.End(true)
+	if n := c.Counters.MissingBatches.Load(); n != 4 {
+		t.Errorf("missing batches %d, want 4 (3, 4, 7, 8)", n)
+	}
+	if pkts, _ := readDir(t, filepath.Join(c.dir, "gap")); len(pkts) != 50 {
+		t.Errorf("%d packets written, want the 50 that arrived", len(pkts))
+	}
+}

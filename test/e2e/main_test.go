@@ -391,6 +391,11 @@ func (p *proc) collectorSummary() collectorSummary {
 	if m == nil {
 		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
 	}
+	if strings.Contains(p.stdout.String(), "LOST") {
+		// Every e2e test's agents resend what was not acknowledged, so a
+		// gap in a sequence is a bug wherever it shows.
+		p.t.Errorf("%s reports lost batches:\n%s", p.name, p.stdout.String())
+	}
 	var n [10]uint64
 	for i := range n {
 		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
