@@ -38,7 +38,8 @@ run() {
 	/usr/bin/time -f '%U %S' -o "$work/agent.time" "$bin" agent --insecure --collector "127.0.0.1:$port" \
 		--name c --read "$work/$1.pcap" --log-level error $3 >"$work/agent.out"
 	end=$(date +%s.%N)
-	kill -TERM "$coll"; wait "$coll" || true
+	pkill -TERM -P "$coll" # the collector, child of GNU time
+	wait "$coll" || true
 	grep -q "acknowledged $n," "$work/agent.out" || { echo "not every packet acknowledged:" >&2; cat "$work/agent.out" >&2; exit 1; }
 	local ratio
 	ratio=$(sed -n 's/.*compressed \([0-9]*\) to \([0-9]*\) bytes.*/\2 \1/p' "$work/agent.out" | awk '{printf "%.4f", $1/$2}')
