@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -35,6 +36,9 @@ func main() {
 	// PCAPSYNC_CPUPROFILE=FILE writes a CPU profile of the whole run, for
 	// "go tool pprof"; a debugging aid, not a user feature.
 	if path := os.Getenv("PCAPSYNC_CPUPROFILE"); path != "" {
+		// "%p" becomes the process id: one profile per process when a
+		// benchmark starts several.
+		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer pprof.StopCPUProfile()
 		}
