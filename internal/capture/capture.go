@@ -165,8 +165,8 @@ func linkTypeFor(arphrd uint16) (uint16, bool) {
 // the handle while another reads must make sure the reader is done with
 // the bytes (for example by closing from the reading goroutine, or after
 // it has stopped). Frames whose 802.1Q tag the kernel stripped get it
-// back, as in libpcap; those are the one case where p.Data is a fresh copy
-// and the call allocates.
+// back, as in libpcap; for those p.Data is a copy in a scratch buffer of
+// the handle (same validity), which allocates only when it must grow.
 //
 // ReadInto returns ErrTimeout when no packet arrived within
 // Config.PollTimeout, and ErrClosed once Close was called (a blocked

@@ -3,20 +3,39 @@
 package capture
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/gopacket/gopacket/afpacket"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// ring is an AF_PACKET TPACKET_V3 socket and its mapped ring.
+// ring is an AF_PACKET TPACKET_V3 socket and its mapped ring, read
+// without a library in between: the kernel fills blocks of packets and
+// hands each over by setting its status to TP_STATUS_USER; the reader
+// walks the block's packets in place and gives the block back
+// (TP_STATUS_KERNEL) when it moves on. Only the reading goroutine touches
+// the cursor fields; Handle serializes reads. The status words are
+// shared with the kernel and accessed atomically (ring_linux.go).
 type ring struct {
-	tp      *afpacket.TPacket
+	fd      int
+	mem     []byte // the mapped ring: numBlocks blocks of blockSize
+	blockSz int
+	nBlocks int
 	snapLen int
+	pollMs  int
+
+	blk  int // current block
+	left int // packets of the current block not yet returned
+	next int // offset in mem of the next packet header
+	held bool
+
+	vlan []byte // scratch for a frame with its VLAN tag put back
+
+	acc rawStats // cumulative: the kernel resets its counters on every read
 }
 
 // interfaceType returns the ARPHRD_* type of the named interface. It asks
@@ -49,48 +68,75 @@ var rejectAll = []bpf.RawInstruction{{Op: unix.BPF_RET | unix.BPF_K, K: 0}}
 // filter was in place, and installs prog. It returns the kernel counters at
 // the moment the real filter went in, as the baseline for Stats.
 func openRing(s settings, arphrd uint16, prog []bpf.RawInstruction) (*ring, rawStats, error) {
-	tp, err := afpacket.NewTPacket(
-		afpacket.OptInterface(s.iface),
-		afpacket.OptTPacketVersion(afpacket.TPacketVersion3),
-		// With TPACKET_V3 the frame size only has to divide the block
-		// size; packets are packed into blocks whatever their length.
-		afpacket.OptFrameSize(os.Getpagesize()),
-		afpacket.OptBlockSize(s.blockSize),
-		afpacket.OptNumBlocks(s.numBlocks),
-		afpacket.OptBlockTimeout(s.blockTimeout),
-		afpacket.OptPollTimeout(s.pollSlice),
-		afpacket.OptAddVLANHeader(true),
-	)
+	// Protocol 0: nothing is delivered until bind names one, so the
+	// reject-all filter goes in before the first packet can.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, rawStats{}, fmt.Errorf("creating AF_PACKET socket: %w", err)
 	}
-	r := &ring{tp: tp, snapLen: s.snapLen}
+	r := &ring{fd: fd, blockSz: s.blockSize, nBlocks: s.numBlocks, snapLen: s.snapLen,
+		pollMs: max(1, int(s.pollSlice/time.Millisecond))}
 	base, err := r.setup(s, kernelProgram(arphrd, prog))
 	if err != nil {
-		tp.Close()
+		r.close()
 		return nil, rawStats{}, err
 	}
 	return r, base, nil
 }
 
 func (r *ring) setup(s settings, prog []bpf.RawInstruction) (rawStats, error) {
-	// The socket was bound before it had a filter: the ring may already
-	// hold packets that fail the filter or are longer than the snapshot.
-	// Stop the inflow, then drain.
-	if err := r.tp.SetBPF(rejectAll); err != nil {
+	if err := unix.SetsockoptInt(r.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return rawStats{}, fmt.Errorf("selecting TPACKET_V3: %w", err)
+	}
+	// With TPACKET_V3 the frame size only has to divide the block size;
+	// packets are packed into blocks whatever their length.
+	frame := os.Getpagesize()
+	req := unix.TpacketReq3{
+		Block_size:     uint32(s.blockSize),
+		Block_nr:       uint32(s.numBlocks),
+		Frame_size:     uint32(frame),
+		Frame_nr:       uint32(s.blockSize / frame * s.numBlocks),
+		Retire_blk_tov: uint32(max(1, s.blockTimeout.Milliseconds())),
+	}
+	if err := unix.SetsockoptTpacketReq3(r.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return rawStats{}, fmt.Errorf("creating the ring (%d blocks of %d bytes): %w", s.numBlocks, s.blockSize, err)
+	}
+	mem, err := unix.Mmap(r.fd, 0, s.blockSize*s.numBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return rawStats{}, fmt.Errorf("mapping the ring: %w", err)
+	}
+	r.mem = mem
+	if err := r.setBPF(rejectAll); err != nil {
 		return rawStats{}, fmt.Errorf("attaching filter: %w", err)
 	}
+	ifr, err := unix.NewIfreq(s.iface)
+	if err != nil {
+		return rawStats{}, fmt.Errorf("%w: %w", ErrNoInterface, err)
+	}
+	if err := unix.IoctlIfreq(r.fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		if errors.Is(err, unix.ENODEV) {
+			return rawStats{}, ErrNoInterface
+		}
+		return rawStats{}, fmt.Errorf("looking up the interface index: %w", err)
+	}
+	ifindex := int(ifr.Uint32())
+	if err := unix.Bind(r.fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+		return rawStats{}, fmt.Errorf("binding to the interface: %w", err)
+	}
 	if s.promisc {
-		if err := r.tp.SetPromiscuous(true); err != nil {
+		mreq := unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
+		if err := unix.SetsockoptPacketMreq(r.fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return rawStats{}, fmt.Errorf("enabling promiscuous mode: %w", err)
 		}
 	}
-	// The kernel hands over a partly filled block within two retire
-	// periods; wait that long, plus margin, for a quiet ring.
+	// The ring should be empty (the filter went in before bind), but
+	// drain anyway: the kernel hands over a partly filled block within
+	// two retire periods; wait that long, plus margin, for a quiet ring.
 	deadline := time.Now().Add(2*s.blockTimeout + 10*time.Millisecond)
+	var p Packet
 	for {
-		_, _, err := r.tp.ZeroCopyReadPacketData()
-		if errors.Is(err, afpacket.ErrTimeout) {
+		err := r.read(&p)
+		if err == errPollSlice {
 			if time.Now().After(deadline) {
 				break
 			}
@@ -104,11 +150,21 @@ func (r *ring) setup(s settings, prog []bpf.RawInstruction) (rawStats, error) {
 	if err != nil {
 		return rawStats{}, fmt.Errorf("reading statistics: %w", err)
 	}
-	if err := r.tp.SetBPF(prog); err != nil {
+	if err := r.setBPF(prog); err != nil {
 		return rawStats{}, fmt.Errorf("attaching filter: %w", err)
 	}
 	return base, nil
 }
+
+func (r *ring) setBPF(prog []bpf.RawInstruction) error {
+	fs := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		fs[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	return unix.SetsockoptSockFprog(r.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(fs)), Filter: &fs[0]})
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // kernelProgram adapts a libpcap program to the device. On loopback every
 // packet passes an ETH_P_ALL socket twice, once outgoing and once incoming;
@@ -130,45 +186,117 @@ func kernelProgram(arphrd uint16, prog []bpf.RawInstruction) []bpf.RawInstructio
 	return append(prefix, prog...)
 }
 
+// Offsets in a block descriptor (struct tpacket_block_desc with
+// struct tpacket_hdr_v1) and a packet header (struct tpacket3_hdr).
+const (
+	bdStatus   = 8
+	bdNumPkts  = 12
+	bdFirstPkt = 16
+
+	phNext    = 0
+	phSec     = 4
+	phNsec    = 8
+	phSnaplen = 12
+	phLen     = 16
+	phStatus  = 20
+	phMac     = 24
+	phVlanTCI = 32
+	phVlanTPI = 36
+)
+
 // read reads one packet, waiting at most one poll slice.
 func (r *ring) read(p *Packet) error {
-	data, ci, err := r.tp.ZeroCopyReadPacketData()
-	if err != nil {
-		switch err {
-		case afpacket.ErrTimeout:
-			return errPollSlice
-		case afpacket.ErrPoll:
-			// POLLERR: the kernel set sk_err, which for a packet socket
-			// means ENETDOWN. afpacket never clears it, so every later
-			// poll would fail at once.
-			return ErrInterfaceDown
+	for r.left == 0 {
+		if r.held {
+			// Done with the current block: give it back, move on.
+			r.release(r.blk)
+			r.held = false
+			r.blk = (r.blk + 1) % r.nBlocks
 		}
-		return err
+		base := r.blk * r.blockSz
+		if r.status(base)&unix.TP_STATUS_USER == 0 {
+			if err := r.poll(); err != nil {
+				return err
+			}
+			if r.status(base)&unix.TP_STATUS_USER == 0 {
+				return errPollSlice
+			}
+		}
+		r.held = true
+		r.left = int(le32(r.mem[base+bdNumPkts:]))
+		r.next = base + int(le32(r.mem[base+bdFirstPkt:]))
+	}
+	h := r.mem[r.next:]
+	snap, mac := int(le32(h[phSnaplen:])), int(le16(h[phMac:]))
+	data := h[mac : mac+snap : mac+snap]
+	origLen := le32(h[phLen:])
+	if st := le32(h[phStatus:]); st&unix.TP_STATUS_VLAN_VALID != 0 && len(data) >= 12 {
+		// The kernel stripped the 802.1Q tag into the header: put it
+		// back, as libpcap does, in a scratch buffer.
+		tpid := uint16(unix.ETH_P_8021Q)
+		if st&unix.TP_STATUS_VLAN_TPID_VALID != 0 {
+			tpid = le16(h[phVlanTPI:])
+		}
+		tci := uint16(le32(h[phVlanTCI:]))
+		r.vlan = append(r.vlan[:0], data[:12]...)
+		r.vlan = append(r.vlan, byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci))
+		r.vlan = append(r.vlan, data[12:]...)
+		data = r.vlan[:len(r.vlan):len(r.vlan)]
+		origLen += 4
 	}
 	// A re-inserted VLAN tag can push the data past the snapshot length.
 	if len(data) > r.snapLen {
-		data = data[:r.snapLen]
+		data = data[:r.snapLen:r.snapLen]
 	}
-	p.Timestamp = ci.Timestamp.UnixNano()
-	p.OrigLen = uint32(ci.Length)
-	p.Data = data[:len(data):len(data)]
+	p.Timestamp = int64(le32(h[phSec:]))*1e9 + int64(le32(h[phNsec:]))
+	p.OrigLen = origLen
+	p.Data = data
+	r.left--
+	if r.left > 0 {
+		r.next += int(le32(h[phNext:]))
+	}
 	return nil
 }
 
+// poll waits up to one poll slice for the kernel to hand over a block.
+func (r *ring) poll() error {
+	fds := [1]unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN | unix.POLLERR}}
+	n, err := unix.Poll(fds[:], r.pollMs)
+	switch {
+	case err == unix.EINTR:
+		return nil
+	case err != nil:
+		return fmt.Errorf("poll: %w", err)
+	case n > 0 && fds[0].Revents&unix.POLLERR != 0:
+		// The kernel set sk_err, which for a packet socket means
+		// ENETDOWN; every later poll would fail at once.
+		return ErrInterfaceDown
+	}
+	return nil
+}
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+
 func (r *ring) stats() (rawStats, error) {
-	_, v3, err := r.tp.SocketStats()
+	st, err := unix.GetsockoptTpacketStatsV3(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
 	if err != nil {
 		return rawStats{}, err
 	}
-	// afpacket accumulates into uint32s; Handle widens them.
-	return rawStats{
-		packets: uint32(v3.Packets()),
-		drops:   uint32(v3.Drops()),
-		freezes: uint32(v3.QueueFreezes()),
-	}, nil
+	// The kernel resets its counters on every read (and adds the drops
+	// to the packets); keep cumulative 32-bit counters, as Handle
+	// expects: it takes their modular differences.
+	r.acc.packets += st.Packets
+	r.acc.drops += st.Drops
+	r.acc.freezes += st.Freeze_q_cnt
+	return r.acc, nil
 }
 
 func (r *ring) close() error {
-	r.tp.Close()
-	return nil
+	var err error
+	if r.mem != nil {
+		err = unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	return errors.Join(err, unix.Close(r.fd))
 }

@@ -1,9 +1,13 @@
 // Package capture reads live packets from a Linux network interface.
 //
-// It uses an AF_PACKET socket with a TPACKET_V3 memory ring
-// (github.com/gopacket/gopacket/afpacket, pure Go): the kernel writes
-// packets into blocks of a ring shared with the process, and ReadInto hands
-// them out without copying. Filters use tcpdump syntax; libpcap compiles
+// It uses an AF_PACKET socket with a TPACKET_V3 memory ring, read
+// directly (capture_linux.go; the block status words are the one use of
+// unsafe, in ring_linux.go): the kernel writes packets into blocks of a
+// ring shared with the process, and ReadInto hands them out without
+// copying, walking a block's packets in place and giving the block back
+// when it moves to the next. (gopacket's afpacket did this until issue
+// 4's profile of a live agent showed its per-packet mutex, interface
+// calls and time.Time at a third of the agent's CPU.) Filters use tcpdump syntax; libpcap compiles
 // them to classic BPF (filter.go, the only file that needs cgo) and the
 // kernel runs them, so unwanted packets never reach the ring.
 //
@@ -47,9 +51,8 @@
 // polls in slices of at most 50ms and checks a closed flag between them;
 // Close sets the flag, waits for the reader to leave ReadInto (it returns
 // ErrClosed), and only then closes the socket and unmaps the ring. It must
-// wait because afpacket's TPacket.Close is not synchronized with a reader:
-// it unmaps the ring under a reader's feet, and a poll(2) in progress on the
-// socket is not woken by close(2). Bytes from an earlier ReadInto must not
+// wait because unmapping the ring under a reader would crash it, and a
+// poll(2) in progress on the socket is not woken by close(2). Bytes from an earlier ReadInto must not
 // be touched once Close has returned.
 //
 // # Namespaces and privileges
