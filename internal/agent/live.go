@@ -65,24 +65,34 @@ func (s *liveSource) run() error {
 	bd := s.a.newBuilder(false)
 	defer bd.seal()
 	flush := s.a.cfg.FlushInterval
-	var p capture.Packet
+	// Packets come in batches of what is ready in the ring: one lock and
+	// one counter update per batch, not per packet (each a full memory
+	// barrier, which a profile showed at a fifth of the agent's CPU).
+	var ps [64]capture.Packet
 	var drainUntil time.Time
-	for n := uint(0); ; n++ {
+	for {
 		if drainUntil.IsZero() && s.stopped.Load() {
 			drainUntil = time.Now().Add(drainLimit)
 		}
-		if !drainUntil.IsZero() && n%64 == 0 && time.Now().After(drainUntil) {
+		if !drainUntil.IsZero() && time.Now().After(drainUntil) {
 			return nil
 		}
-		err := s.h.ReadInto(&p)
+		n, err := s.h.ReadBatch(ps[:])
 		switch {
 		case err == nil:
-			s.captured.Add(1)
-			if !s.limit.allow(p.Timestamp) {
-				s.limited.Add(1)
-				continue
+			limited := 0
+			for i := range ps[:n] {
+				p := &ps[i]
+				if !s.limit.allow(p.Timestamp) {
+					limited++
+					continue
+				}
+				bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
 			}
-			bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
+			s.captured.Add(uint64(n))
+			if limited > 0 {
+				s.limited.Add(uint64(limited))
+			}
 		case errors.Is(err, capture.ErrTimeout):
 			if !drainUntil.IsZero() {
 				return nil

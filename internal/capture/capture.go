@@ -181,6 +181,33 @@ func (h *Handle) ReadInto(p *Packet) error {
 	return h.read(p)
 }
 
+// ReadBatch is ReadInto for many packets under one lock: it waits for a
+// packet like ReadInto and then also takes the packets that are ready in
+// the same ring block, up to len(ps), without waiting. It returns how
+// many it described in ps[:n] (at least 1 when err is nil). Their Data
+// alias the ring, or the handle's scratch buffer for a frame whose VLAN
+// tag was put back (a batch holds at most one such frame, as its last),
+// and all stay valid until the next ReadInto, ReadBatch or Close.
+// In steady state ReadBatch does not allocate.
+func (h *Handle) ReadBatch(ps []Packet) (int, error) {
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	if err := h.read(&ps[0]); err != nil {
+		return 0, err
+	}
+	n := 1
+	for n < len(ps) && h.r.ready() {
+		if err := h.r.read(&ps[n]); err != nil {
+			break // cannot happen while ready: the block is in hand
+		}
+		n++
+	}
+	return n, nil
+}
+
 // ReadPacket is the copying twin of ReadInto: it reads the next packet and
 // copies its bytes into buf[:0] (growing it when too small), so the
 // returned Data belongs to the caller and stays valid across later reads

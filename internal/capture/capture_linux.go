@@ -33,7 +33,8 @@ type ring struct {
 	next int // offset in mem of the next packet header
 	held bool
 
-	vlan []byte // scratch for a frame with its VLAN tag put back
+	vlan     []byte // scratch for a frame with its VLAN tag put back
+	vlanUsed bool   // the last packet read is in vlan
 
 	acc rawStats // cumulative: the kernel resets its counters on every read
 }
@@ -230,6 +231,7 @@ func (r *ring) read(p *Packet) error {
 	snap, mac := int(le32(h[phSnaplen:])), int(le16(h[phMac:]))
 	data := h[mac : mac+snap : mac+snap]
 	origLen := le32(h[phLen:])
+	r.vlanUsed = false
 	if st := le32(h[phStatus:]); st&unix.TP_STATUS_VLAN_VALID != 0 && len(data) >= 12 {
 		// The kernel stripped the 802.1Q tag into the header: put it
 		// back, as libpcap does, in a scratch buffer.
@@ -243,6 +245,7 @@ func (r *ring) read(p *Packet) error {
 		r.vlan = append(r.vlan, data[12:]...)
 		data = r.vlan[:len(r.vlan):len(r.vlan)]
 		origLen += 4
+		r.vlanUsed = true
 	}
 	// A re-inserted VLAN tag can push the data past the snapshot length.
 	if len(data) > r.snapLen {
@@ -257,6 +260,11 @@ func (r *ring) read(p *Packet) error {
 	}
 	return nil
 }
+
+// ready reports whether read can return another packet at once without
+// giving back the current block (which would invalidate packets already
+// returned) or overwriting the VLAN scratch buffer.
+func (r *ring) ready() bool { return r.left > 0 && !r.vlanUsed }
 
 // poll waits up to one poll slice for the kernel to hand over a block.
 func (r *ring) poll() error {

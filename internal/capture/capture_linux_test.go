@@ -708,3 +708,61 @@ func BenchmarkReadInto(b *testing.B) {
 		})
 	}
 }
+
+// TestReadBatch: ReadBatch returns every packet once and in order, more
+// than one per call when they wait in the ring, and allocates nothing.
+func TestReadBatch(t *testing.T) {
+	tn := newTestNet(t, 0)
+	tn.listen(t, testPort)
+	h := tn.open(t, Config{Filter: "udp", SnapLen: 2048, BlockSize: 64 << 10, RingSize: 16 << 20})
+	c := tn.sender(t, testPort)
+	const total = 300
+	for i := range total {
+		send(t, c, makePayload(testPort, uint32(i), 100+i))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s, err := h.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Received-s.Dropped >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %+v of %d packets reached the ring", s, total)
+		}
+	}
+	time.Sleep(3 * DefaultBlockTimeout)
+	var ps [64]Packet
+	got, calls := 0, 0
+	warm := true
+	allocs := testing.AllocsPerRun(1, func() {
+		if warm { // AllocsPerRun's warm-up call: read nothing
+			warm = false
+			return
+		}
+		for got < total {
+			n, err := h.ReadBatch(ps[:])
+			if err != nil {
+				t.Fatalf("after %d packets: %v", got, err)
+			}
+			for _, p := range ps[:n] {
+				id, payload, _, ok := parseTestFrame(p.Data)
+				if !ok || id.seq != uint32(got) || len(payload) != 100+got || payload[len(payload)-1] != byte(id.seq*7+uint32(len(payload)-1)) {
+					t.Fatalf("packet %d: %+v ok %v", got, id, ok)
+				}
+				got++
+			}
+			calls++
+		}
+	})
+	if got != total {
+		t.Fatalf("%d packets, want %d", got, total)
+	}
+	if calls >= total/2 {
+		t.Errorf("%d calls for %d packets: batches of about one", calls, total)
+	}
+	if allocs != 0 {
+		t.Errorf("ReadBatch allocates %v times per run, want 0", allocs)
+	}
+}

@@ -14,5 +14,6 @@ func openRing(settings, uint16, []bpf.RawInstruction) (*ring, rawStats, error) {
 }
 
 func (*ring) read(*Packet) error       { return ErrNotSupported }
+func (*ring) ready() bool              { return false }
 func (*ring) stats() (rawStats, error) { return rawStats{}, ErrNotSupported }
 func (*ring) close() error             { return nil }
