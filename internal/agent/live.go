@@ -36,7 +36,7 @@ func (a *Agent) openLive() error {
 			SnapLen:      a.cfg.SnapLen,
 			NoPromisc:    a.cfg.NoPromisc,
 			RingSize:     a.cfg.RingSize,
-			BlockTimeout: min(max(flush/16, time.Millisecond), 10*time.Millisecond),
+			BlockTimeout: min(max(flush/16, time.Millisecond), 4*time.Millisecond),
 			PollTimeout:  min(max(flush/2, 50*time.Millisecond), 100*time.Millisecond),
 		})
 		if err != nil {
