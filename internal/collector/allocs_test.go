@@ -21,6 +21,7 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	for _, fc := range []FileCompress{{Codec: FileGzip}, {Codec: FileZstd}} {
 		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{FileCompress: fc}, compress.Spec{}) })
 	}
+	t.Run("feed", func(t *testing.T) { testBatchAllocs(t, Config{Feed: nopFeed{}}, compress.Spec{}) })
 	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
 		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, Config{}, sp) })
 	}
@@ -63,3 +64,7 @@ func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 		t.Errorf("%v allocations per batch of %d packets, want 0", allocs, perBatch)
 	}
 }
+
+type nopFeed struct{}
+
+func (nopFeed) Batch(*BatchEvent) {}

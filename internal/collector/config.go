@@ -55,6 +55,8 @@ type Config struct {
 	// tls.RequireAndVerifyClientCert), an agent's name must also be the
 	// Subject CN or a DNS name of its certificate.
 	TLS *tls.Config
+	// Feed, if set, sees every batch written (see Feed): live views.
+	Feed Feed
 	// Token, if set, is a shared secret that every Hello must carry,
 	// MinTokenLen to wire.MaxTokenLen bytes.
 	Token string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,8 +139,11 @@ type Session struct {
 	hello wire.Hello
 	log   *slog.Logger
 
-	ifmap   []int  // session interface index -> file interface index
-	pending uint64 // highest sequence written, not yet committed
+	ifmap   []int            // session interface index -> file interface index
+	ifaces  []wire.Interface // session interfaces, for the Feed
+	feedEv  BatchEvent
+	feedB   wire.Batch // a copy of the batch for feedEv, so the batch itself stays on the stack
+	pending uint64     // highest sequence written, not yet committed
 	// what was written since the last Commit, counted once committed
 	uncommitted struct{ batches, packets, bytes uint64 }
 	cuts        uint64 // agentFile.cuts when pending was written
@@ -205,6 +209,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 	ag.lingerUntil = time.Time{}
 	var err error
 	s.ifmap = make([]int, len(h.Interfaces))
+	s.ifaces = slices.Clone(h.Interfaces)
 	for i, ifc := range h.Interfaces {
 		if s.ifmap[i], err = ag.file.addIface(ifc); err != nil {
 			break
@@ -326,6 +331,13 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	s.uncommitted.batches++
 	s.uncommitted.packets += uint64(b.Count)
 	s.uncommitted.bytes += bytes
+	if f := s.core.cfg.Feed; f != nil {
+		s.feedEv.Agent, s.feedEv.Host = s.hello.Name, s.hello.Host
+		s.feedB = *b
+		s.feedEv.Ifaces, s.feedEv.Batch = s.ifaces, &s.feedB
+		f.Batch(&s.feedEv)
+		s.feedB = wire.Batch{}
+	}
 	return false, nil
 }
 
@@ -397,6 +409,7 @@ func (s *Session) addIface(idx uint32, ifc wire.Interface) error {
 		return err
 	}
 	s.ifmap = append(s.ifmap, fi)
+	s.ifaces = append(s.ifaces, ifc)
 	s.log.Info("interface added", "index", idx, "name", ifc.Name, "linktype", ifc.LinkType, "snaplen", ifc.SnapLen)
 	return nil
 }
