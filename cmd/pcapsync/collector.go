@@ -106,6 +106,11 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 		return fmt.Errorf("%w: --max-frame %d out of range", errUsage, maxFrame)
 	}
 	cfg.MaxFrame = uint32(maxFrame)
+	// Live views: each adds itself to feeds (the tap, the Redis feed).
+	var feeds collector.Feeds
+	if len(feeds) > 0 {
+		cfg.Feed = feeds
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

@@ -76,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGen(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "tail":
+		return runTail(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -32,3 +32,13 @@ type BatchEvent struct {
 	// wire.CodecNone), Records iterable with Batch.Iter(len(Ifaces)).
 	Batch *wire.Batch
 }
+
+// Feeds passes every batch to each of its feeds in turn.
+type Feeds []Feed
+
+// Batch implements Feed.
+func (fs Feeds) Batch(ev *BatchEvent) {
+	for _, f := range fs {
+		f.Batch(ev)
+	}
+}
