@@ -80,7 +80,11 @@ type Agent struct {
 	sent       atomic.Uint64 // packets sent at least once
 	firstSent  atomic.Uint64 // highest sequence ever sent
 	reconnects atomic.Uint64
-	udp        udpCounters
+
+	batchesSent, batchesResent atomic.Uint64 // batch writes: first ones, and again after a reconnect
+	connected                  atomic.Bool   // a TCP session with the collector is up
+	start                      time.Time     // for the queue's clock
+	udp                        udpCounters
 
 	rawBytes, wireBytes atomic.Uint64 // records sections before and after compression
 
@@ -97,6 +101,8 @@ type source interface {
 	stats(st *wire.Stats)
 	// rateDrops counts packets the rate limit dropped.
 	rateDrops() uint64
+	// capturedBytes counts the bytes of the packets read.
+	capturedBytes() uint64
 }
 
 // New checks cfg, resolves the collector and opens every source, so
@@ -143,6 +149,13 @@ func New(cfg Config) (*Agent, error) {
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
 	}
 	a.q = newQueue(c.QueueBytes, bufCap)
+	a.start = time.Now()
+	if c.AckLatency != nil && c.Transport != TransportUDP {
+		a.q.ackLatency = c.AckLatency
+		// Never 0 (0 means "not sent yet"): monotonic nanoseconds from
+		// one before the start.
+		a.q.clock = func() int64 { return int64(time.Since(a.start)) + 1 }
+	}
 	if c.Transport == TransportUDP {
 		a.q.minCharge = bufCap
 	}

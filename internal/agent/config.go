@@ -90,8 +90,18 @@ type Config struct {
 	// also the socket's TCP_USER_TIMEOUT on Linux. 0 means 6s.
 	PeerTimeout time.Duration
 
+	// AckLatency, if set, observes for every acknowledged batch the
+	// seconds from its first write to a connection to its
+	// acknowledgement (TCP only; a resend does not restart the clock).
+	// Observe is called with the queue's lock held: it must be quick
+	// and must not call back into the agent. A prometheus.Histogram fits.
+	AckLatency Observer
+
 	Logger *slog.Logger // nil means slog.Default()
 }
+
+// Observer takes one observation, such as a latency in seconds.
+type Observer interface{ Observe(float64) }
 
 func (c *Config) withDefaults() (Config, error) {
 	d := *c

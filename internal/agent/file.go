@@ -19,6 +19,7 @@ type fileSource struct {
 	r       *pcapfile.Reader
 	ifmap   []int // file interface index -> agent interface index
 	read    atomic.Uint64
+	bytes   atomic.Uint64
 	stopped atomic.Bool
 }
 
@@ -79,6 +80,7 @@ func (s *fileSource) run() error {
 		}
 		bd.add(p.Timestamp, s.ifmap[p.Interface], p.OrigLen, p.Data, 0)
 		s.read.Add(1)
+		s.bytes.Add(uint64(len(p.Data)))
 	}
 	return nil
 }
@@ -86,6 +88,8 @@ func (s *fileSource) run() error {
 func (s *fileSource) stop() { s.stopped.Store(true) }
 
 func (s *fileSource) rateDrops() uint64 { return 0 }
+
+func (s *fileSource) capturedBytes() uint64 { return s.bytes.Load() }
 
 // stats reports the packets read as one entry for interface 0 (a replay
 // has no kernel counters). It runs on the sender's goroutine, so it asks

@@ -19,6 +19,7 @@ type liveSource struct {
 	index    int
 	limit    rateLimiter
 	captured atomic.Uint64
+	bytes    atomic.Uint64 // captured bytes (as kept, up to the snaplen)
 	limited  atomic.Uint64 // packets dropped by the rate limit
 	stopped  atomic.Bool
 }
@@ -80,9 +81,10 @@ func (s *liveSource) run() error {
 		n, err := s.h.ReadBatch(ps[:])
 		switch {
 		case err == nil:
-			limited := 0
+			limited, bytes := 0, 0
 			for i := range ps[:n] {
 				p := &ps[i]
+				bytes += len(p.Data)
 				if !s.limit.allow(p.Timestamp) {
 					limited++
 					continue
@@ -90,6 +92,7 @@ func (s *liveSource) run() error {
 				bd.add(p.Timestamp, s.index, p.OrigLen, p.Data, flush)
 			}
 			s.captured.Add(uint64(n))
+			s.bytes.Add(uint64(bytes))
 			if limited > 0 {
 				s.limited.Add(uint64(limited))
 			}
@@ -112,6 +115,8 @@ const drainLimit = 500 * time.Millisecond
 func (s *liveSource) stop() { s.stopped.Store(true) }
 
 func (s *liveSource) rateDrops() uint64 { return s.limited.Load() }
+
+func (s *liveSource) capturedBytes() uint64 { return s.bytes.Load() }
 
 func (s *liveSource) stats(st *wire.Stats) {
 	ks, err := s.h.Stats()

@@ -13,6 +13,11 @@ type batch struct {
 	packets uint64
 	nIfaces int // interfaces that must be declared before it is sent
 	mem     int // bytes it counts against the queue's limit while in memory
+	frame   int // bytes of its frame, whether in memory or only spooled
+
+	// sentAt is when it was first written to a connection (Agent.clock
+	// nanoseconds), 0 before; read by ack for the latency histogram.
+	sentAt int64
 
 	seg  *segment // where the spool holds it, if it does
 	off  int64
@@ -35,6 +40,14 @@ type queue struct {
 	closed  bool
 
 	queuedPackets, ackedPackets, droppedPackets uint64
+	ackedBatches                                uint64
+	frameBytes                                  int64 // frames of the queued batches (memory and spool)
+
+	// ackLatency, if set, observes per acknowledged batch the seconds
+	// from its first write (batch.sentAt) to its acknowledgement, with
+	// clock the same clock as sentAt. Called with mu held.
+	ackLatency Observer
+	clock      func() int64
 
 	pushed chan struct{} // cap 1: a batch was pushed
 	freed  chan struct{} // cap 1: batches were acknowledged
@@ -100,6 +113,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 	}
 	b.packets = uint64(packets)
 	b.nIfaces = nIfaces
+	b.frame, b.sentAt = len(b.buf), 0
 	if q.spool != nil {
 		if err := q.spool.append(b, b.buf); err != nil {
 			q.spool.log.Error("batch dropped", "err", err)
@@ -108,7 +122,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 		}
 		if q.bytes+int64(need) > q.limit {
 			// Memory is full: keep the batch on disk only.
-			meta := &batch{seq: b.seq, packets: b.packets, nIfaces: nIfaces, seg: b.seg, off: b.off, size: b.size}
+			meta := &batch{seq: b.seq, packets: b.packets, nIfaces: nIfaces, seg: b.seg, off: b.off, size: b.size, frame: b.frame}
 			q.put(b)
 			b = meta
 		}
@@ -120,6 +134,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 		q.bytes += int64(need)
 	}
 	q.queuedPackets += uint64(packets)
+	q.frameBytes += int64(b.frame)
 	signal(q.pushed)
 	return true
 }
@@ -140,6 +155,8 @@ func (q *queue) recover(bs []*batch, nIfaces int) {
 		q.items = append(q.items, b)
 		q.lastSeq = b.seq
 		q.queuedPackets += b.packets
+		b.frame = b.size
+		q.frameBytes += int64(b.frame)
 	}
 	if len(bs) > 0 {
 		q.acked = bs[0].seq - 1
@@ -166,10 +183,19 @@ func (q *queue) ack(seq uint64) {
 		return
 	}
 	q.acked = min(seq, q.lastSeq)
+	var now int64
+	if q.ackLatency != nil {
+		now = q.clock()
+	}
 	n := 0
 	for n < len(q.items) && q.items[n].seq <= q.acked {
 		b := q.items[n]
 		q.ackedPackets += b.packets
+		q.ackedBatches++
+		q.frameBytes -= int64(b.frame)
+		if q.ackLatency != nil && b.sentAt != 0 {
+			q.ackLatency.Observe(float64(now-b.sentAt) / 1e9)
+		}
 		if b.buf != nil {
 			q.bytes -= int64(b.mem)
 			q.put(b)
@@ -199,13 +225,31 @@ type queueStats struct {
 	acked, lastSeq                       uint64
 	pending                              int
 	queuedPackets, ackedPackets, dropped uint64
+	ackedBatches                         uint64
+	frameBytes                           int64
 }
 
 func (q *queue) stats() queueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return queueStats{acked: q.acked, lastSeq: q.lastSeq, pending: len(q.items),
-		queuedPackets: q.queuedPackets, ackedPackets: q.ackedPackets, dropped: q.droppedPackets}
+		queuedPackets: q.queuedPackets, ackedPackets: q.ackedPackets, dropped: q.droppedPackets,
+		ackedBatches: q.ackedBatches, frameBytes: q.frameBytes}
+}
+
+// markSent records the first write of the batch with sequence seq, for
+// the acknowledgement latency; a no-op without an observer.
+func (q *queue) markSent(seq uint64) {
+	if q.ackLatency == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) > 0 && seq >= q.items[0].seq && seq <= q.lastSeq {
+		if b := q.items[seq-q.items[0].seq]; b.sentAt == 0 {
+			b.sentAt = q.clock()
+		}
+	}
 }
 
 func signal(c chan struct{}) {

@@ -193,6 +193,8 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 	a.q.ack(w.LastSeq)
 	cursor := max(a.q.stats().acked, w.LastSeq)
 	a.log.Info("connected to collector", "addr", a.addr.String(), "resume_after_seq", cursor)
+	a.connected.Store(true)
+	defer a.connected.Store(false)
 
 	var sentMax atomic.Uint64 // highest sequence written on this connection
 	sentMax.Store(cursor)
@@ -244,6 +246,10 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 			if seq > a.firstSent.Load() {
 				a.firstSent.Store(seq)
 				a.sent.Add(b.packets)
+				a.batchesSent.Add(1)
+				a.q.markSent(seq)
+			} else {
+				a.batchesResent.Add(1)
 			}
 			if err := a.write(conn, frame); err != nil {
 				return err

@@ -234,5 +234,6 @@ func (u *udpLink) batch(b *batch) {
 	}
 	if u.send(d) {
 		u.a.sent.Add(b.packets)
+		u.a.batchesSent.Add(1)
 	}
 }

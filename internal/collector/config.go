@@ -81,7 +81,18 @@ type Config struct {
 	// Logger receives events (never one line per packet). nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// BatchWriteLatency, if set, observes the seconds each batch took to
+	// check, decompress and write into its file's buffer (Session.Batch;
+	// duplicates, dropped unread, are not observed). SyncLatency, if
+	// set, observes the seconds of every fsync of a data file. Both are
+	// called on the hot path, once per batch or sync: Observe must be
+	// quick and safe for concurrent use (a prometheus.Histogram fits).
+	BatchWriteLatency, SyncLatency Observer
 }
+
+// Observer takes one observation, such as a latency in seconds.
+type Observer interface{ Observe(float64) }
 
 func (c *Config) withDefaults() Config {
 	d := *c

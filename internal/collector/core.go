@@ -49,6 +49,10 @@ type Counters struct {
 	RawBytes    atomic.Uint64 // and decompressed
 	BadCompress atomic.Uint64 // batches refused: compressed bytes corrupt
 	TooLargeRaw atomic.Uint64 // batches refused: would decompress past MaxFrame (bombs)
+	TooLarge    atomic.Uint64 // connections closed for a frame over a limit (MaxFrame, records per batch); also in ProtocolErrors
+
+	FilesClosed  atomic.Uint64 // data files closed complete (rotation, goodbye, idle close, shutdown)
+	FilesRotated atomic.Uint64 // of which closed because they reached RotateSize or RotateInterval
 }
 
 // Core is the transport-independent collector: it turns sessions of
@@ -82,6 +86,14 @@ type agent struct {
 	lingerUntil time.Time
 
 	active *Session // guarded by Core.mu
+	last   *Session // the latest session, ended or not; guarded by Core.mu
+
+	// Totals over every session of this name, for AgentStats.
+	batches, packets, bytes atomic.Uint64 // committed
+	duplicates, missing     atomic.Uint64 // batches, as in Counters
+	diskBytes               atomic.Uint64 // bytes written to its files on disk
+	lastRecv                atomic.Uint64 // sequence of the last batch received
+	lastBatch               atomic.Int64  // when it was received, Unix ns
 }
 
 // instance is one agent process. lastSeq is its high-water mark: every
@@ -152,6 +164,15 @@ type Session struct {
 	kick   func()
 	kicked atomic.Bool
 	done   chan struct{}
+
+	peer  Peer      // set by Begin, then read-only
+	since time.Time // when Begin accepted it
+}
+
+// Peer says where a session comes from, for AgentStats.
+type Peer struct {
+	Addr      string // the agent's address and port
+	Transport string // "tcp", "tls" or "udp"
 }
 
 // Begin validates a Hello and opens a session for it. A live session of
@@ -159,6 +180,11 @@ type Session struct {
 // is how this session can be ended the same way. Errors wrap ErrRejected
 // and say why, for the agent.
 func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error) {
+	return c.BeginFrom(h, Peer{}, kick)
+}
+
+// BeginFrom is Begin for a session from peer.
+func (c *Core) BeginFrom(h *wire.Hello, peer Peer, kick func()) (*Session, wire.Welcome, error) {
 	if err := wire.ValidateName(h.Name); err != nil {
 		c.Counters.Rejected.Add(1)
 		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
@@ -170,7 +196,7 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		}
 	}
 	s := &Session{core: c, hello: *h, kick: kick, done: make(chan struct{}),
-		log: c.log.With("agent", h.Name)}
+		log: c.log.With("agent", h.Name), peer: peer}
 
 	c.mu.Lock()
 	ag := c.agents[h.Name]
@@ -178,7 +204,9 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		ag = &agent{name: h.Name, file: agentFile{
 			dir: filepath.Join(c.dir, h.Name), name: h.Name,
 			size: c.cfg.RotateSize, interval: c.cfg.RotateInterval,
-			fsync: c.cfg.Fsync, comp: c.cfg.FileCompress, saveState: c.saveState}}
+			fsync: c.cfg.Fsync, comp: c.cfg.FileCompress, saveState: c.saveState,
+			syncObs: c.cfg.SyncLatency, counters: &c.Counters}}
+		ag.file.diskBytes = &ag.diskBytes
 		c.agents[h.Name] = ag
 	}
 	c.mu.Unlock()
@@ -222,10 +250,10 @@ func (c *Core) Begin(h *wire.Hello, kick func()) (*Session, wire.Welcome, error)
 		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 
+	s.ag, s.inst, s.since = ag, inst, time.Now()
 	c.mu.Lock()
-	ag.active = s
+	ag.active, ag.last = s, s
 	c.mu.Unlock()
-	s.ag, s.inst = ag, inst
 	c.Counters.Sessions.Add(1)
 	return s, wire.Welcome{LastSeq: last, MaxFrame: c.cfg.MaxFrame, Codecs: AcceptedCodecs}, nil
 }
@@ -285,10 +313,21 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	if b.Codec != wire.CodecNone {
 		s.core.Counters.Compressed.Add(1)
 	}
+	now := time.Now()
+	ag.lastRecv.Store(b.Seq)
+	ag.lastBatch.Store(now.UnixNano())
 	prev := max(s.inst.lastSeq.Load(), s.pending)
 	if inOrder && b.Seq <= prev {
 		s.core.Counters.Duplicates.Add(1)
+		ag.duplicates.Add(1)
 		return true, nil
+	}
+	if obs := s.core.cfg.BatchWriteLatency; obs != nil {
+		defer func() {
+			if err == nil {
+				obs.Observe(time.Since(now).Seconds())
+			}
+		}()
 	}
 	if b.Codec != wire.CodecNone {
 		buf, err := s.core.decompress(b)
@@ -300,7 +339,7 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
 		return false, err
 	}
-	if err := ag.file.writable(time.Now()); err != nil {
+	if err := ag.file.writable(now); err != nil {
 		return false, s.storageFailed(err)
 	}
 	var r wire.Record
@@ -324,6 +363,7 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 		// before they got here (an agent bug, or acknowledged data lost
 		// to an OS crash here). Counted and logged, never silent.
 		s.core.Counters.MissingBatches.Add(b.Seq - prev - 1)
+		ag.missing.Add(b.Seq - prev - 1)
 		s.log.Warn("batches missing from the agent's sequence: lost before reaching the collector",
 			"first_missing", prev+1, "last_missing", b.Seq-1)
 	}
@@ -377,6 +417,9 @@ func (s *Session) Commit() (uint64, error) {
 	s.core.Counters.Batches.Add(s.uncommitted.batches)
 	s.core.Counters.Packets.Add(s.uncommitted.packets)
 	s.core.Counters.Bytes.Add(s.uncommitted.bytes)
+	ag.batches.Add(s.uncommitted.batches)
+	ag.packets.Add(s.uncommitted.packets)
+	ag.bytes.Add(s.uncommitted.bytes)
 	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
 	return s.inst.lastSeq.Load(), nil
 }
@@ -496,6 +539,9 @@ func (c *Core) tick(now time.Time) {
 		var part string
 		var syncF *os.File
 		if ag.file.due(now) || !ag.lingerUntil.IsZero() && now.After(ag.lingerUntil) {
+			if ag.file.due(now) {
+				ag.file.rotated()
+			}
 			ag.lingerUntil = time.Time{}
 			part, err = ag.file.closeFile(now)
 		} else {
@@ -506,7 +552,7 @@ func (c *Core) tick(now time.Time) {
 			parts = append(parts, part)
 		}
 		if syncF != nil {
-			serr := syncF.Sync()
+			serr := syncFile(c.cfg.SyncLatency, syncF)
 			if errors.Is(serr, os.ErrClosed) {
 				serr = nil // rotated meanwhile; close synced it
 			}

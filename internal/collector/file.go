@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -72,7 +73,10 @@ type agentFile struct {
 	interval   time.Duration
 	fsync      time.Duration
 	comp       FileCompress
-	saveState  func() error // persists every instance's high-water mark
+	saveState  func() error   // persists every instance's high-water mark
+	syncObs    Observer       // Config.SyncLatency; nil for none
+	counters   *Counters      // FilesClosed, FilesRotated; nil in some tests
+	diskBytes  *atomic.Uint64 // bytes that reached the files; nil in some tests
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -207,6 +211,7 @@ func (af *agentFile) due(now time.Time) bool {
 // writable makes sure a file is open and not due for rotation.
 func (af *agentFile) writable(now time.Time) error {
 	if af.due(now) {
+		af.rotated()
 		if err := af.close(now); err != nil {
 			return err
 		}
@@ -257,7 +262,7 @@ func (af *agentFile) flush() error {
 		}
 	}
 	af.committedEnd = af.markEnd
-	af.diskEnd = af.onDisk()
+	af.addDisk()
 	af.dirty = true
 	if af.fsync == FsyncPerBatch {
 		return af.sync(time.Now())
@@ -265,8 +270,38 @@ func (af *agentFile) flush() error {
 	return nil
 }
 
+// addDisk counts what reached the file since the last flush and moves
+// diskEnd to its end.
+func (af *agentFile) addDisk() {
+	end := af.onDisk()
+	if af.diskBytes != nil && end > af.diskEnd {
+		af.diskBytes.Add(uint64(end - af.diskEnd))
+	}
+	af.diskEnd = end
+}
+
+// rotated counts a file closed because it is due.
+func (af *agentFile) rotated() {
+	if af.counters != nil {
+		af.counters.FilesRotated.Add(1)
+	}
+}
+
+// syncFile syncs f, timing it for obs if set.
+func syncFile(obs Observer, f *os.File) error {
+	if obs == nil {
+		return f.Sync()
+	}
+	start := time.Now()
+	err := f.Sync()
+	if err == nil {
+		obs.Observe(time.Since(start).Seconds())
+	}
+	return err
+}
+
 func (af *agentFile) sync(now time.Time) error {
-	if err := af.f.Sync(); err != nil {
+	if err := syncFile(af.syncObs, af.f); err != nil {
 		return fmt.Errorf("syncing %s: %w", af.path+PartSuffix, err)
 	}
 	af.dirty, af.lastSync = false, now
@@ -340,10 +375,14 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 		err = af.mw.finish()
 	}
 	if err == nil && af.fsync != FsyncNever {
-		err = af.f.Sync()
+		err = syncFile(af.syncObs, af.f)
 	}
 	if err != nil {
 		return "", errors.Join(fmt.Errorf("closing %s: %w", af.path, err), af.abandon())
+	}
+	af.addDisk()
+	if af.counters != nil {
+		af.counters.FilesClosed.Add(1)
 	}
 	for _, m := range af.marked {
 		m.inst.raise(m.seq)

@@ -190,7 +190,11 @@ func (s *Server) handle(raw net.Conn) {
 		s.reject(conn, err)
 		return
 	}
-	sess, welcome, err := s.core.Begin(&hello, func() { raw.Close() })
+	transport := "tcp"
+	if cfg.TLS != nil {
+		transport = "tls"
+	}
+	sess, welcome, err := s.core.BeginFrom(&hello, Peer{Addr: raw.RemoteAddr().String(), Transport: transport}, func() { raw.Close() })
 	if errors.Is(err, ErrBusy) {
 		log.Warn("closing new connection; the agent will retry", "agent", hello.Name, "err", err)
 		return
@@ -247,6 +251,9 @@ func (s *Server) handle(raw net.Conn) {
 		log.Warn("connection lost", "err", err)
 	default:
 		s.core.Counters.ProtocolErrors.Add(1)
+		if errors.Is(err, wire.ErrTooLarge) {
+			s.core.Counters.TooLarge.Add(1)
+		}
 		log.Warn("closing connection: protocol error", "err", err)
 	}
 	// Everything written is acknowledged (serve commits before it

@@ -315,7 +315,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 	}
 	np := &udpPeer{src: src, name: hl.Name, instance: hl.Instance, last: now}
 	u.mu.Unlock()
-	sess, welcome, err := u.core.Begin(&hl, func() { u.kick(np) })
+	sess, welcome, err := u.core.BeginFrom(&hl, Peer{Addr: src.String(), Transport: "udp"}, func() { u.kick(np) })
 	u.mu.Lock()
 	switch {
 	case errors.Is(err, ErrBusy):

@@ -1,0 +1,91 @@
+package collector
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// AgentStats is a snapshot of one agent name's state, over all its
+// sessions since the collector started: what Core.AgentStats returns
+// for the metrics surface and the status page.
+type AgentStats struct {
+	Name      string
+	Host      string    // as the agent's last hello said
+	Connected bool      // a session is up
+	Peer      Peer      // of the latest session
+	Since     time.Time // when the latest session began
+
+	Batches, Packets, Bytes uint64 // written and committed
+	DiskBytes               uint64 // bytes that reached its files on disk (compressed size with --file-compress)
+	Duplicates              uint64 // batches received again and dropped
+	MissingBatches          uint64 // batches a TCP session's sequence skipped: lost
+
+	// LastSeqReceived is the sequence of the last batch received (of
+	// the latest instance), LastSeqAcked the high-water mark of the
+	// latest session's instance: every batch up to it is in a file and
+	// was acknowledged. Lag is LastSeqReceived - LastSeqAcked (0 when
+	// the acknowledged mark is ahead, after a restart of the agent).
+	LastSeqReceived, LastSeqAcked, Lag uint64
+	LastBatch                          time.Time // when the last batch arrived; zero before any
+
+	// The agent's own counters as its last Stats frame reported them
+	// (cumulative since the agent process started): packets captured,
+	// dropped by the kernel (all interfaces) and by the agent (queue
+	// full, rate limit). ReportTime is zero before any report.
+	Captured, KernelDrops, AgentDrops uint64
+	ReportTime                        time.Time
+}
+
+// AgentStats returns every agent name seen since start, sorted by name.
+// Safe for concurrent use; it takes each agent's lock briefly and reads
+// counters kept per batch or per commit, nothing per packet.
+func (c *Core) AgentStats() []AgentStats {
+	type entry struct {
+		ag     *agent
+		active bool
+		last   *Session
+	}
+	c.mu.Lock()
+	ents := make([]entry, 0, len(c.agents))
+	for _, ag := range c.agents {
+		ents = append(ents, entry{ag, ag.active != nil, ag.last})
+	}
+	c.mu.Unlock()
+	out := make([]AgentStats, 0, len(ents))
+	for _, e := range ents {
+		ag := e.ag
+		st := AgentStats{Name: ag.name, Connected: e.active,
+			Batches: ag.batches.Load(), Packets: ag.packets.Load(), Bytes: ag.bytes.Load(),
+			DiskBytes: ag.diskBytes.Load(), Duplicates: ag.duplicates.Load(), MissingBatches: ag.missing.Load(),
+			LastSeqReceived: ag.lastRecv.Load()}
+		if ns := ag.lastBatch.Load(); ns != 0 {
+			st.LastBatch = time.Unix(0, ns)
+		}
+		if s := e.last; s != nil {
+			st.Peer, st.Since, st.Host = s.peer, s.since, s.hello.Host
+			st.LastSeqAcked = s.inst.lastSeq.Load()
+		}
+		if st.LastSeqReceived > st.LastSeqAcked {
+			st.Lag = st.LastSeqReceived - st.LastSeqAcked
+		}
+		ag.mu.Lock()
+		st.AgentDrops = ag.file.agentDrops
+		var latest int64
+		for i := range ag.file.ifaces {
+			fi := &ag.file.ifaces[i]
+			if fi.haveStats {
+				st.Captured += fi.stats.Captured
+				st.KernelDrops += fi.stats.KernelDrops
+				latest = max(latest, fi.statsTime)
+			}
+		}
+		ag.mu.Unlock()
+		if latest != 0 {
+			st.ReportTime = time.Unix(0, latest)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b AgentStats) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
