@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
@@ -78,6 +79,8 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	fs.IntVar(&cfg.MTU, "mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a packet too big for one datagram alone is sent alone, IP-fragmented")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", agent.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", agent.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	var mf metricsFlags
+	mf.register(fs)
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -150,11 +153,32 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	a, err := agent.New(cfg)
+	if err := mf.check(); err != nil {
+		return err
+	}
+	mln, err := mf.listen()
 	if err != nil {
 		return err
 	}
+	var m *metrics.Agent
+	if mln != nil {
+		m = metrics.NewAgent()
+		cfg.AckLatency = m.AckLatency
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		if mln != nil {
+			mln.Close()
+		}
+		return err
+	}
+	stopMetrics := func() {}
+	if m != nil {
+		m.Watch(a)
+		stopMetrics = mf.serve(mln, metrics.Handler(m.Registry, metrics.Options{Pprof: mf.pprof}), log)
+	}
 	sum, err := a.Run(ctx)
+	stopMetrics()
 	fmt.Fprintln(stdout, "pcapsync agent:", sum)
 	return err
 }

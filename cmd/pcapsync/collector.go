@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
@@ -56,6 +57,9 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	fs.IntVar(&cfg.MaxConns, "max-conns", 16384, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", collector.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", collector.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	var mf metricsFlags
+	mf.register(fs)
+	maxAgents := fs.Int("metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -114,12 +118,30 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if err := mf.check(); err != nil {
+		return err
+	}
+	if *maxAgents == 0 || *maxAgents < -1 {
+		return fmt.Errorf("%w: --metrics-max-agents %d: want a positive number, or -1 for no cap", errUsage, *maxAgents)
+	}
+	var m *metrics.Collector
+	if mf.addr != "" {
+		m = metrics.NewCollector(*maxAgents)
+		cfg.BatchWriteLatency, cfg.SyncLatency = m.BatchWrite, m.Sync
+	}
 	core, err := collector.NewCore(cfg)
+	if err != nil {
+		return err
+	}
+	mln, err := mf.listen()
 	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	}
 	var udp *collector.UDPServer
@@ -133,13 +155,23 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 		}
 		if err != nil {
 			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
 			return fmt.Errorf("--listen-udp: %w", err)
 		}
 		udp = collector.NewUDPServer(core)
 		attrs = append(attrs, "udp", uconn.LocalAddr().String())
 	}
-	log.Info("collector listening", attrs...)
 	tickCtx, stopTick := context.WithCancel(context.Background())
+	stopMetrics := func() {}
+	if m != nil {
+		m.Watch(core, udp)
+		page := metrics.NewStatusPage(core, udp)
+		go page.Run(tickCtx)
+		stopMetrics = mf.serve(mln, metrics.Handler(m.Registry, metrics.Options{Status: page, Pprof: mf.pprof}), log)
+	}
+	log.Info("collector listening", attrs...)
 	ticked := make(chan struct{})
 	go func() { core.Run(tickCtx); close(ticked) }()
 	udpDone := make(chan error, 1)
@@ -153,6 +185,7 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	stopTick()
 	<-ticked
 	cerr := core.Close()
+	stopMetrics()
 	c := &core.Counters
 	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
 		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),

@@ -25,6 +25,7 @@ Usage:
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
+  pcapsync status --collector-admin HOST:PORT [--json]
   pcapsync bench transport|fanin|latency|pipeline|live [flags]
 
 Run "pcapsync COMMAND --help" for the flags of a command.
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "tail":
 		return runTail(ctx, args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -89,3 +89,6 @@ func (c *Core) AgentStats() []AgentStats {
 	slices.SortFunc(out, func(a, b AgentStats) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// Dir returns the absolute output directory.
+func (c *Core) Dir() string { return c.dir }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/metrics"
+)
+
+// metricsFlags are the flags of the metrics listener, on agent and collector.
+type metricsFlags struct {
+	addr  string
+	pprof bool
+}
+
+func (m *metricsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
+	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
+}
+
+func (m *metricsFlags) check() error {
+	if m.pprof && m.addr == "" {
+		return fmt.Errorf("%w: --pprof needs --metrics HOST:PORT (it is served on that listener)", errUsage)
+	}
+	return nil
+}
+
+// listen opens the metrics listener, if asked, before anything else
+// runs, so that a taken port fails the start; nil without --metrics.
+func (m *metricsFlags) listen() (net.Listener, error) {
+	if m.addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", m.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics: %w", err)
+	}
+	return ln, nil
+}
+
+// serve serves h on ln (if not nil) until the returned stop is called.
+func (m *metricsFlags) serve(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+	if ln == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	log.Info("metrics listening", "addr", ln.Addr().String(), "pprof", m.pprof)
+	go func() {
+		defer close(done)
+		if err := metrics.Serve(ctx, ln, h, log); err != nil {
+			log.Error("metrics listener failed", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", `pcapsync status --collector-admin HOST:PORT [--json]
+
+Prints the agents a collector knows (GET http://HOST:PORT/status on the
+collector's --metrics listener): address, transport, how long connected,
+packets and bytes per second over the last 10 s, drops as the agent
+reports them, batches lost, the last sequence received and the lag
+(batches received but not yet acknowledged).`, stderr)
+	addr := fs.String("collector-admin", "", "the collector's --metrics HOST:PORT (required)")
+	raw := fs.Bool("json", false, "print the JSON as the collector serves it")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *addr == "" || fs.NArg() > 0 {
+		return fmt.Errorf("%w: give --collector-admin HOST:PORT and nothing else", errUsage)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/status", nil)
+	if err != nil {
+		return fmt.Errorf("%w: --collector-admin %q: %w", errUsage, *addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking the collector: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the collector's status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("collector answered %s (is %s a collector's --metrics listener?)", resp.Status, *addr)
+	}
+	if *raw {
+		_, err := stdout.Write(body)
+		return err
+	}
+	var st metrics.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("decoding the collector's status: %w", err)
+	}
+	if st.Agents == nil && st.Time.IsZero() {
+		return errors.New("the answer is not a collector's status")
+	}
+	return metrics.WriteTable(stdout, st)
+}

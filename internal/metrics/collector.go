@@ -1,0 +1,227 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+)
+
+// DefaultMaxAgents is how many agent names get their own "agent" label
+// value by default; the rest are summed under OtherAgents.
+const DefaultMaxAgents = 1000
+
+// OtherAgents is the "agent" label value of the agents beyond the cap
+// (the first MaxAgents names in sorted order keep their own). An agent
+// name cannot contain "~", so it never collides with one.
+const OtherAgents = "~other"
+
+// Collector is a collector process's metrics: create it before
+// collector.NewCore, give BatchWrite and Sync to the Config's
+// BatchWriteLatency and SyncLatency, then Watch the core.
+type Collector struct {
+	Registry   *prometheus.Registry
+	BatchWrite prometheus.Histogram
+	Sync       prometheus.Histogram
+	maxAgents  int
+}
+
+// NewCollector returns a collector's registry, holding the Go and
+// process collectors and the latency histograms so far. maxAgents caps
+// the "agent" label values (0: DefaultMaxAgents; negative: no cap).
+func NewCollector(maxAgents int) *Collector {
+	if maxAgents == 0 {
+		maxAgents = DefaultMaxAgents
+	}
+	m := &Collector{Registry: newRegistry(), maxAgents: maxAgents,
+		BatchWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pcapsync_collector_batch_write_seconds",
+			Help:    "Time to check, decompress and write one batch into its file's buffer (duplicates excluded).",
+			Buckets: steps(1e-5, 1),
+		}),
+		Sync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pcapsync_collector_fsync_seconds",
+			Help:    "Time of one fsync of a data file (per acknowledgement with --fsync batch, else per interval and at close).",
+			Buckets: steps(1e-4, 10),
+		})}
+	m.Registry.MustRegister(m.BatchWrite, m.Sync)
+	return m
+}
+
+// Watch registers the collector that reads core's counters (and udp's,
+// if not nil) at every scrape.
+func (m *Collector) Watch(core *collector.Core, udp *collector.UDPServer) {
+	m.Registry.MustRegister(&coreCollector{core: core, udp: udp, maxAgents: m.maxAgents})
+}
+
+type coreCollector struct {
+	core      *collector.Core
+	udp       *collector.UDPServer
+	maxAgents int
+}
+
+// coreSnap is what one scrape reads of the whole collector.
+type coreSnap struct {
+	c                             *collector.Counters
+	connected                     int
+	udpDgrams, udpUnknown, udpBad uint64
+	fsSize                        uint64
+	fsFree                        uint64
+	fsOK                          bool
+}
+
+var coreFields = []field[coreSnap]{
+	gauge("pcapsync_collector_agents_connected", "Agents with a session up (TCP or UDP).",
+		func(s *coreSnap) float64 { return float64(s.connected) }),
+	counter("pcapsync_collector_sessions_total", "Handshakes accepted.",
+		func(s *coreSnap) float64 { return u(s.c.Sessions.Load()) }),
+	counter("pcapsync_collector_handshakes_rejected_total", "Handshakes refused: TLS, token, identity, malformed hello.",
+		func(s *coreSnap) float64 { return u(s.c.Rejected.Load()) }),
+	counter("pcapsync_collector_connections_over_limit_total", "Connections (and UDP hellos) refused because --max-conns were open.",
+		func(s *coreSnap) float64 { return u(s.c.OverLimit.Load()) }),
+	counter("pcapsync_collector_peer_timeouts_total", "Sessions ended because the agent sent nothing for --peer-timeout.",
+		func(s *coreSnap) float64 { return u(s.c.PeerTimeouts.Load()) }),
+	counter("pcapsync_collector_file_errors_total", "Failed file operations (writes, syncs, closes, state saves).",
+		func(s *coreSnap) float64 { return u(s.c.FileErrors.Load()) }),
+	counter("pcapsync_collector_files_closed_total", "Data files closed complete (rotation, goodbye, idle close, shutdown).",
+		func(s *coreSnap) float64 { return u(s.c.FilesClosed.Load()) }),
+	counter("pcapsync_collector_files_rotated_total", "Data files closed because they reached --rotate-size or --rotate-interval.",
+		func(s *coreSnap) float64 { return u(s.c.FilesRotated.Load()) }),
+	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
+		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
+	counter("pcapsync_collector_udp_datagrams_total", "Datagrams read by the UDP transport.",
+		func(s *coreSnap) float64 { return u(s.udpDgrams) }),
+	counter("pcapsync_collector_udp_unknown_source_datagrams_total", "Datagrams from a source without a session (no hello yet), dropped.",
+		func(s *coreSnap) float64 { return u(s.udpUnknown) }),
+}
+
+var fsFields = []field[coreSnap]{
+	gauge("pcapsync_collector_filesystem_size_bytes", "Size of the file system holding --dir.",
+		func(s *coreSnap) float64 { return u(s.fsSize) }),
+	gauge("pcapsync_collector_filesystem_avail_bytes", "Bytes of the file system holding --dir available to the collector.",
+		func(s *coreSnap) float64 { return u(s.fsFree) }),
+}
+
+// Decode error kinds and rejection limits (labels "kind", "limit").
+var (
+	decodeErrors = prometheus.NewDesc("pcapsync_collector_decode_errors_total",
+		"Frames or datagrams refused as malformed, by kind: protocol (a TCP connection closed for a malformed or unexpected frame), compression (corrupt compressed records), udp_malformed (a datagram dropped).",
+		[]string{"kind"}, nil)
+	batchesRejected = prometheus.NewDesc("pcapsync_collector_batches_rejected_total",
+		"Batches refused by a limit, by limit: frame_size (over --max-frame or the records limit; the connection is closed), decompressed_size (would decompress past --max-frame).",
+		[]string{"limit"}, nil)
+)
+
+// agentSnap is one "agent" label value's numbers.
+type agentSnap struct {
+	collector.AgentStats
+	lost      uint64  // TCP sequence gaps plus UDP datagrams lost
+	connected float64 // 0 or 1; for OtherAgents how many
+}
+
+var perAgentFields = []field[agentSnap]{
+	gauge("pcapsync_collector_agent_connected", "1 while the agent has a session up (for the other agents: how many have one).",
+		func(s *agentSnap) float64 { return s.connected }, "agent"),
+	counter("pcapsync_collector_batches_written_total", "Batches written to the agent's files and committed.",
+		func(s *agentSnap) float64 { return u(s.Batches) }, "agent"),
+	counter("pcapsync_collector_packets_written_total", "Packets written to the agent's files and committed.",
+		func(s *agentSnap) float64 { return u(s.Packets) }, "agent"),
+	counter("pcapsync_collector_written_bytes_total", "Captured bytes of the packets written (packet data, without pcapng framing).",
+		func(s *agentSnap) float64 { return u(s.Bytes) }, "agent"),
+	counter("pcapsync_collector_disk_written_bytes_total", "Bytes that reached the agent's files on disk (pcapng framing included; compressed size with --file-compress).",
+		func(s *agentSnap) float64 { return u(s.DiskBytes) }, "agent"),
+	counter("pcapsync_collector_duplicate_batches_total", "Batches received again (resent after a reconnect) and dropped.",
+		func(s *agentSnap) float64 { return u(s.Duplicates) }, "agent"),
+	counter("pcapsync_collector_lost_batches_total", "Batches that never arrived: gaps in a TCP session's sequence, UDP datagrams lost.",
+		func(s *agentSnap) float64 { return u(s.lost) }, "agent"),
+	counter("pcapsync_collector_agent_captured_packets_total", "Packets the agent reports it captured (its last stats report; counts since the agent process started).",
+		func(s *agentSnap) float64 { return u(s.Captured) }, "agent"),
+	counter("pcapsync_collector_agent_kernel_dropped_packets_total", "Packets the agent reports its kernel dropped, all interfaces (its last stats report).",
+		func(s *agentSnap) float64 { return u(s.KernelDrops) }, "agent"),
+	counter("pcapsync_collector_agent_dropped_packets_total", "Packets the agent reports it dropped itself: queue or spool full, rate limit (its last stats report).",
+		func(s *agentSnap) float64 { return u(s.AgentDrops) }, "agent"),
+}
+
+// Gauges that do not add up across agents: not given for OtherAgents.
+var ownAgentFields = []field[agentSnap]{
+	gauge("pcapsync_collector_agent_lag_batches", "Last sequence received minus last sequence acknowledged (batches written, not yet committed).",
+		func(s *agentSnap) float64 { return u(s.Lag) }, "agent"),
+	gauge("pcapsync_collector_agent_last_batch_timestamp_seconds", "Unix time the agent's last batch arrived (0 before any).",
+		func(s *agentSnap) float64 { return unixSeconds(s.LastBatch) }, "agent"),
+}
+
+func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
+	describe(coreFields, ch)
+	describe(fsFields, ch)
+	describe(perAgentFields, ch)
+	describe(ownAgentFields, ch)
+	ch <- decodeErrors
+	ch <- batchesRejected
+}
+
+func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
+	cnt := &c.core.Counters
+	agents := agentSnaps(c.core, c.udp)
+	s := coreSnap{c: cnt}
+	if c.udp != nil {
+		uc := &c.udp.Counters
+		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()
+	}
+	for i := range agents {
+		if agents[i].Connected {
+			s.connected++
+		}
+	}
+	s.fsSize, s.fsFree, s.fsOK = statfs(c.core.Dir())
+	emit(coreFields, &s, ch)
+	if s.fsOK {
+		emit(fsFields, &s, ch)
+	}
+	for _, kv := range []struct {
+		kind string
+		n    uint64
+	}{{"protocol", cnt.ProtocolErrors.Load()}, {"compression", cnt.BadCompress.Load()}, {"udp_malformed", s.udpBad}} {
+		ch <- prometheus.MustNewConstMetric(decodeErrors, prometheus.CounterValue, u(kv.n), kv.kind)
+	}
+	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLarge.Load()), "frame_size")
+	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLargeRaw.Load()), "decompressed_size")
+
+	var other agentSnap
+	others := 0
+	for i := range agents {
+		a := &agents[i]
+		if c.maxAgents < 0 || i < c.maxAgents {
+			emit(perAgentFields, a, ch, a.Name)
+			emit(ownAgentFields, a, ch, a.Name)
+			continue
+		}
+		others++
+		other.Batches += a.Batches
+		other.Packets += a.Packets
+		other.Bytes += a.Bytes
+		other.DiskBytes += a.DiskBytes
+		other.Duplicates += a.Duplicates
+		other.lost += a.lost
+		other.Captured += a.Captured
+		other.KernelDrops += a.KernelDrops
+		other.AgentDrops += a.AgentDrops
+		other.connected += a.connected
+	}
+	if others > 0 {
+		emit(perAgentFields, &other, ch, OtherAgents)
+	}
+}
+
+// agentSnaps returns every agent's stats, sorted by name, with UDP
+// losses added in.
+func agentSnaps(core *collector.Core, udp *collector.UDPServer) []agentSnap {
+	st := core.AgentStats()
+	var uc map[string]collector.UDPAgentCounts
+	if udp != nil {
+		uc = udp.AgentCounts()
+	}
+	out := make([]agentSnap, len(st))
+	for i, a := range st {
+		out[i] = agentSnap{AgentStats: a, lost: a.MissingBatches + uc[a.Name].Lost, connected: b2f(a.Connected)}
+	}
+	return out
+}

@@ -1,0 +1,329 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+)
+
+// pipeline is a real collector (Core and TCP Server on loopback) and a
+// real agent that replayed a generated file through it, both with
+// their metrics.
+type pipeline struct {
+	coll    *Collector
+	agent   *Agent
+	status  *StatusPage
+	sum     agent.Summary
+	packets int
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func runPipeline(t *testing.T, packets int) *pipeline {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.pcap")
+	if err := gen.WriteFile(in, gen.FileConfig{Count: uint64(packets), Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	p := &pipeline{coll: NewCollector(0), agent: NewAgent(), packets: packets}
+	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Insecure: true, Logger: quiet,
+		Fsync: collector.FsyncPerBatch, BatchWriteLatency: p.coll.BatchWrite, SyncLatency: p.coll.Sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.coll.Watch(core, nil)
+	p.status = NewStatusPage(core, nil)
+	p.status.Status() // first sample
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		<-served
+		core.Close()
+	})
+	a, err := agent.New(agent.Config{Collector: ln.Addr().String(), Name: "web1", ReadFile: in, Insecure: true,
+		BatchBytes: 64 << 10, AckLatency: p.agent.AckLatency, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.agent.Watch(a)
+	if p.sum, err = a.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// gather returns the families of reg by name.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// value returns the value of the sample of family name whose labels
+// include want ("k=v" pairs), or fails.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	t.Helper()
+	mf := fams[name]
+	if mf == nil {
+		t.Fatalf("no metric %s", name)
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		for _, kv := range want {
+			k, v, _ := strings.Cut(kv, "=")
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no sample of %s with %v", name, want)
+	return 0
+}
+
+// want is a sample's expected value: the family, labels ("k=v") that
+// pick the sample, and the value.
+type want struct {
+	name   string
+	labels []string
+	value  float64
+}
+
+func expect(t *testing.T, fams map[string]*dto.MetricFamily, ws []want) {
+	t.Helper()
+	for _, w := range ws {
+		if got := value(t, fams, w.name, w.labels...); got != w.value {
+			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
+		}
+	}
+}
+
+// TestPipelineMetrics: after a replay, the agent's and the collector's
+// metrics equal what went through, and the status page says the same.
+func TestPipelineMetrics(t *testing.T) {
+	p := runPipeline(t, 5000)
+	n := float64(p.packets)
+	af := gather(t, p.agent.Registry)
+	expect(t, af, []want{
+		{"pcapsync_agent_captured_packets_total", []string{"interface=in.pcap"}, n},
+		{"pcapsync_agent_sent_packets_total", nil, n},
+		{"pcapsync_agent_acknowledged_packets_total", nil, n},
+		{"pcapsync_agent_dropped_packets_total", []string{"reason=queue_full"}, 0},
+		{"pcapsync_agent_dropped_packets_total", []string{"reason=rate_limit"}, 0},
+		{"pcapsync_agent_unacknowledged_batches", nil, 0},
+		{"pcapsync_agent_unacknowledged_bytes", nil, 0},
+		{"pcapsync_agent_reconnects_total", nil, 0},
+		{"pcapsync_agent_resent_batches_total", nil, 0},
+		{"pcapsync_agent_compression_ratio", nil, 1},
+		{"pcapsync_agent_connected", nil, 0},
+	})
+	batches := value(t, af, "pcapsync_agent_sent_batches_total")
+	if batches < 2 || value(t, af, "pcapsync_agent_acknowledged_batches_total") != batches ||
+		value(t, af, "pcapsync_agent_ack_latency_seconds") != batches {
+		t.Errorf("agent: %v batches sent, %v acknowledged, %v ack latencies observed: want all equal",
+			batches, value(t, af, "pcapsync_agent_acknowledged_batches_total"), value(t, af, "pcapsync_agent_ack_latency_seconds"))
+	}
+	if got, want := value(t, af, "pcapsync_agent_compression_input_bytes_total"), float64(p.sum.RawBytes); got != want || got == 0 {
+		t.Errorf("compression input bytes %v, want %v (summary)", got, want)
+	}
+
+	cf := gather(t, p.coll.Registry)
+	expect(t, cf, []want{
+		{"pcapsync_collector_packets_written_total", []string{"agent=web1"}, n},
+		{"pcapsync_collector_batches_written_total", []string{"agent=web1"}, batches},
+		{"pcapsync_collector_batch_write_seconds", nil, batches},
+		{"pcapsync_collector_duplicate_batches_total", []string{"agent=web1"}, 0},
+		{"pcapsync_collector_lost_batches_total", []string{"agent=web1"}, 0},
+		{"pcapsync_collector_agent_captured_packets_total", []string{"agent=web1"}, n}, // the goodbye's stats
+		{"pcapsync_collector_sessions_total", nil, 1},
+		{"pcapsync_collector_decode_errors_total", []string{"kind=protocol"}, 0},
+	})
+	// The agent's bytes read are the collector's bytes written.
+	if got, want := value(t, cf, "pcapsync_collector_written_bytes_total", "agent=web1"),
+		value(t, af, "pcapsync_agent_captured_bytes_total", "interface=in.pcap"); got != want || got == 0 {
+		t.Errorf("collector wrote %v bytes, agent read %v", got, want)
+	}
+	// One fsync per acknowledgement (--fsync batch), and the close's.
+	if got := value(t, cf, "pcapsync_collector_fsync_seconds"); got < 2 {
+		t.Errorf("%v fsyncs observed, want one per commit", got)
+	}
+
+	// The agent is gone once the collector ended its session.
+	for deadline := time.Now().Add(5 * time.Second); p.status.Status().Agents[0].Connected; {
+		if time.Now().After(deadline) {
+			t.Fatal("the collector still shows the agent connected 5s after its goodbye")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv := httptest.NewServer(Handler(p.coll.Registry, Options{Status: p.status}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Agents) != 1 {
+		t.Fatalf("status lists %d agents, want 1: %+v", len(st.Agents), st)
+	}
+	a := st.Agents[0]
+	if a.Name != "web1" || a.Packets != uint64(p.packets) || a.Transport != "tcp" || a.LastSeq != uint64(batches) ||
+		a.AckedSeq != a.LastSeq || a.Lag != 0 || a.Connected || a.Address == "" || a.PacketsPerSecond <= 0 {
+		t.Errorf("status row %+v: want web1, %d packets, tcp, last seq = acked seq = %v, disconnected, a rate", a, p.packets, batches)
+	}
+	var out strings.Builder
+	if err := WriteTable(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^web1 +127\.0\.0\.1:\d+ +tcp +down `).MatchString(out.String()) {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if resp, err := http.Get(srv.URL + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("pprof served without Options.Pprof: %v %v", resp.Status, err)
+	}
+}
+
+// exported returns every pcapsync_ metric family the real registries
+// export after a replay.
+func exported(t *testing.T) map[string]bool {
+	p := runPipeline(t, 500)
+	names := map[string]bool{}
+	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry} {
+		for name := range gather(t, reg) {
+			if strings.HasPrefix(name, "pcapsync_") {
+				names[name] = true
+			}
+		}
+	}
+	return names
+}
+
+var metricName = regexp.MustCompile(`\bpcapsync_[a-z0-9_]+`)
+
+// used strips the histogram suffixes from every pcapsync_ name in s.
+func used(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range metricName.FindAllString(s, -1) {
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(n, suf); ok && strings.HasSuffix(b, "_seconds") {
+				n = b
+			}
+		}
+		out[n] = true
+	}
+	return out
+}
+
+// TestDocumented: docs/metrics.md lists every exported metric, and
+// nothing else.
+func TestDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, documented := exported(t), used(string(doc))
+	for n := range got {
+		if !documented[n] {
+			t.Errorf("%s is exported but not in docs/metrics.md", n)
+		}
+	}
+	for n := range documented {
+		if !got[n] {
+			t.Errorf("docs/metrics.md names %s, which is not exported", n)
+		}
+	}
+}
+
+// TestDashboard: every query of the Grafana dashboard refers to metrics
+// the binaries export.
+func TestDashboard(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "pcapsync.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	got := exported(t)
+	queries := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			names := used(tg.Expr)
+			if len(names) == 0 {
+				t.Errorf("panel %q: query %q names no pcapsync metric", p.Title, tg.Expr)
+			}
+			for n := range names {
+				if !got[n] {
+					t.Errorf("panel %q: %s is not exported (query %q)", p.Title, n, tg.Expr)
+				}
+			}
+			queries++
+		}
+	}
+	for _, v := range dash.Templating.List {
+		for n := range used(v.Definition) {
+			if !got[n] {
+				t.Errorf("variable %q: %s is not exported", v.Name, n)
+			}
+		}
+	}
+	if queries < 10 {
+		t.Errorf("dashboard has %d queries; expected its panels", queries)
+	}
+}

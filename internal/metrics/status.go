@@ -1,0 +1,135 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+)
+
+// Status is the collector's status page (GET /status), a JSON object.
+type Status struct {
+	Time time.Time `json:"time"`
+	// RateWindow is the span the rates are measured over: the last
+	// DefaultRateWindow, or since the collector started if shorter.
+	RateWindow float64       `json:"rate_window_seconds"`
+	Agents     []AgentStatus `json:"agents"`
+}
+
+// AgentStatus is one agent name's row. Counters are since the collector
+// started; drops are the agent's own, as its last stats report said
+// (since the agent process started).
+type AgentStatus struct {
+	Name      string    `json:"name"`
+	Host      string    `json:"host"`
+	Address   string    `json:"address"`   // of the latest session
+	Transport string    `json:"transport"` // tcp, tls or udp
+	Connected bool      `json:"connected"`
+	Since     time.Time `json:"connected_since,omitzero"` // when the latest session began
+
+	PacketsPerSecond float64 `json:"packets_per_second"` // written, over the rate window
+	BytesPerSecond   float64 `json:"bytes_per_second"`   // captured bytes written, over the rate window
+
+	Packets     uint64 `json:"packets"`
+	Bytes       uint64 `json:"bytes"`
+	DiskBytes   uint64 `json:"disk_bytes"`
+	KernelDrops uint64 `json:"kernel_drops"`
+	AgentDrops  uint64 `json:"agent_drops"`
+	LostBatches uint64 `json:"lost_batches"`
+	Duplicates  uint64 `json:"duplicate_batches"`
+
+	// LastSeq is the sequence number of the last batch received,
+	// AckedSeq the highest every batch up to which is written and
+	// acknowledged; Lag is LastSeq - AckedSeq, the batches written but
+	// not yet acknowledged (0 when AckedSeq is ahead).
+	LastSeq   uint64    `json:"last_seq"`
+	AckedSeq  uint64    `json:"acked_seq"`
+	Lag       uint64    `json:"lag_batches"`
+	LastBatch time.Time `json:"last_batch,omitzero"`
+}
+
+// DefaultRateWindow is the span status rates are measured over.
+const DefaultRateWindow = 10 * time.Second
+
+// StatusPage serves Status for a collector. Run samples the counters
+// once a second for the rates; without it, rates are since the first
+// request.
+type StatusPage struct {
+	core *collector.Core
+	udp  *collector.UDPServer
+
+	mu      sync.Mutex
+	samples []sample // oldest first, spanning at most DefaultRateWindow
+}
+
+type sample struct {
+	at    time.Time
+	count map[string][2]uint64 // agent: packets, bytes
+}
+
+// NewStatusPage returns the status page of core (and udp, if not nil).
+func NewStatusPage(core *collector.Core, udp *collector.UDPServer) *StatusPage {
+	return &StatusPage{core: core, udp: udp}
+}
+
+// Run samples the counters every second until ctx ends.
+func (p *StatusPage) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	p.Status() // the first sample: rates from now on
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.Status()
+		}
+	}
+}
+
+// Status returns the status now, and records it as a sample.
+func (p *StatusPage) Status() Status {
+	now := time.Now()
+	agents := agentSnaps(p.core, p.udp)
+	cur := sample{at: now, count: make(map[string][2]uint64, len(agents))}
+	for _, a := range agents {
+		cur.count[a.Name] = [2]uint64{a.Packets, a.Bytes}
+	}
+	p.mu.Lock()
+	for len(p.samples) > 0 && now.Sub(p.samples[0].at) > DefaultRateWindow {
+		p.samples = p.samples[1:]
+	}
+	base := cur
+	if len(p.samples) > 0 {
+		base = p.samples[0]
+	}
+	p.samples = append(p.samples, cur)
+	p.mu.Unlock()
+
+	st := Status{Time: now.UTC(), Agents: make([]AgentStatus, len(agents))}
+	dt := now.Sub(base.at).Seconds()
+	st.RateWindow = dt
+	for i, a := range agents {
+		row := AgentStatus{Name: a.Name, Host: a.Host, Address: a.Peer.Addr, Transport: a.Peer.Transport,
+			Connected: a.Connected, Since: a.Since.UTC(), Packets: a.Packets, Bytes: a.Bytes, DiskBytes: a.DiskBytes,
+			KernelDrops: a.KernelDrops, AgentDrops: a.AgentDrops, LostBatches: a.lost, Duplicates: a.Duplicates,
+			LastSeq: a.LastSeqReceived, AckedSeq: a.LastSeqAcked, Lag: a.Lag, LastBatch: a.LastBatch.UTC()}
+		if prev := base.count[a.Name]; dt > 0 { // an agent new in the window started from 0
+			row.PacketsPerSecond = float64(a.Packets-prev[0]) / dt
+			row.BytesPerSecond = float64(a.Bytes-prev[1]) / dt
+		}
+		st.Agents[i] = row
+	}
+	return st
+}
+
+// ServeHTTP serves the status as JSON.
+func (p *StatusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(p.Status())
+}

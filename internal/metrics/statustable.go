@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints st as a table for a terminal: one row per agent,
+// connected ones first (the status page sorts by name).
+func WriteTable(w io.Writer, st Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG\t")
+	for pass := range 2 {
+		for _, a := range st.Agents {
+			if a.Connected != (pass == 0) {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+				a.Name, orDash(a.Address), orDash(a.Transport), state(a, st.Time),
+				a.PacketsPerSecond, humanBytes(a.BytesPerSecond), a.Packets, a.KernelDrops, a.AgentDrops,
+				a.LostBatches, a.LastSeq, a.Lag)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d agents, %d connected; rates over the last %.0fs; drops as the agents last reported them; at %s\n",
+		len(st.Agents), connected(st), st.RateWindow, st.Time.Format(time.RFC3339))
+	return err
+}
+
+// state is "up 1h2m3s" (since the session began) or "down 4m" (since
+// the last batch, or the session began).
+func state(a AgentStatus, now time.Time) string {
+	if a.Connected {
+		return "up " + roundAge(now.Sub(a.Since))
+	}
+	last := a.LastBatch
+	if last.IsZero() || a.Since.After(last) {
+		last = a.Since
+	}
+	if last.IsZero() {
+		return "down"
+	}
+	return "down " + roundAge(now.Sub(last))
+}
+
+func roundAge(d time.Duration) string {
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+func connected(st Status) int {
+	n := 0
+	for _, a := range st.Agents {
+		if a.Connected {
+			n++
+		}
+	}
+	return n
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// humanBytes prints a byte rate with a binary prefix: 0, 512, 1.5K, 12M.
+func humanBytes(v float64) string {
+	const units = "KMGTP"
+	if v < 1024 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	i := -1
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f%c", v, units[i])
+	}
+	return fmt.Sprintf("%.0f%c", v, units[i])
+}
