@@ -11,17 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 )
 
 // pipeline is a real collector (Core and TCP Server on loopback) and a
@@ -77,113 +76,53 @@ func runPipeline(t *testing.T, packets int) *pipeline {
 	return p
 }
 
-// gather returns the families of reg by name.
-func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
-
-// value returns the value of the sample of family name whose labels
-// include want ("k=v" pairs), or fails.
-func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
-	t.Helper()
-	mf := fams[name]
-	if mf == nil {
-		t.Fatalf("no metric %s", name)
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		for _, kv := range want {
-			k, v, _ := strings.Cut(kv, "=")
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	t.Fatalf("no sample of %s with %v", name, want)
-	return 0
-}
-
-// want is a sample's expected value: the family, labels ("k=v") that
-// pick the sample, and the value.
-type want struct {
-	name   string
-	labels []string
-	value  float64
-}
-
-func expect(t *testing.T, fams map[string]*dto.MetricFamily, ws []want) {
-	t.Helper()
-	for _, w := range ws {
-		if got := value(t, fams, w.name, w.labels...); got != w.value {
-			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
-		}
-	}
-}
-
 // TestPipelineMetrics: after a replay, the agent's and the collector's
 // metrics equal what went through, and the status page says the same.
 func TestPipelineMetrics(t *testing.T) {
 	p := runPipeline(t, 5000)
 	n := float64(p.packets)
-	af := gather(t, p.agent.Registry)
-	expect(t, af, []want{
-		{"pcapsync_agent_captured_packets_total", []string{"interface=in.pcap"}, n},
-		{"pcapsync_agent_sent_packets_total", nil, n},
-		{"pcapsync_agent_acknowledged_packets_total", nil, n},
-		{"pcapsync_agent_dropped_packets_total", []string{"reason=queue_full"}, 0},
-		{"pcapsync_agent_dropped_packets_total", []string{"reason=rate_limit"}, 0},
-		{"pcapsync_agent_unacknowledged_batches", nil, 0},
-		{"pcapsync_agent_unacknowledged_bytes", nil, 0},
-		{"pcapsync_agent_reconnects_total", nil, 0},
-		{"pcapsync_agent_resent_batches_total", nil, 0},
-		{"pcapsync_agent_compression_ratio", nil, 1},
-		{"pcapsync_agent_connected", nil, 0},
+	af := metricstest.Gather(t, p.agent.Registry)
+	af.Expect(t, "agent", []metricstest.Want{
+		{Name: "pcapsync_agent_captured_packets_total", Labels: []string{"interface=in.pcap"}, Value: n},
+		{Name: "pcapsync_agent_sent_packets_total", Value: n},
+		{Name: "pcapsync_agent_acknowledged_packets_total", Value: n},
+		{Name: "pcapsync_agent_dropped_packets_total", Labels: []string{"reason=queue_full"}, Value: 0},
+		{Name: "pcapsync_agent_dropped_packets_total", Labels: []string{"reason=rate_limit"}, Value: 0},
+		{Name: "pcapsync_agent_unacknowledged_batches", Value: 0},
+		{Name: "pcapsync_agent_unacknowledged_bytes", Value: 0},
+		{Name: "pcapsync_agent_reconnects_total", Value: 0},
+		{Name: "pcapsync_agent_resent_batches_total", Value: 0},
+		{Name: "pcapsync_agent_compression_ratio", Value: 1},
+		{Name: "pcapsync_agent_connected", Value: 0},
 	})
-	batches := value(t, af, "pcapsync_agent_sent_batches_total")
-	if batches < 2 || value(t, af, "pcapsync_agent_acknowledged_batches_total") != batches ||
-		value(t, af, "pcapsync_agent_ack_latency_seconds") != batches {
+	batches := af.Value(t, "pcapsync_agent_sent_batches_total")
+	if batches < 2 || af.Value(t, "pcapsync_agent_acknowledged_batches_total") != batches ||
+		af.Value(t, "pcapsync_agent_ack_latency_seconds") != batches {
 		t.Errorf("agent: %v batches sent, %v acknowledged, %v ack latencies observed: want all equal",
-			batches, value(t, af, "pcapsync_agent_acknowledged_batches_total"), value(t, af, "pcapsync_agent_ack_latency_seconds"))
+			batches, af.Value(t, "pcapsync_agent_acknowledged_batches_total"), af.Value(t, "pcapsync_agent_ack_latency_seconds"))
 	}
-	if got, want := value(t, af, "pcapsync_agent_compression_input_bytes_total"), float64(p.sum.RawBytes); got != want || got == 0 {
+	if got, want := af.Value(t, "pcapsync_agent_compression_input_bytes_total"), float64(p.sum.RawBytes); got != want || got == 0 {
 		t.Errorf("compression input bytes %v, want %v (summary)", got, want)
 	}
 
-	cf := gather(t, p.coll.Registry)
-	expect(t, cf, []want{
-		{"pcapsync_collector_packets_written_total", []string{"agent=web1"}, n},
-		{"pcapsync_collector_batches_written_total", []string{"agent=web1"}, batches},
-		{"pcapsync_collector_batch_write_seconds", nil, batches},
-		{"pcapsync_collector_duplicate_batches_total", []string{"agent=web1"}, 0},
-		{"pcapsync_collector_lost_batches_total", []string{"agent=web1"}, 0},
-		{"pcapsync_collector_agent_captured_packets_total", []string{"agent=web1"}, n}, // the goodbye's stats
-		{"pcapsync_collector_sessions_total", nil, 1},
-		{"pcapsync_collector_decode_errors_total", []string{"kind=protocol"}, 0},
+	cf := metricstest.Gather(t, p.coll.Registry)
+	cf.Expect(t, "collector", []metricstest.Want{
+		{Name: "pcapsync_collector_packets_written_total", Labels: []string{"agent=web1"}, Value: n},
+		{Name: "pcapsync_collector_batches_written_total", Labels: []string{"agent=web1"}, Value: batches},
+		{Name: "pcapsync_collector_batch_write_seconds", Value: batches},
+		{Name: "pcapsync_collector_duplicate_batches_total", Labels: []string{"agent=web1"}, Value: 0},
+		{Name: "pcapsync_collector_lost_batches_total", Labels: []string{"agent=web1"}, Value: 0},
+		{Name: "pcapsync_collector_agent_captured_packets_total", Labels: []string{"agent=web1"}, Value: n}, // the goodbye's stats
+		{Name: "pcapsync_collector_sessions_total", Value: 1},
+		{Name: "pcapsync_collector_decode_errors_total", Labels: []string{"kind=protocol"}, Value: 0},
 	})
 	// The agent's bytes read are the collector's bytes written.
-	if got, want := value(t, cf, "pcapsync_collector_written_bytes_total", "agent=web1"),
-		value(t, af, "pcapsync_agent_captured_bytes_total", "interface=in.pcap"); got != want || got == 0 {
+	if got, want := cf.Value(t, "pcapsync_collector_written_bytes_total", "agent=web1"),
+		af.Value(t, "pcapsync_agent_captured_bytes_total", "interface=in.pcap"); got != want || got == 0 {
 		t.Errorf("collector wrote %v bytes, agent read %v", got, want)
 	}
 	// One fsync per acknowledgement (--fsync batch), and the close's.
-	if got := value(t, cf, "pcapsync_collector_fsync_seconds"); got < 2 {
+	if got := cf.Value(t, "pcapsync_collector_fsync_seconds"); got < 2 {
 		t.Errorf("%v fsyncs observed, want one per commit", got)
 	}
 
@@ -231,7 +170,7 @@ func exported(t *testing.T) map[string]bool {
 	p := runPipeline(t, 500)
 	names := map[string]bool{}
 	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry} {
-		for name := range gather(t, reg) {
+		for name := range metricstest.Gather(t, reg) {
 			if strings.HasPrefix(name, "pcapsync_") {
 				names[name] = true
 			}

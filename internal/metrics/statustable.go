@@ -26,7 +26,7 @@ func WriteTable(w io.Writer, st Status) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d agents, %d connected; rates over the last %.0fs; drops as the agents last reported them; at %s\n",
+	_, err := fmt.Fprintf(w, "%d agents, %d connected; rates over the last %.1fs; drops as the agents last reported them; at %s\n",
 		len(st.Agents), connected(st), st.RateWindow, st.Time.Format(time.RFC3339))
 	return err
 }
