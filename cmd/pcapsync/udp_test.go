@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestUDPFlags: every bad combination of the UDP flags is a usage error
-// that names the flag.
+// TestUDPFlags: every bad combination of the UDP (and metrics) flags is
+// a usage error that names the flag.
 func TestUDPFlags(t *testing.T) {
 	agent := []string{"agent", "--collector", "127.0.0.1:1", "--read", "in.pcap"}
 	for _, tc := range []struct {
@@ -29,6 +29,11 @@ func TestUDPFlags(t *testing.T) {
 		// TLS for TCP and plaintext UDP together: past the flag checks,
 		// stopped by the missing certificate file.
 		{[]string{"collector", "--dir", "out", "--insecure", "--listen-udp", "127.0.0.1:0", "--tls-cert", "no-such.pem", "--tls-key", "k.pem"}, "no-such.pem"},
+		// The metrics flags (metrics.go).
+		{append(agent, "--insecure", "--pprof"), "--pprof needs --metrics"},
+		{[]string{"collector", "--dir", "out", "--insecure", "--pprof"}, "--pprof needs --metrics"},
+		{[]string{"collector", "--dir", "out", "--insecure", "--metrics", "127.0.0.1:0", "--metrics-max-agents", "0"}, "--metrics-max-agents 0"},
+		{[]string{"status"}, "give --collector-admin"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

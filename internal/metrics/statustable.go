@@ -11,13 +11,13 @@ import (
 // connected ones first (the status page sorts by name).
 func WriteTable(w io.Writer, st Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG\t")
+	fmt.Fprintln(tw, "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG")
 	for pass := range 2 {
 		for _, a := range st.Agents {
 			if a.Connected != (pass == 0) {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
 				a.Name, orDash(a.Address), orDash(a.Transport), state(a, st.Time),
 				a.PacketsPerSecond, humanBytes(a.BytesPerSecond), a.Packets, a.KernelDrops, a.AgentDrops,
 				a.LostBatches, a.LastSeq, a.Lag)
