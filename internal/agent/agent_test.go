@@ -171,6 +171,11 @@ func TestResendsFromFirstUnacknowledged(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent did not finish after everything was acknowledged")
 	}
+	// Batch 3 at least went out twice; every batch is acknowledged.
+	if st, last := a.Stats(), a.q.stats().lastSeq; st.BatchesResent == 0 || st.BatchesSent != last || st.BatchesAcked != last ||
+		st.UnackedBatches != 0 || st.UnackedBytes != 0 || st.Connected || len(st.Interfaces) != 1 || st.Interfaces[0].Captured != 3000 {
+		t.Errorf("Stats %+v: want batches resent, %d sent and acknowledged, nothing unacknowledged, 3000 captured", st, last)
+	}
 	if packets == 0 {
 		t.Fatal("nothing resent")
 	}

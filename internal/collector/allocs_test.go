@@ -25,7 +25,21 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
 		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, Config{}, sp) })
 	}
+	// With the metrics' latency observers: timing a batch and an fsync
+	// allocates nothing either.
+	var obs countObserver
+	t.Run("observed", func(t *testing.T) {
+		testBatchAllocs(t, Config{Fsync: FsyncPerBatch, BatchWriteLatency: &obs, SyncLatency: &obs}, compress.Spec{})
+	})
+	if obs.n == 0 {
+		t.Error("the observers were never called")
+	}
 }
+
+// countObserver counts observations.
+type countObserver struct{ n int }
+
+func (o *countObserver) Observe(float64) { o.n++ }
 
 func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 	c := newCore(t, cfg)
