@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // pipeline is a real collector (Core and TCP Server on loopback) and a
@@ -264,5 +266,41 @@ func TestDashboard(t *testing.T) {
 	}
 	if queries < 10 {
 		t.Errorf("dashboard has %d queries; expected its panels", queries)
+	}
+}
+
+// TestMaxAgents: past the cap, agents are summed under OtherAgents.
+func TestMaxAgents(t *testing.T) {
+	m := NewCollector(2)
+	core, err := collector.NewCore(collector.Config{Dir: t.TempDir(), Insecure: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer core.Close()
+	m.Watch(core, nil)
+	for i, name := range []string{"c", "a", "d", "b"} {
+		h := wire.Hello{Name: name, Instance: [16]byte{byte(i + 1)},
+			Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 65535}}}
+		s, _, err := core.Begin(&h, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.End(true)
+	}
+	fams := metricstest.Gather(t, m.Registry)
+	var labels []string
+	for _, s := range fams["pcapsync_collector_agent_connected"].GetMetric() {
+		labels = append(labels, s.GetLabel()[0].GetValue())
+	}
+	slices.Sort(labels)
+	if want := []string{"a", "b", OtherAgents}; !slices.Equal(labels, want) {
+		t.Errorf("agent label values %v, want %v", labels, want)
+	}
+	fams.Expect(t, "capped", []metricstest.Want{
+		{Name: "pcapsync_collector_agent_connected", Labels: []string{"agent=" + OtherAgents}, Value: 2},
+		{Name: "pcapsync_collector_agents_connected", Value: 4},
+	})
+	if _, err := fams.Lookup("pcapsync_collector_agent_lag_batches", "agent="+OtherAgents); err == nil {
+		t.Error("a lag gauge for the other agents: it does not add up")
 	}
 }
