@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.IntVar(&c.Rate, "rate", 1000, "packets per second through the veth")
 		secs := fs.Float64("seconds", 10, "sending time")
 		fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the agent's --flush-interval")
+		collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\")")
 		md := fs.Bool("markdown", false, "print a Markdown table")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
@@ -37,6 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("%w: --rate, --seconds and --flush-interval must be positive", errUsage)
 		}
 		c.Duration = time.Duration(*secs * float64(time.Second))
+		c.CollectorArgs = strings.Fields(*collArgs)
 		if c.Exe, err = os.Executable(); err != nil {
 			return err
 		}

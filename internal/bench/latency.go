@@ -16,6 +16,8 @@ type LatencyConfig struct {
 	Rate     int           // packets per second; 0 means 1000
 	Duration time.Duration // sending time; 0 means 10s
 	Flush    time.Duration // the agent's --flush-interval; 0 means its default, 50ms
+	// CollectorArgs are more collector flags (e.g. --fsync never).
+	CollectorArgs []string
 }
 
 // LatencyResult holds the latencies from packet timestamp to the packet

@@ -39,7 +39,7 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	defer cancel()
 	ps := &procSet{ctx: ctx}
 	defer ps.stop()
-	if _, err := ps.startIn(ns.A, "collector", exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error"); err != nil {
+	if _, err := ps.startIn(ns.A, "collector", append([]string{exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error"}, cfg.CollectorArgs...)...); err != nil {
 		return res, err
 	}
 	time.Sleep(300 * time.Millisecond)
