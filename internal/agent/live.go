@@ -38,7 +38,9 @@ func (a *Agent) openLive() error {
 			NoPromisc:    a.cfg.NoPromisc,
 			RingSize:     a.cfg.RingSize,
 			BlockTimeout: min(max(flush/16, time.Millisecond), 4*time.Millisecond),
-			PollTimeout:  min(max(flush/2, 50*time.Millisecond), 100*time.Millisecond),
+			// A batch that stops growing (a pause in the traffic) is sealed
+			// by the poll timeout: keep it a fraction of the flush interval.
+			PollTimeout: min(max(flush/8, 2*time.Millisecond), 100*time.Millisecond),
 		})
 		if err != nil {
 			for _, src := range a.sources {
