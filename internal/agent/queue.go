@@ -53,6 +53,14 @@ type queue struct {
 	freed  chan struct{} // cap 1: batches were acknowledged
 	pool   sync.Pool     // *batch with an empty buf of the batch capacity
 	bufCap int
+
+	// writing is the batch the sender is writing to a connection. The
+	// collector can acknowledge it before the write returns (its last
+	// byte is in the kernel); ack then leaves it out of the pool
+	// (released) and endWrite pools it, so no source refills a buffer a
+	// write may still read.
+	writing  *batch
+	released bool
 	// minCharge, if set, is what a batch in memory counts at least:
 	// its buffer's capacity, where batches are much shorter than that
 	// (UDP: a datagram each), so that the limit bounds real memory.
@@ -198,7 +206,11 @@ func (q *queue) ack(seq uint64) {
 		}
 		if b.buf != nil {
 			q.bytes -= int64(b.mem)
-			q.put(b)
+			if b == q.writing {
+				q.released = true
+			} else {
+				q.put(b)
+			}
 		}
 		q.items[n] = nil
 		n++
@@ -211,6 +223,22 @@ func (q *queue) ack(seq uint64) {
 		q.space.Broadcast()
 		signal(q.freed)
 	}
+}
+
+// beginWrite and endWrite bracket the sender's write of b (see writing).
+func (q *queue) beginWrite(b *batch) {
+	q.mu.Lock()
+	q.writing, q.released = b, false
+	q.mu.Unlock()
+}
+
+func (q *queue) endWrite() {
+	q.mu.Lock()
+	if q.released {
+		q.put(q.writing)
+	}
+	q.writing, q.released = nil, false
+	q.mu.Unlock()
 }
 
 // close wakes blocked pushers; later pushes drop.

@@ -238,9 +238,9 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 			}
 			// Raise sentMax and the sent counter first: the collector may
 			// acknowledge the batch as soon as its last byte is in the
-			// kernel, before Write returns. That ack releases b to the
-			// pool, where a source may refill it with a later batch
-			// before Write returns: use only seq after the write.
+			// kernel, before Write returns. beginWrite keeps that ack from
+			// pooling b until endWrite (a source would refill the buffer
+			// under the write); use only seq after the write all the same.
 			seq := b.seq
 			sentMax.Store(seq)
 			if seq > a.firstSent.Load() {
@@ -251,7 +251,10 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 			} else {
 				a.batchesResent.Add(1)
 			}
-			if err := a.write(conn, frame); err != nil {
+			a.q.beginWrite(b)
+			err := a.write(conn, frame)
+			a.q.endWrite()
+			if err != nil {
 				return err
 			}
 			cursor = seq
