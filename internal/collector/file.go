@@ -116,13 +116,18 @@ func (af *agentFile) addIface(ifc wire.Interface) (int, error) {
 	return len(af.ifaces) - 1, nil
 }
 
-// idb names interface i after agent and interface, "web1:eth0", so a
-// merged or tapped stream still says where each packet came from.
+// idb is interface i's description block (see InterfaceBlock).
 func (af *agentFile) idb(i int) pcapfile.Interface {
-	ifc := af.ifaces[i].ifc
+	return InterfaceBlock(af.name, af.host, af.ifaces[i].ifc)
+}
+
+// InterfaceBlock describes interface ifc of agent (on host) as the files
+// do: named after agent and interface, "web1:eth0", so a merged or
+// tapped stream still says where each packet came from.
+func InterfaceBlock(agent, host string, ifc wire.Interface) pcapfile.Interface {
 	return pcapfile.Interface{
-		Name:        af.name + ":" + ifc.Name,
-		Description: fmt.Sprintf("%s on host %s (pcapsync agent %s)", ifc.Name, af.host, af.name),
+		Name:        agent + ":" + ifc.Name,
+		Description: fmt.Sprintf("%s on host %s (pcapsync agent %s)", ifc.Name, host, agent),
 		LinkType:    ifc.LinkType,
 		SnapLen:     ifc.SnapLen,
 	}

@@ -297,7 +297,7 @@ func (s *Server) secure(raw net.Conn) (net.Conn, *x509.Certificate, error) {
 // that the agent's name is its certificate's. The error is the reason the
 // agent is told. Every transport calls it before Begin.
 func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
-	if want := c.cfg.Token; want != "" && !tokenEqual(h.Token, want) {
+	if want := c.cfg.Token; want != "" && !TokenEqual(h.Token, want) {
 		if h.Token == "" {
 			return errors.New("token required: give the agent the collector's token file")
 		}
@@ -311,9 +311,10 @@ func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
 	return nil
 }
 
-// tokenEqual compares in constant time; comparing digests hides the
-// length of the expected token too.
-func tokenEqual(got, want string) bool {
+// TokenEqual reports whether got is the token want, in constant time;
+// comparing digests hides the length of the expected token too. Every
+// listener that takes the collector's token (agents, the tap) uses it.
+func TokenEqual(got, want string) bool {
 	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }

@@ -333,8 +333,8 @@ func TestTokenEqual(t *testing.T) {
 	}{
 		{"abc", "abc", true}, {"abd", "abc", false}, {"ab", "abc", false}, {"abcd", "abc", false}, {"", "abc", false},
 	} {
-		if tokenEqual(tt.got, tt.want) != tt.ok {
-			t.Errorf("tokenEqual(%q, %q) = %v", tt.got, tt.want, !tt.ok)
+		if TokenEqual(tt.got, tt.want) != tt.ok {
+			t.Errorf("TokenEqual(%q, %q) = %v", tt.got, tt.want, !tt.ok)
 		}
 	}
 }
