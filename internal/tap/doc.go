@@ -1,0 +1,18 @@
+// Package tap serves what the collector writes, live, as pcapng streams
+// over TCP: Wireshark (-k -i TCP@HOST:PORT), tshark, `nc HOST PORT |
+// tcpdump -r -` and `pcapsync tail` read them.
+//
+// A Tap is a collector.Feed. Its Batch copies the packets each client
+// selected into that client's bounded queue and never blocks: a client
+// whose queue is full is dropped (counted in Counters.DroppedSlow), so a
+// slow viewer never slows the collector or its files. With no client
+// connected Batch returns at once and allocates nothing. Each client has
+// one goroutine that runs the client's BPF filter and writes its stream:
+// a Section Header Block, an Interface Description Block for every
+// (agent, interface) the first time one of its packets is sent (named
+// "<agent>:<interface>", as in the files), then Enhanced Packet Blocks.
+//
+// A client may send one request line within RequestWait of connecting
+// (see ParseRequest and docs/tap.md); one that sends nothing, such as
+// Wireshark's TCP@ input, gets its listener's default selection.
+package tap

@@ -1,0 +1,568 @@
+package tap
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultQueueSize        = 4 << 20
+	DefaultMaxClients       = 64
+	DefaultRequestWait      = 250 * time.Millisecond
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultDrainTimeout     = 5 * time.Second
+)
+
+// Config configures a Tap. The zero value means the defaults, no token.
+type Config struct {
+	// Token, if set, must be in every client's request line (compared
+	// with collector.TokenEqual, as the agents' hellos are).
+	Token string
+	// QueueSize bounds the bytes of packets queued for one client; a
+	// client that falls further behind is dropped as too slow.
+	QueueSize int
+	// MaxClients bounds the clients served at once, over every listener.
+	MaxClients int
+	// RequestWait is how long a new client has to send its request line
+	// (after the TLS handshake, if any) before it gets its listener's
+	// default selection.
+	RequestWait time.Duration
+	// HandshakeTimeout bounds a TLS handshake.
+	HandshakeTimeout time.Duration
+	// WriteTimeout: a client that takes no bytes for this long is dropped
+	// as too slow.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds how long clients get at shutdown to take what
+	// is queued for them.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger // nil: slog.Default()
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.QueueSize, DefaultQueueSize)
+	def(&c.MaxClients, DefaultMaxClients)
+	defDur(&c.RequestWait, DefaultRequestWait)
+	defDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	defDur(&c.WriteTimeout, DefaultWriteTimeout)
+	defDur(&c.DrainTimeout, DefaultDrainTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ListenConfig is one listener's setting (Serve).
+type ListenConfig struct {
+	// Default is the selection of a client that sends no request line,
+	// and what a request's missing fields fall back to.
+	Default Selection
+	// TLS, if set, is spoken by every client (client certificates as it
+	// requires), unless Plain.
+	TLS *tls.Config
+	// Plain admits plain TCP clients beside TLS ones (told apart by the
+	// first byte): for a loopback listener of a TLS collector.
+	Plain bool
+}
+
+// Counters count a Tap's clients and what they were sent. Safe for
+// concurrent use.
+type Counters struct {
+	Connected   atomic.Int64  // clients being served now
+	Clients     atomic.Uint64 // clients served, in total
+	Rejected    atomic.Uint64 // refused: TLS, request, token, filter, over MaxClients
+	DroppedSlow atomic.Uint64 // cut off: queue full or WriteTimeout without progress
+	Packets     atomic.Uint64 // packets sent
+	Bytes       atomic.Uint64 // pcapng bytes sent, headers included
+}
+
+// Tap is a collector.Feed that streams to the clients of its listeners.
+// Its methods are safe for concurrent use.
+type Tap struct {
+	Counters Counters
+
+	cfg     Config
+	log     *slog.Logger
+	mu      sync.Mutex                // serialises changes of clients
+	clients atomic.Pointer[[]*client] // copy on write: Batch reads it without a lock
+	wg      sync.WaitGroup            // connection goroutines
+}
+
+// New returns a Tap without listeners; add them with Serve.
+func New(cfg Config) *Tap {
+	cfg = cfg.withDefaults()
+	return &Tap{cfg: cfg, log: cfg.Logger}
+}
+
+// Batch implements collector.Feed: it copies the packets each client
+// selected into the client's queue, or drops the client if that is
+// full. It never blocks on a client, and without clients it returns at
+// once without allocating.
+func (t *Tap) Batch(ev *collector.BatchEvent) {
+	cs := t.clients.Load()
+	if cs == nil {
+		return
+	}
+	for _, c := range *cs {
+		c.offer(ev)
+	}
+}
+
+// add registers c unless MaxClients are served already.
+func (t *Tap) add(c *client) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cs []*client
+	if p := t.clients.Load(); p != nil {
+		cs = *p
+	}
+	if len(cs) >= t.cfg.MaxClients {
+		return false
+	}
+	cs = append(slices.Clip(cs), c)
+	t.clients.Store(&cs)
+	return true
+}
+
+func (t *Tap) remove(c *client) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := slices.DeleteFunc(slices.Clone(*t.clients.Load()), func(x *client) bool { return x == c })
+	if len(cs) == 0 {
+		t.clients.Store(nil)
+		return
+	}
+	t.clients.Store(&cs)
+}
+
+// Serve accepts tap clients on ln until ctx ends, then closes ln, lets
+// every client take what is queued for it (bounded by DrainTimeout) and
+// returns once all connections of the Tap are closed. Cancel ctx only
+// after the collector stopped writing, so that clients see everything.
+func (t *Tap) Serve(ctx context.Context, ln net.Listener, lc ListenConfig) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var err error
+	for {
+		var conn net.Conn
+		conn, err = ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				t.log.Warn("tap: accepting a connection failed, pausing", "err", err)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			break
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			t.handle(ctx, conn, lc)
+		}()
+	}
+	t.wg.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("tap: accepting connections: %w", err)
+}
+
+// bufConn reads through r what was peeked from Conn.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// errNoRequest: the client sent no request line.
+var errNoRequest = errors.New("no request line")
+
+// handle runs one connection: TLS, request line, authentication, then
+// the client's stream.
+func (t *Tap) handle(ctx context.Context, raw net.Conn, lc ListenConfig) {
+	log := t.log.With("remote", raw.RemoteAddr().String(), "tap", raw.LocalAddr().String())
+	c, conn, reason, err := t.accept(raw, lc, log)
+	if err != nil {
+		t.Counters.Rejected.Add(1)
+		log.Warn("tap client refused", "err", err)
+		if conn != nil && reason != "" {
+			refuse(conn, raw, reason)
+		}
+		raw.Close()
+		return
+	}
+	defer conn.Close()
+	c.run(ctx, log)
+}
+
+// refuse tells the client why, on one line, and ends the stream; what
+// the client sent meanwhile is read and discarded for a moment, so that
+// closing does not reset the connection before it read the line.
+func refuse(conn, raw net.Conn, reason string) {
+	raw.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(conn, ErrorLine(reason)); err != nil {
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		io.CopyN(io.Discard, conn, 64<<10)
+	}
+}
+
+// accept shakes hands and returns the client, registered, and the
+// connection to speak on; or an error and the reason to tell the client
+// (on conn, if not nil).
+func (t *Tap) accept(raw net.Conn, lc ListenConfig, log *slog.Logger) (c *client, conn net.Conn, reason string, err error) {
+	cfg := &t.cfg
+	deadline := time.Now().Add(cfg.RequestWait)
+	raw.SetDeadline(deadline)
+	br := bufio.NewReaderSize(raw, MaxRequest)
+	conn = raw
+	var tlsState *tls.ConnectionState
+	if lc.TLS != nil {
+		b, _ := br.Peek(1)
+		isTLS := len(b) == 1 && b[0] == 0x16 // a TLS handshake record
+		if !isTLS && !lc.Plain {
+			reason := "this tap requires TLS: use pcapsync tail with TLS flags, or a loopback tap (through an SSH tunnel) for Wireshark's TCP@"
+			return nil, raw, reason, errors.New("plain TCP client at a TLS tap")
+		}
+		if isTLS {
+			tc := tls.Server(&bufConn{raw, br}, lc.TLS)
+			raw.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+			if err := tc.Handshake(); err != nil {
+				return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
+			}
+			st := tc.ConnectionState()
+			tlsState = &st
+			conn = tc
+			br = bufio.NewReaderSize(tc, MaxRequest)
+			deadline = time.Now().Add(cfg.RequestWait)
+			tc.SetDeadline(deadline)
+		}
+	}
+	req, err := readRequest(br)
+	if err != nil && !errors.Is(err, errNoRequest) {
+		return nil, conn, err.Error(), err
+	}
+	requested := err == nil
+	if want := cfg.Token; want != "" && !collector.TokenEqual(req.Token, want) {
+		reason := "wrong token"
+		if req.Token == "" {
+			reason = "token required: send a request line with token= (pcapsync tail --token-file)"
+		}
+		return nil, conn, reason, errors.New(reason)
+	}
+	sel := req.Apply(lc.Default)
+	f, err := newFilter(sel.Filter)
+	if err != nil {
+		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
+	}
+	c = &client{t: t, sel: sel, filter: f, raw: raw, conn: conn, wake: make(chan struct{}, 1), ifcache: map[string][]wire.Interface{}}
+	if !t.add(c) {
+		reason := fmt.Sprintf("too many tap clients (%d)", cfg.MaxClients)
+		return nil, conn, reason, errors.New(reason)
+	}
+	raw.SetDeadline(time.Time{})
+	attrs := []any{"selection", sel.String(), "request", requested, "tls", tlsState != nil}
+	if tlsState != nil && len(tlsState.PeerCertificates) > 0 {
+		attrs = append(attrs, "cert_cn", tlsState.PeerCertificates[0].Subject.CommonName)
+	}
+	log.Info("tap client connected", attrs...)
+	return c, conn, "", nil
+}
+
+// readRequest reads the optional request line: errNoRequest if the
+// client sent nothing before the deadline or closed its side at once.
+func readRequest(br *bufio.Reader) (Request, error) {
+	line, err := br.ReadSlice('\n')
+	switch {
+	case err == nil:
+	case errors.Is(err, bufio.ErrBufferFull):
+		return Request{}, fmt.Errorf("%w: longer than %d bytes", ErrBadRequest, MaxRequest)
+	case errors.Is(err, io.EOF) || isTimeout(err):
+		if len(line) == 0 {
+			return Request{}, errNoRequest
+		}
+		// A line ended by EOF is a line; one cut short by the deadline
+		// is an error, unless it is something else altogether.
+		s := string(line)
+		if isTimeout(err) && (strings.HasPrefix(s, Proto) || strings.HasPrefix(Proto, s)) {
+			return Request{}, fmt.Errorf("%w: no end of line in time", ErrBadRequest)
+		}
+	default:
+		return Request{}, fmt.Errorf("reading the request line: %w", err)
+	}
+	return ParseRequest(string(line))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// recHeader is a queued record's header: timestamp i64, interface u32
+// (into the item's ifaces), original length u32, captured length u32.
+const recHeader = 20
+
+// itemOverhead is what an item costs beyond its records, in QueueSize.
+const itemOverhead = 64
+
+// item is one batch's selected packets, queued for a client.
+type item struct {
+	agent, host string
+	ifaces      []wire.Interface // shared between items: never modified
+	recs        []byte           // recHeader + data, per packet
+	cost        int
+}
+
+// client is one tap connection. offer (any session's goroutine) and run
+// (the client's own) share the queue under mu.
+type client struct {
+	t      *Tap
+	sel    Selection
+	filter *filter // run's only
+	raw    net.Conn
+	conn   net.Conn // TLS or raw
+	wake   chan struct{}
+
+	dropped atomic.Bool // set under mu: by offer when the queue is full
+
+	mu      sync.Mutex
+	queue   []*item
+	queued  int                         // bytes charged for items queued or being written
+	ifcache map[string][]wire.Interface // per agent: the last interfaces seen, cloned
+}
+
+// offer queues the packets of ev that c selected. It never blocks on
+// the connection: if the queue would exceed QueueSize, c is dropped.
+func (c *client) offer(ev *collector.BatchEvent) {
+	if c.sel.Agent != "" && c.sel.Agent != ev.Agent || c.dropped.Load() {
+		return
+	}
+	var recs []byte
+	it := ev.Batch.Iter(uint32(len(ev.Ifaces)))
+	var r wire.Record
+	for it.Next(&r) == nil {
+		if c.sel.Iface != "" && ev.Ifaces[r.IfIndex].Name != c.sel.Iface {
+			continue
+		}
+		if recs == nil {
+			recs = make([]byte, 0, len(ev.Batch.Records)+recHeader*int(ev.Batch.Count))
+		}
+		recs = binary.LittleEndian.AppendUint64(recs, uint64(r.Timestamp))
+		recs = binary.LittleEndian.AppendUint32(recs, r.IfIndex)
+		recs = binary.LittleEndian.AppendUint32(recs, r.OrigLen)
+		recs = binary.LittleEndian.AppendUint32(recs, uint32(len(r.Data)))
+		recs = append(recs, r.Data...)
+	}
+	if recs == nil {
+		return
+	}
+	cost := len(recs) + itemOverhead
+	c.mu.Lock()
+	if c.dropped.Load() {
+		c.mu.Unlock()
+		return
+	}
+	if c.queued+cost > c.t.cfg.QueueSize {
+		c.dropped.Store(true)
+		c.queue, c.queued = nil, 0
+		c.mu.Unlock()
+		c.t.Counters.DroppedSlow.Add(1)
+		// Wake a write blocked on the slow client; run sees dropped.
+		// (A deadline, not Close, which waits for the blocked write.)
+		c.raw.SetDeadline(time.Unix(1, 0))
+		c.signal()
+		return
+	}
+	ifaces := c.ifcache[ev.Agent]
+	if !slices.Equal(ifaces, ev.Ifaces) {
+		ifaces = slices.Clone(ev.Ifaces)
+		c.ifcache[ev.Agent] = ifaces
+	}
+	c.queue = append(c.queue, &item{agent: ev.Agent, host: ev.Host, ifaces: ifaces, recs: recs, cost: cost})
+	c.queued += cost
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued items (still charged until done) and whether
+// c was dropped.
+func (c *client) take() ([]*item, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.queue
+	c.queue = nil
+	return q, c.dropped.Load()
+}
+
+// done uncharges a written item.
+func (c *client) done(it *item) {
+	c.mu.Lock()
+	if !c.dropped.Load() {
+		c.queued -= it.cost
+	}
+	c.mu.Unlock()
+}
+
+// idbKey identifies an interface block of a client's stream.
+type idbKey struct {
+	agent string
+	ifc   wire.Interface
+}
+
+// run writes c's stream until the client is dropped, goes away, or ctx
+// ends (then what is queued is written first, bounded by DrainTimeout).
+func (c *client) run(ctx context.Context, log *slog.Logger) {
+	t := c.t
+	t.Counters.Connected.Add(1)
+	t.Counters.Clients.Add(1)
+	defer func() {
+		t.remove(c)
+		t.Counters.Connected.Add(-1)
+	}()
+	bw := bufio.NewWriterSize(c.conn, 64<<10)
+	var packets uint64
+	var sent int64
+	var w *pcapfile.NgWriter
+	idbs := map[idbKey]int{}
+	deadline := func(d time.Duration) bool {
+		c.raw.SetWriteDeadline(time.Now().Add(d))
+		return c.dropped.Load() // after the deadline: offer's wins (see offer)
+	}
+	err := func() error {
+		if deadline(t.cfg.WriteTimeout) {
+			return nil
+		}
+		var err error
+		w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
+			OS:       "Linux",
+			UserAppl: "pcapsync collector (tap)",
+			Comment:  "pcapsync tap: " + c.sel.String(),
+		})
+		if err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		for stopping := false; !stopping; {
+			select {
+			case <-c.wake:
+			case <-ctx.Done():
+				stopping = true
+			}
+			q, dropped := c.take()
+			if dropped {
+				return nil
+			}
+			d := t.cfg.WriteTimeout
+			if stopping {
+				d = t.cfg.DrainTimeout
+			}
+			if deadline(d) {
+				return nil
+			}
+			for _, it := range q {
+				n, err := c.writeItem(w, idbs, it, log)
+				packets += n
+				t.Counters.Packets.Add(n)
+				c.done(it)
+				if err != nil {
+					return err
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			t.Counters.Bytes.Add(uint64(w.Written() - sent))
+			sent = w.Written()
+		}
+		return nil
+	}()
+	attrs := []any{"packets", packets, "bytes", sent}
+	switch {
+	case c.dropped.Load():
+		log.Warn("tap client too slow: dropped (its queue was full)", append(attrs, "queue_size", t.cfg.QueueSize)...)
+		c.raw.Close()
+	case err != nil && isTimeout(err) && ctx.Err() == nil:
+		t.Counters.DroppedSlow.Add(1)
+		log.Warn("tap client too slow: dropped (took nothing for the write timeout)", append(attrs, "write_timeout", t.cfg.WriteTimeout)...)
+		c.raw.Close()
+	case err != nil:
+		log.Info("tap client disconnected", append(attrs, "err", err)...)
+	default:
+		log.Info("tap client disconnected", attrs...)
+	}
+}
+
+// writeItem writes it's packets that pass the filter and returns how
+// many it wrote.
+func (c *client) writeItem(w *pcapfile.NgWriter, idbs map[idbKey]int, it *item, log *slog.Logger) (uint64, error) {
+	var n uint64
+	b := it.recs
+	for len(b) >= recHeader {
+		ts := int64(binary.LittleEndian.Uint64(b))
+		ifx := binary.LittleEndian.Uint32(b[8:])
+		orig := binary.LittleEndian.Uint32(b[12:])
+		capLen := binary.LittleEndian.Uint32(b[16:])
+		data := b[recHeader : recHeader+capLen]
+		b = b[recHeader+capLen:]
+		ifc := it.ifaces[ifx]
+		ok, ferr := c.filter.match(ifc.LinkType, data)
+		if ferr != nil {
+			log.Warn("tap filter does not apply to this link type: its packets are not sent", "agent", it.agent, "iface", ifc.Name, "linktype", ifc.LinkType, "err", ferr)
+		}
+		if !ok {
+			continue
+		}
+		key := idbKey{it.agent, ifc}
+		idx, seen := idbs[key]
+		if !seen {
+			var err error
+			if idx, err = w.AddInterface(collector.InterfaceBlock(it.agent, it.host, ifc)); err != nil {
+				return n, err
+			}
+			idbs[key] = idx
+		}
+		if err := w.WritePacket(idx, ts, orig, data); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,384 @@
+package tap
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+var testIfaces = []wire.Interface{
+	{Name: "eth0", LinkType: gen.LinkTypeEthernet, SnapLen: 65535},
+	{Name: "tun0", LinkType: gen.LinkTypeRaw, SnapLen: 65535},
+}
+
+// event builds a batch of agent's packets seq from..to-1 of stream 1,
+// alternating between the two test interfaces, size bytes each.
+func event(t testing.TB, agent string, seq uint64, from, to uint64, size int) *collector.BatchEvent {
+	t.Helper()
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	buf := make([]byte, size)
+	for i := from; i < to; i++ {
+		ifx := uint32(i % 2)
+		e.Append(int64(1_767_225_600_000_000_000+i*1000), ifx, uint32(size), gen.Frame(buf, testIfaces[ifx].LinkType, 1, i))
+	}
+	f := e.Finish(seq)
+	b, err := wire.ParseBatch(0, f[wire.HeaderSize:], wire.BatchLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &collector.BatchEvent{Agent: agent, Host: agent + ".example", Ifaces: testIfaces, Batch: &b}
+}
+
+// startTap serves a Tap on a loopback port until stop is called or the
+// test ends.
+func startTap(t *testing.T, cfg Config, lc ListenConfig) (tp *Tap, addr string, stop func()) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tp = New(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Serve(ctx, ln, lc) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return tp, ln.Addr().String(), stop
+}
+
+// dial connects and sends request (if not "").
+func dial(t *testing.T, addr, request string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if request != "" {
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// waitClients waits until n clients are being served.
+func waitClients(t *testing.T, tp *Tap, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for tp.Counters.Connected.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tap clients connected, want %d", tp.Counters.Connected.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type streamPacket struct {
+	iface string
+	seq   uint64
+}
+
+// readStream reads a tap stream to its end.
+func readStream(t *testing.T, r io.Reader) []streamPacket {
+	t.Helper()
+	rd, err := pcapfile.NewReader(r, nil)
+	if err != nil {
+		t.Fatalf("reading the tap stream: %v", err)
+	}
+	var out []streamPacket
+	var p pcapfile.Packet
+	for {
+		if err := rd.ReadInto(&p); err != nil {
+			if err != io.EOF {
+				t.Fatalf("tap stream after %d packets: %v", len(out), err)
+			}
+			return out
+		}
+		ifc := rd.Interfaces()[p.Interface]
+		_, seq, ok, err := gen.Parse(p.Data, ifc.LinkType)
+		if err != nil || !ok {
+			t.Fatalf("tap stream packet %d: not generated (%v)", len(out), err)
+		}
+		out = append(out, streamPacket{ifc.Name, seq})
+	}
+}
+
+// TestSelection: each client sees its agent's packets (its interface,
+// passing its filter), in order, and nothing else; one that sends no
+// request gets the listener's default.
+func TestSelection(t *testing.T) {
+	tp, addr, stop := startTap(t, Config{RequestWait: 50 * time.Millisecond}, ListenConfig{Default: Selection{Agent: "a2"}})
+	clients := []struct {
+		request string
+		want    func(agent string, seq uint64) (string, bool)
+	}{
+		{"", func(a string, s uint64) (string, bool) { return a + ":" + testIfaces[s%2].Name, a == "a2" }},
+		{"PCAPSYNC-TAP/1 agent=*\n", func(a string, s uint64) (string, bool) { return a + ":" + testIfaces[s%2].Name, true }},
+		{"PCAPSYNC-TAP/1 agent=a1 iface=tun0\n", func(a string, s uint64) (string, bool) { return "a1:tun0", a == "a1" && s%2 == 1 }},
+		// ip[4:2] is the IP ID, which gen.Frame sets to the sequence number.
+		{"PCAPSYNC-TAP/1 agent=a1 filter=udp and ip[4:2] < 25\n", func(a string, s uint64) (string, bool) {
+			return a + ":" + testIfaces[s%2].Name, a == "a1" && s < 25
+		}},
+	}
+	conns := make([]net.Conn, len(clients))
+	for i, c := range clients {
+		conns[i] = dial(t, addr, c.request)
+	}
+	waitClients(t, tp, int64(len(clients)))
+	var want [4][]streamPacket
+	seq := uint64(0)
+	for b := range 10 {
+		agent := []string{"a1", "a2"}[b%2]
+		ev := event(t, agent, uint64(b+1), seq, seq+10, 200)
+		for i, c := range clients {
+			for s := seq; s < seq+10; s++ {
+				if name, ok := c.want(agent, s); ok {
+					want[i] = append(want[i], streamPacket{name, s})
+				}
+			}
+		}
+		tp.Batch(ev)
+		seq += 10
+	}
+	// Ending the tap drains every queue, then ends the streams.
+	stop()
+	got := make([][]streamPacket, len(clients))
+	for i, c := range conns {
+		got[i] = readStream(t, c)
+	}
+	for i := range clients {
+		if len(got[i]) != len(want[i]) {
+			t.Errorf("client %d (%q): %d packets, want %d", i, clients[i].request, len(got[i]), len(want[i]))
+			continue
+		}
+		for j := range got[i] {
+			if got[i][j] != want[i][j] {
+				t.Errorf("client %d (%q): packet %d is %v, want %v", i, clients[i].request, j, got[i][j], want[i][j])
+				break
+			}
+		}
+	}
+	if n := tp.Counters.DroppedSlow.Load(); n != 0 {
+		t.Errorf("%d clients dropped as slow", n)
+	}
+}
+
+// readLine reads the one line a refused client is told, and then EOF.
+func readLine(t *testing.T, c net.Conn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the reply: %v", err)
+	}
+	return string(b)
+}
+
+// TestRefused: a bad request, a missing or wrong token, a bad filter
+// and a client over MaxClients get one error line and are closed.
+func TestRefused(t *testing.T) {
+	tp, addr, _ := startTap(t, Config{Token: "0123456789abcdef", MaxClients: 1, RequestWait: 50 * time.Millisecond}, ListenConfig{})
+	for _, tt := range []struct{ request, want string }{
+		{"", "token required"},
+		{"PCAPSYNC-TAP/1 agent=a1\n", "token required"},
+		{"PCAPSYNC-TAP/1 agent=a1 token=0123456789abcdeX\n", "wrong token"},
+		{"PCAPSYNC-TAP/1 agent=a1 tok=0123456789abcdef\n", "unknown key"},
+		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=udp port 99999\n", "filter"},
+		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=" + strings.Repeat("(", MaxRequest) + "\n", "longer than"},
+		{"hello", "does not start"},
+	} {
+		got := readLine(t, dial(t, addr, tt.request))
+		if !strings.HasPrefix(got, Proto+" ERROR ") || !strings.Contains(got, tt.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("request %.60q: reply %q, want one error line about %q", tt.request, got, tt.want)
+		}
+	}
+	ok := dial(t, addr, "PCAPSYNC-TAP/1 token=0123456789abcdef\n")
+	waitClients(t, tp, 1)
+	got := readLine(t, dial(t, addr, "PCAPSYNC-TAP/1 token=0123456789abcdef\n"))
+	if !strings.Contains(got, "too many tap clients") {
+		t.Errorf("client over MaxClients: reply %q", got)
+	}
+	if n := tp.Counters.Rejected.Load(); n != 8 {
+		t.Errorf("Rejected = %d, want 8", n)
+	}
+	ok.Close()
+}
+
+// TestSlowClientDropped: a client that never reads fills its queue and
+// is dropped, counted; Batch never waits for it, and other clients
+// carry on.
+func TestSlowClientDropped(t *testing.T) {
+	tp, addr, stop := startTap(t, Config{QueueSize: 256 << 10}, ListenConfig{})
+	// 9 MB in all, at about 15 MB/s: the reader keeps up, the stalled
+	// client's queue and socket buffers (up to 4 MB as the kernel tunes
+	// them) overflow.
+	// A tiny receive buffer, so that the kernel's buffers fill quickly too.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	stalled, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	io.WriteString(stalled, "PCAPSYNC-TAP/1 agent=a1\n")
+	reader := dial(t, addr, "PCAPSYNC-TAP/1 agent=a1\n")
+	var got []streamPacket
+	read := make(chan struct{})
+	go func() { defer close(read); got = readStreamQuiet(reader) }()
+	waitClients(t, tp, 2)
+	var slowest time.Duration
+	const batches, per = 300, 30
+	for b := range uint64(batches) {
+		ev := event(t, "a1", b+1, b*per, (b+1)*per, 1000)
+		start := time.Now()
+		tp.Batch(ev)
+		slowest = max(slowest, time.Since(start))
+		time.Sleep(2 * time.Millisecond)
+	}
+	if slowest > 50*time.Millisecond {
+		t.Errorf("slowest Batch took %v: it waited for a client", slowest)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tp.Counters.DroppedSlow.Load() != 1 || tp.Counters.Connected.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped %d, connected %d; want the stalled client dropped, the reader kept",
+				tp.Counters.DroppedSlow.Load(), tp.Counters.Connected.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The stalled client's connection is closed: reading it ends.
+	stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, stalled); err != nil && !isTimeout(err) {
+		t.Logf("stalled client: %v", err) // a reset is fine too
+	} else if err != nil {
+		t.Errorf("the stalled client's connection stayed open")
+	}
+	stop()
+	<-read
+	if len(got) != batches*per {
+		t.Errorf("the reading client got %d packets, want %d", len(got), batches*per)
+	}
+	for i, p := range got {
+		if p.seq != uint64(i) {
+			t.Fatalf("the reading client's packet %d is seq %d", i, p.seq)
+		}
+	}
+}
+
+// readStreamQuiet is readStream for another goroutine: it stops at the
+// first error.
+func readStreamQuiet(r io.Reader) []streamPacket {
+	rd, err := pcapfile.NewReader(r, nil)
+	if err != nil {
+		return nil
+	}
+	var out []streamPacket
+	var p pcapfile.Packet
+	for rd.ReadInto(&p) == nil {
+		ifc := rd.Interfaces()[p.Interface]
+		_, seq, _, _ := gen.Parse(p.Data, ifc.LinkType)
+		out = append(out, streamPacket{ifc.Name, seq})
+	}
+	return out
+}
+
+// TestBatchWithoutClientsAllocs: the feed costs nothing without clients.
+func TestBatchWithoutClientsAllocs(t *testing.T) {
+	tp, addr, _ := startTap(t, Config{RequestWait: 20 * time.Millisecond}, ListenConfig{})
+	ev := event(t, "a1", 1, 0, 10, 100)
+	if n := testing.AllocsPerRun(100, func() { tp.Batch(ev) }); n != 0 {
+		t.Errorf("Batch without clients: %v allocations, want 0", n)
+	}
+	// And again once a client came and went.
+	c := dial(t, addr, "")
+	waitClients(t, tp, 1)
+	c.Close()
+	for tp.Counters.Connected.Load() != 0 {
+		tp.Batch(ev) // the write fails: the client is gone
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := testing.AllocsPerRun(100, func() { tp.Batch(ev) }); n != 0 {
+		t.Errorf("Batch after the last client left: %v allocations, want 0", n)
+	}
+}
+
+// TestTLS: a TLS tap verifies client certificates and refuses plain
+// TCP clients with a plain error line; with Plain (a loopback tap) it
+// serves both.
+func TestTLS(t *testing.T) {
+	p := pkitest.New(t)
+	srv := p.Server(t, true)
+	cert, key := p.Issue(t, p.CA, "viewer", pki.Leaf{CommonName: "viewer", Client: true})
+	for _, plain := range []bool{false, true} {
+		tp, addr, stop := startTap(t, Config{RequestWait: 50 * time.Millisecond}, ListenConfig{TLS: srv, Plain: plain})
+		// Plain TCP.
+		pc := dial(t, addr, "PCAPSYNC-TAP/1 agent=a1\n")
+		if !plain {
+			if got := readLine(t, pc); !strings.Contains(got, "requires TLS") {
+				t.Errorf("plain client at a TLS tap: reply %q", got)
+			}
+		}
+		// TLS without a client certificate: the handshake fails.
+		nc, err := tls.Dial("tcp", addr, p.RawClient(t, "", ""))
+		if err == nil {
+			io.WriteString(nc, "PCAPSYNC-TAP/1 agent=a1\n")
+			if _, err = nc.Read(make([]byte, 1)); err == nil {
+				t.Errorf("TLS client without a certificate was served")
+			}
+			nc.Close()
+		}
+		// TLS with one.
+		tc, err := tls.Dial("tcp", addr, p.RawClient(t, cert, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tc, "PCAPSYNC-TAP/1 agent=a1\n")
+		want := int64(1)
+		if plain {
+			want = 2
+		}
+		waitClients(t, tp, want)
+		tp.Batch(event(t, "a1", 1, 0, 10, 100))
+		for tp.Counters.Packets.Load() != uint64(10*want) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		stop()
+		if got := readStreamQuiet(tc); len(got) != 10 {
+			t.Errorf("TLS client (plain %v) got %d packets, want 10", plain, len(got))
+		}
+		if plain {
+			if got := readStreamQuiet(pc); len(got) != 10 {
+				t.Errorf("plain client at a loopback tap got %d packets, want 10", len(got))
+			}
+		}
+		tc.Close()
+	}
+}
