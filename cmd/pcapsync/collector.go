@@ -61,6 +61,7 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	mf.register(fs)
 	maxAgents := fs.Int("metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	tapf := addTapFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,6 +113,14 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	cfg.MaxFrame = uint32(maxFrame)
 	// Live views: each adds itself to feeds (the tap, the Redis feed).
 	var feeds collector.Feeds
+	taps, err := tapf.listen(&cfg, log)
+	if err != nil {
+		return err
+	}
+	defer taps.close()
+	if taps != nil {
+		feeds = append(feeds, taps.tap)
+	}
 	if len(feeds) > 0 {
 		cfg.Feed = feeds
 	}
@@ -163,6 +172,10 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 		udp = collector.NewUDPServer(core)
 		attrs = append(attrs, "udp", uconn.LocalAddr().String())
 	}
+	if taps != nil {
+		attrs = append(attrs, "tap", taps.addrs())
+		taps.serve()
+	}
 	tickCtx, stopTick := context.WithCancel(context.Background())
 	stopMetrics := func() {}
 	if m != nil {
@@ -182,6 +195,10 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	}
 	serr := collector.NewServer(core).Serve(ctx, ln)
 	uerr := <-udpDone
+	var terr error
+	if taps != nil {
+		terr = taps.finish()
+	}
 	stopTick()
 	<-ticked
 	cerr := core.Close()
@@ -190,6 +207,9 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
 		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
 		c.PeerTimeouts.Load(), c.OverLimit.Load(), udpSummary(stdout, udp))
+	if taps != nil {
+		taps.summary(stdout)
+	}
 	if n := c.MissingBatches.Load(); n > 0 {
 		fmt.Fprintf(stdout, "pcapsync collector: LOST %d batches: agents' sequences skipped them (see the log's \"batches missing\" lines)\n", n)
 	}
@@ -197,7 +217,7 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 		fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
 			c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())
 	}
-	return errors.Join(serr, uerr, cerr)
+	return errors.Join(serr, uerr, terr, cerr)
 }
 
 // udpSummary prints a line per UDP agent and returns the UDP totals for
