@@ -362,6 +362,8 @@ type client struct {
 
 // offer queues the packets of ev that c selected. It never blocks on
 // the connection: if the queue would exceed QueueSize, c is dropped.
+// (One batch is always taken, however large: the queue holds at most
+// QueueSize or one batch, up to the collector's --max-frame.)
 func (c *client) offer(ev *collector.BatchEvent) {
 	if c.sel.Agent != "" && c.sel.Agent != ev.Agent || c.dropped.Load() {
 		return
@@ -391,7 +393,7 @@ func (c *client) offer(ev *collector.BatchEvent) {
 		c.mu.Unlock()
 		return
 	}
-	if c.queued+cost > c.t.cfg.QueueSize {
+	if c.queued > 0 && c.queued+cost > c.t.cfg.QueueSize {
 		c.dropped.Store(true)
 		c.queue, c.queued = nil, 0
 		c.mu.Unlock()
@@ -445,8 +447,58 @@ type idbKey struct {
 	ifc   wire.Interface
 }
 
+// stream is a client's pcapng stream. The section header goes out with
+// the first packet's interface block, not before: libpcap (tcpdump -r -)
+// wants an interface block right after it.
+type stream struct {
+	bw      *bufio.Writer
+	w       *pcapfile.NgWriter // nil until the first packet
+	comment string             // the section header's
+	idbs    map[idbKey]int
+	sent    int64 // bytes flushed
+}
+
+func (s *stream) start() error {
+	if s.w != nil {
+		return nil
+	}
+	var err error
+	s.w, err = pcapfile.NewNgWriter(s.bw, pcapfile.SectionInfo{OS: "Linux", UserAppl: "pcapsync collector (tap)", Comment: s.comment})
+	return err
+}
+
+// packet writes one packet, and its interface's block first if new.
+func (s *stream) packet(agent, host string, ifc wire.Interface, ts int64, origLen uint32, data []byte) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	key := idbKey{agent, ifc}
+	idx, seen := s.idbs[key]
+	if !seen {
+		var err error
+		if idx, err = s.w.AddInterface(collector.InterfaceBlock(agent, host, ifc)); err != nil {
+			return err
+		}
+		s.idbs[key] = idx
+	}
+	return s.w.WritePacket(idx, ts, origLen, data)
+}
+
+// flush sends what is buffered and returns how many bytes that was.
+func (s *stream) flush() (int64, error) {
+	if s.w == nil {
+		return 0, nil
+	}
+	err := s.bw.Flush()
+	n := s.w.Written() - int64(s.bw.Buffered()) - s.sent
+	s.sent += n
+	return n, err
+}
+
 // run writes c's stream until the client is dropped, goes away, or ctx
-// ends (then what is queued is written first, bounded by DrainTimeout).
+// ends (then what is queued is written first, bounded by DrainTimeout,
+// and a stream without packets gets its section header, so that it is
+// valid).
 func (c *client) run(ctx context.Context, log *slog.Logger) {
 	t := c.t
 	t.Counters.Connected.Add(1)
@@ -455,32 +507,20 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 		t.remove(c)
 		t.Counters.Connected.Add(-1)
 	}()
-	bw := bufio.NewWriterSize(c.conn, 64<<10)
+	s := &stream{bw: bufio.NewWriterSize(c.conn, 64<<10), comment: "pcapsync tap: " + c.sel.String(), idbs: map[idbKey]int{}}
 	var packets uint64
-	var sent int64
-	var w *pcapfile.NgWriter
-	idbs := map[idbKey]int{}
 	deadline := func(d time.Duration) bool {
 		c.raw.SetWriteDeadline(time.Now().Add(d))
 		return c.dropped.Load() // after the deadline: offer's wins (see offer)
 	}
+	flush := func() error {
+		n, err := s.flush()
+		t.Counters.Bytes.Add(uint64(n))
+		return err
+	}
 	err := func() error {
-		if deadline(t.cfg.WriteTimeout) {
-			return nil
-		}
-		var err error
-		w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
-			OS:       "Linux",
-			UserAppl: "pcapsync collector (tap)",
-			Comment:  "pcapsync tap: " + c.sel.String(),
-		})
-		if err != nil {
-			return err
-		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		for stopping := false; !stopping; {
+		for {
+			stopping := false
 			select {
 			case <-c.wake:
 			case <-ctx.Done():
@@ -498,7 +538,7 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 				return nil
 			}
 			for _, it := range q {
-				n, err := c.writeItem(w, idbs, it, log)
+				n, err := c.writeItem(s, it, log)
 				packets += n
 				t.Counters.Packets.Add(n)
 				c.done(it)
@@ -506,15 +546,17 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 					return err
 				}
 			}
-			if err := bw.Flush(); err != nil {
+			if stopping {
+				if err := s.start(); err != nil {
+					return err
+				}
+			}
+			if err := flush(); err != nil || stopping {
 				return err
 			}
-			t.Counters.Bytes.Add(uint64(w.Written() - sent))
-			sent = w.Written()
 		}
-		return nil
 	}()
-	attrs := []any{"packets", packets, "bytes", sent}
+	attrs := []any{"packets", packets, "bytes", s.sent}
 	switch {
 	case c.dropped.Load():
 		log.Warn("tap client too slow: dropped (its queue was full)", append(attrs, "queue_size", t.cfg.QueueSize)...)
@@ -530,9 +572,9 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// writeItem writes it's packets that pass the filter and returns how
-// many it wrote.
-func (c *client) writeItem(w *pcapfile.NgWriter, idbs map[idbKey]int, it *item, log *slog.Logger) (uint64, error) {
+// writeItem writes the packets of it that pass the filter and returns
+// how many it wrote.
+func (c *client) writeItem(s *stream, it *item, log *slog.Logger) (uint64, error) {
 	var n uint64
 	b := it.recs
 	for len(b) >= recHeader {
@@ -550,16 +592,7 @@ func (c *client) writeItem(w *pcapfile.NgWriter, idbs map[idbKey]int, it *item, 
 		if !ok {
 			continue
 		}
-		key := idbKey{it.agent, ifc}
-		idx, seen := idbs[key]
-		if !seen {
-			var err error
-			if idx, err = w.AddInterface(collector.InterfaceBlock(it.agent, it.host, ifc)); err != nil {
-				return n, err
-			}
-			idbs[key] = idx
-		}
-		if err := w.WritePacket(idx, ts, orig, data); err != nil {
+		if err := s.packet(it.agent, it.host, ifc, ts, orig, data); err != nil {
 			return n, err
 		}
 		n++
