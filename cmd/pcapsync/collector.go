@@ -30,7 +30,13 @@ token in every hello. Plain TCP needs --insecure.
 --listen-udp also accepts agents running --transport udp (beside TCP, on
 the same or another port): plaintext, no DTLS, so it needs --insecure
 (with --tls-cert TCP keeps TLS, and --insecure admits only UDP);
---token-file still applies.`, stderr)
+--token-file still applies.
+
+--tap HOST:PORT[=AGENT[:IFACE]] streams what is written, live, as pcapng:
+wireshark -k -i TCP@HOST:PORT sees the port's default selection, and
+pcapsync tail --collector-admin HOST:PORT asks for any agent, interface
+and filter. Plain TCP on a loopback address, TLS like the agents' port
+elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	var cfg collector.Config
 	listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
 	listenUDP := fs.String("listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
