@@ -204,3 +204,86 @@ func TestTap(t *testing.T) {
 		r.expectExactlyOnce(t, a.name, map[uint32]uint64{a.stream: count})
 	}
 }
+
+// TestTapAuth: a tap of a collector with mutual TLS and a token. On a
+// non-loopback address (0.0.0.0, reached here through 127.0.0.1) it
+// takes TLS clients with a certificate and the token only; on loopback
+// plain clients too, with the token. Everyone else is refused with the
+// reason and counted.
+func TestTapAuth(t *testing.T) {
+	requireTools(t, append(checkTools, "nc", "bash")...)
+	ctx := testContext(t)
+	work := t.TempDir()
+	certs := filepath.Join(work, "certs")
+	gc := startProc(t, ctx, "gen certs", "", "gen", "certs", "--dir", certs, "--collector", "127.0.0.1,localhost", "--agents", "ta1,viewer")
+	if code := gc.wait(20 * time.Second); code != 0 {
+		t.Fatalf("gen certs exited %d", code)
+	}
+	token := filepath.Join(work, "token")
+	if err := os.WriteFile(token, []byte("e2e-tap-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const count = 2000
+	in := filepath.Join(work, "in.pcap")
+	writeGenFile(t, in, genConfig(count, 73))
+	pem := func(name string) string { return filepath.Join(certs, name+".pem") }
+	tlsFlags := func(cert string) string {
+		f := "--tls-ca " + pem("ca")
+		if cert != "" {
+			f += " --tls-cert " + pem("agent-"+cert) + " --tls-key " + pem("agent-"+cert+"-key")
+		}
+		return f
+	}
+
+	dir := filepath.Join(work, "out")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	loPort, anyPort := freePort(t), freePort(t)
+	lo := fmt.Sprintf("127.0.0.1:%d", loPort)
+	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", pem("collector"), "--tls-key", pem("collector-key"),
+		"--tls-client-ca", pem("ca"), "--token-file", token,
+		"--tap", lo, "--tap", fmt.Sprintf("0.0.0.0:%d=ta1", anyPort))
+	anyAddr := fmt.Sprintf("127.0.0.1:%d", anyPort)
+
+	tail := func(target, flags string) string {
+		return fmt.Sprintf("%s tail --collector-admin %s --agent ta1 %s", pcapsyncBin, target, flags)
+	}
+	good := []*tapClient{
+		startTapClient(t, ctx, "tail TLS with certificate and token", filepath.Join(work, "tls.pcapng"),
+			tail(anyAddr, tlsFlags("viewer")+" --tls-server-name 127.0.0.1 --token-file "+token)+" > "+filepath.Join(work, "tls.pcapng")),
+		startTapClient(t, ctx, "tail plain on loopback with token", filepath.Join(work, "plain.pcapng"),
+			tail(lo, "--insecure --token-file "+token)+" > "+filepath.Join(work, "plain.pcapng")),
+	}
+	waitCount(t, coll, "tap client connected", len(good), 10*time.Second)
+
+	bad := []struct {
+		name, script, says string
+	}{
+		{"plain at the TLS tap", tail(anyAddr, "--insecure --token-file "+token), "requires TLS"},
+		{"no token", tail(lo, "--insecure"), "token required"},
+		{"wrong token", tail(lo, "--insecure --token-file "+pem("ca")), "wrong token"},
+		{"no client certificate", tail(anyAddr, tlsFlags("")+" --token-file "+token), "certificate"},
+		{"Wireshark-like, sends nothing", fmt.Sprintf("nc 127.0.0.1 %d </dev/null", loPort), "token required"},
+	}
+	for _, b := range bad {
+		out, err := exec.CommandContext(ctx, "bash", "-c", b.script).CombinedOutput()
+		if b.name != "Wireshark-like, sends nothing" && err == nil {
+			t.Errorf("%s: tail exited 0", b.name)
+		}
+		if !strings.Contains(string(out), b.says) {
+			t.Errorf("%s: output lacks %q:\n%s", b.name, b.says, out)
+		}
+	}
+
+	agent := startReplay(t, ctx, addr, "ta1", in, "--tls-ca", pem("ca"), "--tls-cert", pem("agent-ta1"),
+		"--tls-key", pem("agent-ta1-key"), "--token-file", token)
+	finishReplay(t, agent, count, 30*time.Second)
+	coll.stop(20 * time.Second)
+	for _, c := range good {
+		c.wait(t)
+		keys, _ := tapKeys(t, c.out)
+		expectInOrder(t, c.name, keys, map[uint32]uint64{73: count})
+	}
+	if !strings.Contains(coll.stdout.String(), fmt.Sprintf("refused %d,", len(bad))) {
+		t.Errorf("collector summary does not count %d refused tap clients:\n%s", len(bad), coll.stdout.String())
+	}
+}
