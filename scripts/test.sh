@@ -38,6 +38,7 @@ fuzz FuzzUDPDatagram ./internal/collector
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
+fuzz FuzzParseRequest ./internal/tap
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null

@@ -46,7 +46,7 @@ func event(t testing.TB, agent string, seq uint64, from, to uint64, size int) *c
 
 // startTap serves a Tap on a loopback port until stop is called or the
 // test ends.
-func startTap(t *testing.T, cfg Config, lc ListenConfig) (tp *Tap, addr string, stop func()) {
+func startTap(t testing.TB, cfg Config, lc ListenConfig) (tp *Tap, addr string, stop func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -73,7 +73,7 @@ func startTap(t *testing.T, cfg Config, lc ListenConfig) (tp *Tap, addr string, 
 }
 
 // dial connects and sends request (if not "").
-func dial(t *testing.T, addr, request string) net.Conn {
+func dial(t testing.TB, addr, request string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
