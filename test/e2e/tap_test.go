@@ -126,7 +126,7 @@ func TestTap(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tapDefault := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // default selection: a1
 	tapAny := fmt.Sprintf("127.0.0.1:%d", freePort(t))     // no default: every agent
-	coll := startCollector(t, ctx, "", addr, dir, "--tap", tapDefault+"=a1", "--tap", tapAny, "--tap-queue", "256K")
+	coll := startCollector(t, ctx, "", addr, dir, "--tap", tapDefault+"=a1", "--tap", tapAny, "--tap-queue", "1M")
 
 	out := func(name string) string { return filepath.Join(tmp, name+".pcapng") }
 	clients := []*tapClient{
