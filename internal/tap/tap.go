@@ -209,7 +209,10 @@ var errNoRequest = errors.New("no request line")
 // the client's stream.
 func (t *Tap) handle(ctx context.Context, raw net.Conn, lc ListenConfig) {
 	log := t.log.With("remote", raw.RemoteAddr().String(), "tap", raw.LocalAddr().String())
-	c, conn, reason, err := t.accept(raw, lc, log)
+	// At shutdown, a handshake or request still being read ends at once.
+	stop := context.AfterFunc(ctx, func() { raw.SetReadDeadline(time.Now()) })
+	c, conn, reason, err := t.accept(ctx, raw, lc, log)
+	stop()
 	if err != nil {
 		t.Counters.Rejected.Add(1)
 		log.Warn("tap client refused", "err", err)
@@ -239,10 +242,13 @@ func refuse(conn, raw net.Conn, reason string) {
 // accept shakes hands and returns the client, registered, and the
 // connection to speak on; or an error and the reason to tell the client
 // (on conn, if not nil).
-func (t *Tap) accept(raw net.Conn, lc ListenConfig, log *slog.Logger) (c *client, conn net.Conn, reason string, err error) {
+func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *slog.Logger) (c *client, conn net.Conn, reason string, err error) {
 	cfg := &t.cfg
 	deadline := time.Now().Add(cfg.RequestWait)
 	raw.SetDeadline(deadline)
+	if ctx.Err() != nil { // after the deadline: handle's AfterFunc wins
+		return nil, nil, "", errors.New("shutting down")
+	}
 	br := bufio.NewReaderSize(raw, MaxRequest)
 	conn = raw
 	var tlsState *tls.ConnectionState
@@ -256,6 +262,9 @@ func (t *Tap) accept(raw net.Conn, lc ListenConfig, log *slog.Logger) (c *client
 		if isTLS {
 			tc := tls.Server(&bufConn{raw, br}, lc.TLS)
 			raw.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+			if ctx.Err() != nil {
+				return nil, nil, "", errors.New("shutting down")
+			}
 			if err := tc.Handshake(); err != nil {
 				return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
 			}

@@ -382,3 +382,20 @@ func TestTLS(t *testing.T) {
 		tc.Close()
 	}
 }
+
+// TestShutdownDuringHandshake: a client stuck in its TLS handshake does
+// not hold up the tap's shutdown for the handshake timeout.
+func TestShutdownDuringHandshake(t *testing.T) {
+	p := pkitest.New(t)
+	tp, addr, stop := startTap(t, Config{}, ListenConfig{TLS: p.Server(t, false)})
+	dial(t, addr, "\x16\x03\x01") // the start of a ClientHello, never finished
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("shutdown took %v with a handshake pending", d)
+	}
+	if n := tp.Counters.Rejected.Load(); n != 1 {
+		t.Errorf("Rejected = %d, want 1", n)
+	}
+}
