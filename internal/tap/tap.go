@@ -504,6 +504,31 @@ func (s *stream) flush() (int64, error) {
 	return n, err
 }
 
+// errDropped: offer dropped the client.
+var errDropped = errors.New("dropped as too slow")
+
+// progressWriter writes to a client with a deadline renewed before
+// every write (of up to the stream's 64 KiB buffer): a client that takes
+// nothing for timeout is cut off, a slow one that keeps taking is not.
+// At shutdown, by bounds the whole drain instead.
+type progressWriter struct {
+	c       *client
+	timeout time.Duration
+	by      time.Time
+}
+
+func (pw *progressWriter) Write(p []byte) (int, error) {
+	d := pw.by
+	if d.IsZero() {
+		d = time.Now().Add(pw.timeout)
+	}
+	pw.c.raw.SetWriteDeadline(d)
+	if pw.c.dropped.Load() { // after the deadline: offer's past one wins
+		return 0, errDropped
+	}
+	return pw.c.conn.Write(p)
+}
+
 // run writes c's stream until the client is dropped, goes away, or ctx
 // ends (then what is queued is written first, bounded by DrainTimeout,
 // and a stream without packets gets its section header, so that it is
@@ -516,12 +541,9 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 		t.remove(c)
 		t.Counters.Connected.Add(-1)
 	}()
-	s := &stream{bw: bufio.NewWriterSize(c.conn, 64<<10), comment: "pcapsync tap: " + c.sel.String(), idbs: map[idbKey]int{}}
+	pw := &progressWriter{c: c, timeout: t.cfg.WriteTimeout}
+	s := &stream{bw: bufio.NewWriterSize(pw, 64<<10), comment: "pcapsync tap: " + c.sel.String(), idbs: map[idbKey]int{}}
 	var packets uint64
-	deadline := func(d time.Duration) bool {
-		c.raw.SetWriteDeadline(time.Now().Add(d))
-		return c.dropped.Load() // after the deadline: offer's wins (see offer)
-	}
 	flush := func() error {
 		n, err := s.flush()
 		t.Counters.Bytes.Add(uint64(n))
@@ -539,12 +561,8 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 			if dropped {
 				return nil
 			}
-			d := t.cfg.WriteTimeout
 			if stopping {
-				d = t.cfg.DrainTimeout
-			}
-			if deadline(d) {
-				return nil
+				pw.by = time.Now().Add(t.cfg.DrainTimeout)
 			}
 			for _, it := range q {
 				n, err := c.writeItem(s, it, log)
@@ -567,7 +585,7 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 	}()
 	attrs := []any{"packets", packets, "bytes", s.sent}
 	switch {
-	case c.dropped.Load():
+	case c.dropped.Load() || errors.Is(err, errDropped):
 		log.Warn("tap client too slow: dropped (its queue was full)", append(attrs, "queue_size", t.cfg.QueueSize)...)
 		c.raw.Close()
 	case err != nil && isTimeout(err) && ctx.Err() == nil:
