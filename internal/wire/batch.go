@@ -122,6 +122,17 @@ func (e *BatchEncoder) FinishCompressed(frame []byte, seq uint64, codec Codec) [
 	return finish(frame, seq, e.base, e.count, uint32(len(e.Records())), codec)
 }
 
+// FinishFrame completes frame, which holds the headers' room (see
+// CompressedFrame) followed by b's records section as sent with codec
+// (b.Records as they are for CodecNone, or compressed), as a batch frame
+// with b's sequence number, base time, count and RawLen, the checksum
+// over the records as sent. It returns frame with the headers filled in.
+// It re-frames a batch that was parsed (and perhaps decompressed), for
+// a consumer that passes it on (the collector's Redis feed).
+func (b *Batch) FinishFrame(frame []byte, codec Codec) []byte {
+	return finish(frame, b.Seq, b.BaseTime, b.Count, b.RawLen, codec)
+}
+
 func finish(b []byte, seq uint64, base int64, count, rawLen uint32, codec Codec) []byte {
 	AppendHeader(b[:0], TypeBatch, uint8(codec), uint32(len(b)-HeaderSize))
 	p := b[HeaderSize:]
