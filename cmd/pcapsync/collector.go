@@ -66,6 +66,7 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	var mf metricsFlags
 	mf.register(fs)
 	maxAgents := fs.Int("metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
+	redisOpts := addRedisFlags(fs)
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	tapf := addTapFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -126,6 +127,14 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	defer taps.close()
 	if taps != nil {
 		feeds = append(feeds, taps.tap)
+	}
+	rf, err := redisOpts.start(fs, log)
+	if err != nil {
+		return err
+	}
+	defer redisOpts.stop(nil) // on an early return; the end prints its summary
+	if rf != nil {
+		feeds = append(feeds, rf)
 	}
 	if len(feeds) > 0 {
 		cfg.Feed = feeds
@@ -223,6 +232,7 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 		fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
 			c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())
 	}
+	redisOpts.stop(stdout) // after the core closed: no more batches come
 	return errors.Join(serr, uerr, terr, cerr)
 }
 

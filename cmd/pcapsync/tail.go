@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
 )
 
 // tailOptions is what `pcapsync tail` was asked for.
@@ -18,8 +19,12 @@ type tailOptions struct {
 	Iface    string        // --iface NAME: only this interface of the agent ("" all)
 	Filter   string        // --filter EXPR: tcpdump syntax, applied on the collector (tap) or here (redis)
 	From     time.Duration // --from DUR: start this far back (redis)
-	TLS      *tls.Config   // for the tap; nil for plain TCP (--insecure)
-	Token    string        // --token-file's token, for the tap
+	// RedisPrefix is --redis-prefix: the agent's stream is its key + name.
+	RedisPrefix string
+	Count       int           // --count N: stop after N packets (0: never)
+	UntilIdle   time.Duration // --until-idle DUR: stop after DUR without a packet batch (0: never)
+	TLS         *tls.Config   // for the tap; nil for plain TCP (--insecure)
+	Token       string        // --token-file's token, for the tap
 }
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -31,6 +36,9 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.Iface, "iface", "", "only this interface of the agent (default: all)")
 	fs.StringVar(&o.Filter, "filter", "", "tcpdump-syntax filter")
 	fs.DurationVar(&o.From, "from", 0, "with --redis: start this far back, e.g. 5m (default: from now on)")
+	fs.StringVar(&o.RedisPrefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the collector's --redis-prefix")
+	fs.IntVar(&o.Count, "count", 0, "stop after writing this many packets (default: run until interrupted)")
+	fs.DurationVar(&o.UntilIdle, "until-idle", 0, "stop when nothing arrived for this long, e.g. 2s (default: run until interrupted)")
 	tlsCA := fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM)")
 	tlsCert := fs.String("tls-cert", "", "client certificate (PEM), if the collector requires one")
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
@@ -47,6 +55,8 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: tail needs one of --collector-admin and --redis", errUsage)
 	case o.From < 0:
 		return fmt.Errorf("%w: --from must not be negative", errUsage)
+	case o.Count < 0 || o.UntilIdle < 0:
+		return fmt.Errorf("%w: --count and --until-idle must not be negative", errUsage)
 	case o.From != 0 && o.RedisURL == "":
 		return fmt.Errorf("%w: --from needs --redis (the tap is live only)", errUsage)
 	}
