@@ -39,6 +39,7 @@ fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
+fuzz FuzzDecodeEntry ./internal/redisfeed
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null
