@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +20,22 @@ import (
 // instead of a skip (the project's test script sets it).
 const RequireEnv = "PCAPSYNC_E2E_REQUIRE"
 
+// TB is what Start needs of a test, benchmark or command:
+// testing.TB has it all.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+var _ TB = testing.TB(nil)
+
 // Server is one redis-server process.
 type Server struct {
 	Addr string // 127.0.0.1:port
-	tb   testing.TB
+	tb   TB
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -32,7 +43,7 @@ type Server struct {
 
 // Start starts redis-server and waits until it answers. Without
 // redis-server in PATH it skips tb, or fails it when RequireEnv is 1.
-func Start(tb testing.TB) *Server {
+func Start(tb TB) *Server {
 	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := "needs redis-server in PATH (Debian: apt-get install redis-server)"
@@ -43,7 +54,7 @@ func Start(tb testing.TB) *Server {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("finding a free port: %v", err)
 	}
 	s := &Server{Addr: ln.Addr().String(), tb: tb, dir: tb.TempDir()}
 	ln.Close()
@@ -129,11 +140,4 @@ func (s *Server) Stop() {
 		<-s.done
 		s.cmd = nil
 	}
-}
-
-// Port returns the server's port.
-func (s *Server) Port() int {
-	_, p, _ := net.SplitHostPort(s.Addr)
-	n, _ := strconv.Atoi(p)
-	return n
 }
