@@ -225,7 +225,7 @@ func (f *Feed) Batch(ev *collector.BatchEvent) {
 	}
 }
 
-// release returns it's buffer and its share of the queue.
+// release returns the item's buffer to the pool and its bytes to the queue's budget.
 func (f *Feed) release(it *item) {
 	f.queued.Add(-int64(it.recLen))
 	f.bufs.Put(it.buf)
@@ -239,11 +239,12 @@ func (f *Feed) Close(ctx context.Context) error {
 	f.once.Do(func() { close(f.stop) })
 	select {
 	case <-f.done:
+		return f.rdb.Close()
 	case <-ctx.Done():
 		f.rdb.Close() // fails the round trip in progress
 		<-f.done
+		return ctx.Err()
 	}
-	return f.rdb.Close()
 }
 
 func (f *Feed) run() {
