@@ -164,9 +164,10 @@ type item struct {
 
 var _ collector.Feed = (*Feed)(nil)
 
-// New returns a Feed publishing to cfg.URL and starts its publisher. It
-// does not wait for Redis: if Redis is not there yet, the feed logs that
-// it is down and keeps trying.
+// New returns a Feed publishing to cfg.URL and starts its publisher,
+// which connects at once. New does not wait for Redis: if Redis is not
+// there yet, the feed logs that it is down and tries again with the
+// next batch (after a backoff).
 func New(cfg Config) (*Feed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -249,6 +250,7 @@ func (f *Feed) Close(ctx context.Context) error {
 
 func (f *Feed) run() {
 	defer close(f.done)
+	f.connect() // at once, so that a wrong URL or password shows at start
 	batch := make([]item, 0, maxPipeline)
 	backoff := time.Duration(0)
 	for {
