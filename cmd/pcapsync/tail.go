@@ -37,8 +37,8 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.Filter, "filter", "", "tcpdump-syntax filter")
 	fs.DurationVar(&o.From, "from", 0, "with --redis: start this far back, e.g. 5m (default: from now on)")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the collector's --redis-prefix")
-	fs.IntVar(&o.Count, "count", 0, "stop after writing this many packets (default: run until interrupted)")
-	fs.DurationVar(&o.UntilIdle, "until-idle", 0, "stop when nothing arrived for this long, e.g. 2s (default: run until interrupted)")
+	fs.IntVar(&o.Count, "count", 0, "with --redis: stop after writing this many packets (default: run until interrupted)")
+	fs.DurationVar(&o.UntilIdle, "until-idle", 0, "with --redis: stop when nothing arrived for this long, e.g. 2s (default: run until interrupted)")
 	tlsCA := fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM)")
 	tlsCert := fs.String("tls-cert", "", "client certificate (PEM), if the collector requires one")
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
@@ -59,6 +59,8 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: --count and --until-idle must not be negative", errUsage)
 	case o.From != 0 && o.RedisURL == "":
 		return fmt.Errorf("%w: --from needs --redis (the tap is live only)", errUsage)
+	case (o.Count != 0 || o.UntilIdle != 0) && o.RedisURL == "":
+		return fmt.Errorf("%w: --count and --until-idle work with --redis only (stop a tap with ^C)", errUsage)
 	}
 	log, err := newLogger(stderr, "warn")
 	if err != nil {
