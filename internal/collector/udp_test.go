@@ -339,7 +339,7 @@ func FuzzUDPDatagram(f *testing.F) {
 	f.Add([]byte{wire.Magic, wire.Version, byte(wire.TypeBatch), 0, 0xff, 0xff, 0xff, 0xff}, true)
 	good := netip.MustParseAddrPort("127.0.0.1:1000")
 	f.Fuzz(func(t *testing.T, d []byte, fromGood bool) {
-		core := newCore(t, Config{Insecure: true})
+		core := newCore(t, Config{Insecure: true, Fsync: FsyncNever}) // no syncs: thousands of inputs
 		defer core.Close()
 		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
