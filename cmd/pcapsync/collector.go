@@ -152,6 +152,12 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	if mf.addr != "" {
 		m = metrics.NewCollector(*maxAgents)
 		cfg.BatchWriteLatency, cfg.SyncLatency = m.BatchWrite, m.Sync
+		if taps != nil {
+			m.WatchTap(&taps.tap.Counters)
+		}
+		if rf != nil {
+			m.WatchRedis(&rf.Counters)
+		}
 	}
 	core, err := collector.NewCore(cfg)
 	if err != nil {

@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"encoding/json"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
 	"io"
 	"log/slog"
 	"net"
@@ -170,8 +172,11 @@ func TestPipelineMetrics(t *testing.T) {
 // export after a replay.
 func exported(t *testing.T) map[string]bool {
 	p := runPipeline(t, 500)
+	feeds := NewCollector(0) // the live views' counters, registered when --tap or --redis is on
+	feeds.WatchTap(&tap.Counters{})
+	feeds.WatchRedis(&redisfeed.Counters{})
 	names := map[string]bool{}
-	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry} {
+	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry} {
 		for name := range metricstest.Gather(t, reg) {
 			if strings.HasPrefix(name, "pcapsync_") {
 				names[name] = true

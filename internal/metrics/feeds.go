@@ -1,0 +1,40 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+// WatchTap registers the live tap's counters (collector --tap).
+func (m *Collector) WatchTap(c *tap.Counters) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pcapsync_tap_clients",
+			Help: "Tap clients being served now."},
+			func() float64 { return float64(c.Connected.Load()) }),
+		counterFunc("pcapsync_tap_clients_total", "Tap clients served since start.", &c.Clients),
+		counterFunc("pcapsync_tap_clients_rejected_total", "Tap clients refused: TLS, request line, token, filter, too many clients.", &c.Rejected),
+		counterFunc("pcapsync_tap_clients_dropped_total", "Tap clients cut off as too slow (queue full, or nothing taken for the write timeout).", &c.DroppedSlow),
+		counterFunc("pcapsync_tap_packets_total", "Packets sent to tap clients.", &c.Packets),
+		counterFunc("pcapsync_tap_sent_bytes_total", "pcapng bytes sent to tap clients, headers included.", &c.Bytes),
+	)
+}
+
+// WatchRedis registers the Redis live feed's counters (collector --redis).
+func (m *Collector) WatchRedis(c *redisfeed.Counters) {
+	m.Registry.MustRegister(
+		counterFunc("pcapsync_redis_batches_published_total", "Batches added to a Redis stream.", &c.Published),
+		counterFunc("pcapsync_redis_batches_dropped_total", "Batches the Redis feed dropped: its queue full, Redis down, slow or refusing.", &c.Dropped),
+		counterFunc("pcapsync_redis_reconnects_total", "Times Redis came back after being down.", &c.Reconnects),
+		counterFunc("pcapsync_redis_records_bytes_total", "Records bytes published, uncompressed.", &c.RawBytes),
+		counterFunc("pcapsync_redis_stored_bytes_total", "Records bytes published, as stored in Redis (compressed).", &c.SentBytes),
+	)
+}
+
+func counterFunc(name, help string, v *atomic.Uint64) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+		func() float64 { return float64(v.Load()) })
+}
