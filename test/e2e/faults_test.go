@@ -675,6 +675,9 @@ func TestFDsBackToBaseline(t *testing.T) {
 
 // fdCycle is one short connection to the collector of kind i%6, bounded
 // by a 5s deadline.
+// helloMu serializes the cycles that say hello under the same name.
+var helloMu [5]sync.Mutex
+
 func fdCycle(addr string, i int) error {
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -698,11 +701,18 @@ func fdCycle(addr string, i int) error {
 		}
 		return awaitClose(c)
 	case 3: // a valid hello, then a reset
+		// One cycle per name at a time: a second hello of the same name
+		// takes over, and may end the first before its welcome (right
+		// for agents, which retry; not what this cycle checks).
+		helloMu[i%5].Lock()
+		defer helloMu[i%5].Unlock()
 		if err := welcomed(c, fmt.Sprintf("fd-hello-%d", i%5)); err != nil {
 			return err
 		}
 		return c.SetLinger(0)
 	case 4: // a valid hello, then half a batch frame header, then gone
+		helloMu[i%5].Lock()
+		defer helloMu[i%5].Unlock()
 		if err := welcomed(c, fmt.Sprintf("fd-hello-%d", i%5)); err != nil {
 			return err
 		}
