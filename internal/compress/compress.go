@@ -102,10 +102,6 @@ type Encoder struct {
 	zstd *zstd.Encoder
 
 	skip, backoff int // auto: batches left to send raw, and the next wait
-
-	// counters, read by the owner
-	RawBytes, SentBytes uint64 // records sections before and after
-	Compressed, Raw     uint64 // batches sent compressed / uncompressed
 }
 
 // NewEncoder returns an encoder for sp.
@@ -137,20 +133,9 @@ func NewEncoder(sp Spec) (*Encoder, error) {
 // go uncompressed: always for CodecNone, for auto when compressing does
 // not pay, and when a codec cannot shrink src at all. dst should have
 // room for MaxEncodedLen(len(src)) more bytes.
+// Callers count what they send (the agent and the Redis feed keep their
+// own counters).
 func (e *Encoder) Compress(dst, src []byte) ([]byte, wire.Codec) {
-	out, codec := e.compress(dst, src)
-	e.RawBytes += uint64(len(src))
-	if codec == wire.CodecNone {
-		e.SentBytes += uint64(len(src))
-		e.Raw++
-		return dst, codec
-	}
-	e.SentBytes += uint64(len(out) - len(dst))
-	e.Compressed++
-	return out, codec
-}
-
-func (e *Encoder) compress(dst, src []byte) ([]byte, wire.Codec) {
 	if e.spec.Codec == wire.CodecNone || len(src) == 0 {
 		return dst, wire.CodecNone
 	}

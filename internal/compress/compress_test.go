@@ -101,9 +101,6 @@ func TestAutoSendsIncompressibleRaw(t *testing.T) {
 	if tried > 10 {
 		t.Errorf("tried to compress %d of 200 incompressible batches", tried)
 	}
-	if e.Raw != 200 || e.Compressed != 0 || e.SentBytes != e.RawBytes {
-		t.Errorf("counters: raw %d compressed %d sent %d of %d bytes", e.Raw, e.Compressed, e.SentBytes, e.RawBytes)
-	}
 	// Compressible traffic again: compressed within the backoff.
 	n := 0
 	for ; n <= 64; n++ {
