@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"io"
 	"log/slog"
 	"os"
@@ -22,7 +23,7 @@ import (
 // batches into the queue, release them on acknowledgement) allocates
 // nothing once the batch pool is warm.
 func TestBuilderSteadyStateAllocs(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	for _, spec := range []string{"none", "lz4", "s2", "zstd", "auto"} {
@@ -87,7 +88,7 @@ func testBuilderAllocs(t *testing.T, sp compress.Spec) {
 // and the queue is small (1 MiB) so that its pool of batch buffers,
 // which grows to what the queue holds, is full early in both runs.
 func TestPipelineAllocsPerPacket(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	var acks ackCounter // the metrics' histogram costs nothing either

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"io"
 	"log/slog"
 	"net"
@@ -495,7 +496,7 @@ func TestUDPConfig(t *testing.T) {
 // remains is time-driven (a read deadline waking the collector's reader
 // to commit).
 func TestUDPPipelineAllocsPerPacket(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	perPacket := pipelineAllocsPerPacket(t, func() func(path string, n uint64) {

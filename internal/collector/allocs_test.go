@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // writing a batch of 1000 packets into an open file, and committing it,
 // allocates nothing, whatever the fsync policy and codec.
 func TestBatchSteadyStateAllocs(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	for name, fsync := range map[string]time.Duration{"1s": 0, "never": FsyncNever, "batch": FsyncPerBatch} {

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"net"
 	"net/netip"
 	"testing"
@@ -52,7 +53,7 @@ func newUDPBench(tb testing.TB, size, n int) *udpBench {
 // session (checked, classified by the window, written) and the commits
 // allocate nothing.
 func TestUDPDatagramSteadyStateAllocs(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	ub := newUDPBench(t, 64, 2000)

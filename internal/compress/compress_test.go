@@ -3,6 +3,7 @@ package compress
 import (
 	"bytes"
 	"errors"
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"math/rand/v2"
 	"testing"
 
@@ -176,7 +177,7 @@ func zstdNoFCS(src []byte) []byte {
 // TestSteadyStateAllocs: with buffers sized by MaxEncodedLen and a
 // decode buffer reused, compressing and decompressing allocate nothing.
 func TestSteadyStateAllocs(t *testing.T) {
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	src := samples()["packets"]

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"net"
 	"os"
 	"os/exec"
@@ -36,9 +37,9 @@ const testTimeout = 60 * time.Second
 // pcapsyncBin is the binary built once by TestMain.
 var pcapsyncBin string
 
-// raceBuild is set when the tests run with -race; the binary is then
-// built with the race detector as well.
-var raceBuild bool
+// raceBuild: the tests run with -race, so the binary under test is built
+// with it too, and data races in the product fail the end-to-end runs.
+const raceBuild = raceflag.Enabled
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
