@@ -1,15 +1,14 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,37 +18,19 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 )
 
-// lockedBuffer is a log sink safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // realCollector is an in-process collector Server on a loopback port.
 type realCollector struct {
 	core *collector.Core
 	addr string
 	dir  string
-	log  *lockedBuffer
+	log  *testutil.Buffer
 }
 
 // startCollector starts a collector for cfg (Dir and Logger set here)
 // and stops it in t.Cleanup.
 func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 	t.Helper()
-	rc := &realCollector{dir: filepath.Join(t.TempDir(), "out"), log: &lockedBuffer{}}
+	rc := &realCollector{dir: filepath.Join(t.TempDir(), "out"), log: &testutil.Buffer{}}
 	cfg.Dir, cfg.Logger = rc.dir, slog.New(slog.NewTextHandler(rc.log, nil))
 	core, err := collector.NewCore(cfg)
 	if err != nil {
@@ -107,7 +88,7 @@ func replay(t *testing.T, cfg Config, n uint64) (Summary, error, string) {
 	if err := gen.WriteFile(path, gen.FileConfig{Count: n, Mix: gen.MixIMIX}); err != nil {
 		t.Fatal(err)
 	}
-	lb := &lockedBuffer{}
+	lb := &testutil.Buffer{}
 	cfg.ReadFile, cfg.Logger = path, slog.New(slog.NewTextHandler(lb, nil))
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -31,7 +32,7 @@ type udpCollector struct {
 	srv  *collector.UDPServer
 	addr string
 	dir  string
-	log  *lockedBuffer
+	log  *testutil.Buffer
 	stop func() // stops the server and closes the core; idempotent
 }
 
@@ -45,7 +46,7 @@ func startUDPCollector(t *testing.T, cfg collector.Config) *udpCollector {
 // startUDPCollectorAt is startUDPCollector on addr.
 func startUDPCollectorAt(t *testing.T, cfg collector.Config, addr string) *udpCollector {
 	t.Helper()
-	uc := &udpCollector{dir: filepath.Join(t.TempDir(), "out"), log: &lockedBuffer{}}
+	uc := &udpCollector{dir: filepath.Join(t.TempDir(), "out"), log: &testutil.Buffer{}}
 	cfg.Dir, cfg.Logger, cfg.Insecure = uc.dir, slog.New(slog.NewTextHandler(uc.log, nil)), true
 	core, err := collector.NewCore(cfg)
 	if err != nil {
@@ -134,7 +135,7 @@ func samePackets(t *testing.T, got, want []pcapfile.Packet) {
 // runUDPAgent replays path over UDP to addr and returns its summary.
 func runUDPAgent(t *testing.T, addr, name, path string, cfg Config) Summary {
 	t.Helper()
-	lb := &lockedBuffer{}
+	lb := &testutil.Buffer{}
 	cfg.Collector, cfg.Name, cfg.ReadFile, cfg.Insecure, cfg.Transport = addr, name, path, true, TransportUDP
 	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
 	a, err := New(cfg)

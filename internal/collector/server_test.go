@@ -1,17 +1,16 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,29 +20,11 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// logBuffer collects a logger's output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testServer is a Core and its Server on a loopback port.
 type testServer struct {
 	core *Core
 	addr string
-	log  *logBuffer
+	log  *testutil.Buffer
 }
 
 // startServer starts a Server for cfg (Dir defaults to a temporary
@@ -53,7 +34,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(t.TempDir(), "out")
 	}
-	lb := &logBuffer{}
+	lb := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
 	core, err := NewCore(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -22,7 +23,7 @@ type testUDP struct {
 	core *Core
 	srv  *UDPServer
 	addr *net.UDPAddr
-	log  *logBuffer
+	log  *testutil.Buffer
 	stop func() // stops the server and closes the core; idempotent
 }
 
@@ -34,7 +35,7 @@ func startUDP(t *testing.T, cfg Config) *testUDP {
 		cfg.Dir = filepath.Join(t.TempDir(), "out")
 	}
 	cfg.Insecure = true
-	lb := &logBuffer{}
+	lb := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
 	core, err := NewCore(cfg)
 	if err != nil {

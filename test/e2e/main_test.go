@@ -11,10 +11,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -144,24 +143,6 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is one running pcapsync process (optionally inside a network
 // namespace, through "ip netns exec", which execs in place so signals
 // reach pcapsync itself). It is killed in t.Cleanup if still running, and
@@ -170,8 +151,8 @@ type proc struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testutil.Buffer
+	stderr testutil.Buffer
 	done   chan struct{} // closed once the process was waited for
 }
 

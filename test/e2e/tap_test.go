@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -21,7 +22,7 @@ type tapClient struct {
 	name string
 	cmd  *exec.Cmd
 	out  string // the pcapng file it writes
-	logs syncBuffer
+	logs testutil.Buffer
 	done chan error
 }
 
