@@ -65,6 +65,15 @@ func (s *fileSource) run() error {
 	if s.a.cfg.Transport == TransportUDP {
 		pace.rate = float64(s.a.cfg.MaxRate)
 	}
+	// The counters are published every 64 packets and at the end, not
+	// per packet: an atomic add is a full barrier.
+	var read, bytes uint64
+	publish := func() {
+		s.read.Add(read)
+		s.bytes.Add(bytes)
+		read, bytes = 0, 0
+	}
+	defer publish()
 	var p pcapfile.Packet
 	for !s.stopped.Load() {
 		pace.wait()
@@ -79,8 +88,11 @@ func (s *fileSource) run() error {
 			s.declare(p.Interface)
 		}
 		bd.add(p.Timestamp, s.ifmap[p.Interface], p.OrigLen, p.Data, 0)
-		s.read.Add(1)
-		s.bytes.Add(uint64(len(p.Data)))
+		read++
+		bytes += uint64(len(p.Data))
+		if read == 64 {
+			publish()
+		}
 	}
 	return nil
 }
