@@ -34,18 +34,20 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 		name     = "load9"
 		minKills = 5
 	)
-	count, batch := 200_000, "4M" // IMIX, ~70 MB
+	count, batch, feed := 200_000, "4M", 5*time.Second // IMIX, ~70 MB
 	if fileCompress != "none" {
 		// A quarter of the rate, smaller batches: a compressing
 		// collector built with -race cannot keep up with 40 000
 		// packets/s, and what this tests is the repair of torn
 		// compressed files (kills between and inside commits), not speed.
-		count, batch = 50_000, "256K"
+		// Each restart repairs the torn file (gzip: decodes it), so
+		// kills come slower: feed for longer to land enough of them.
+		count, batch, feed = 50_000, "256K", 8*time.Second
 	}
 	tmp := t.TempDir()
 	src := filepath.Join(tmp, "imix.pcap")
 	writeGenFile(t, src, gen.FileConfig{Count: uint64(count), Mix: gen.MixIMIX, Stream: stream, Seed: 43})
-	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 5*time.Second)
+	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), feed)
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	seed := uint64(time.Now().UnixNano())
@@ -85,8 +87,8 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 	r.expectExactlyOnce(t, name, want)
 	lost, dup, unexpected := r.tally(want)
 	repaired, cut, removed := repairCounts(colls)
-	t.Logf("RELIABILITY: collector SIGKILL under full load (%d IMIX packets in 5 s, --batch-size %s, --fsync batch, --file-compress %s): "+
+	t.Logf("RELIABILITY: collector SIGKILL under full load (%d IMIX packets in %v, --batch-size %s, --fsync batch, --file-compress %s): "+
 		"kills survived %d, packets sent %d, lost %d, duplicated %d, unexpected %d, files %d, agent reconnects %d; "+
 		"unfinished files repaired %d (%d cut back), removed %d",
-		count, batch, fileCompress, kills, s.Sent, lost, dup, unexpected, len(r.Files), s.Reconnects, repaired, cut, removed)
+		count, feed, batch, fileCompress, kills, s.Sent, lost, dup, unexpected, len(r.Files), s.Reconnects, repaired, cut, removed)
 }
