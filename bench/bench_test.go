@@ -60,6 +60,7 @@ func benchCodec(b *testing.B, c Codec, batch *Batch) {
 	run("decode", func() error { _, err := c.Decode(enc); return err })
 	run("decode-meta", func() error { _, err := c.DecodeMeta(enc); return err })
 	run("decode-pooled", func() error { _, err := c.DecodePooled(enc); return err })
+	run("decode-view", func() error { _, err := c.DecodeView(enc); return err })
 }
 
 // BenchmarkChecksum is CRC-32C (Castagnoli) over the realistic batch's

@@ -33,7 +33,11 @@ type Codec interface {
 	// call (pooled buffers, reset messages); the result is valid until
 	// the next call. ErrUnsupported when the library has no way.
 	DecodePooled(p []byte) (any, error)
-	// Batch converts what Decode or DecodePooled returned.
+	// DecodeView decodes every record with its packet data aliasing p
+	// (nothing copied; valid while p is, and until the next call): the
+	// library's zero-copy decode. ErrUnsupported when it has none.
+	DecodeView(p []byte) (any, error)
+	// Batch converts what Decode, DecodePooled or DecodeView returned.
 	Batch(v any) Batch
 }
 
@@ -71,6 +75,7 @@ func MetaOf(b *Batch) Meta {
 func Codecs() []Codec {
 	return []Codec{
 		&wireCodec{},
+		&wireCodec{crc: true},
 		&protoCodec{},
 		&vtprotoCodec{},
 		&gogoCodec{},

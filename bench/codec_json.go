@@ -76,6 +76,10 @@ func (c *jsonCodec) DecodeMeta(p []byte) (Meta, error) {
 	return c.meta.meta(), err
 }
 
+// DecodeView: JSON carries data as base64, which must be decoded into
+// new bytes.
+func (c *jsonCodec) DecodeView([]byte) (any, error) { return nil, ErrUnsupported }
+
 func (c *jsonCodec) DecodePooled(p []byte) (any, error) {
 	return &c.pooled, json.Unmarshal(p, &c.pooled)
 }
@@ -162,6 +166,8 @@ func (c *jsonGzipCodec) DecodeMeta(p []byte) (Meta, error) {
 	}
 	return c.jsonCodec.DecodeMeta(j)
 }
+
+func (c *jsonGzipCodec) DecodeView([]byte) (any, error) { return nil, ErrUnsupported }
 
 func (c *jsonGzipCodec) DecodePooled(p []byte) (any, error) {
 	j, err := c.inflate(p)

@@ -18,6 +18,7 @@ type msgpCodec struct {
 	w      io.Writer
 	mw     *msgp.Writer
 	pooled msgpgen.Batch
+	view   msgpgen.ViewBatch
 }
 
 func (*msgpCodec) Name() string { return "tinylib-msgp" }
@@ -121,7 +122,19 @@ func (c *msgpCodec) DecodePooled(p []byte) (any, error) {
 	return &c.pooled, err
 }
 
+// DecodeView unmarshals into one reused ViewBatch, whose data field is
+// generated with msgp's zerocopy option: data aliases p.
+func (c *msgpCodec) DecodeView(p []byte) (any, error) {
+	_, err := c.view.UnmarshalMsg(p)
+	return &c.view, err
+}
+
 func (*msgpCodec) Batch(v any) Batch {
+	if m, ok := v.(*msgpgen.ViewBatch); ok {
+		return Batch{Source: m.Source, Records: mapSlice(m.Records, func(r msgpgen.ViewRecord) Record {
+			return Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: r.Data}
+		})}
+	}
 	m := v.(*msgpgen.Batch)
 	return Batch{Source: m.Source, Records: mapSlice(m.Records, func(r msgpgen.Record) Record {
 		return Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: r.Data}
@@ -253,6 +266,8 @@ func (c *msgpackCodec) recordsMeta(m *Meta) error {
 }
 
 // DecodePooled decodes with one reused Decoder into one reused value.
+func (c *msgpackCodec) DecodeView([]byte) (any, error) { return nil, ErrUnsupported }
+
 func (c *msgpackCodec) DecodePooled(p []byte) (any, error) {
 	c.br.Reset(p)
 	return &c.pooled, c.dec.Decode(&c.pooled)

@@ -65,6 +65,8 @@ func (c *protoCodec) DecodeMeta(p []byte) (Meta, error) {
 
 func (c *protoCodec) DecodePooled([]byte) (any, error) { return nil, ErrUnsupported }
 
+func (c *protoCodec) DecodeView([]byte) (any, error) { return nil, ErrUnsupported }
+
 func (*protoCodec) Batch(v any) Batch { return fromPB(v.(*pb.Batch)) }
 
 // vtprotoCodec is the same messages with planetscale/vtprotobuf's
@@ -75,6 +77,7 @@ type vtprotoCodec struct {
 	buf  []byte
 	meta *pb.Batch
 	pool *pb.Batch
+	view *pb.Batch
 }
 
 func (*vtprotoCodec) Name() string { return "vtprotobuf" }
@@ -125,6 +128,16 @@ func (c *vtprotoCodec) DecodePooled(p []byte) (any, error) {
 	c.pool.ReturnToVTPool()
 	c.pool = pb.BatchFromVTPool()
 	return c.pool, c.pool.UnmarshalVT(p)
+}
+
+// DecodeView is UnmarshalVTUnsafe into one reused message (ResetVT
+// keeps its records): data aliases p.
+func (c *vtprotoCodec) DecodeView(p []byte) (any, error) {
+	if c.view == nil {
+		c.view = new(pb.Batch)
+	}
+	c.view.ResetVT()
+	return c.view, c.view.UnmarshalVTUnsafe(p)
 }
 
 func (*vtprotoCodec) Batch(v any) Batch { return fromPB(v.(*pb.Batch)) }
@@ -181,6 +194,8 @@ func (c *gogoCodec) DecodeMeta(p []byte) (Meta, error) {
 }
 
 func (c *gogoCodec) DecodePooled([]byte) (any, error) { return nil, ErrUnsupported }
+
+func (c *gogoCodec) DecodeView([]byte) (any, error) { return nil, ErrUnsupported }
 
 func (*gogoCodec) Batch(v any) Batch {
 	m := v.(*gogopb.Batch)

@@ -47,6 +47,11 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("DecodeMeta = %+v, want %+v", m, want)
 				}
 
+				if v, err := c.DecodeView(enc); err == nil {
+					checkBatch(t, "DecodeView", c.Batch(v), &w.Batch)
+				} else if !errors.Is(err, ErrUnsupported) {
+					t.Fatalf("DecodeView: %v", err)
+				}
 				v, err := c.DecodePooled(enc)
 				if errors.Is(err, ErrUnsupported) {
 					return
@@ -115,6 +120,7 @@ func TestWireZeroAllocs(t *testing.T) {
 		"EncodeTo":     func() { c.EncodeTo(discard{}) },
 		"DecodeMeta":   func() { c.DecodeMeta(p) },
 		"DecodePooled": func() { c.DecodePooled(p) },
+		"DecodeView":   func() { c.DecodeView(p) },
 	}
 	for name, op := range ops {
 		if n := testing.AllocsPerRun(20, op); n != 0 {

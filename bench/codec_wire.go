@@ -10,21 +10,32 @@ import (
 // wireCodec is pcapsync's own format: one batch frame (8-byte frame
 // header, 28-byte batch header, varint records), as the agent sends it.
 // The source is not in the frame: the agent names itself once per
-// connection in its hello, so the codec keeps it aside.
+// connection in its hello, so the codec keeps it aside. With crc the
+// batch carries its CRC-32C, as agents send it over plain TCP and UDP
+// (and as Redis entries store it); without, it is the batch as sent
+// inside TLS, whose AEAD authenticates it (wire.FlagUnchecked).
 type wireCodec struct {
+	crc    bool
 	b      *Batch
 	nIf    uint32
 	enc    wire.BatchEncoder
 	buf    []byte   // EncodeTo's frame buffer
 	recs   []Record // DecodePooled's records
+	view   []Record // DecodeView's records
 	arena  []byte   // DecodePooled's packet data
 	pooled Batch
 }
 
-func (*wireCodec) Name() string { return "wire" }
+func (c *wireCodec) Name() string {
+	if c.crc {
+		return "wire+crc32c"
+	}
+	return "wire"
+}
 
 func (c *wireCodec) Load(b *Batch) {
 	c.b = b
+	c.enc.Unchecked = !c.crc
 	c.nIf = 1
 	for _, r := range b.Records {
 		c.nIf = max(c.nIf, r.IfIndex+1)
@@ -68,7 +79,7 @@ func (c *wireCodec) parse(p []byte) (wire.Batch, wire.RecordIter, error) {
 	if h.Type != wire.TypeBatch || int(h.Length) != len(p)-wire.HeaderSize {
 		return wire.Batch{}, wire.RecordIter{}, fmt.Errorf("%s frame of %d bytes: %w", h.Type, h.Length, wire.ErrMalformed)
 	}
-	b, err := wire.ParseBatch(h.Flags, p[wire.HeaderSize:], wire.BatchLimits{})
+	b, err := wire.ParseBatch(h.Flags, p[wire.HeaderSize:], wire.BatchLimits{Unchecked: !c.crc})
 	if err != nil {
 		return b, wire.RecordIter{}, err
 	}
@@ -76,17 +87,17 @@ func (c *wireCodec) parse(p []byte) (wire.Batch, wire.RecordIter, error) {
 }
 
 // decodeInto appends the records of frame p to recs, their data copied
-// into arena (grown once to the records section's size).
+// into arena (grown once to the data's size).
 func (c *wireCodec) decodeInto(p []byte, recs []Record, arena []byte) ([]Record, []byte, error) {
 	b, it, err := c.parse(p)
 	if err != nil {
 		return recs, arena, err
 	}
-	if cap(arena) < len(b.Records) {
-		arena = make([]byte, 0, len(b.Records))
-	}
 	if cap(recs) < int(b.Count) {
 		recs = make([]Record, 0, b.Count)
+	}
+	if cap(arena) < len(b.Records) {
+		arena = make([]byte, 0, len(b.Records))
 	}
 	var r wire.Record
 	for {
@@ -132,6 +143,31 @@ func (c *wireCodec) DecodePooled(p []byte) (any, error) {
 	c.recs, c.arena, err = c.decodeInto(p, c.recs[:0], c.arena[:0])
 	c.pooled = Batch{Source: c.b.Source, Records: c.recs}
 	return &c.pooled, err
+}
+
+// DecodeView is the record iterator, whose records' data aliases the
+// frame: how the collector reads a batch.
+func (c *wireCodec) DecodeView(p []byte) (any, error) {
+	b, it, err := c.parse(p)
+	if err != nil {
+		return nil, err
+	}
+	if cap(c.view) < int(b.Count) {
+		c.view = make([]Record, 0, b.Count)
+	}
+	recs := c.view[:0]
+	var r wire.Record
+	for {
+		if err := it.Next(&r); err != nil {
+			c.view = recs
+			c.pooled = Batch{Source: c.b.Source, Records: recs}
+			if err == io.EOF {
+				return &c.pooled, nil
+			}
+			return nil, err
+		}
+		recs = append(recs, Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: r.Data})
+	}
 }
 
 func (*wireCodec) Batch(v any) Batch { return *v.(*Batch) }

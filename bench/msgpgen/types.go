@@ -4,7 +4,7 @@
 // arrays, no keys on the wire), msgp's most compact form.
 package msgpgen
 
-//msgp:tuple Record
+//msgp:tuple Record ViewRecord
 
 // Record is one captured packet; captured length is len(Data).
 type Record struct {
@@ -18,4 +18,19 @@ type Record struct {
 type Batch struct {
 	Source  uint32   `msg:"src"`
 	Records []Record `msg:"recs"`
+}
+
+// ViewRecord is Record whose data, when unmarshalled, aliases the input
+// (msgp's zerocopy): for the zero-copy decode.
+type ViewRecord struct {
+	Timestamp int64  `msg:"ts"`
+	IfIndex   uint32 `msg:"if"`
+	OrigLen   uint32 `msg:"len"`
+	Data      []byte `msg:"data,zerocopy"`
+}
+
+// ViewBatch is Batch of ViewRecords; the same bytes on the wire.
+type ViewBatch struct {
+	Source  uint32       `msg:"src"`
+	Records []ViewRecord `msg:"recs"`
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -158,28 +159,37 @@ func TestBatchMalformed(t *testing.T) {
 		p     []byte
 		nIf   uint32
 		want  error
+		lim   BatchLimits
 	}{
-		{"short header", 0, payload(good)[:27], 2, ErrTruncated},
-		{"bad crc", 0, mut(func(p []byte) []byte { p[len(p)-1] ^= 1; return p }), 2, ErrChecksum},
-		{"unknown codec", 4, payload(good), 2, ErrFlags},
-		{"reserved flag bit", 0x10, payload(good), 2, ErrFlags},
-		{"rawlen", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[20:], 99); return reseal(p) }), 2, ErrMalformed},
-		{"count too big for bytes", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1000); return reseal(p) }), 2, ErrMalformed},
-		{"count over limit", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1<<21); return reseal(p) }), 2, ErrTooLarge},
-		{"count one more", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 3); return reseal(p) }), 2, ErrTruncated},
-		{"count one less", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1); return reseal(p) }), 2, ErrMalformed},
-		{"iface out of range", 0, payload(good), 1, ErrMalformed},
-		{"caplen beyond end", 0, mut(func(p []byte) []byte { p[BatchHeaderSize+2] = 100; return reseal(p) }), 2, ErrTruncated},
-		{"varint overflow", 0, mut(func(p []byte) []byte {
+		{"short header", 0, payload(good)[:27], 2, ErrTruncated, BatchLimits{}},
+		{"bad crc", 0, mut(func(p []byte) []byte { p[len(p)-1] ^= 1; return p }), 2, ErrChecksum, BatchLimits{}},
+		{"unknown codec", 4, payload(good), 2, ErrFlags, BatchLimits{}},
+		{"reserved flag bit", 0x20, payload(good), 2, ErrFlags, BatchLimits{Unchecked: true}},
+		{"unchecked not accepted", FlagUnchecked, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[24:], 0); return p }), 2, ErrUnchecked, BatchLimits{}},
+		{"unchecked with a crc", FlagUnchecked, payload(good), 2, ErrMalformed, BatchLimits{Unchecked: true}},
+		{"rawlen", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[20:], 99); return reseal(p) }), 2, ErrMalformed, BatchLimits{}},
+		{"count too big for bytes", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1000); return reseal(p) }), 2, ErrMalformed, BatchLimits{}},
+		{"count over limit", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1<<21); return reseal(p) }), 2, ErrTooLarge, BatchLimits{}},
+		{"count one more", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 3); return reseal(p) }), 2, ErrTruncated, BatchLimits{}},
+		{"count one less", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[16:], 1); return reseal(p) }), 2, ErrMalformed, BatchLimits{}},
+		{"iface out of range", 0, payload(good), 1, ErrMalformed, BatchLimits{}},
+		// The records section: data "abc" "de", metadata 00 03 and
+		// 41 08 02 01 00, trailer 5.
+		{"caplen beyond end", 0, mut(func(p []byte) []byte { p[BatchHeaderSize+5+1] = 100; return reseal(p) }), 2, ErrTruncated, BatchLimits{}},
+		{"data left over", 0, mut(func(p []byte) []byte { p[BatchHeaderSize+5+4] = 1; return reseal(p) }), 2, ErrMalformed, BatchLimits{}},
+		{"trailer beyond section", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[len(p)-4:], 14); return reseal(p) }), 2, ErrMalformed, BatchLimits{}},
+		{"trailer cuts metadata", 0, mut(func(p []byte) []byte { binary.LittleEndian.PutUint32(p[len(p)-4:], 7); return reseal(p) }), 2, ErrTruncated, BatchLimits{}},
+		{"timestamp delta over 8 bytes", 0, mut(func(p []byte) []byte {
 			p = append(p[:BatchHeaderSize], bytes.Repeat([]byte{0xff}, 11)...)
+			p = append(p, 0, 0, 0, 0)
 			binary.LittleEndian.PutUint32(p[16:], 1)
-			binary.LittleEndian.PutUint32(p[20:], 11)
+			binary.LittleEndian.PutUint32(p[20:], 15)
 			return reseal(p)
-		}), 2, ErrTruncated},
+		}), 2, ErrMalformed, BatchLimits{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := ParseBatch(tt.flags, tt.p, BatchLimits{})
+			b, err := ParseBatch(tt.flags, tt.p, tt.lim)
 			if err == nil {
 				err = b.Validate(tt.nIf)
 			}
@@ -388,5 +398,48 @@ func TestFinishFrame(t *testing.T) {
 			b2.Codec != CodecS2 || !bytes.Equal(b2.Records, packed) {
 			t.Fatalf("n=%d: got %+v, want the header of %+v with codec s2", n, b2, b)
 		}
+	}
+}
+
+// TestMeta: putMeta and getMeta round-trip every field at every length,
+// from a full buffer and from the zero-padded copy the iterator reads
+// at a buffer's end, and the tag gives the shortest encoding.
+func TestMeta(t *testing.T) {
+	var zzs []uint64
+	for b := range 65 {
+		zzs = append(zzs, 1<<b-1, 1<<b|1)
+	}
+	for _, zz := range zzs {
+		for _, capLen := range []uint32{0, 1, 0xff, 0x100, 0xffff, 0x10000, 1<<24 - 1, 1 << 24, 1<<32 - 1} {
+			for _, ifx := range []uint32{0, 1, MaxInterfaces - 1} {
+				for _, extra := range []uint32{0, 1, 1<<32 - 1} {
+					var h [metaRoom]byte
+					n := putMeta(&h, zz, ifx, capLen, extra)
+					want := 1 + (bits.Len64(zz)+7)/8 + max(1, (bits.Len32(capLen)+7)/8)
+					if ifx != 0 {
+						want += 2
+					}
+					if extra != 0 {
+						want += 4
+					}
+					if n != want {
+						t.Fatalf("putMeta(%#x, %d, %d, %d) = %d bytes, want %d", zz, ifx, capLen, extra, n, want)
+					}
+					var cut [RecordMaxOverhead]byte
+					copy(cut[:], h[:n])
+					for _, g := range []*[RecordMaxOverhead]byte{(*[RecordMaxOverhead]byte)(h[:RecordMaxOverhead]), &cut} {
+						z2, i2, c2, e2, n2, ok := getMeta(g)
+						if !ok || z2 != zz || i2 != ifx || c2 != capLen || e2 != extra || n2 != n {
+							t.Fatalf("getMeta(putMeta(%#x, %d, %d, %d)) = %#x, %d, %d, %d, %d, %v", zz, ifx, capLen, extra, z2, i2, c2, e2, n2, ok)
+						}
+					}
+				}
+			}
+		}
+	}
+	var bad [RecordMaxOverhead]byte
+	bad[0] = 9 // a 9-byte timestamp delta
+	if _, _, _, _, _, ok := getMeta(&bad); ok {
+		t.Fatal("getMeta accepted a tag with a 9-byte timestamp delta")
 	}
 }

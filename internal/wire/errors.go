@@ -21,6 +21,9 @@ var (
 	ErrTruncated = errors.New("truncated")
 	// ErrChecksum: a batch's CRC32C does not match its bytes.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrUnchecked: a batch without a checksum (FlagUnchecked) where the
+	// receiver requires one (plain transports: UDP, stored entries).
+	ErrUnchecked = errors.New("batch without checksum not accepted here (send it with a checksum: agent --checksum always)")
 	// ErrMalformed: a field holds an impossible value (trailing bytes,
 	// counts that disagree, an interface index out of range, ...).
 	ErrMalformed = errors.New("malformed")

@@ -15,9 +15,9 @@ import (
 //
 // magic is 0xA7, a byte no text protocol and no TLS record starts with, so
 // a confused peer is rejected on its first byte. version is Version. flags
-// is defined per type: for TypeBatch the low 4 bits are the Codec and the
-// high 4 bits are reserved (zero); for every other type all bits are
-// reserved. The payload length counts the bytes after the header.
+// is defined per type: for TypeBatch the low 4 bits are the Codec, bit 4
+// is FlagUnchecked and the high 3 bits are reserved (zero); for every
+// other type all bits are reserved. The payload length counts the bytes after the header.
 //
 // Versioning rule: a change that an old reader would misread (a new field
 // inside an existing payload, a new meaning for a flag) bumps Version. New
@@ -143,7 +143,7 @@ func ParseHeader(b *[HeaderSize]byte, lim Limits) (Header, error) {
 	limit := lim.maxControl()
 	if h.Type == TypeBatch {
 		limit = lim.maxFrame()
-		if !Codec(h.Flags&0x0f).Known() || h.Flags&0xf0 != 0 {
+		if !Codec(h.Flags&0x0f).Known() || h.Flags&^(0x0f|FlagUnchecked) != 0 {
 			return h, fmt.Errorf("frame header: batch flags 0x%02x: %w", h.Flags, ErrFlags)
 		}
 	} else if h.Flags != 0 {
