@@ -60,6 +60,11 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 		cfg.Compress = sp
 		return err
 	})
+	fs.Func("checksum", "CRC-32C on each batch: auto (only where nothing else protects it: not inside TLS, whose AEAD authenticates every byte, unless --spool keeps batches on disk), always (e.g. for a collector behind a TLS-terminating proxy), or never (TCP only) (default auto)", func(s string) error {
+		c, err := agent.ParseChecksum(s)
+		cfg.Checksum = c
+		return err
+	})
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "send a batch at the latest this long after its first packet (live capture)")
 	queue := int64(64 << 20)
 	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")

@@ -368,6 +368,7 @@ type builder struct {
 
 func (a *Agent) newBuilder(block bool) *builder {
 	bd := &builder{a: a, b: a.q.get(), block: block}
+	bd.enc.Unchecked = a.cfg.unchecked()
 	bd.enc.Reset(bd.b.buf[:0])
 	if a.cfg.Compress.Codec != wire.CodecNone {
 		// Validate accepted the spec, so this cannot fail.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -236,5 +237,39 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 	}
 	if got := rc.core.Counters.Packets.Load(); got != 700 {
 		t.Fatalf("collector wrote %d packets, want 700", got)
+	}
+}
+
+// TestChecksumChoice: --checksum auto leaves the CRC out only inside
+// TLS without a spool; always and never are what they say; never is
+// refused over UDP.
+func TestChecksumChoice(t *testing.T) {
+	tlsConf := &tls.Config{}
+	for _, tt := range []struct {
+		cfg       Config
+		unchecked bool
+	}{
+		{Config{Insecure: true}, false},
+		{Config{TLS: tlsConf}, true},
+		{Config{TLS: tlsConf, Spool: "/x"}, false},
+		{Config{TLS: tlsConf, Checksum: ChecksumAlways}, false},
+		{Config{Insecure: true, Checksum: ChecksumNever}, true},
+		{Config{Insecure: true, Transport: TransportUDP}, false},
+	} {
+		if got := tt.cfg.unchecked(); got != tt.unchecked {
+			t.Errorf("%+v: unchecked %v, want %v", tt.cfg, got, tt.unchecked)
+		}
+	}
+	for _, s := range []string{"auto", "always", "never"} {
+		if c, err := ParseChecksum(s); err != nil || c.String() != s {
+			t.Errorf("ParseChecksum(%q) = %v, %v", s, c, err)
+		}
+	}
+	if _, err := ParseChecksum("sometimes"); err == nil {
+		t.Error("ParseChecksum accepted sometimes")
+	}
+	cfg := Config{Name: "a", Collector: "127.0.0.1:1", ReadFile: "x.pcap", Insecure: true, Transport: TransportUDP, Checksum: ChecksumNever}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("Validate of UDP with --checksum never: %v, want a checksum error", err)
 	}
 }

@@ -36,6 +36,9 @@ type Config struct {
 	// Compress compresses every batch's records (see compress.Spec); the
 	// zero value sends them as they are.
 	Compress compress.Spec
+	// Checksum says which batches carry a CRC-32C (wire.FlagUnchecked);
+	// the zero value is ChecksumAuto.
+	Checksum Checksum
 	// Transport is TransportTCP ("" means it) or TransportUDP: batches
 	// in datagrams that fit MTU, no acknowledgement, no resend (see
 	// udp.go). UDP needs Insecure and excludes TLS and Spool.
@@ -164,6 +167,50 @@ const (
 	DefaultPeerTimeout = 6 * time.Second
 )
 
+// Checksum is the choice of --checksum.
+type Checksum uint8
+
+const (
+	// ChecksumAuto: a checksum unless TLS authenticates every byte
+	// already and no spool keeps batches on disk.
+	ChecksumAuto Checksum = iota
+	// ChecksumAlways: every batch carries CRC-32C (for a collector
+	// behind a TLS-terminating proxy, where the last hop is plain).
+	ChecksumAlways
+	// ChecksumNever: no batch does (TCP only; the collector accepts it).
+	ChecksumNever
+)
+
+var checksumNames = [...]string{"auto", "always", "never"}
+
+func (c Checksum) String() string {
+	if int(c) < len(checksumNames) {
+		return checksumNames[c]
+	}
+	return fmt.Sprintf("checksum(%d)", uint8(c))
+}
+
+// ParseChecksum parses auto, always or never.
+func ParseChecksum(s string) (Checksum, error) {
+	for i, n := range checksumNames {
+		if s == n {
+			return Checksum(i), nil
+		}
+	}
+	return 0, fmt.Errorf("checksum %q is not one of auto, always, never", s)
+}
+
+// unchecked reports whether batches go without a checksum.
+func (c *Config) unchecked() bool {
+	switch c.Checksum {
+	case ChecksumNever:
+		return true
+	case ChecksumAuto:
+		return c.TLS != nil && c.Transport != TransportUDP && c.Spool == ""
+	}
+	return false
+}
+
 // Validate reports the first unusable setting, naming the flag's field.
 func (c *Config) Validate() error {
 	switch {
@@ -197,6 +244,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent: MTU %d out of range 576..65535", c.MTU)
 	case c.Transport == TransportUDP && (c.TLS != nil || !c.Insecure):
 		return errors.New("agent: UDP is plaintext (no DTLS): set Insecure (--insecure), and no TLS; TLS needs the TCP transport")
+	case c.Checksum > ChecksumNever:
+		return fmt.Errorf("agent: %s is not one of auto, always, never", c.Checksum)
+	case c.Transport == TransportUDP && c.Checksum == ChecksumNever:
+		return errors.New("agent: UDP batches always carry a checksum (datagrams have no TLS): --checksum never needs the TCP transport")
 	case c.Transport == TransportUDP && c.Spool != "":
 		return errors.New("agent: a spool keeps batches until acknowledged, and UDP acknowledges nothing: use the TCP transport")
 	case c.TLS == nil && !c.Insecure:

@@ -119,7 +119,8 @@ func (s *spool) load(path string) (*segment, []*batch, error) {
 		}
 		var b wire.Batch
 		if err == nil {
-			b, err = wire.ParseBatch(h.Flags, p, wire.BatchLimits{})
+			// Batches are spooled as they were sealed, checked or not.
+			b, err = wire.ParseBatch(h.Flags, p, wire.BatchLimits{Unchecked: true})
 		}
 		if err != nil {
 			if err != io.EOF {

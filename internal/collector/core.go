@@ -292,7 +292,11 @@ func (c *Core) Limits() wire.Limits { return wire.Limits{MaxFrame: c.cfg.MaxFram
 // acknowledged by the next Commit. dup reports a duplicate, which the
 // transport should acknowledge again at once: the agent is resending.
 func (s *Session) Batch(flags uint8, payload []byte) (dup bool, err error) {
-	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{})
+	// A batch over TCP may come without a checksum: the agent leaves it
+	// out inside TLS, whose AEAD authenticates every byte, or was told
+	// to (--checksum never). UDP parses its batches itself and refuses
+	// unchecked ones.
+	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{Unchecked: true})
 	if err != nil {
 		return false, err
 	}

@@ -407,3 +407,32 @@ func TestSequenceGapCounted(t *testing.T) {
 		t.Errorf("%d packets written, want the 50 that arrived", len(pkts))
 	}
 }
+
+// TestUncheckedBatch: over a stream transport a batch without a
+// checksum (as agents send inside TLS) is written like any other.
+func TestUncheckedBatch(t *testing.T) {
+	c := newCore(t, Config{})
+	s, _, err := c.Begin(hello("a1", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e wire.BatchEncoder
+	e.Unchecked = true
+	e.Reset(nil)
+	e.Append(1_700_000_000_000_000_000, 1, 80, make([]byte, 60))
+	frame := e.Finish(1)
+	if frame[3]&wire.FlagUnchecked == 0 {
+		t.Fatalf("flags 0x%02x: the encoder did not mark the batch unchecked", frame[3])
+	}
+	if _, err := s.Batch(frame[3], frame[wire.HeaderSize:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s.End(true)
+	pkts, _ := readDir(t, filepath.Join(c.dir, "a1"))
+	if len(pkts) != 1 || pkts[0].orig != 80 {
+		t.Fatalf("got %d packets, want the one of the unchecked batch", len(pkts))
+	}
+}

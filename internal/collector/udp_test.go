@@ -375,3 +375,26 @@ func FuzzUDPDatagram(f *testing.F) {
 		}
 	})
 }
+
+// TestUDPRefusesUnchecked: a datagram's batch must carry its checksum
+// (UDP has no TLS); one without is counted malformed and not written,
+// and the session goes on.
+func TestUDPRefusesUnchecked(t *testing.T) {
+	tu := startUDP(t, Config{})
+	a := tu.dial(t)
+	a.send(wire.AppendHello(nil, hello("u1", 1)))
+	var e wire.BatchEncoder
+	e.Unchecked = true
+	e.Reset(nil)
+	e.Append(1_700_000_000_000_000_000, 0, 60, make([]byte, 60))
+	a.send(e.Finish(1))
+	a.send(udpBatch(2))
+	a.send(wire.AppendBye(nil))
+	if m := tu.srv.Counters.Malformed.Load(); m != 1 {
+		t.Errorf("malformed %d, want 1 (the unchecked batch)", m)
+	}
+	pkts, _ := readDir(t, filepath.Join(tu.core.dir, "u1"))
+	if len(pkts) != 10 {
+		t.Fatalf("%d packets written, want the 10 of the checked batch", len(pkts))
+	}
+}
