@@ -102,6 +102,7 @@ func writeReport(w io.Writer, r *results, c config, machine string) {
 	writeReference(w, r)
 	writeCompression(w, r)
 	writeChecksum(w, r)
+	writeCopyFloor(w, r)
 	io.WriteString(w, methodNotes)
 }
 
@@ -310,6 +311,33 @@ func writeChecksum(w io.Writer, r *results) {
 		c, ok2 := r.nsOp(batch, checked, op)
 		if ok1 && ok2 {
 			fmt.Fprintf(w, "| %s | %s | %s | %.0f%% |\n", op, dur(a), dur(c), 100*crc/c)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func writeCopyFloor(w io.Writer, r *results) {
+	v, ok := r.get("CopyFloor/batch/copy", "sec/op")
+	if !ok {
+		return
+	}
+	floor := v * 1e9
+	fmt.Fprintf(w, "## The copy floor\n\n")
+	fmt.Fprintf(w, "Copying the batch's packet data record by record into a reused buffer, and nothing else, takes %s "+
+		"(`BenchmarkCopyFloor`): the least an encoder that writes the packets into its output, or a decoder that copies them "+
+		"out, can spend. Against it:\n\n", dur(floor))
+	fmt.Fprintf(w, "| codec | operation | time | over the floor | half its time (2x) against the floor |\n|---|---|---|---|---|\n")
+	for _, c := range []string{wireName, "vtprotobuf", "tinylib-msgp"} {
+		for _, op := range []string{"encode-reuse", "decode-pooled"} {
+			t, ok := r.nsOp(batch, c, op)
+			if !ok {
+				continue
+			}
+			half := "above"
+			if t/2 < floor {
+				half = "below: no copying codec can be twice as fast"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.2fx | %s |\n", c, op, dur(t), t/floor, half)
 		}
 	}
 	fmt.Fprintln(w)
