@@ -135,6 +135,7 @@ func NewCore(cfg Config) (*Core, error) {
 	if err := core.loadState(); err != nil {
 		return nil, err
 	}
+	keepReserve(dir, 0)
 	if err := core.repairAll(); err != nil {
 		return nil, err
 	}

@@ -162,8 +162,10 @@ func TestRejectsBadNamesBeforeAnyFile(t *testing.T) {
 		}
 	}
 	ents, _ := os.ReadDir(c.dir)
-	if len(ents) != 0 {
-		t.Fatalf("output dir has %d entries after rejected handshakes", len(ents))
+	for _, e := range ents {
+		if e.Name() != ReserveFile {
+			t.Errorf("output dir holds %q after rejected handshakes", e.Name())
+		}
 	}
 }
 
@@ -434,5 +436,30 @@ func TestUncheckedBatch(t *testing.T) {
 	pkts, _ := readDir(t, filepath.Join(c.dir, "a1"))
 	if len(pkts) != 1 || pkts[0].orig != 80 {
 		t.Fatalf("got %d packets, want the one of the unchecked batch", len(pkts))
+	}
+}
+
+// TestStateReserve: the collector makes its disk reserve at start and
+// keeps it through state saves. Spending it on a full disk is
+// TestDiskFullE2E's part (test/e2e: a real full tmpfs).
+func TestStateReserve(t *testing.T) {
+	c := newCore(t, Config{})
+	reserve := filepath.Join(c.dir, ReserveFile)
+	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
+		t.Fatalf("no reserve of %d bytes after start: %v", minReserve, err)
+	}
+	s, _, err := c.Begin(hello("r1", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(0, batchPayload(1, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s.End(true)
+	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
+		t.Fatalf("reserve after a save: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -38,8 +39,10 @@ type stateDoc struct {
 // damaged one is moved aside (never a crash loop) and reported.
 func (c *Core) loadState() error {
 	path := filepath.Join(c.dir, StateFile)
-	// A crash during saveState leaves its temporary file behind.
-	if tmps, _ := filepath.Glob(path + ".tmp*"); len(tmps) > 0 {
+	// A crash during saveState (or keepReserve) leaves its temporary
+	// file behind.
+	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*"} {
+		tmps, _ := filepath.Glob(pat)
 		for _, t := range tmps {
 			os.Remove(t)
 		}
@@ -142,9 +145,48 @@ func (c *Core) writeState() error {
 		return err
 	}
 	path := filepath.Join(c.dir, StateFile)
-	tmp, err := os.CreateTemp(c.dir, StateFile+".tmp*")
+	err = writeFileAtomic(c.dir, path, b)
+	if errors.Is(err, syscall.ENOSPC) && os.Remove(filepath.Join(c.dir, ReserveFile)) == nil {
+		// A full disk: the reserve makes room for the state, so that
+		// closed files can still be published and the marks kept.
+		c.log.Warn("disk full: released the reserve to save the state file", "reserve", filepath.Join(c.dir, ReserveFile))
+		err = writeFileAtomic(c.dir, path, b)
+	}
 	if err != nil {
-		return fmt.Errorf("saving state: %w", err)
+		return fmt.Errorf("saving state to %s: %w", path, err)
+	}
+	keepReserve(c.dir, len(b))
+	return nil
+}
+
+// ReserveFile, below Dir, is space held back for the state file: when a
+// full disk keeps the state from being saved, the collector deletes it
+// and saves again, and recreates it after a later save finds room. It
+// holds zeros, at least 64 KiB and twice the state file.
+const ReserveFile = ".pcapsync-reserve"
+
+const minReserve = 64 << 10
+
+// keepReserve (re)creates the reserve when it is missing or smaller
+// than twice a state file of stateLen bytes, best effort: on a disk
+// still too full it stays missing, to be tried after the next save.
+func keepReserve(dir string, stateLen int) {
+	path := filepath.Join(dir, ReserveFile)
+	want := int64(max(minReserve, 2*stateLen))
+	if st, err := os.Stat(path); err == nil && st.Size() >= want {
+		return
+	}
+	if err := writeFileAtomic(dir, path, make([]byte, want)); err != nil {
+		os.Remove(path)
+	}
+}
+
+// writeFileAtomic writes b to path through a temporary file in dir,
+// synced, then renamed over path.
+func writeFileAtomic(dir, path string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
 	}
 	_, err = tmp.Write(b)
 	if err == nil {
@@ -158,7 +200,6 @@ func (c *Core) writeState() error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("saving state to %s: %w", path, err)
 	}
-	return nil
+	return err
 }
