@@ -60,14 +60,15 @@ func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 //
 // The collector closes a connection before it closes the agent's file
 // after a goodbye, so this waits (up to 5s) for files still being
-// closed (.part) and state saves in flight (.tmp).
+// closed (.part) and state saves in flight (.tmp). The collector's
+// state file and disk reserve are not listed.
 func (rc *realCollector) files(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		out, busy := out[:0], false
 		filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && p != rc.dir && d.Name() != collector.StateFile {
+			if err == nil && p != rc.dir && d.Name() != collector.StateFile && d.Name() != collector.ReserveFile {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
 				busy = busy || strings.HasSuffix(p, collector.PartSuffix) || strings.HasSuffix(p, ".tmp")
 			}
