@@ -217,11 +217,14 @@ func (a *Agent) closeSources() {
 }
 
 // addIface declares an interface and returns its index.
-func (a *Agent) addIface(ifc wire.Interface) int {
+func (a *Agent) addIface(ifc wire.Interface) (int, error) {
 	a.ifMu.Lock()
 	defer a.ifMu.Unlock()
+	if len(a.ifaces) >= wire.MaxInterfaces {
+		return 0, fmt.Errorf("interface %q: an agent declares at most %d interfaces", ifc.Name, wire.MaxInterfaces)
+	}
 	a.ifaces = append(a.ifaces, ifc)
-	return len(a.ifaces) - 1
+	return len(a.ifaces) - 1, nil
 }
 
 func (a *Agent) interfaces() []wire.Interface {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -271,5 +272,45 @@ func TestChecksumChoice(t *testing.T) {
 	cfg := Config{Name: "a", Collector: "127.0.0.1:1", ReadFile: "x.pcap", Insecure: true, Transport: TransportUDP, Checksum: ChecksumNever}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("Validate of UDP with --checksum never: %v, want a checksum error", err)
+	}
+}
+
+// TestTooManyInterfacesInFile: a pcapng file with more interfaces than
+// an agent may declare ends the replay with an error naming the file
+// and the limit (no panic), after delivering the packets before it.
+func TestTooManyInterfacesInFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "many.pcapng")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcapfile.NewNgWriter(f, pcapfile.SectionInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range wire.MaxInterfaces + 1 {
+		if _, err := w.AddInterface(pcapfile.Interface{LinkType: 1, SnapLen: 1500}); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	for _, ifx := range []int{0, 1, wire.MaxInterfaces - 1, wire.MaxInterfaces} {
+		if err := w.WritePacket(ifx, 1_700_000_000_000_000_000, 60, make([]byte, 60)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rc := startCollector(t, collector.Config{Insecure: true})
+	a, err := New(Config{Collector: rc.addr, Name: "many", ReadFile: path, Logger: quiet, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("at most %d interfaces", wire.MaxInterfaces)) {
+		t.Fatalf("err = %v; want the file and the interface limit", err)
+	}
+	if sum.Read != 3 || sum.Acked != 3 {
+		t.Fatalf("summary %+v; want the 3 packets before the 1025th interface read and acknowledged", sum)
 	}
 }

@@ -38,8 +38,9 @@ func (a *Agent) openFile(path string) (*fileSource, error) {
 
 // declare maps file interfaces up to index i to agent interfaces. A
 // pcapng interface without a name is called "<file>#<index>"; the one
-// interface of a classic pcap file "<file>".
-func (s *fileSource) declare(i int) {
+// interface of a classic pcap file "<file>". A file of more interfaces
+// than an agent may declare is an error.
+func (s *fileSource) declare(i int) error {
 	ifs := s.r.Interfaces()
 	for n := len(s.ifmap); n <= i && n < len(ifs); n++ {
 		name := ifs[n].Name
@@ -53,8 +54,13 @@ func (s *fileSource) declare(i int) {
 		if snap == 0 {
 			snap = 262144
 		}
-		s.ifmap = append(s.ifmap, s.a.addIface(wire.Interface{Name: name, LinkType: ifs[n].LinkType, SnapLen: snap}))
+		idx, err := s.a.addIface(wire.Interface{Name: name, LinkType: ifs[n].LinkType, SnapLen: snap})
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		s.ifmap = append(s.ifmap, idx)
 	}
+	return nil
 }
 
 func (s *fileSource) run() error {
@@ -85,7 +91,9 @@ func (s *fileSource) run() error {
 			return fmt.Errorf("reading %s: %w", s.path, err)
 		}
 		if p.Interface >= len(s.ifmap) {
-			s.declare(p.Interface)
+			if err := s.declare(p.Interface); err != nil {
+				return err
+			}
 		}
 		bd.add(p.Timestamp, s.ifmap[p.Interface], p.OrigLen, p.Data, 0)
 		read++

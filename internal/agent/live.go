@@ -42,6 +42,13 @@ func (a *Agent) openLive() error {
 			// by the poll timeout: keep it a fraction of the flush interval.
 			PollTimeout: min(max(flush/8, 2*time.Millisecond), 100*time.Millisecond),
 		})
+		var idx int
+		if err == nil {
+			idx, err = a.addIface(wire.Interface{Name: name, LinkType: h.LinkType(), SnapLen: uint32(h.SnapLen())})
+			if err != nil { // Validate caps the interfaces: not reached
+				h.Close()
+			}
+		}
 		if err != nil {
 			for _, src := range a.sources {
 				src.(*liveSource).h.Close() // not running yet: safe
@@ -49,7 +56,6 @@ func (a *Agent) openLive() error {
 			a.sources = nil
 			return fmt.Errorf("agent: %w", err)
 		}
-		idx := a.addIface(wire.Interface{Name: name, LinkType: h.LinkType(), SnapLen: uint32(h.SnapLen())})
 		// The agent's rate is shared evenly by its interfaces; bursts of
 		// a tenth of a second pass.
 		rate := float64(a.cfg.MaxRate) / float64(len(a.cfg.Interfaces))
