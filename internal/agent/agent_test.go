@@ -239,6 +239,10 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 	if got := rc.core.Counters.Packets.Load(); got != 700 {
 		t.Fatalf("collector wrote %d packets, want 700", got)
 	}
+	// Plain TCP: --checksum auto keeps the CRC on every batch.
+	if got := rc.core.Counters.Unchecked.Load(); got != 0 {
+		t.Errorf("collector received %d unchecked batches from a plain TCP agent, want 0", got)
+	}
 }
 
 // TestChecksumChoice: --checksum auto leaves the CRC out only inside

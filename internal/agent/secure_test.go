@@ -129,6 +129,10 @@ func TestTLSAgent(t *testing.T) {
 	if got := mutual.core.Counters.Packets.Load(); got != 1000 {
 		t.Fatalf("collector wrote %d packets, want 1000", got)
 	}
+	// Inside TLS, --checksum auto leaves the CRC out of every batch.
+	if got, want := mutual.core.Counters.Unchecked.Load(), mutual.core.Counters.Batches.Load(); got == 0 || got != want {
+		t.Errorf("collector received %d unchecked batches of %d; want all of them (TLS agent, --checksum auto)", got, want)
+	}
 	// By DNS name, as given with --tls-server-name.
 	if s, err, _ := replay(t, Config{Collector: mutual.addr, Name: "web1", TLS: c.Client(t, c.CAFile, goodCert, goodKey, pkitest.ServerName)}, 10); err != nil || s.Acked != 10 {
 		t.Fatalf("good agent, server name collector.test: %+v, %v", s, err)

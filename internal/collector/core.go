@@ -45,6 +45,7 @@ type Counters struct {
 	OverLimit      atomic.Uint64 // connections closed at once because MaxConns were open
 
 	Compressed  atomic.Uint64 // compressed batches received (duplicates included)
+	Unchecked   atomic.Uint64 // batches received without a checksum (duplicates included): agents inside TLS
 	WireBytes   atomic.Uint64 // their records sections as received
 	RawBytes    atomic.Uint64 // and decompressed
 	BadCompress atomic.Uint64 // batches refused: compressed bytes corrupt
@@ -317,6 +318,9 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	defer ag.mu.Unlock()
 	if b.Codec != wire.CodecNone {
 		s.core.Counters.Compressed.Add(1)
+	}
+	if b.Unchecked {
+		s.core.Counters.Unchecked.Add(1)
 	}
 	now := time.Now()
 	ag.lastRecv.Store(b.Seq)

@@ -437,6 +437,9 @@ func TestUncheckedBatch(t *testing.T) {
 	if len(pkts) != 1 || pkts[0].orig != 80 {
 		t.Fatalf("got %d packets, want the one of the unchecked batch", len(pkts))
 	}
+	if got := c.Counters.Unchecked.Load(); got != 1 {
+		t.Errorf("unchecked counter %d, want 1", got)
+	}
 }
 
 // TestStateReserve: the collector makes its disk reserve at start and

@@ -88,6 +88,8 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.c.FilesRotated.Load()) }),
 	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
+	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",
+		func(s *coreSnap) float64 { return u(s.c.Unchecked.Load()) }),
 	counter("pcapsync_collector_udp_datagrams_total", "Datagrams read by the UDP transport.",
 		func(s *coreSnap) float64 { return u(s.udpDgrams) }),
 	counter("pcapsync_collector_udp_unknown_source_datagrams_total", "Datagrams from a source without a session (no hello yet), dropped.",
