@@ -269,10 +269,20 @@ func (r *ring) ready() bool { return r.left > 0 && !r.vlanUsed }
 // poll waits up to one poll slice for the kernel to hand over a block.
 func (r *ring) poll() error {
 	fds := [1]unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN | unix.POLLERR}}
+	// A signal (the Go runtime's preemption, SIGURG, among them) ends
+	// poll early with EINTR: poll again for what is left of the slice,
+	// or a read would time out early. The ring is idle here, so reading
+	// the clock costs nothing that matters.
+	deadline := time.Now().Add(time.Duration(r.pollMs) * time.Millisecond)
 	n, err := unix.Poll(fds[:], r.pollMs)
+	for err == unix.EINTR {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		n, err = unix.Poll(fds[:], int((left+time.Millisecond-1)/time.Millisecond))
+	}
 	switch {
-	case err == unix.EINTR:
-		return nil
 	case err != nil:
 		return fmt.Errorf("poll: %w", err)
 	case n > 0 && fds[0].Revents&unix.POLLERR != 0:

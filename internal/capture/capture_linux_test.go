@@ -9,12 +9,15 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // sizes returns n payload sizes spread evenly over minSize..maxSize,
@@ -323,10 +326,28 @@ func TestReadTimeout(t *testing.T) {
 	for _, timeout := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			h := tn.open(t, Config{Filter: "udp port 9", PollTimeout: timeout, RingSize: 1 << 20, BlockSize: 512 << 10})
+			// Signals end poll(2) early with EINTR (the runtime's own
+			// preemption uses SIGURG); the timeout must still hold. They
+			// go to this goroutine's thread, the one that polls.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid := unix.Gettid()
+			stop := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+						unix.Tgkill(os.Getpid(), tid, unix.SIGURG)
+					}
+				}
+			}()
 			var p Packet
 			start := time.Now()
 			err := h.ReadInto(&p)
 			elapsed := time.Since(start)
+			close(stop)
 			if err != ErrTimeout {
 				t.Fatalf("ReadInto = %v, want ErrTimeout", err)
 			}
