@@ -39,7 +39,7 @@ import (
 const UDPHelloInterval = time.Second
 
 // maxUDPRecord is the longest packet data a datagram can carry alone.
-const maxUDPRecord = wire.MaxDatagram - wire.HeaderSize - wire.BatchHeaderSize - wire.RecordMaxOverhead
+const maxUDPRecord = wire.MaxDatagram - wire.HeaderSize - wire.BatchHeaderSize - wire.RecordMaxOverhead - wire.TrailerSize
 
 // udpSndBuf is the send buffer asked for: bursts wait there rather than
 // fail with ENOBUFS.

@@ -9,6 +9,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -512,5 +513,21 @@ func TestUDPPipelineAllocsPerPacket(t *testing.T) {
 	})
 	if perPacket > 0.03 {
 		t.Errorf("%.4f allocations per packet in the steady state, want about 0", perPacket)
+	}
+}
+
+// TestMaxUDPRecordFits: maxUDPRecord bytes of data, with the longest
+// metadata a record can have (RecordMaxOverhead), make a frame no larger
+// than the largest datagram; and a real one (alone, cut, on the last
+// interface) is within that.
+func TestMaxUDPRecordFits(t *testing.T) {
+	if n := wire.HeaderSize + wire.BatchHeaderSize + maxUDPRecord + wire.RecordMaxOverhead + wire.TrailerSize; n > wire.MaxDatagram {
+		t.Fatalf("worst frame %d bytes, the largest datagram holds %d", n, wire.MaxDatagram)
+	}
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	e.Append(math.MaxInt64, wire.MaxInterfaces-1, maxUDPRecord+1000, make([]byte, maxUDPRecord))
+	if n := len(e.Finish(1)); n > wire.MaxDatagram {
+		t.Fatalf("frame %d bytes, the largest datagram holds %d", n, wire.MaxDatagram)
 	}
 }
