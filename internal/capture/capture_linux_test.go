@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
@@ -470,7 +471,7 @@ func TestInterfaceDown(t *testing.T) {
 				errc <- h.ReadInto(&p)
 			}()
 			time.Sleep(50 * time.Millisecond)
-			ipCmd(t, append([]string{"-n", tn.capNS}, tt.action...)...)
+			netns.IP(t, append([]string{"-n", tn.capNS}, tt.action...)...)
 			select {
 			case err := <-errc:
 				if !errors.Is(err, ErrInterfaceDown) {
@@ -483,7 +484,7 @@ func TestInterfaceDown(t *testing.T) {
 			if tt.revive != nil {
 				// Even with the link up again and a packet in the ring,
 				// the handle stays failed.
-				ipCmd(t, append([]string{"-n", tn.capNS}, tt.revive...)...)
+				netns.IP(t, append([]string{"-n", tn.capNS}, tt.revive...)...)
 				send(t, tn.sender(t, testPort), makePayload(testPort, 0, 100))
 				time.Sleep(3 * DefaultBlockTimeout)
 			}
@@ -505,13 +506,13 @@ func TestInterfaceDown(t *testing.T) {
 // not once outgoing and once incoming.
 func TestLoopback(t *testing.T) {
 	tn := newTestNet(t, 0)
-	ipCmd(t, "-n", tn.capNS, "link", "set", "lo", "up")
+	netns.IP(t, "-n", tn.capNS, "link", "set", "lo", "up")
 	h := tn.open(t, Config{Interface: "lo", Filter: fmt.Sprintf("udp dst port %d", testPort), RingSize: 1 << 20, BlockSize: 512 << 10})
 	if got := h.LinkType(); got != LinkTypeEthernet {
 		t.Errorf("LinkType() on lo = %d, want %d", got, LinkTypeEthernet)
 	}
 	var c interface{ Write([]byte) (int, error) }
-	err := inNetns(tn.capNS, func() error {
+	err := netns.In(tn.capNS, func() error {
 		l, err := netListenUDP("127.0.0.1:5555")
 		if err != nil {
 			return err

@@ -10,32 +10,21 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 	"golang.org/x/sys/unix"
 )
 
-// The privileged tests build their own network: two network namespaces,
-// "cap" (where the capture runs) and "send", joined by a veth pair:
+// The privileged tests build their own network (internal/testutil/netns):
+// two network namespaces, "cap" (where the capture runs) and "send",
+// joined by a veth pair:
 //
 //	cap: pcs0 198.18.0.1/30  <--veth-->  send: pcs1 198.18.0.2/30
 //
-// The addresses are from the benchmarking range (RFC 2544), ARP is replaced
-// by static neighbour entries, IPv6 is disabled, and the namespaces have no
-// other interface up and no routes beyond the /30, so test traffic cannot
-// leave them. Both namespaces are deleted in t.Cleanup, which also removes
-// the veth pair.
-//
-// The test process enters a namespace by running a function on a goroutine
-// locked to its OS thread after setns(2). That goroutine exits without
-// unlocking, so the Go runtime destroys the thread rather than reuse it in
-// the wrong namespace. Sockets made there (the capture's AF_PACKET socket,
-// UDP senders) stay bound to the namespace and can be used from any
-// goroutine.
+// Sockets made in a namespace (the capture's AF_PACKET socket, UDP
+// senders) stay bound to it and can be used from any goroutine.
 
 const (
 	capIf    = "pcs0"
@@ -48,9 +37,8 @@ const (
 )
 
 var (
-	capAddr  = netip.MustParseAddr("198.18.0.1")
-	sendAddr = netip.MustParseAddr("198.18.0.2")
-	nsSeq    atomic.Int64
+	capAddr  = netns.AddrA
+	sendAddr = netns.AddrB
 )
 
 // requireRoot skips the test unless it can create network namespaces.
@@ -82,61 +70,8 @@ type testNet struct {
 func newTestNet(tb testing.TB, mtu int) *testNet {
 	tb.Helper()
 	requireRoot(tb)
-	if mtu == 0 {
-		mtu = 1500
-	}
-	n := nsSeq.Add(1)
-	tn := &testNet{
-		capNS:  fmt.Sprintf("pcs-cap-%d-%d-c", os.Getpid(), n),
-		sendNS: fmt.Sprintf("pcs-cap-%d-%d-s", os.Getpid(), n),
-	}
-	for _, ns := range []string{tn.capNS, tn.sendNS} {
-		ipCmd(tb, "netns", "add", ns)
-		tb.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				tb.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		// No IPv6: keeps router solicitations and MLD reports off the link.
-		ipCmd(tb, "netns", "exec", ns, "sh", "-c",
-			"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
-	}
-	mtuS := fmt.Sprint(mtu)
-	ipCmd(tb, "-n", tn.capNS, "link", "add", capIf, "address", capMAC, "mtu", mtuS, "type", "veth",
-		"peer", "name", sendIf, "address", sendMAC, "mtu", mtuS, "netns", tn.sendNS)
-	ipCmd(tb, "-n", tn.capNS, "addr", "add", capAddr.String()+"/30", "dev", capIf)
-	ipCmd(tb, "-n", tn.sendNS, "addr", "add", sendAddr.String()+"/30", "dev", sendIf)
-	ipCmd(tb, "-n", tn.capNS, "neigh", "replace", sendAddr.String(), "lladdr", sendMAC, "dev", capIf, "nud", "permanent")
-	ipCmd(tb, "-n", tn.sendNS, "neigh", "replace", capAddr.String(), "lladdr", capMAC, "dev", sendIf, "nud", "permanent")
-	ipCmd(tb, "-n", tn.capNS, "link", "set", capIf, "up")
-	ipCmd(tb, "-n", tn.sendNS, "link", "set", sendIf, "up")
-	return tn
-}
-
-func ipCmd(tb testing.TB, args ...string) {
-	tb.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// inNetns runs fn on a fresh OS thread inside the named namespace.
-func inNetns(ns string, fn func() error) error {
-	f, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+	p := netns.NewPair(tb, netns.Config{Prefix: "pcs-cap", IfA: capIf, IfB: sendIf, MACA: capMAC, MACB: sendMAC, MTU: mtu})
+	return &testNet{capNS: p.A, sendNS: p.B}
 }
 
 // open opens a capture on pcs0 in the capture namespace, closed in
@@ -159,7 +94,7 @@ func (tn *testNet) tryOpen(cfg Config) (*Handle, error) {
 		cfg.Interface = capIf
 	}
 	var h *Handle
-	err := inNetns(tn.capNS, func() error {
+	err := netns.In(tn.capNS, func() error {
 		var err error
 		h, err = Open(cfg)
 		return err
@@ -172,7 +107,7 @@ func (tn *testNet) tryOpen(cfg Config) (*Handle, error) {
 func (tn *testNet) sender(tb testing.TB, port int) *net.UDPConn {
 	tb.Helper()
 	var c *net.UDPConn
-	err := inNetns(tn.sendNS, func() error {
+	err := netns.In(tn.sendNS, func() error {
 		var err error
 		c, err = net.DialUDP("udp4",
 			net.UDPAddrFromAddrPort(netip.AddrPortFrom(sendAddr, 0)),
@@ -191,7 +126,7 @@ func (tn *testNet) sender(tb testing.TB, port int) *net.UDPConn {
 func (tn *testNet) listen(tb testing.TB, port int) {
 	tb.Helper()
 	var c *net.UDPConn
-	err := inNetns(tn.capNS, func() error {
+	err := netns.In(tn.capNS, func() error {
 		var err error
 		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(capAddr, uint16(port))))
 		return err
@@ -305,7 +240,7 @@ func netDialUDP(addr string) (*net.UDPConn, error) {
 // inject sends a raw Ethernet frame out of pcs1 in the send namespace.
 func (tn *testNet) inject(tb testing.TB, frame []byte) {
 	tb.Helper()
-	err := inNetns(tn.sendNS, func() error {
+	err := netns.In(tn.sendNS, func() error {
 		ifi, err := net.InterfaceByName(sendIf)
 		if err != nil {
 			return err
@@ -328,7 +263,7 @@ func (tn *testNet) inject(tb testing.TB, frame []byte) {
 func (tn *testNet) tun(tb testing.TB, name string, arphrd int) *os.File {
 	tb.Helper()
 	var f *os.File
-	err := inNetns(tn.capNS, func() error {
+	err := netns.In(tn.capNS, func() error {
 		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
@@ -356,7 +291,7 @@ func (tn *testNet) tun(tb testing.TB, name string, arphrd int) *os.File {
 		tb.Skipf("skipping: cannot create tun device %s: %v", name, err)
 	}
 	tb.Cleanup(func() { f.Close() })
-	ipCmd(tb, "-n", tn.capNS, "link", "set", name, "up")
+	netns.IP(tb, "-n", tn.capNS, "link", "set", name, "up")
 	return f
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
+	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
 // TestMetrics runs a collector and two agents with --metrics, pushes
@@ -235,7 +236,7 @@ type netnsScraper struct {
 func newNetnsScraper(t *testing.T, ns string) *netnsScraper {
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var c net.Conn
-		err := inNetns(ns, func() error {
+		err := netns.In(ns, func() error {
 			var err error
 			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 			return err

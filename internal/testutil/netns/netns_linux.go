@@ -1,0 +1,117 @@
+//go:build linux
+
+// Package netns builds the throwaway network of privileged tests: two
+// network namespaces joined by a veth pair,
+//
+//	A: IfA 198.18.0.1/30  <--veth-->  B: IfB 198.18.0.2/30
+//
+// Addresses are from the benchmarking range (RFC 2544); ARP is replaced
+// by static neighbour entries and IPv6 is off (no router solicitations or
+// MLD reports), so the link carries only what a test sends, and nothing
+// can leave the namespaces (no routes beyond the /30). Loopback is up in
+// both. Both namespaces, and with them the veth pair, are deleted in
+// tb.Cleanup, also when the test fails. Needs root and iproute2's ip.
+//
+// A test enters a namespace with In, which runs a function on a fresh OS
+// thread after setns(2); sockets made there stay in the namespace and can
+// be used from any goroutine.
+package netns
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The veth pair's addresses.
+var (
+	AddrA = netip.MustParseAddr("198.18.0.1")
+	AddrB = netip.MustParseAddr("198.18.0.2")
+)
+
+// Config names the pair. Zero MTU means 1500.
+type Config struct {
+	Prefix     string // namespace names: Prefix-<pid>-<n>-a and -b
+	IfA, IfB   string // interface names
+	MACA, MACB string // their (locally administered) MAC addresses
+	MTU        int
+}
+
+// Pair is a made network: the two namespaces' names, and Config.
+type Pair struct {
+	A, B string
+	Config
+}
+
+var seq atomic.Int64
+
+// NewPair creates the namespaces and the veth pair of c.
+func NewPair(tb testing.TB, c Config) *Pair {
+	tb.Helper()
+	if c.MTU == 0 {
+		c.MTU = 1500
+	}
+	n := seq.Add(1)
+	p := &Pair{
+		A:      fmt.Sprintf("%s-%d-%d-a", c.Prefix, os.Getpid(), n),
+		B:      fmt.Sprintf("%s-%d-%d-b", c.Prefix, os.Getpid(), n),
+		Config: c,
+	}
+	for _, ns := range []string{p.A, p.B} {
+		IP(tb, "netns", "add", ns)
+		tb.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				tb.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
+			}
+		})
+		IP(tb, "netns", "exec", ns, "sh", "-c",
+			"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+		IP(tb, "-n", ns, "link", "set", "lo", "up")
+	}
+	mtu := fmt.Sprint(c.MTU)
+	IP(tb, "-n", p.A, "link", "add", c.IfA, "address", c.MACA, "mtu", mtu, "type", "veth",
+		"peer", "name", c.IfB, "address", c.MACB, "mtu", mtu, "netns", p.B)
+	IP(tb, "-n", p.A, "addr", "add", AddrA.String()+"/30", "dev", c.IfA)
+	IP(tb, "-n", p.B, "addr", "add", AddrB.String()+"/30", "dev", c.IfB)
+	IP(tb, "-n", p.A, "neigh", "replace", AddrB.String(), "lladdr", c.MACB, "dev", c.IfA, "nud", "permanent")
+	IP(tb, "-n", p.B, "neigh", "replace", AddrA.String(), "lladdr", c.MACA, "dev", c.IfB, "nud", "permanent")
+	IP(tb, "-n", p.A, "link", "set", c.IfA, "up")
+	IP(tb, "-n", p.B, "link", "set", c.IfB, "up")
+	return p
+}
+
+// IP runs the ip command with args and fails tb if it fails.
+func IP(tb testing.TB, args ...string) {
+	tb.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// In runs fn on a fresh OS thread inside namespace ns. The thread is
+// never unlocked, so the runtime discards it afterwards instead of
+// reusing it in the wrong namespace; sockets made by fn stay in ns.
+func In(ns string, fn func() error) error {
+	f, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
