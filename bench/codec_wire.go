@@ -8,7 +8,7 @@ import (
 )
 
 // wireCodec is pcapsync's own format: one batch frame (8-byte frame
-// header, 28-byte batch header, varint records), as the agent sends it.
+// header, 28-byte batch header, records section), as the agent sends it.
 // The source is not in the frame: the agent names itself once per
 // connection in its hello, so the codec keeps it aside. With crc the
 // batch carries its CRC-32C, as agents send it over plain TCP and UDP
@@ -20,8 +20,7 @@ type wireCodec struct {
 	nIf    uint32
 	enc    wire.BatchEncoder
 	buf    []byte   // EncodeTo's frame buffer
-	recs   []Record // DecodePooled's records
-	view   []Record // DecodeView's records
+	recs   []Record // DecodePooled's and DecodeView's records
 	arena  []byte   // DecodePooled's packet data
 	pooled Batch
 }
@@ -86,37 +85,42 @@ func (c *wireCodec) parse(p []byte) (wire.Batch, wire.RecordIter, error) {
 	return b, b.Iter(c.nIf), nil
 }
 
-// decodeInto appends the records of frame p to recs, their data copied
-// into arena (grown once to the data's size).
-func (c *wireCodec) decodeInto(p []byte, recs []Record, arena []byte) ([]Record, []byte, error) {
+// decodeInto appends the records of frame p to recs. With arena their
+// data is copied into *arena (grown once to the records section's
+// size); without, it aliases p.
+func (c *wireCodec) decodeInto(p []byte, recs []Record, arena *[]byte) ([]Record, error) {
 	b, it, err := c.parse(p)
 	if err != nil {
-		return recs, arena, err
+		return recs, err
 	}
 	if cap(recs) < int(b.Count) {
 		recs = make([]Record, 0, b.Count)
 	}
-	if cap(arena) < len(b.Records) {
-		arena = make([]byte, 0, len(b.Records))
+	if arena != nil && cap(*arena) < len(b.Records) {
+		*arena = make([]byte, 0, len(b.Records))
 	}
 	var r wire.Record
 	for {
 		if err := it.Next(&r); err != nil {
 			if err == io.EOF {
-				return recs, arena, nil
+				return recs, nil
 			}
-			return recs, arena, err
+			return recs, err
 		}
-		n := len(arena)
-		arena = append(arena, r.Data...)
-		recs = append(recs, Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: arena[n:len(arena):len(arena)]})
+		if arena != nil {
+			n := len(*arena)
+			*arena = append(*arena, r.Data...)
+			r.Data = (*arena)[n:len(*arena):len(*arena)]
+		}
+		recs = append(recs, Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: r.Data})
 	}
 }
 
 // Decode copies all packet data into one new buffer: two allocations
 // per batch, the records and the data.
 func (c *wireCodec) Decode(p []byte) (any, error) {
-	recs, _, err := c.decodeInto(p, nil, nil)
+	var arena []byte
+	recs, err := c.decodeInto(p, nil, &arena)
 	return &Batch{Source: c.b.Source, Records: recs}, err
 }
 
@@ -140,34 +144,19 @@ func (c *wireCodec) DecodeMeta(p []byte) (Meta, error) {
 
 func (c *wireCodec) DecodePooled(p []byte) (any, error) {
 	var err error
-	c.recs, c.arena, err = c.decodeInto(p, c.recs[:0], c.arena[:0])
+	c.arena = c.arena[:0]
+	c.recs, err = c.decodeInto(p, c.recs[:0], &c.arena)
 	c.pooled = Batch{Source: c.b.Source, Records: c.recs}
 	return &c.pooled, err
 }
 
-// DecodeView is the record iterator, whose records' data aliases the
-// frame: how the collector reads a batch.
+// DecodeView is the record iterator into the kept record slice, the
+// records' data aliasing the frame: how the collector reads a batch.
 func (c *wireCodec) DecodeView(p []byte) (any, error) {
-	b, it, err := c.parse(p)
-	if err != nil {
-		return nil, err
-	}
-	if cap(c.view) < int(b.Count) {
-		c.view = make([]Record, 0, b.Count)
-	}
-	recs := c.view[:0]
-	var r wire.Record
-	for {
-		if err := it.Next(&r); err != nil {
-			c.view = recs
-			c.pooled = Batch{Source: c.b.Source, Records: recs}
-			if err == io.EOF {
-				return &c.pooled, nil
-			}
-			return nil, err
-		}
-		recs = append(recs, Record{Timestamp: r.Timestamp, IfIndex: r.IfIndex, OrigLen: r.OrigLen, Data: r.Data})
-	}
+	var err error
+	c.recs, err = c.decodeInto(p, c.recs[:0], nil)
+	c.pooled = Batch{Source: c.b.Source, Records: c.recs}
+	return &c.pooled, err
 }
 
 func (*wireCodec) Batch(v any) Batch { return *v.(*Batch) }

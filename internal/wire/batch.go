@@ -46,10 +46,10 @@ import (
 // delta is the zigzag-encoded difference from the previous record's
 // timestamp (the first record's from base time), so records need not be
 // in time order. What repeats (sequence, source, base time) lives once in
-// the batch header; a typical record spends 5-7 bytes on metadata
+// the batch header; a typical record spends about 5 bytes on metadata
 // against the 22 of a fixed layout. Keeping the metadata together makes
 // reading it a walk over a few kilobytes instead of a hop through every
-// packet, and copying the data one move; the tag gives every field's
+// packet; the tag gives every field's
 // offset at once, so neither side branches on a field's length (LEB128
 // varints, the first version, did: a misprediction per field).
 const BatchHeaderSize = 28
@@ -376,8 +376,9 @@ func (b *Batch) Iter(numIfaces uint32) RecordIter {
 		it.err = fmt.Errorf("batch seq %d: trailer says %d data bytes, the section holds %d: %w", b.Seq, dataLen, end, ErrMalformed)
 		return it
 	}
-	// meta's capacity runs on through the trailer, for uvarintAt's
-	// 8-byte loads.
+	// meta's capacity runs on through the trailer, so that Next can
+	// read RecordMaxOverhead bytes in place for all but the last few
+	// records.
 	it.data, it.meta = r[:dataLen:dataLen], r[dataLen:end]
 	return it
 }
