@@ -2,13 +2,14 @@
 # Installs what building and testing pcapsync needs on Debian/Ubuntu:
 # libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
 # namespaces for capture tests), tshark/capinfos (output checks),
+# nftables (the UDP loss test's router drops and counts in a namespace),
 # tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone). Does
 # nothing when all are present.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

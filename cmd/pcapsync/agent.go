@@ -38,8 +38,9 @@ system's roots by default) and the name in --collector (or
 certificate, whose CN or a DNS name must be the agent's name. Plain TCP
 needs --insecure.
 
---transport udp sends batches in datagrams that fit --mtu, for links
-where the lowest latency matters more than delivery: nothing is
+--transport udp sends batches in datagrams that fit --mtu (a batch
+holding a packet too big for one goes in pieces, never IP-fragmented),
+for links where the lowest latency matters more than delivery: nothing is
 acknowledged or resent, and the collector counts what the network lost.
 UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	var cfg agent.Config
@@ -81,7 +82,7 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	tokenFile := fs.String("token-file", "", "send this shared token (surrounding white space is ignored) to the collector; only over TLS unless --insecure")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP (or UDP), without TLS: packets cross the network in clear text, the collector is not verified")
 	fs.StringVar(&cfg.Transport, "transport", agent.TransportTCP, "tcp (acknowledged, resent after a loss) or udp (lowest latency: datagrams that fit --mtu, nothing resent, losses counted by the collector; needs --insecure)")
-	fs.IntVar(&cfg.MTU, "mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a packet too big for one datagram alone is sent alone, IP-fragmented")
+	fs.IntVar(&cfg.MTU, "mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a batch too big for one datagram (a packet that does not fit alone) is sent in pieces, each a datagram within the MTU")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", agent.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", agent.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	var mf metricsFlags

@@ -53,6 +53,8 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	fs.DurationVar(&cfg.IdleClose, "idle-close", time.Minute, "close an agent's file this long after its connection broke without a goodbye")
 	maxFrame := int64(16 << 20)
 	fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
+	cfg.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
+	fs.Var(sizeFlag{&cfg.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
 	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a new connection has to complete its handshake")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
 	tlsCert := fs.String("tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
@@ -252,13 +254,13 @@ func udpSummary(stdout io.Writer, udp *collector.UDPServer) string {
 	var total collector.UDPAgentCounts
 	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		a := agents[name]
-		total.SeqCounts.Add(a.SeqCounts)
-		fmt.Fprintf(stdout, "pcapsync collector: udp agent %s: datagrams %d, lost %d, reordered %d, duplicates %d, late %d, malformed %d\n",
-			name, a.Received, a.Lost, a.Reordered, a.Duplicates, a.Late, a.Malformed)
+		total.Add(a)
+		fmt.Fprintf(stdout, "pcapsync collector: udp agent %s: datagrams %d, lost %d, reordered %d, duplicates %d, late %d, malformed %d, pieces %d, batches reassembled %d, incomplete %d\n",
+			name, a.Received, a.Lost, a.Reordered, a.Duplicates, a.Late, a.Malformed, a.Pieces, a.Reassembled, a.Incomplete)
 	}
 	u := &udp.Counters
-	return fmt.Sprintf(", udp datagrams %d, batch datagrams %d, lost %d, reordered %d, late %d, malformed %d, from unknown sources %d",
-		u.Datagrams.Load(), total.Received, total.Lost, total.Reordered, total.Late, u.Malformed.Load(), u.Unknown.Load())
+	return fmt.Sprintf(", udp datagrams %d, batch datagrams %d, lost %d, reordered %d, late %d, malformed %d, from unknown sources %d, incomplete batches %d (evicted %d)",
+		u.Datagrams.Load(), total.Received, total.Lost, total.Reordered, total.Late, u.Malformed.Load(), u.Unknown.Load(), total.Incomplete, u.Evicted.Load())
 }
 
 // disabledIfZero maps a user's 0 ("disable") to the Config's negative.

@@ -36,8 +36,8 @@ type Summary struct {
 	UDP        bool
 	Datagrams  uint64 // datagrams sent
 	SendErrors uint64 // datagrams the kernel refused (ENOBUFS, ...): their batches are lost
-	Fragmented uint64 // datagrams over the MTU (a packet too big for one alone), left to IP fragmentation
-	Truncated  uint64 // packets cut to fit the largest datagram (their original length kept)
+	Pieced     uint64 // batches larger than a datagram (one packet too big for one), sent in pieces
+	Pieces     uint64 // datagrams those pieces took (each also counted in Datagrams)
 }
 
 func (s Summary) String() string {
@@ -47,8 +47,8 @@ func (s Summary) String() string {
 		str += fmt.Sprintf(", compressed %d to %d bytes (ratio %.2f)", s.RawBytes, s.WireBytes, float64(s.RawBytes)/float64(s.WireBytes))
 	}
 	if s.UDP {
-		str += fmt.Sprintf(", datagrams sent %d, send errors %d, datagrams over the MTU %d, packets truncated %d",
-			s.Datagrams, s.SendErrors, s.Fragmented, s.Truncated)
+		str += fmt.Sprintf(", datagrams sent %d, send errors %d, batches sent in pieces %d (pieces %d)",
+			s.Datagrams, s.SendErrors, s.Pieced, s.Pieces)
 	}
 	return str
 }
@@ -139,7 +139,8 @@ func New(cfg Config) (*Agent, error) {
 	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
 	if c.Transport == TransportUDP {
 		// A batch is one datagram: the MTU sets its size, and a packet
-		// too big for one grows its buffer (see builder.add).
+		// too big for one grows its buffer (see builder.add) and the
+		// batch travels in pieces, each a datagram (see udpLink.batch).
 		a.cfg.BatchBytes = c.MTU - wire.DatagramOverhead(a.addr.Addr().Is6())
 		bufCap = a.cfg.BatchBytes + wire.RecordMaxOverhead
 	}
@@ -158,6 +159,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if c.Transport == TransportUDP {
 		a.q.minCharge = bufCap
+		a.q.span = func(frame int) uint64 { return uint64(udpDatagrams(frame, a.cfg.BatchBytes)) }
 	}
 	var recovered []*batch
 	if c.Spool != "" {
@@ -194,11 +196,11 @@ func newInstance() (id [16]byte) {
 }
 
 // ownStreamFilter excludes the agent's connection to the collector from
-// capture, so the agent never captures what it sends. Over UDP a
-// datagram over the MTU is fragmented, and the fragments after the first
-// carry no ports (over IPv6 none matches "udp": the fragment header comes
-// first), so fragments to and from the collector's address are excluded
-// too.
+// capture, so the agent never captures what it sends. Over UDP the
+// agent keeps its datagrams within the MTU, but a smaller MTU on the
+// path still fragments them, and the fragments after the first carry no
+// ports (over IPv6 none matches "udp": the fragment header comes first),
+// so fragments to and from the collector's address are excluded too.
 func (a *Agent) ownStreamFilter() string {
 	host, port := a.addr.Addr(), a.addr.Port()
 	switch {
@@ -340,7 +342,7 @@ func (a *Agent) summary() Summary {
 		sum.Acked = 0 // released once sent, never acknowledged
 		sum.UDP = true
 		sum.Datagrams, sum.SendErrors = a.udp.datagrams.Load(), a.udp.sendErrors.Load()
-		sum.Fragmented, sum.Truncated = a.udp.fragmented.Load(), a.udp.truncated.Load()
+		sum.Pieced, sum.Pieces = a.udp.pieced.Load(), a.udp.pieces.Load()
 	}
 	return sum
 }
@@ -383,12 +385,6 @@ func (a *Agent) newBuilder(block bool) *builder {
 // add appends a packet, sealing the batch first if it would overflow.
 // With age > 0 it also seals once the batch spans age of packet time.
 func (bd *builder) add(ts int64, ifIndex int, origLen uint32, data []byte, age time.Duration) {
-	if bd.a.cfg.Transport == TransportUDP && len(data) > maxUDPRecord {
-		// Not even IP fragmentation carries it: cut it, like a snaplen.
-		origLen = max(origLen, uint32(len(data)))
-		data = data[:maxUDPRecord]
-		bd.a.udp.truncated.Add(1)
-	}
 	if bd.enc.Count() > 0 && bd.enc.Len()+len(data)+wire.RecordMaxOverhead > bd.a.cfg.BatchBytes {
 		bd.seal()
 	}

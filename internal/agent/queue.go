@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -25,9 +27,10 @@ type batch struct {
 }
 
 // queue holds sealed, unacknowledged batches in sequence order, bounded
-// in bytes. Sequence numbers are assigned on push and are contiguous, so
-// the batch with sequence s sits at items[s-items[0].seq]. Safe for
-// concurrent use.
+// in bytes. Sequence numbers are assigned on push and are contiguous
+// unless span is set, so the batch with sequence s sits at
+// items[s-items[0].seq] (at); with span, batches are found by next.
+// Safe for concurrent use.
 type queue struct {
 	mu    sync.Mutex
 	space *sync.Cond // signalled when bytes are freed or the queue closes
@@ -69,6 +72,12 @@ type queue struct {
 	// spool, if set, bounds the queue instead of limit: every batch is
 	// written to it, and limit only bounds the batches also kept in memory.
 	spool *spool
+
+	// span, if set, returns how many sequence numbers a batch frame of
+	// the given length takes (UDP: one per datagram it travels in); the
+	// next batch's number follows them. Without it every batch takes one.
+	// Not with a spool.
+	span func(frame int) uint64
 }
 
 func newQueue(limit int64, bufCap int) *queue {
@@ -136,6 +145,9 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 		}
 	}
 	q.lastSeq = b.seq
+	if q.span != nil {
+		q.lastSeq += q.span(b.frame) - 1
+	}
 	q.items = append(q.items, b)
 	if b.buf != nil {
 		b.mem = need
@@ -180,6 +192,18 @@ func (q *queue) at(seq uint64) *batch {
 		return nil
 	}
 	return q.items[seq-q.items[0].seq]
+}
+
+// next returns the first queued batch with a sequence number above
+// after, or nil if there is none (yet).
+func (q *queue) next(after uint64) *batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(q.items, after+1, func(b *batch, seq uint64) int { return cmp.Compare(b.seq, seq) })
+	if i == len(q.items) {
+		return nil
+	}
+	return q.items[i]
 }
 
 // ack releases every batch with sequence <= seq. The caller guarantees

@@ -20,12 +20,17 @@ import (
 // number (contiguous: the queue assigns it) lets the collector count
 // lost, reordered and duplicated datagrams exactly.
 //
-// A packet too big to fit a datagram alone is still sent whole, alone,
-// in a larger datagram that IP fragments (counted: "datagrams over the
-// MTU"), as a tcpdump user expects every captured byte up to the
-// snaplen; only beyond the largest datagram (wire.MaxDatagram) is it cut,
-// its original length kept as with a snaplen (counted: "packets
-// truncated").
+// No datagram is larger than the MTU allows, so IP never fragments one
+// (RFC 8900: a lost fragment loses the whole datagram, and orphaned
+// fragments fill the receiver's reassembly memory). A batch larger than
+// a datagram, which is one packet too big to fit alone, is cut into the
+// fewest pieces that fit (wire.AppendPiece), each sent in a datagram of
+// its own with a sequence number of its own: the batch takes as many
+// consecutive numbers as it has pieces (queue.span), so the collector's
+// count of lost numbers stays the count of lost datagrams. Every packet
+// up to the snaplen travels whole, as a tcpdump user expects; the
+// collector writes a batch sent in pieces once all of them arrived
+// (counted: "batches sent in pieces", and their pieces).
 //
 // The agent has no connection to lose: it sends its Hello (name,
 // instance, every interface) at start, every UDPHelloInterval and in
@@ -38,8 +43,15 @@ import (
 // also its heartbeat.
 const UDPHelloInterval = time.Second
 
-// maxUDPRecord is the longest packet data a datagram can carry alone.
-const maxUDPRecord = wire.MaxDatagram - wire.HeaderSize - wire.BatchHeaderSize - wire.RecordMaxOverhead - wire.TrailerSize
+// udpDatagrams returns how many datagrams a batch frame of frame bytes
+// takes when a datagram carries room bytes: one if it fits, else as
+// many as its pieces.
+func udpDatagrams(frame, room int) int {
+	if frame <= room {
+		return 1
+	}
+	return wire.PieceCount(frame, room-wire.PieceOverhead)
+}
 
 // udpSndBuf is the send buffer asked for: bursts wait there rather than
 // fail with ENOBUFS.
@@ -52,8 +64,8 @@ const udpWriteTimeout = time.Second
 type udpCounters struct {
 	datagrams  atomic.Uint64
 	sendErrors atomic.Uint64
-	fragmented atomic.Uint64
-	truncated  atomic.Uint64
+	pieced     atomic.Uint64 // batches sent in pieces
+	pieces     atomic.Uint64 // their datagrams
 }
 
 // udpSender sends the queue's batches over UDP until ctx ends, then
@@ -91,7 +103,7 @@ func (a *Agent) udpSender(ctx context.Context) error {
 		// One select for all: under a steady stream of batches the
 		// hellos (a restarted collector needs them) and stats still go
 		// out, and a reject ends the stream at once.
-		b := a.q.at(cursor + 1)
+		b := a.q.next(cursor)
 		next := a.q.pushed
 		if b != nil {
 			next = ready
@@ -217,7 +229,8 @@ func (u *udpLink) stats() {
 
 // batch sends batch b in one datagram, after a hello if it uses an
 // interface declared since the last one: in the same datagram when both
-// fit the MTU.
+// fit the MTU. A batch larger than a datagram goes in pieces, one
+// datagram each, the hello (if any) alone before them.
 func (u *udpLink) batch(b *batch) {
 	d := b.buf
 	if b.nIfaces > u.declared {
@@ -229,10 +242,22 @@ func (u *udpLink) batch(b *batch) {
 			u.send(h)
 		}
 	}
-	if len(d) > u.mtu {
-		u.a.udp.fragmented.Add(1)
+	if len(d) <= u.mtu {
+		if u.send(d) {
+			u.a.sent.Add(b.packets)
+			u.a.batchesSent.Add(1)
+		}
+		return
 	}
-	if u.send(d) {
+	n := udpDatagrams(len(d), u.mtu)
+	ok := true
+	for i := range n {
+		u.dgram = wire.AppendPiece(u.dgram[:0], b.seq, uint32(i), uint32(n), d)
+		ok = u.send(u.dgram) && ok
+	}
+	u.a.udp.pieced.Add(1)
+	u.a.udp.pieces.Add(uint64(n))
+	if ok {
 		u.a.sent.Add(b.packets)
 		u.a.batchesSent.Add(1)
 	}

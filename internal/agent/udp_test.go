@@ -9,7 +9,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -153,9 +152,8 @@ func runUDPAgent(t *testing.T, addr, name, path string, cfg Config) Summary {
 }
 
 // TestUDPReplay: every packet of a replay, jumbo frames and 64 KiB ones
-// too, reaches the file over loopback UDP when nothing is lost; a
-// packet too big for a datagram is cut to the largest one, its original
-// length kept.
+// too, reaches the file whole over loopback UDP when nothing is lost;
+// a packet too big for a datagram travels in pieces.
 func TestUDPReplay(t *testing.T) {
 	for _, codec := range []string{"none", "lz4", "zstd"} {
 		t.Run(codec, func(t *testing.T) {
@@ -175,33 +173,34 @@ func testUDPReplay(t *testing.T, sp compress.Spec) {
 		t.Fatal(err)
 	}
 	want := readPackets(t, path)
-	var truncated, alone uint64
+	var alone, big uint64
 	for i := range want {
-		if len(want[i].Data) > maxUDPRecord {
-			want[i].Data = want[i].Data[:maxUDPRecord]
-			truncated++
-		}
 		if len(want[i].Data)+wire.HeaderSize+wire.BatchHeaderSize+wire.RecordMaxOverhead > 1500-28 {
 			alone++
 		}
+		if len(want[i].Data) > 9000 {
+			big++
+		}
 	}
 	// Paced: without root the receive buffers stay at the system's
-	// limit, which a burst of 64 KiB datagrams overflows.
+	// limit, which a burst of 64 KiB of pieces overflows.
 	sum := runUDPAgent(t, uc.addr, "u1", path, Config{MTU: 1500, MaxRate: 5000, Compress: sp})
-	if sum.Read != 3000 || sum.Sent != 3000 || sum.Acked != 0 || sum.Unacked != 0 || sum.SendErrors != 0 || sum.Truncated != truncated || truncated == 0 {
-		t.Errorf("summary %+v; want 3000 read and sent, %d truncated", sum, truncated)
+	if sum.Read != 3000 || sum.Sent != 3000 || sum.Acked != 0 || sum.Unacked != 0 || sum.SendErrors != 0 || big == 0 {
+		t.Errorf("summary %+v; want 3000 read and sent (%d of over 9000 bytes)", sum, big)
 	}
 	t.Logf("agent: %s", sum)
-	// A packet that does not fit alone travels alone; some of those
-	// datagrams may still fit the MTU once shorter headers are counted.
-	if sum.Fragmented == 0 || sum.Fragmented > alone {
-		t.Errorf("%d datagrams over the MTU, want 1..%d", sum.Fragmented, alone)
+	// A packet that does not fit alone travels alone, in pieces; some of
+	// those batches may still fit once shorter headers are counted (or
+	// compressed).
+	if sum.Pieced == 0 || sum.Pieced > alone || sum.Pieces < 2*sum.Pieced {
+		t.Errorf("%d batches sent in %d pieces, want 1..%d in at least twice as many", sum.Pieced, sum.Pieces, alone)
 	}
 	waitUDP(t, uc, sum.Datagrams)
 	uc.stop()
 	got := uc.srv.AgentCounts()["u1"]
-	if got.Lost != 0 || got.Reordered != 0 || got.Duplicates != 0 || got.Malformed != 0 || got.Received == 0 {
-		t.Errorf("collector counts %+v, want no loss", got)
+	if got.Lost != 0 || got.Reordered != 0 || got.Duplicates != 0 || got.Malformed != 0 || got.Incomplete != 0 ||
+		got.Received == 0 || got.Pieces != sum.Pieces || got.Reassembled != sum.Pieced {
+		t.Errorf("collector counts %+v, want no loss and the agent's %d pieces of %d batches", got, sum.Pieces, sum.Pieced)
 	}
 	samePackets(t, readPackets(t, filepath.Join(uc.dir, "u1")), want)
 }
@@ -230,20 +229,53 @@ func waitUDP(t *testing.T, uc *udpCollector, n uint64) {
 }
 
 // faultyPath relays datagrams from an agent to a collector over
-// loopback, dropping, swapping and duplicating batch datagrams on a
-// fixed pattern, and records what it did. Datagrams that carry a hello
-// are passed in order, untouched.
+// loopback, dropping, swapping and duplicating batch and piece
+// datagrams on a fixed pattern, and records what it did. Datagrams that
+// carry a hello are passed in order, untouched.
 type faultyPath struct {
 	in, out *net.UDPConn
 
 	mu        sync.Mutex
 	forwarded uint64 // datagrams sent on to the collector
 	byes      int
-	counts    collector.SeqCounts // what the collector must count, Lost aside
-	dropped   []uint64            // sequence numbers dropped
-	top       uint64              // highest sequence number delivered
-	delivered [][]byte            // batch payloads in the order written
-	done      chan struct{}       // closed after the second bye
+	counts    collector.UDPAgentCounts // what the collector must count, Lost and Incomplete aside
+	dropped   []uint64                 // sequence numbers dropped
+	top       uint64                   // highest sequence number delivered
+	delivered [][]byte                 // batch payloads in the order written
+	partial   map[uint64]*partialBatch // batches in pieces, by first number
+	largest   int                      // bytes of the largest datagram
+	done      chan struct{}            // closed after the second bye
+}
+
+// partialBatch is a batch in pieces as the path delivered it.
+type partialBatch struct {
+	frame []byte
+	got   map[uint32]bool
+	count uint32
+}
+
+// sequenced returns a datagram's batch or piece frame and its number.
+func sequenced(d []byte) (h wire.Header, p []byte, seq uint64, hello bool) {
+	for rest := d; len(rest) > 0; {
+		fh, fp, next, err := wire.NextFrame(rest, wire.Limits{})
+		if err != nil {
+			panic(err)
+		}
+		rest = next
+		switch fh.Type {
+		case wire.TypeBatch:
+			h, p, seq = fh, fp, binary.LittleEndian.Uint64(fp)
+		case wire.TypePiece:
+			pc, err := wire.ParsePiece(fp, wire.Limits{}.MaxPieceTotal())
+			if err != nil {
+				panic(err)
+			}
+			h, p, seq = fh, fp, pc.Seq()
+		case wire.TypeHello:
+			hello = true
+		}
+	}
+	return h, p, seq, hello
 }
 
 func newFaultyPath(t *testing.T, to string) *faultyPath {
@@ -259,25 +291,44 @@ func newFaultyPath(t *testing.T, to string) *faultyPath {
 	}
 	sockopt.SetBuffers(in, 4<<20, 0)
 	sockopt.SetBuffers(out, 0, 4<<20)
-	fp := &faultyPath{in: in, out: out, done: make(chan struct{})}
+	fp := &faultyPath{in: in, out: out, done: make(chan struct{}), partial: map[uint64]*partialBatch{}}
 	go fp.run()
 	t.Cleanup(func() { in.Close(); out.Close() })
 	return fp
 }
 
-func (fp *faultyPath) forward(d []byte, batch []byte) {
+// forward sends d on; h and p are its batch or piece frame, if any.
+func (fp *faultyPath) forward(d []byte, h wire.Header, p []byte, seq uint64) {
 	fp.out.Write(d)
 	fp.forwarded++
-	if batch != nil {
-		fp.counts.Received++
-		fp.delivered = append(fp.delivered, batch)
-		fp.top = max(fp.top, binary.LittleEndian.Uint64(batch))
+	if p == nil {
+		return
+	}
+	fp.counts.Received++
+	fp.top = max(fp.top, seq)
+	if h.Type == wire.TypeBatch {
+		fp.delivered = append(fp.delivered, p)
+		return
+	}
+	fp.counts.Pieces++
+	pc, _ := wire.ParsePiece(p, wire.Limits{}.MaxPieceTotal())
+	pb := fp.partial[pc.First]
+	if pb == nil {
+		pb = &partialBatch{frame: make([]byte, pc.Total), got: map[uint32]bool{}, count: pc.Count}
+		fp.partial[pc.First] = pb
+	}
+	copy(pb.frame[pc.Offset():], pc.Data)
+	if pb.got[pc.Index] = true; len(pb.got) == int(pb.count) {
+		fp.delivered = append(fp.delivered, pb.frame[wire.HeaderSize:])
+		fp.counts.Reassembled++
+		delete(fp.partial, pc.First)
 	}
 }
 
 // want returns what the collector must have counted: a drop after the
-// last delivered datagram is invisible to it.
-func (fp *faultyPath) want() collector.SeqCounts {
+// last delivered datagram is invisible to it, and a batch of which
+// some pieces arrived but not all is incomplete.
+func (fp *faultyPath) want() collector.UDPAgentCounts {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	c := fp.counts
@@ -286,63 +337,61 @@ func (fp *faultyPath) want() collector.SeqCounts {
 			c.Lost++
 		}
 	}
+	c.Incomplete = uint64(len(fp.partial))
 	return c
+}
+
+// forwardRaw forwards d, finding its batch or piece frame.
+func (fp *faultyPath) forwardRaw(d []byte) {
+	h, p, seq, _ := sequenced(d)
+	fp.forward(d, h, p, seq)
 }
 
 func (fp *faultyPath) run() {
 	buf := make([]byte, 64<<10)
-	var held, heldBatch []byte
-	n := 0 // batch datagrams seen
+	var held []byte
+	n := 0 // batch and piece datagrams seen
 	for {
 		k, err := fp.in.Read(buf)
 		if err != nil {
 			return
 		}
 		d := bytes.Clone(buf[:k])
-		var batch []byte
-		hello := false
-		for rest := d; len(rest) > 0; {
-			h, p, next, err := wire.NextFrame(rest, wire.Limits{})
-			if err != nil {
-				panic(err)
-			}
-			rest = next
-			switch h.Type {
-			case wire.TypeBatch:
-				batch = p
-			case wire.TypeHello:
-				hello = true
-			case wire.TypeBye:
-				fp.byes++
-			}
+		h, p, seq, hello := sequenced(d)
+		if h.Type == 0 && bytes.Equal(d, wire.AppendBye(nil)) {
+			fp.byes++
 		}
 		fp.mu.Lock()
+		fp.largest = max(fp.largest, k)
 		switch {
-		case batch == nil || hello:
-			if batch == nil && held != nil && fp.byes > 0 { // the end: in order now
-				fp.forward(held, heldBatch)
+		case p == nil || hello:
+			if p == nil && held != nil && fp.byes > 0 { // the end: in order now
+				fp.forwardRaw(held)
 				held = nil
 			}
-			fp.forward(d, batch)
+			fp.forward(d, h, p, seq)
 		case n%7 == 6:
-			fp.dropped = append(fp.dropped, binary.LittleEndian.Uint64(batch))
+			fp.dropped = append(fp.dropped, seq)
 		case held != nil:
-			fp.forward(d, batch)
-			fp.forward(held, heldBatch)
+			fp.forward(d, h, p, seq)
+			fp.forwardRaw(held)
 			fp.counts.Reordered++
 			held = nil
 		case n%5 == 2:
-			held, heldBatch = d, batch
+			held = d
 		default:
-			fp.forward(d, batch)
+			fp.forward(d, h, p, seq)
 			if n%11 == 0 {
 				fp.out.Write(d)
 				fp.forwarded++
 				fp.counts.Received++
 				fp.counts.Duplicates++
+				if h.Type == wire.TypePiece {
+					fp.counts.Pieces++
+				}
 			}
 		}
-		if batch != nil && !hello {
+		if p != nil && !hello {
 			n++
 		}
 		if fp.byes == 2 {
@@ -353,18 +402,27 @@ func (fp *faultyPath) run() {
 }
 
 // TestUDPLossCountedExactly runs a replay through a path that drops
-// every 7th batch datagram, swaps others and duplicates some: the
-// collector's counts equal what the path did, and the file holds
-// exactly the packets of the delivered datagrams, in arrival order.
+// every 7th batch or piece datagram, swaps others and duplicates some:
+// the collector's counts equal what the path did, no datagram is over
+// the MTU, and the file holds exactly the packets of the delivered
+// batches (a batch in pieces once its last piece is delivered), in
+// arrival order.
 func TestUDPLossCountedExactly(t *testing.T) {
+	for _, mix := range []gen.Mix{gen.MixIMIX, gen.MixMixed} {
+		t.Run(string(mix), func(t *testing.T) { testUDPLossCountedExactly(t, mix) })
+	}
+}
+
+func testUDPLossCountedExactly(t *testing.T, mix gen.Mix) {
+	const mtu = 1280
 	uc := startUDPCollector(t, collector.Config{})
 	fp := newFaultyPath(t, uc.addr)
 	path := filepath.Join(t.TempDir(), "in.pcap")
-	if err := gen.WriteFile(path, gen.FileConfig{Count: 4000, Mix: gen.MixIMIX, Seed: 3}); err != nil {
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 4000, Mix: mix, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
-	sum := runUDPAgent(t, fp.in.LocalAddr().String(), "lossy", path, Config{MTU: 1280, MaxRate: 20000})
-	if sum.Sent != 4000 || sum.SendErrors != 0 {
+	sum := runUDPAgent(t, fp.in.LocalAddr().String(), "lossy", path, Config{MTU: mtu, MaxRate: 20000})
+	if sum.Sent != 4000 || sum.SendErrors != 0 || sum.Pieced == 0 {
 		t.Fatalf("summary %+v", sum)
 	}
 	select {
@@ -378,11 +436,14 @@ func TestUDPLossCountedExactly(t *testing.T) {
 	fp.mu.Unlock()
 	waitUDP(t, uc, forwarded)
 	uc.stop()
-	if want.Lost == 0 || want.Reordered == 0 || want.Duplicates == 0 {
+	if want.Lost == 0 || want.Reordered == 0 || want.Duplicates == 0 || want.Reassembled == 0 || want.Incomplete == 0 {
 		t.Fatalf("the path did too little: %+v", want)
 	}
+	if fp.largest > mtu-28 {
+		t.Errorf("a datagram of %d bytes, over the MTU's %d", fp.largest, mtu-28)
+	}
 	got := uc.srv.AgentCounts()["lossy"]
-	if got != (collector.UDPAgentCounts{SeqCounts: want}) {
+	if got != want {
 		t.Errorf("collector counts %+v,\nthe path did        %+v", got, want)
 	}
 	var wantPkts []pcapfile.Packet
@@ -513,21 +574,5 @@ func TestUDPPipelineAllocsPerPacket(t *testing.T) {
 	})
 	if perPacket > 0.03 {
 		t.Errorf("%.4f allocations per packet in the steady state, want about 0", perPacket)
-	}
-}
-
-// TestMaxUDPRecordFits: maxUDPRecord bytes of data, with the longest
-// metadata a record can have (RecordMaxOverhead), make a frame no larger
-// than the largest datagram; and a real one (alone, cut, on the last
-// interface) is within that.
-func TestMaxUDPRecordFits(t *testing.T) {
-	if n := wire.HeaderSize + wire.BatchHeaderSize + maxUDPRecord + wire.RecordMaxOverhead + wire.TrailerSize; n > wire.MaxDatagram {
-		t.Fatalf("worst frame %d bytes, the largest datagram holds %d", n, wire.MaxDatagram)
-	}
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	e.Append(math.MaxInt64, wire.MaxInterfaces-1, maxUDPRecord+1000, make([]byte, maxUDPRecord))
-	if n := len(e.Finish(1)); n > wire.MaxDatagram {
-		t.Fatalf("frame %d bytes, the largest datagram holds %d", n, wire.MaxDatagram)
 	}
 }

@@ -82,6 +82,13 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// UDPReassemblyBytes bounds the memory of all batches the UDP
+	// transport is putting back together from pieces (each counts its
+	// whole frame from its first piece on); a new one over it drops the
+	// oldest incomplete one (UDPCounters.Evicted). A batch frame larger
+	// than it is refused. 0 means DefaultUDPReassemblyBytes.
+	UDPReassemblyBytes int64
+
 	// BatchWriteLatency, if set, observes the seconds each batch took to
 	// check, decompress and write into its file's buffer (Session.Batch;
 	// duplicates, dropped unread, are not observed). SyncLatency, if
@@ -130,6 +137,9 @@ func (c *Config) withDefaults() Config {
 		d.TLS = d.TLS.Clone()
 		d.TLS.MinVersion = tls.VersionTLS12
 	}
+	if d.UDPReassemblyBytes == 0 {
+		d.UDPReassemblyBytes = DefaultUDPReassemblyBytes
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -141,6 +151,12 @@ const (
 	DefaultHeartbeat   = 2 * time.Second
 	DefaultPeerTimeout = 6 * time.Second
 )
+
+// DefaultUDPReassemblyBytes is the default bound of the UDP transport's
+// reassembly memory: a few batches of the largest packets in progress
+// for every agent of a busy collector (a 1500-byte packet's batch takes
+// about 1.5 KiB of it).
+const DefaultUDPReassemblyBytes = 64 << 20
 
 // MinTokenLen is the shortest shared token accepted.
 const MinTokenLen = 16
@@ -163,6 +179,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("collector: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0 || c.Heartbeat < 0 || c.PeerTimeout < 0:
 		return errors.New("collector: timeouts must not be negative")
+	case c.UDPReassemblyBytes != 0 && (c.UDPReassemblyBytes < 64<<10 || c.UDPReassemblyBytes > 1<<40):
+		return fmt.Errorf("collector: UDP reassembly memory %d bytes out of range 64KiB..1TiB", c.UDPReassemblyBytes)
 	case c.MaxConns < 0:
 		return fmt.Errorf("collector: max conns %d is negative", c.MaxConns)
 	case c.Token != "" && (len(c.Token) < MinTokenLen || len(c.Token) > wire.MaxTokenLen):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -41,12 +42,29 @@ type UDPCounters struct {
 	Datagrams atomic.Uint64 // datagrams read and handled
 	Unknown   atomic.Uint64 // from a source without a session (no hello yet, or it ended): dropped
 	Malformed atomic.Uint64 // broken datagrams, or frames a session refused: the rest of the datagram dropped
+	// Evicted counts incomplete batches dropped to stay within
+	// Config.UDPReassemblyBytes (also counted Incomplete for their agent).
+	Evicted atomic.Uint64
+	// ReassemblyBytes is the reassembly memory in use now (a gauge).
+	ReassemblyBytes atomic.Int64
 }
 
 // UDPAgentCounts are one agent name's UDP totals, over its sessions.
 type UDPAgentCounts struct {
 	SeqCounts
-	Malformed uint64 // datagrams from its source dropped as malformed
+	Malformed   uint64 // datagrams from its source dropped as malformed
+	Pieces      uint64 // datagrams that carried a piece of a batch (also in Received)
+	Reassembled uint64 // batches put back together from their pieces
+	Incomplete  uint64 // batches of which pieces arrived but not all in time (or over the reassembly limits): dropped
+}
+
+// Add adds o's counts to c.
+func (c *UDPAgentCounts) Add(o UDPAgentCounts) {
+	c.SeqCounts.Add(o.SeqCounts)
+	c.Malformed += o.Malformed
+	c.Pieces += o.Pieces
+	c.Reassembled += o.Reassembled
+	c.Incomplete += o.Incomplete
 }
 
 // UDPServer is the UDP transport of a Core. There is no connection and
@@ -54,9 +72,11 @@ type UDPAgentCounts struct {
 // session, which its Hello opens (the agent repeats it every second, so
 // a restarted collector learns it again; a datagram from a source
 // without a session is counted and dropped). Each datagram carries whole
-// frames, at most one batch (see wire.CheckDatagram); its sequence
-// number tells lost, reordered and duplicated datagrams apart (seqWindow).
-// Reordered ones are written too, nothing is resent.
+// frames, at most one batch or piece of one (see wire.CheckDatagram);
+// its sequence number tells lost, reordered and duplicated datagrams
+// apart (seqWindow). Reordered ones are written too, nothing is resent.
+// A batch sent in pieces is written once all of them arrived, within
+// bounded memory (see reassembly.go).
 //
 // One goroutine, Serve's, reads every datagram and drives the sessions;
 // a malformed datagram is counted, logged at most once a second and
@@ -88,6 +108,13 @@ type UDPServer struct {
 	unknownLog limitLog
 	badLog     limitLog
 	dirty      []*udpPeer // written to since the last commit
+
+	// Batches in progress from pieces, oldest first, and the bytes
+	// they count against Config.UDPReassemblyBytes; rsFree keeps a few
+	// for reuse.
+	rsHead, rsTail *reassembly
+	rsBytes        int64
+	rsFree         []*reassembly
 }
 
 // udpPeer is one agent session: a source address and an instance.
@@ -104,6 +131,15 @@ type udpPeer struct {
 	ended     bool
 	warned    uint64    // lost datagrams when the last warning was logged
 	warnedAt  time.Time // of the last warning
+
+	rs                              []*reassembly // batches in progress from pieces, oldest first
+	pieces, reassembled, incomplete uint64
+}
+
+// counts returns p's counts so far.
+func (p *udpPeer) counts() UDPAgentCounts {
+	return UDPAgentCounts{SeqCounts: p.win.SeqCounts, Malformed: p.malformed, Pieces: p.pieces,
+		Reassembled: p.reassembled, Incomplete: p.incomplete}
 }
 
 // NewUDPServer returns a UDP transport for core. It can serve beside a
@@ -244,20 +280,15 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		case seqLate:
 			return false, nil
 		}
-		if _, err := p.sess.write(&b, false); err != nil {
-			if errors.Is(err, ErrStorage) {
-				// No resend over UDP: what was written since the last
-				// commit is gone (counted as file errors); carry on.
-				u.log.Error("storage error: batches since the last commit are lost", "agent", p.name, "err", err)
-				return false, nil
-			}
+		u.expire(p)
+		return u.write(p, &b)
+	case wire.TypePiece:
+		maxTotal := min(u.core.Limits().MaxPieceTotal(), uint32(min(u.core.cfg.UDPReassemblyBytes, math.MaxUint32)))
+		pc, err := wire.ParsePiece(payload, maxTotal)
+		if err != nil {
 			return false, err
 		}
-		if !p.dirty {
-			p.dirty = true
-			u.dirty = append(u.dirty, p)
-		}
-		return true, nil
+		return u.piece(p, &pc)
 	case wire.TypeIface:
 		idx, ifc, err := wire.ParseIface(payload)
 		if err != nil || int(idx) < len(p.sess.ifmap) {
@@ -276,6 +307,26 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		return false, nil
 	}
 	return false, fmt.Errorf("unexpected %s frame: %w", h.Type, wire.ErrUnknownType)
+}
+
+// write writes batch b of p's session and marks the session for the
+// next commit. A storage error is logged and the batch lost (nothing
+// is resent over UDP); any other error is the batch's.
+func (u *UDPServer) write(p *udpPeer, b *wire.Batch) (wrote bool, err error) {
+	if _, err := p.sess.write(b, false); err != nil {
+		if errors.Is(err, ErrStorage) {
+			// No resend over UDP: what was written since the last
+			// commit is gone (counted as file errors); carry on.
+			u.log.Error("storage error: batches since the last commit are lost", "agent", p.name, "err", err)
+			return false, nil
+		}
+		return false, err
+	}
+	if !p.dirty {
+		p.dirty = true
+		u.dirty = append(u.dirty, p)
+	}
+	return true, nil
 }
 
 // hello handles a Hello from src, whose session (nil if none) is p, and
@@ -382,17 +433,19 @@ func (u *UDPServer) endPeer(p *udpPeer, clean bool, why string) {
 	if _, err := p.sess.Commit(); err != nil {
 		u.log.Error("storage error at session end", "agent", p.name, "err", err)
 	}
-	c := p.win.finish()
+	u.dropAll(p)
+	p.win.finish()
+	c := p.counts()
 	ac := u.agents[p.name]
 	if ac == nil {
 		ac = &UDPAgentCounts{}
 		u.agents[p.name] = ac
 	}
-	ac.SeqCounts.Add(c)
-	ac.Malformed += p.malformed
+	ac.Add(c)
 	p.sess.End(clean)
 	u.log.Info("agent session ended", "agent", p.name, "remote", p.src.String(), "why", why,
-		"datagrams", c.Received, "lost", c.Lost, "reordered", c.Reordered, "duplicates", c.Duplicates, "late", c.Late, "malformed", p.malformed)
+		"datagrams", c.Received, "lost", c.Lost, "reordered", c.Reordered, "duplicates", c.Duplicates, "late", c.Late, "malformed", c.Malformed,
+		"pieces", c.Pieces, "reassembled", c.Reassembled, "incomplete", c.Incomplete)
 }
 
 // malformed counts and logs a bad datagram or frame from src (p: its
@@ -453,8 +506,7 @@ func (u *UDPServer) AgentCounts() map[string]UDPAgentCounts {
 	}
 	for _, p := range u.peers {
 		c := out[p.name]
-		c.SeqCounts.Add(p.win.SeqCounts)
-		c.Malformed += p.malformed
+		c.Add(p.counts())
 		out[p.name] = c
 	}
 	return out

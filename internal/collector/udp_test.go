@@ -121,7 +121,7 @@ func TestUDPServer(t *testing.T) {
 	a.send(wire.AppendBye(nil))
 	a.send(wire.AppendBye(nil)) // a repeated goodbye is not counted unknown
 	got := tu.srv.AgentCounts()["u1"]
-	want := UDPAgentCounts{SeqCounts{Received: 6, Lost: 3, Reordered: 1, Duplicates: 1}, 3}
+	want := UDPAgentCounts{SeqCounts: SeqCounts{Received: 6, Lost: 3, Reordered: 1, Duplicates: 1}, Malformed: 3}
 	if got != want {
 		t.Errorf("agent counts %+v, want %+v", got, want)
 	}
@@ -328,9 +328,13 @@ func TestUDPLossWarning(t *testing.T) {
 }
 
 // FuzzUDPDatagram feeds arbitrary datagrams, from two sources, to a
-// UDP server that already has a session: nothing panics, the counts stay
-// consistent, and the good session is not disturbed by the other source.
+// UDP server that already has a session putting a batch back together
+// from pieces: nothing panics, the counts stay consistent, reassembly
+// memory stays within its limits and is all given back when the
+// sessions end, and the good session is not disturbed by the other
+// source (its batch in pieces is written once).
 func FuzzUDPDatagram(f *testing.F) {
+	big := pieces(bigBatch(3, 3000, 'b'), 3, 1000) // numbers 3..6
 	f.Add(wire.AppendHello(nil, hello("f2", 2)), true)
 	f.Add(append(wire.AppendHello(nil, hello("f2", 2)), udpBatch(3)...), true)
 	f.Add(udpBatch(2), false)
@@ -338,9 +342,16 @@ func FuzzUDPDatagram(f *testing.F) {
 	f.Add(wire.AppendIface(nil, 2, &wire.Interface{Name: "x", LinkType: 1, SnapLen: 9}), false)
 	f.Add(wire.AppendStats(nil, &wire.Stats{Interfaces: []wire.IfaceStats{{Index: 7}}}), false)
 	f.Add([]byte{wire.Magic, wire.Version, byte(wire.TypeBatch), 0, 0xff, 0xff, 0xff, 0xff}, true)
+	for _, p := range big {
+		f.Add(p, true)
+		f.Add(p, false)
+	}
+	f.Add(wire.AppendPiece(nil, 3, 1, 3, bigBatch(3, 3000, 'b')), true)   // another count
+	f.Add(wire.AppendPiece(nil, 5, 0, 2, bigBatch(5, 1500, 'c')), true)   // overlaps
+	f.Add(wire.AppendPiece(nil, 40, 0, 9, bigBatch(40, 9000, 'd')), true) // another batch
 	good := netip.MustParseAddrPort("127.0.0.1:1000")
 	f.Fuzz(func(t *testing.T, d []byte, fromGood bool) {
-		core := newCore(t, Config{Insecure: true, Fsync: FsyncNever}) // no syncs: thousands of inputs
+		core := newCore(t, Config{Insecure: true, Fsync: FsyncNever, UDPReassemblyBytes: 64 << 10}) // no syncs: thousands of inputs
 		defer core.Close()
 		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
@@ -350,27 +361,52 @@ func FuzzUDPDatagram(f *testing.F) {
 		u := NewUDPServer(core)
 		u.conn = conn
 		now := time.Now()
+		check := func() {
+			t.Helper()
+			if u.rsBytes > core.cfg.UDPReassemblyBytes || u.rsBytes != u.Counters.ReassemblyBytes.Load() {
+				t.Fatalf("reassembly holds %d bytes (gauge %d), budget %d", u.rsBytes, u.Counters.ReassemblyBytes.Load(), core.cfg.UDPReassemblyBytes)
+			}
+			var held int64
+			for r := u.rsHead; r != nil; r = r.next {
+				held += int64(r.total)
+				if r.got >= r.count || len(r.peer.rs) > udpMaxInProgress {
+					t.Fatalf("batch %d: %d of %d pieces held; session holds %d batches", r.first, r.got, r.count, len(r.peer.rs))
+				}
+			}
+			if held != u.rsBytes {
+				t.Fatalf("batches in progress hold %d bytes, counted %d", held, u.rsBytes)
+			}
+		}
 		u.datagram(wire.AppendHello(nil, hello("f1", 1)), good, now)
 		u.datagram(udpBatch(1), good, now)
+		u.datagram(big[0], good, now)
 		src := netip.MustParseAddrPort("127.0.0.1:2000")
 		if fromGood {
 			src = good
 		}
 		u.datagram(d, src, now)
+		check()
+		for _, p := range big[1:] {
+			u.datagram(p, good, now)
+		}
 		u.datagram(udpBatch(2), good, now)
+		check()
 		u.mu.Lock()
 		for _, p := range u.peers {
 			u.endPeer(p, false, "end of test")
 		}
 		u.mu.Unlock()
+		if u.rsBytes != 0 || u.rsHead != nil || u.rsTail != nil {
+			t.Fatalf("%d bytes still held for reassembly after every session ended", u.rsBytes)
+		}
 		for name, c := range u.AgentCounts() {
-			if c.Reordered+c.Duplicates+c.Late > c.Received {
+			if c.Reordered+c.Duplicates+c.Late > c.Received || c.Pieces > c.Received || 2*c.Reassembled > c.Pieces {
 				t.Fatalf("%s: %+v", name, c)
 			}
 		}
 		// Only a hello naming f1 (a takeover) may end its session.
 		takeover := bytes.Contains(d, []byte("\x02f1"))
-		if c := u.AgentCounts()["f1"]; !fromGood && !takeover && c.Received != 2 {
+		if c := u.AgentCounts()["f1"]; !fromGood && !takeover && (c.Received != 2+len64(big) || c.Reassembled != 1) {
 			t.Fatalf("another source disturbed the good session: %+v", c)
 		}
 	})

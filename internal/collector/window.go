@@ -94,6 +94,13 @@ func (w *seqWindow) add(seq uint64) seqClass {
 	return seqReordered
 }
 
+// closed reports whether a datagram numbered seq can no longer be
+// written: it was held before the session began, or its number is
+// below the window (counted lost if it never came, late if it comes).
+func (w *seqWindow) closed(seq uint64) bool {
+	return seq <= w.floor || seq <= w.top && w.top-seq >= windowSize
+}
+
 // advance makes seq the highest number seen. Numbers leaving the window
 // unseen are lost; a jump of a window or more clears it at once.
 func (w *seqWindow) advance(seq uint64) {

@@ -71,6 +71,10 @@ var agentFields = []field[agent.Stats]{
 		func(s *agent.Stats) float64 { return u(s.Datagrams) }),
 	counter("pcapsync_agent_udp_send_errors_total", "Datagrams the kernel refused (UDP transport): their batches are lost.",
 		func(s *agent.Stats) float64 { return u(s.SendErrors) }),
+	counter("pcapsync_agent_udp_pieced_batches_total", "Batches larger than a datagram (a packet too big for one), sent in pieces (UDP transport).",
+		func(s *agent.Stats) float64 { return u(s.Pieced) }),
+	counter("pcapsync_agent_udp_pieces_total", "Datagrams that carried those pieces (UDP transport; also counted in pcapsync_agent_udp_datagrams_total).",
+		func(s *agent.Stats) float64 { return u(s.Pieces) }),
 }
 
 var agentDrops = prometheus.NewDesc("pcapsync_agent_dropped_packets_total",

@@ -64,6 +64,8 @@ type coreSnap struct {
 	c                             *collector.Counters
 	connected                     int
 	udpDgrams, udpUnknown, udpBad uint64
+	udpEvicted                    uint64
+	udpReassemblyBytes            int64
 	fsSize                        uint64
 	fsFree                        uint64
 	fsOK                          bool
@@ -94,6 +96,10 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.udpDgrams) }),
 	counter("pcapsync_collector_udp_unknown_source_datagrams_total", "Datagrams from a source without a session (no hello yet), dropped.",
 		func(s *coreSnap) float64 { return u(s.udpUnknown) }),
+	counter("pcapsync_collector_udp_reassembly_evicted_batches_total", "Incomplete batches in pieces dropped to stay within --udp-reassembly-mem (also counted incomplete).",
+		func(s *coreSnap) float64 { return u(s.udpEvicted) }),
+	gauge("pcapsync_collector_udp_reassembly_bytes", "Memory held by batches in pieces being put back together.",
+		func(s *coreSnap) float64 { return float64(s.udpReassemblyBytes) }),
 }
 
 var fsFields = []field[coreSnap]{
@@ -116,8 +122,9 @@ var (
 // agentSnap is one "agent" label value's numbers.
 type agentSnap struct {
 	collector.AgentStats
-	lost      uint64  // TCP sequence gaps plus UDP datagrams lost
-	connected float64 // 0 or 1; for OtherAgents how many
+	lost       uint64  // TCP sequence gaps plus UDP datagrams lost
+	incomplete uint64  // UDP batches in pieces dropped incomplete
+	connected  float64 // 0 or 1; for OtherAgents how many
 }
 
 var perAgentFields = []field[agentSnap]{
@@ -135,6 +142,8 @@ var perAgentFields = []field[agentSnap]{
 		func(s *agentSnap) float64 { return u(s.Duplicates) }, "agent"),
 	counter("pcapsync_collector_lost_batches_total", "Batches that never arrived: gaps in a TCP session's sequence, UDP datagrams lost.",
 		func(s *agentSnap) float64 { return u(s.lost) }, "agent"),
+	counter("pcapsync_collector_udp_incomplete_batches_total", "UDP batches in pieces of which some arrived but not all in time (or over the reassembly limits): dropped.",
+		func(s *agentSnap) float64 { return u(s.incomplete) }, "agent"),
 	counter("pcapsync_collector_agent_captured_packets_total", "Packets the agent reports it captured (its last stats report; counts since the agent process started).",
 		func(s *agentSnap) float64 { return u(s.Captured) }, "agent"),
 	counter("pcapsync_collector_agent_kernel_dropped_packets_total", "Packets the agent reports its kernel dropped, all interfaces (its last stats report).",
@@ -167,6 +176,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.udp != nil {
 		uc := &c.udp.Counters
 		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()
+		s.udpEvicted, s.udpReassemblyBytes = uc.Evicted.Load(), uc.ReassemblyBytes.Load()
 	}
 	for i := range agents {
 		if agents[i].Connected {
@@ -203,6 +213,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		other.DiskBytes += a.DiskBytes
 		other.Duplicates += a.Duplicates
 		other.lost += a.lost
+		other.incomplete += a.incomplete
 		other.Captured += a.Captured
 		other.KernelDrops += a.KernelDrops
 		other.AgentDrops += a.AgentDrops
@@ -223,7 +234,7 @@ func agentSnaps(core *collector.Core, udp *collector.UDPServer) []agentSnap {
 	}
 	out := make([]agentSnap, len(st))
 	for i, a := range st {
-		out[i] = agentSnap{AgentStats: a, lost: a.MissingBatches + uc[a.Name].Lost, connected: b2f(a.Connected)}
+		out[i] = agentSnap{AgentStats: a, lost: a.MissingBatches + uc[a.Name].Lost, incomplete: uc[a.Name].Incomplete, connected: b2f(a.Connected)}
 	}
 	return out
 }

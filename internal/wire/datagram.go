@@ -10,15 +10,17 @@ import "fmt"
 //	+--------+-----------+--------+-----------+-----
 //
 // A frame never spans two datagrams, and at most one frame of a datagram
-// is a batch: its seq is the datagram's sequence number, by which the
-// collector counts lost, reordered and duplicated datagrams. A datagram
-// that breaks a rule (a bad header, a length past its end, bytes after
-// the last frame, two batches) is dropped whole.
+// is sequenced, a batch or a piece of one (see AppendPiece): its
+// sequence number (a batch's seq, a piece's first + index) is the
+// datagram's, by which the collector counts lost, reordered and
+// duplicated datagrams. A datagram that breaks a rule (a bad header, a
+// length past its end, bytes after the last frame, two sequenced
+// frames) is dropped whole.
 //
-// The agent keeps a batch datagram within its path MTU (IPv4: MTU - 28
-// bytes of IP and UDP headers; IPv6: MTU - 48), except for a packet that
-// does not fit alone: that one travels alone in a larger datagram, which
-// IP fragments. MaxDatagram bounds every datagram.
+// The agent keeps every datagram within its path MTU (IPv4: MTU - 28
+// bytes of IP and UDP headers; IPv6: MTU - 48), so IP never fragments
+// one: a batch frame that does not fit (one packet larger than a
+// datagram) travels in pieces. MaxDatagram bounds every datagram.
 
 // MaxDatagram is the largest UDP payload: 65535 minus the IPv4 and UDP
 // headers. (IPv6 could carry 20 bytes more; pcapsync never uses them.)
@@ -34,19 +36,19 @@ func DatagramOverhead(v6 bool) int {
 }
 
 // CheckDatagram checks that d holds only whole frames, each with a good
-// header (see ParseHeader) and at most one of them a batch, and returns
+// header (see ParseHeader) and at most one of them a batch or piece, and returns
 // the number of frames. It reads headers only; payloads are checked by
 // their parsers. It allocates nothing.
 func CheckDatagram(d []byte, lim Limits) (frames int, err error) {
-	batches := 0
+	sequenced := 0
 	for len(d) > 0 {
 		h, _, rest, err := NextFrame(d, lim)
 		if err != nil {
 			return frames, fmt.Errorf("datagram frame %d: %w", frames, err)
 		}
-		if h.Type == TypeBatch {
-			if batches++; batches > 1 {
-				return frames, fmt.Errorf("datagram frame %d: a second batch: %w", frames, ErrMalformed)
+		if h.Type == TypeBatch || h.Type == TypePiece {
+			if sequenced++; sequenced > 1 {
+				return frames, fmt.Errorf("datagram frame %d: a second batch or piece: %w", frames, ErrMalformed)
 			}
 		}
 		frames++

@@ -29,6 +29,9 @@ func TestCheckDatagram(t *testing.T) {
 		{"cut payload", batch[:len(batch)-1], 0, ErrTruncated},
 		{"trailing bytes", cat(batch, []byte{Magic}), 1, ErrTruncated},
 		{"two batches", cat(batch, batch), 1, ErrMalformed},
+		{"hello and piece", cat(hello, AppendPiece(nil, 1, 0, 2, batch)), 2, nil},
+		{"batch and piece", cat(batch, AppendPiece(nil, 1, 0, 2, batch)), 1, ErrMalformed},
+		{"two pieces", cat(AppendPiece(nil, 1, 0, 2, batch), AppendPiece(nil, 1, 1, 2, batch)), 1, ErrMalformed},
 		{"bad magic", []byte{0x16, 3, 1, 0, 0, 0, 0, 0}, 0, ErrBadMagic},
 		{"length over limit", AppendHeader(nil, TypeHello, 0, DefaultMaxControl+1), 0, ErrTooLarge},
 	}
@@ -66,6 +69,7 @@ func TestNextFrame(t *testing.T) {
 func FuzzDatagram(f *testing.F) {
 	f.Add(AppendBye(AppendHello(nil, &Hello{Name: "x"})))
 	f.Add(encode([]Record{{Timestamp: 1, Data: []byte("hi")}}, 1))
+	f.Add(AppendPiece(nil, 3, 1, 2, encode([]Record{{Timestamp: 1, Data: []byte("hi")}}, 3)))
 	f.Add([]byte{Magic, Version, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, d []byte) {

@@ -32,9 +32,11 @@ const (
 // Type is a frame type.
 type Type uint8
 
-// Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping, Bye.
-// Collector->agent: Welcome, Reject, Ack. Bye is the UDP transport's
-// goodbye (TCP says goodbye with its FIN).
+// Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping, Bye,
+// Piece. Collector->agent: Welcome, Reject, Ack. Bye is the UDP
+// transport's goodbye (TCP says goodbye with its FIN); Piece carries a
+// slice of a batch frame too large for one datagram (UDP only, see
+// AppendPiece).
 const (
 	TypeHello   Type = 1
 	TypeWelcome Type = 2
@@ -45,9 +47,10 @@ const (
 	TypeIface   Type = 7
 	TypePing    Type = 8
 	TypeBye     Type = 9
+	TypePiece   Type = 10
 )
 
-var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping", "bye"}
+var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping", "bye", "piece"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) && t != 0 {

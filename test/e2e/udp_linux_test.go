@@ -6,21 +6,18 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 )
-
-var overMTURE = regexp.MustCompile(`datagrams over the MTU (\d+)`)
 
 // TestUDPLiveCapture captures everything on a veth end (no filter) and
 // sends it over --transport udp across that same link, at its 1500-byte
 // MTU: the agent in namespace B captures what the generator in B sends
 // to a sink in A, where the collector runs. Full-size frames do not fit
-// a datagram, so they travel IP-fragmented over vB, where the agent
-// captures: the own-stream filter must keep its datagrams and their
-// fragments out, or the file would hold them. It holds exactly the
-// generated packets, and the collector counts no loss.
+// a datagram, so they travel in pieces over vB, where the agent
+// captures: the own-stream filter must keep its datagrams out, or the
+// file would hold them. It holds exactly the generated packets, and the
+// collector counts no loss.
 func TestUDPLiveCapture(t *testing.T) {
 	requireTools(t, checkTools...)
 	vn := newVethNet(t)
@@ -44,8 +41,8 @@ func TestUDPLiveCapture(t *testing.T) {
 	if s := agent.summary(); s.Read != count || s.Sent != count || s.Dropped != 0 || s.KernelDrops != 0 || s.Unacked != 0 {
 		t.Errorf("agent summary %+v: want %d read and sent, nothing dropped", s, count)
 	}
-	if m := overMTURE.FindStringSubmatch(agent.stdout.String()); m == nil || m[1] == "0" {
-		t.Errorf("agent summary %q: want datagrams over the MTU (full-size frames)", agent.stdout.String())
+	if m := piecesRE.FindStringSubmatch(agent.stdout.String()); m == nil || m[1] == "0" {
+		t.Errorf("agent summary %q: want batches sent in pieces (full-size frames)", agent.stdout.String())
 	}
 	waitNoPart(t, dir, 5*time.Second) // the goodbye closed the file
 	coll.stop(20 * time.Second)
