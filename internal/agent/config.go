@@ -72,7 +72,10 @@ type Config struct {
 	// DialTimeout bounds connect plus handshake. 0 means 5s.
 	DialTimeout time.Duration
 	// BackoffMin and BackoffMax bound the reconnect delay, which doubles
-	// per failure with ±25% jitter. 0 means 100ms and 5s.
+	// per failure with ±25% jitter. A connection that ends before the
+	// collector acknowledged anything new is a failure too; the delay
+	// starts again from BackoffMin only after one that did. 0 means
+	// 100ms and 5s.
 	BackoffMin, BackoffMax time.Duration
 
 	// TLS, if set, secures the connection (see pki.ClientConfig): the
