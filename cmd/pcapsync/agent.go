@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 )
@@ -52,8 +53,12 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	fs.IntVar(&cfg.SnapLen, "snaplen", 262144, "bytes captured per packet at most")
 	fs.BoolVar(&cfg.NoPromisc, "no-promisc", false, "do not put interfaces into promiscuous mode")
 	fs.IntVar(&cfg.MaxRate, "max-rate", 0, "packets per second at most (shared evenly by the interfaces, bursts of 0.1 s pass); packets over it are dropped and counted; 0 is no limit")
-	ring := int64(32 << 20)
-	fs.Var(sizeFlag{&ring}, "ring-size", "kernel ring buffer per interface")
+	var ring int64
+	fs.Var(sizeFlag{&ring}, "ring-size", "kernel ring buffer per interface, all of it resident (default: sized by --ring-time)")
+	fs.DurationVar(&cfg.RingTime, "ring-time", capture.DefaultRingTime, fmt.Sprintf("size each kernel ring to hold a stall of the agent this long at %d packets/s of %d-byte frames (a block for every block timeout, flush-interval/16, and room for the bytes; at most %d MiB)",
+		capture.DesignPacketRate, capture.DesignFrameSize, capture.MaxTimedRing>>20))
+	block := int64(capture.DefaultBlockSize)
+	fs.Var(sizeFlag{&block}, "block-size", fmt.Sprintf("kernel ring block size (a power of two of pages); a packet longer than it holds (block size - %d bytes) is cut, its original length kept", capture.BlockOverhead))
 	batch := int64(1 << 20)
 	fs.Var(sizeFlag{&batch}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
 	fs.Func("compress", "compress each batch: none, lz4, s2, zstd[:LEVEL 1-22], or auto (s2 only where it saves 1/8 or more; incompressible traffic goes raw) (default none)", func(s string) error {
@@ -152,9 +157,16 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	if *ifaces != "" {
 		cfg.Interfaces = strings.Split(*ifaces, ",")
 	}
-	if ring > 1<<40 || batch > 1<<30 {
-		return fmt.Errorf("%w: --ring-size or --batch-size too large", errUsage)
+	if ring > 1<<40 || batch > 1<<30 || block > capture.MaxBlockSize {
+		return fmt.Errorf("%w: --ring-size, --block-size or --batch-size too large", errUsage)
 	}
+	if set["ring-size"] {
+		if set["ring-time"] {
+			return fmt.Errorf("%w: --ring-size and --ring-time exclude each other", errUsage)
+		}
+		cfg.RingTime = 0
+	}
+	cfg.BlockSize = int(block)
 	cfg.RingSize, cfg.BatchBytes, cfg.QueueBytes, cfg.SpoolBytes = int(ring), int(batch), queue, spoolSize
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)

@@ -233,6 +233,9 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	if taps != nil {
 		taps.summary(stdout)
 	}
+	if n := c.Truncated.Load(); n > 0 {
+		fmt.Fprintf(stdout, "pcapsync collector: %d packets truncated to their link type's limit (original length kept)\n", n)
+	}
 	if n := c.MissingBatches.Load(); n > 0 {
 		fmt.Fprintf(stdout, "pcapsync collector: LOST %d batches: agents' sequences skipped them (see the log's \"batches missing\" lines)\n", n)
 	}

@@ -42,16 +42,26 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "wrote %d packets to %s\n", c.Count, *out)
 	case "udp":
-		fs := newFlagSet("gen udp", "pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]", stderr)
+		fs := newFlagSet("gen udp", "pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix | --size BYTES]", stderr)
 		to := fs.String("to", "", "destination IP:PORT (required)")
 		var c gen.UDPConfig
 		fs.Uint64Var(&c.Count, "count", 1000, "datagrams; 0 is no limit (with --seconds)")
 		secs := fs.Float64("seconds", 0, "stop after this long; 0 is no limit")
 		fs.IntVar(&c.Rate, "rate", 1000, "datagrams per second; 0 is as fast as possible")
 		mix := fs.String("mix", "", "frame sizes: 64 or imix (64/576/1500 at 7:4:1, Ethernet frames over IPv4); default: UDP payloads of 18, 100, 512, 1000 and 1472 bytes in turn")
+		size := fs.Int("size", 0, "every frame this many bytes (Ethernet over IPv4: UDP payload of size-42 bytes), instead of --mix")
 		stream := fs.Uint("stream", 1, "stream id written into every payload")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
+		}
+		if *size != 0 && *mix != "" {
+			return fmt.Errorf("%w: --size and --mix exclude each other", errUsage)
+		}
+		if *size != 0 {
+			if *size < 42+gen.PayloadHeader || *size > 42+65507 {
+				return fmt.Errorf("%w: --size %d out of range %d..%d", errUsage, *size, 42+gen.PayloadHeader, 42+65507)
+			}
+			c.Sizes = []int{*size - 42}
 		}
 		if *secs < 0 || (c.Count == 0 && *secs == 0) {
 			return fmt.Errorf("%w: give --count, --seconds or both", errUsage)

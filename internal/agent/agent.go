@@ -29,6 +29,11 @@ type Summary struct {
 	Unacked     uint64 // packets still queued at exit
 	Reconnects  uint64
 
+	// LinkTruncated counts packets cut to the longest captured length
+	// readers accept for their link type (pcapfile.MaxCapLen), their
+	// original length kept.
+	LinkTruncated uint64
+
 	// Records bytes before and after compression (equal without it).
 	RawBytes, WireBytes uint64
 
@@ -43,6 +48,9 @@ type Summary struct {
 func (s Summary) String() string {
 	str := fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
+	if s.LinkTruncated > 0 {
+		str += fmt.Sprintf(", truncated to the link type's limit %d", s.LinkTruncated)
+	}
 	if s.RawBytes != s.WireBytes && s.WireBytes > 0 {
 		str += fmt.Sprintf(", compressed %d to %d bytes (ratio %.2f)", s.RawBytes, s.WireBytes, float64(s.RawBytes)/float64(s.WireBytes))
 	}
@@ -87,6 +95,7 @@ type Agent struct {
 	udp                        udpCounters
 
 	rawBytes, wireBytes atomic.Uint64 // records sections before and after compression
+	linkTruncated       atomic.Uint64 // packets cut to pcapfile.MaxCapLen
 
 	lastWrite time.Time // of the last write to the collector; sender goroutine only
 }
@@ -330,7 +339,7 @@ func (a *Agent) summary() Summary {
 	}
 	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
 		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(),
-		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load()}
+		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load(), LinkTruncated: a.linkTruncated.Load()}
 	for _, is := range st.Interfaces {
 		sum.Read += is.Captured
 		sum.KernelDrops += is.KernelDrops

@@ -24,7 +24,17 @@ type Config struct {
 	Filter    string // tcpdump syntax
 	SnapLen   int    // 0 means 262144
 	NoPromisc bool   // zero value: promiscuous, like tcpdump
-	RingSize  int    // bytes per interface ring; 0 means the capture default
+	// RingSize is the bytes of each interface's capture ring, all of
+	// them resident; 0 sizes it by RingTime (capture.Config.RingTime).
+	RingSize int
+	// RingTime sizes each ring to hold a stall of the agent this long
+	// at capture.DesignPacketRate frames of capture.DesignFrameSize
+	// bytes. 0 means capture.DefaultRingTime; it excludes RingSize.
+	RingTime time.Duration
+	// BlockSize is the capture ring's block size; a packet longer than
+	// BlockSize-capture.BlockOverhead is cut (the snaplen in effect).
+	// 0 means capture.DefaultBlockSize.
+	BlockSize int
 
 	// MaxRate limits live capture to this many packets per second,
 	// shared evenly by the interfaces; packets over it are dropped and
@@ -72,7 +82,10 @@ type Config struct {
 	// DialTimeout bounds connect plus handshake. 0 means 5s.
 	DialTimeout time.Duration
 	// BackoffMin and BackoffMax bound the reconnect delay, which doubles
-	// per failure with ±25% jitter. 0 means 100ms and 5s.
+	// per failure with ±25% jitter. A connection that ends before the
+	// collector acknowledged anything new is a failure too; the delay
+	// starts again from BackoffMin only after one that did. 0 means
+	// 100ms and 5s.
 	BackoffMin, BackoffMax time.Duration
 
 	// TLS, if set, secures the connection (see pki.ClientConfig): the
@@ -228,6 +241,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent: batch size %d out of range 4KiB..8MiB", c.BatchBytes)
 	case c.QueueBytes != 0 && c.QueueBytes < int64(max(c.BatchBytes, 1<<20)):
 		return fmt.Errorf("agent: queue size %d smaller than one batch (%d)", c.QueueBytes, max(c.BatchBytes, 1<<20))
+	case c.RingSize < 0 || c.RingTime < 0 || c.BlockSize < 0:
+		return errors.New("agent: ring size, ring time and block size must not be negative")
+	case c.RingSize != 0 && c.RingTime != 0:
+		return errors.New("agent: a ring size and a ring time exclude each other")
 	case c.MaxRate < 0:
 		return fmt.Errorf("agent: max rate %d packets/s is negative", c.MaxRate)
 	case c.SpoolBytes < 0 || c.SpoolBytes > 0 && c.SpoolBytes < int64(max(c.BatchBytes, 1<<20)):

@@ -12,12 +12,16 @@ import (
 )
 
 // fileSource replays a pcap or pcapng file as fast as the queue drains.
+// A packet longer than its link type allows in pcapng readers
+// (pcapfile.MaxCapLen) is cut to that length, its original length kept,
+// and counted (Summary.LinkTruncated).
 type fileSource struct {
 	a       *Agent
 	path    string
 	f       io.ReadCloser
 	r       *pcapfile.Reader
-	ifmap   []int // file interface index -> agent interface index
+	ifmap   []int    // file interface index -> agent interface index
+	maxCap  []uint32 // file interface index -> pcapfile.MaxCapLen of its link type
 	read    atomic.Uint64
 	bytes   atomic.Uint64
 	stopped atomic.Bool
@@ -50,15 +54,17 @@ func (s *fileSource) declare(i int) error {
 				name += "#" + strconv.Itoa(n)
 			}
 		}
+		maxCap := pcapfile.MaxCapLen(uint32(ifs[n].LinkType))
 		snap := ifs[n].SnapLen
-		if snap == 0 {
-			snap = 262144
+		if snap == 0 || snap > maxCap {
+			snap = maxCap
 		}
 		idx, err := s.a.addIface(wire.Interface{Name: name, LinkType: ifs[n].LinkType, SnapLen: snap})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", s.path, err)
 		}
 		s.ifmap = append(s.ifmap, idx)
+		s.maxCap = append(s.maxCap, maxCap)
 	}
 	return nil
 }
@@ -94,6 +100,13 @@ func (s *fileSource) run() error {
 			if err := s.declare(p.Interface); err != nil {
 				return err
 			}
+		}
+		if uint32(len(p.Data)) > s.maxCap[p.Interface] {
+			// Longer than readers accept for its link type: cut it, like
+			// a snaplen.
+			p.OrigLen = max(p.OrigLen, uint32(len(p.Data)))
+			p.Data = p.Data[:s.maxCap[p.Interface]]
+			s.a.linkTruncated.Add(1)
 		}
 		bd.add(p.Timestamp, s.ifmap[p.Interface], p.OrigLen, p.Data, 0)
 		read++

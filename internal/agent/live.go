@@ -37,6 +37,8 @@ func (a *Agent) openLive() error {
 			SnapLen:      a.cfg.SnapLen,
 			NoPromisc:    a.cfg.NoPromisc,
 			RingSize:     a.cfg.RingSize,
+			RingTime:     a.cfg.RingTime,
+			BlockSize:    a.cfg.BlockSize,
 			BlockTimeout: min(max(flush/16, time.Millisecond), 4*time.Millisecond),
 			// A batch that stops growing (a pause in the traffic) is sealed
 			// by the poll timeout: keep it a fraction of the flush interval.
@@ -61,7 +63,12 @@ func (a *Agent) openLive() error {
 		rate := float64(a.cfg.MaxRate) / float64(len(a.cfg.Interfaces))
 		a.sources = append(a.sources, &liveSource{a: a, h: h, index: idx, limit: newRateLimiter(rate, max(1, rate/10))})
 	}
-	a.log.Info("capturing", "interfaces", a.cfg.Interfaces, "filter", filter, "snaplen", a.cfg.SnapLen, "promisc", !a.cfg.NoPromisc)
+	snap := a.sources[0].(*liveSource).h.SnapLen()
+	a.log.Info("capturing", "interfaces", a.cfg.Interfaces, "filter", filter, "snaplen", snap, "promisc", !a.cfg.NoPromisc)
+	if snap < a.cfg.SnapLen {
+		a.log.Info("packets longer than the capture ring's blocks hold are cut, their original length kept (a larger --block-size keeps them whole, at the cost of a larger ring)",
+			"snaplen", snap, "asked", a.cfg.SnapLen)
+	}
 	return nil
 }
 

@@ -21,7 +21,13 @@ const writeTimeout = 30 * time.Second
 
 // sender owns the connection: it dials, shakes hands, sends queued
 // batches in sequence order, reconnects with backoff and resends from the
-// first unacknowledged batch. It returns nil when ctx ends, or an error
+// first unacknowledged batch. The backoff doubles after every connection
+// that ends, or fails, without the collector acknowledging a batch beyond
+// what it held at the welcome: a collector that welcomes agents but
+// cannot store their batches (a full disk, an unwritable directory) is
+// retried ever more slowly, up to BackoffMax, not every BackoffMin. It
+// starts again from BackoffMin once a connection makes such progress.
+// It returns nil when ctx ends, or an error
 // wrapping ErrRejected when the collector refuses the agent, or ErrTLS
 // when the first connection fails TLS authentication (a configuration
 // error; once connected, the agent retries instead: the collector may
@@ -39,12 +45,15 @@ func (a *Agent) sender(ctx context.Context) error {
 		c, w, declared, err := a.connect(ctx)
 		if err == nil {
 			connected = true
-			backoff = a.cfg.BackoffMin
+			held := max(a.q.stats().acked, w.LastSeq)
 			err = a.session(ctx, c, w, declared)
 			if err == nil {
 				return nil
 			}
-			a.log.Warn("connection to collector lost", "err", err)
+			if a.q.stats().acked > held {
+				backoff = a.cfg.BackoffMin
+			}
+			a.log.Warn("connection to collector lost", "err", err, "retry_in", backoff.Round(time.Millisecond))
 		}
 		if errors.Is(err, ErrRejected) || errors.Is(err, ErrTLS) && !connected {
 			return err

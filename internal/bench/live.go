@@ -129,7 +129,7 @@ func WriteLive(w io.Writer, cfg LiveConfig, res []LiveMixResult, markdown bool) 
 	if cfg.Rate > 0 {
 		rate = fmt.Sprintf("%d packets/s each", cfg.Rate)
 	}
-	ew.printf("UDP from %d generator process(es) in one namespace, %s, for %s per round, across a veth to a second namespace, where the pcapsync agent (into a collector on that namespace's loopback, both --insecure) and tcpdump -w capture the receiving end at once, same filter (udp and dst port 5555). Agent and tcpdump with their defaults (agent ring 32 MiB; tcpdump's buffer libpcap's default, 2 MiB)", cfg.Generators, rate, cfg.Duration)
+	ew.printf("UDP from %d generator process(es) in one namespace, %s, for %s per round, across a veth to a second namespace, where the pcapsync agent (into a collector on that namespace's loopback, both --insecure) and tcpdump -w capture the receiving end at once, same filter (udp and dst port 5555). Agent and tcpdump with their defaults (agent ring sized by --ring-time, 31.25 MiB at the default flush; tcpdump's buffer libpcap's default, 2 MiB)", cfg.Generators, rate, cfg.Duration)
 	if len(cfg.AgentArgs) > 0 {
 		ew.printf(", agent plus %s", strings.Join(cfg.AgentArgs, " "))
 	}

@@ -38,8 +38,8 @@ func TestCaptureEveryPacket(t *testing.T) {
 	if got := h.LinkType(); got != LinkTypeEthernet {
 		t.Errorf("LinkType() = %d, want %d", got, LinkTypeEthernet)
 	}
-	if got := h.SnapLen(); got != DefaultSnapLen {
-		t.Errorf("SnapLen() = %d, want %d", got, DefaultSnapLen)
+	if got, want := h.SnapLen(), DefaultBlockSize-BlockOverhead; got != want {
+		t.Errorf("SnapLen() = %d, want %d (what a default block holds)", got, want)
 	}
 	if got := h.Name(); got != capIf {
 		t.Errorf("Name() = %q, want %q", got, capIf)
@@ -256,6 +256,52 @@ func TestSnapLen(t *testing.T) {
 	})
 	if len(seen) != len(szs) {
 		t.Fatalf("captured %d of %d packets", len(seen), len(szs))
+	}
+}
+
+// TestBlockLimitsSnapLen: a packet longer than a ring block holds is cut
+// to the snapshot length in effect (BlockSize-BlockOverhead), its
+// original length kept; with blocks large enough it is whole.
+func TestBlockLimitsSnapLen(t *testing.T) {
+	tn := newTestNet(t, 65535)
+	tn.listen(t, testPort)
+	const maxUDP = 65535 - 20 - 8
+	szs := []int{1000, DefaultBlockSize - BlockOverhead - frameHeaders, DefaultBlockSize - BlockOverhead - frameHeaders + 1, maxUDP}
+	for _, tc := range []struct {
+		name  string
+		block int
+		snap  int
+	}{
+		{"default blocks", 0, DefaultBlockSize - BlockOverhead},
+		{"128 KiB blocks", 128 << 10, 128<<10 - BlockOverhead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tn.open(t, Config{BlockSize: tc.block, RingSize: 4 << 20})
+			if got := h.SnapLen(); got != tc.snap {
+				t.Fatalf("SnapLen() = %d, want %d", got, tc.snap)
+			}
+			c := tn.sender(t, testPort)
+			for i, size := range szs {
+				send(t, c, makePayload(testPort, uint32(i), size))
+			}
+			seen := map[uint32]bool{}
+			readPackets(t, h, 5*time.Second, func(p *Packet) bool {
+				id, _, _, ok := parseTestFrame(p.Data)
+				if !ok || int(id.seq) >= len(szs) {
+					return true
+				}
+				seq := id.seq
+				orig := frameHeaders + szs[seq]
+				if int(p.OrigLen) != orig || len(p.Data) != min(orig, tc.snap) {
+					t.Errorf("payload of %d bytes: OrigLen %d, len(Data) %d; want %d, %d", szs[seq], p.OrigLen, len(p.Data), orig, min(orig, tc.snap))
+				}
+				seen[seq] = true
+				return len(seen) < len(szs)
+			})
+			if len(seen) != len(szs) {
+				t.Fatalf("captured %d of %d packets", len(seen), len(szs))
+			}
+		})
 	}
 }
 

@@ -15,10 +15,25 @@ const (
 	// MaxSnapLen is the largest accepted snapshot length (libpcap's
 	// MAXIMUM_SNAPLEN).
 	MaxSnapLen = 262144
-	// DefaultRingSize is the default size of the TPACKET_V3 ring in bytes.
-	DefaultRingSize = 32 << 20
-	// DefaultBlockSize is the default ring block size in bytes.
-	DefaultBlockSize = 1 << 20
+	// DefaultRingTime is how long a stall of the reader the ring holds by
+	// default (Config.RingTime): 1 s, the goal, with half as much again
+	// as margin.
+	DefaultRingTime = 1500 * time.Millisecond
+	// MaxTimedRing bounds a ring sized by time (RingSize 0), for very
+	// short block timeouts; an explicit RingSize is not bounded by it.
+	MaxTimedRing = 256 << 20
+	// DesignPacketRate and DesignFrameSize are the traffic a ring sized
+	// by time holds for RingTime: 20 000 packets/s of 600-byte frames
+	// (about 96 Mbit/s), moderate traffic for one interface. Faster
+	// traffic fills blocks before their timeout, and the ring then holds
+	// RingSize bytes: a shorter stall.
+	DesignPacketRate = 20000
+	DesignFrameSize  = 600
+	// DefaultBlockSize is the default ring block size in bytes: 64 KiB,
+	// so that a ring of many blocks (one retires every BlockTimeout,
+	// however little it holds) stays small. A block holds packets up to
+	// DefaultBlockSize-BlockOverhead (65280) bytes whole; see SnapLen.
+	DefaultBlockSize = 64 << 10
 	// MaxBlockSize is the largest accepted block size.
 	MaxBlockSize = 1 << 30
 	// DefaultBlockTimeout is the default TPACKET_V3 block retire timeout.
@@ -29,13 +44,16 @@ const (
 	// returns ErrTimeout.
 	DefaultPollTimeout = 100 * time.Millisecond
 
-	// BlockOverhead is the room a block needs besides one packet of
-	// SnapLen bytes: the block descriptor (48 bytes), the tpacket3_hdr and
-	// sockaddr_ll in front of the packet (80 bytes) and the padding that
-	// aligns the network header, with margin. A block must hold at least
-	// SnapLen+BlockOverhead bytes, rounded up to the page size, or the
-	// kernel silently truncates large packets below SnapLen.
+	// BlockOverhead is the room a block needs besides one packet: the
+	// block descriptor (48 bytes), the tpacket3_hdr and sockaddr_ll in
+	// front of the packet (80 bytes) and the padding that aligns the
+	// network header, with margin. The kernel cuts a packet longer than
+	// its block holds; the snapshot length in effect is therefore at
+	// most BlockSize-BlockOverhead.
 	BlockOverhead = 256
+	// ringPacketOverhead is what one packet takes in a block besides its
+	// bytes: the tpacket3_hdr, sockaddr_ll and alignment.
+	ringPacketOverhead = 96
 
 	// minBlocks is the smallest ring: with a single block the kernel has
 	// nowhere to write while the reader holds it.
@@ -61,6 +79,9 @@ type Config struct {
 
 	// SnapLen is the most bytes kept of each packet, 1..MaxSnapLen.
 	// 0 means DefaultSnapLen. Packet.OrigLen keeps the length on the wire.
+	// The kernel cuts a packet longer than a ring block holds, so the
+	// snapshot length in effect (Handle.SnapLen) is at most
+	// BlockSize-BlockOverhead: 65280 bytes with the default block size.
 	SnapLen int
 
 	// NoPromisc turns promiscuous mode off. By default it is on, as in
@@ -68,15 +89,29 @@ type Config struct {
 	NoPromisc bool
 
 	// RingSize is the size in bytes of the memory ring shared with the
-	// kernel. It is rounded up to a whole number of blocks, and to at least
-	// two blocks. 0 means DefaultRingSize.
+	// kernel, all of it resident while the handle is open. It is rounded
+	// up to a whole number of blocks, and to at least two blocks. 0 means
+	// sized by RingTime.
 	RingSize int
 
+	// RingTime sizes the ring when RingSize is 0: it holds what arrives
+	// during a stall of the reader this long, at DesignPacketRate frames
+	// of DesignFrameSize bytes. The kernel hands over a block, however
+	// little it holds, every BlockTimeout, so the ring gets
+	// RingTime/BlockTimeout blocks at least, and room for RingTime of the
+	// design traffic at least; at most MaxTimedRing bytes. 0 means
+	// DefaultRingTime (with the default block size and a 3 ms block
+	// timeout: 500 blocks, 31.25 MiB). RingSize and RingTime exclude each
+	// other.
+	RingTime time.Duration
+
 	// BlockSize is the size of one ring block in bytes. It must be a
-	// multiple of the page size (os.Getpagesize()), at most MaxBlockSize,
-	// and at least SnapLen+BlockOverhead rounded up to the page size
-	// (266240 bytes for the default SnapLen with 4 KiB pages), so that a
-	// block can hold one whole packet. 0 means DefaultBlockSize.
+	// multiple of the page size (os.Getpagesize()) and at most
+	// MaxBlockSize; a power of two wastes no kernel memory (the kernel
+	// allocates each block in a power of two of pages). A packet longer
+	// than BlockSize-BlockOverhead is cut by the kernel, its original
+	// length kept: the snapshot length in effect is at most that.
+	// 0 means DefaultBlockSize.
 	BlockSize int
 
 	// BlockTimeout is the TPACKET_V3 block retire timeout: a block that is
@@ -104,26 +139,28 @@ func (c *Config) Validate() error {
 		return invalidf("capture: snaplen %d out of range 1..%d", c.SnapLen, MaxSnapLen)
 	}
 	page := os.Getpagesize()
-	snap := orDefault(c.SnapLen, DefaultSnapLen)
 	block := orDefault(c.BlockSize, DefaultBlockSize)
-	switch minBlock := minBlockSize(snap, page); {
+	switch {
 	case c.BlockSize < 0 || c.BlockSize > MaxBlockSize:
-		return invalidf("capture: block size %d out of range %d..%d", c.BlockSize, minBlock, MaxBlockSize)
+		return invalidf("capture: block size %d out of range %d..%d", c.BlockSize, page, MaxBlockSize)
 	case block%page != 0:
 		return invalidf("capture: block size %d is not a multiple of the page size %d", block, page)
-	case block < minBlock:
-		return invalidf("capture: block size %d smaller than %d, the minimum for snaplen %d (snaplen+%d rounded up to the %d-byte page size)",
-			block, minBlock, snap, BlockOverhead, page)
 	}
 	if c.RingSize < 0 {
 		return invalidf("capture: ring size %d is negative", c.RingSize)
 	}
-	// The kernel counts frames of one page in a uint32.
-	if n := numBlocks(orDefault(c.RingSize, DefaultRingSize), block); uint64(n)*uint64(block/page) > 1<<32-1 {
-		return invalidf("capture: ring size %d too large (%d blocks of %d bytes)", c.RingSize, n, block)
+	if c.RingTime < 0 || c.RingTime > MaxBlockTimeout {
+		return invalidf("capture: ring time %v out of range 0..%v", c.RingTime, MaxBlockTimeout)
+	}
+	if c.RingSize != 0 && c.RingTime != 0 {
+		return invalidf("capture: ring size and ring time exclude each other")
 	}
 	if c.BlockTimeout != 0 && (c.BlockTimeout < time.Millisecond || c.BlockTimeout > MaxBlockTimeout) {
 		return invalidf("capture: block timeout %v out of range %v..%v", c.BlockTimeout, time.Millisecond, MaxBlockTimeout)
+	}
+	// The kernel counts frames of one page in a uint32.
+	if n := c.settings().numBlocks; uint64(n)*uint64(block/page) > 1<<32-1 {
+		return invalidf("capture: ring size %d too large (%d blocks of %d bytes)", c.RingSize, n, block)
 	}
 	if c.PollTimeout > 0 && c.PollTimeout < time.Millisecond {
 		return invalidf("capture: poll timeout %v below %v (poll(2) counts whole milliseconds)", c.PollTimeout, time.Millisecond)
@@ -171,7 +208,12 @@ func (c *Config) settings() settings {
 		blockSize:    orDefault(c.BlockSize, DefaultBlockSize),
 		blockTimeout: orDefault(c.BlockTimeout, DefaultBlockTimeout).Truncate(time.Millisecond),
 	}
-	s.numBlocks = numBlocks(orDefault(c.RingSize, DefaultRingSize), s.blockSize)
+	s.snapLen = min(s.snapLen, s.blockSize-BlockOverhead)
+	ring := c.RingSize
+	if ring == 0 {
+		ring = timedRing(orDefault(c.RingTime, DefaultRingTime), max(s.blockTimeout, time.Millisecond), s.blockSize)
+	}
+	s.numBlocks = numBlocks(ring, s.blockSize)
 	s.pollSlice, s.pollSlices = pollSlices(orDefault(c.PollTimeout, DefaultPollTimeout))
 	return s
 }
@@ -197,8 +239,14 @@ func numBlocks(ring, block int) int {
 	return max(n, minBlocks)
 }
 
-func minBlockSize(snapLen, page int) int {
-	return (snapLen + BlockOverhead + page - 1) / page * page
+// timedRing returns the ring size, in bytes, that holds a stall of d:
+// a block for every retire timeout tov, and room for d of the design
+// traffic; at most MaxTimedRing.
+func timedRing(d, tov time.Duration, block int) int {
+	byTime := int((d + tov - 1) / tov)
+	bytes := int(d.Seconds() * DesignPacketRate * (DesignFrameSize + ringPacketOverhead))
+	byBytes := (bytes + block - 1) / block
+	return min(max(byTime, byBytes)*block, max(MaxTimedRing/block, minBlocks)*block)
 }
 
 func orDefault[T int | time.Duration](v, def T) T {

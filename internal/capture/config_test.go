@@ -28,12 +28,13 @@ func TestValidate(t *testing.T) {
 		{"snaplen negative", Config{Interface: "eth0", SnapLen: -1}, "capture: snaplen -1 out of range 1..262144"},
 		{"block not page multiple", Config{Interface: "eth0", SnapLen: 100, BlockSize: page + 1},
 			"capture: block size " + itoa(page+1) + " is not a multiple of the page size " + itoa(page)},
-		{"block too small for snaplen", Config{Interface: "eth0", BlockSize: page},
-			"capture: block size " + itoa(page) + " smaller than " + itoa(minBlockSize(DefaultSnapLen, page)) +
-				", the minimum for snaplen 262144 (snaplen+256 rounded up to the " + itoa(page) + "-byte page size)"},
+		{"block smaller than snaplen", Config{Interface: "eth0", BlockSize: page}, ""},
 		{"block too big", Config{Interface: "eth0", BlockSize: 2 << 30},
-			"capture: block size 2147483648 out of range " + itoa(minBlockSize(DefaultSnapLen, page)) + "..1073741824"},
+			"capture: block size 2147483648 out of range " + itoa(page) + "..1073741824"},
 		{"ring negative", Config{Interface: "eth0", RingSize: -5}, "capture: ring size -5 is negative"},
+		{"ring time", Config{Interface: "eth0", RingTime: 5 * time.Second}, ""},
+		{"ring time negative", Config{Interface: "eth0", RingTime: -time.Second}, "capture: ring time -1s out of range 0..1m0s"},
+		{"ring size and time", Config{Interface: "eth0", RingSize: 1 << 20, RingTime: time.Second}, "capture: ring size and ring time exclude each other"},
 		{"block timeout too small", Config{Interface: "eth0", BlockTimeout: time.Microsecond}, "capture: block timeout 1µs out of range 1ms..1m0s"},
 		{"block timeout negative", Config{Interface: "eth0", BlockTimeout: -time.Second}, "capture: block timeout -1s out of range 1ms..1m0s"},
 		{"poll timeout too small", Config{Interface: "eth0", PollTimeout: 500 * time.Microsecond},
@@ -83,15 +84,24 @@ func TestSettings(t *testing.T) {
 		wantSlices    int
 		wantBlockTmo  time.Duration
 		wantBlockSize int
+		wantSnapLen   int
 	}{
-		{"defaults", Config{Interface: "x"}, 32, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
-		{"ring rounded up", Config{Interface: "x", RingSize: 3<<20 + 1}, 4, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
-		{"at least two blocks", Config{Interface: "x", RingSize: 1}, 2, 50 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
-		{"short poll", Config{Interface: "x", PollTimeout: 30 * time.Millisecond}, 32, 30 * time.Millisecond, 1, 10 * time.Millisecond, 1 << 20},
-		{"poll split evenly", Config{Interface: "x", PollTimeout: 120 * time.Millisecond}, 32, 40 * time.Millisecond, 3, 10 * time.Millisecond, 1 << 20},
-		{"poll rounded up to ms", Config{Interface: "x", PollTimeout: 51 * time.Millisecond}, 32, 26 * time.Millisecond, 2, 10 * time.Millisecond, 1 << 20},
-		{"poll forever", Config{Interface: "x", PollTimeout: -1}, 32, 50 * time.Millisecond, 0, 10 * time.Millisecond, 1 << 20},
-		{"block timeout truncated", Config{Interface: "x", BlockTimeout: 2500 * time.Microsecond}, 32, 50 * time.Millisecond, 2, 2 * time.Millisecond, 1 << 20},
+		// A 10 ms timeout: 150 blocks hold 1.5 s by time, but 1.5 s of
+		// 20 000 packets/s of 600+96 bytes need 319 blocks of 64 KiB.
+		{"defaults", Config{Interface: "x"}, 319, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
+		{"ring rounded up", Config{Interface: "x", RingSize: 3<<20 + 1}, 49, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
+		{"at least two blocks", Config{Interface: "x", RingSize: 1}, 2, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
+		{"short poll", Config{Interface: "x", PollTimeout: 30 * time.Millisecond}, 319, 30 * time.Millisecond, 1, 10 * time.Millisecond, 64 << 10, 65280},
+		{"poll split evenly", Config{Interface: "x", PollTimeout: 120 * time.Millisecond}, 319, 40 * time.Millisecond, 3, 10 * time.Millisecond, 64 << 10, 65280},
+		{"poll rounded up to ms", Config{Interface: "x", PollTimeout: 51 * time.Millisecond}, 319, 26 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
+		{"poll forever", Config{Interface: "x", PollTimeout: -1}, 319, 50 * time.Millisecond, 0, 10 * time.Millisecond, 64 << 10, 65280},
+		// The agent's timeout at its default flush: a block every 3 ms,
+		// 500 of them for 1.5 s (31.25 MiB).
+		{"block timeout truncated", Config{Interface: "x", BlockTimeout: 3125 * time.Microsecond}, 500, 50 * time.Millisecond, 2, 3 * time.Millisecond, 64 << 10, 65280},
+		{"ring time", Config{Interface: "x", BlockTimeout: 4 * time.Millisecond, RingTime: 4 * time.Second}, 1000, 50 * time.Millisecond, 2, 4 * time.Millisecond, 64 << 10, 65280},
+		{"timed ring bounded", Config{Interface: "x", BlockTimeout: time.Millisecond, RingTime: time.Minute}, MaxTimedRing / (64 << 10), 50 * time.Millisecond, 2, time.Millisecond, 64 << 10, 65280},
+		{"big blocks keep the snaplen", Config{Interface: "x", BlockSize: 512 << 10, BlockTimeout: 3 * time.Millisecond}, 500, 50 * time.Millisecond, 2, 3 * time.Millisecond, 512 << 10, DefaultSnapLen},
+		{"small snaplen", Config{Interface: "x", SnapLen: 1500, RingSize: 1 << 20}, 16, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 1500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,12 +110,12 @@ func TestSettings(t *testing.T) {
 			}
 			s := tt.cfg.settings()
 			if s.numBlocks != tt.wantBlocks || s.pollSlice != tt.wantSlice || s.pollSlices != tt.wantSlices ||
-				s.blockTimeout != tt.wantBlockTmo || s.blockSize != tt.wantBlockSize {
+				s.blockTimeout != tt.wantBlockTmo || s.blockSize != tt.wantBlockSize || s.snapLen != tt.wantSnapLen {
 				t.Errorf("settings() = %+v, want blocks %d of %d, poll %d x %v, block timeout %v",
 					s, tt.wantBlocks, tt.wantBlockSize, tt.wantSlices, tt.wantSlice, tt.wantBlockTmo)
 			}
-			if s.snapLen != DefaultSnapLen || !s.promisc {
-				t.Errorf("settings() = %+v, want default snaplen and promiscuous mode", s)
+			if !s.promisc {
+				t.Errorf("settings() = %+v, want promiscuous mode", s)
 			}
 		})
 	}

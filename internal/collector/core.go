@@ -43,6 +43,7 @@ type Counters struct {
 	FileErrors     atomic.Uint64 // failed file operations
 	PeerTimeouts   atomic.Uint64 // sessions ended because the agent sent nothing for the peer timeout
 	OverLimit      atomic.Uint64 // connections closed at once because MaxConns were open
+	Truncated      atomic.Uint64 // packets written cut to their link type's limit (pcapfile.MaxCapLen), original length kept
 
 	Compressed  atomic.Uint64 // compressed batches received (duplicates included)
 	Unchecked   atomic.Uint64 // batches received without a checksum (duplicates included): agents inside TLS

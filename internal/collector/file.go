@@ -228,7 +228,22 @@ func (af *agentFile) writable(now time.Time) error {
 }
 
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
+	af.fit(ifIndex, r)
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
+}
+
+// fit cuts a packet longer than its link type allows in pcapng readers
+// (pcapfile.MaxCapLen) to that length, keeping its original length, and
+// counts it: an agent that did not cut it (an old or a bogus one) must
+// not make the file unreadable.
+func (af *agentFile) fit(ifIndex int, r *wire.Record) {
+	if limit := pcapfile.MaxCapLen(uint32(af.ifaces[ifIndex].ifc.LinkType)); uint32(len(r.Data)) > limit {
+		r.OrigLen = max(r.OrigLen, uint32(len(r.Data)))
+		r.Data = r.Data[:limit]
+		if af.counters != nil {
+			af.counters.Truncated.Add(1)
+		}
+	}
 }
 
 // writeLast writes the last packet of batch seq of inst with the mark
@@ -238,6 +253,7 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *instance, seq 
 	b = append(b, markMagic[:]...)
 	b = append(b, inst.id[:]...)
 	b = binary.LittleEndian.AppendUint64(b, seq)
+	af.fit(ifIndex, r)
 	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, markPEN, b); err != nil {
 		return err
 	}

@@ -67,6 +67,8 @@ var agentFields = []field[agent.Stats]{
 			}
 			return float64(s.RawBytes) / float64(s.WireBytes)
 		}),
+	counter("pcapsync_agent_truncated_packets_total", "Packets cut to the longest captured length readers accept for their link type (file replay), original length kept.",
+		func(s *agent.Stats) float64 { return u(s.LinkTruncated) }),
 	counter("pcapsync_agent_udp_datagrams_total", "Datagrams sent (UDP transport).",
 		func(s *agent.Stats) float64 { return u(s.Datagrams) }),
 	counter("pcapsync_agent_udp_send_errors_total", "Datagrams the kernel refused (UDP transport): their batches are lost.",

@@ -88,6 +88,8 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.c.FilesClosed.Load()) }),
 	counter("pcapsync_collector_files_rotated_total", "Data files closed because they reached --rotate-size or --rotate-interval.",
 		func(s *coreSnap) float64 { return u(s.c.FilesRotated.Load()) }),
+	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
+		func(s *coreSnap) float64 { return u(s.c.Truncated.Load()) }),
 	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
 	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",

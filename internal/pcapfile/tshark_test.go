@@ -125,3 +125,49 @@ func lineWith(s, prefix string) string {
 	}
 	return ""
 }
+
+// TestWiresharkAcceptsMaxCapLen checks MaxCapLen against capinfos: a
+// packet of MaxCapLen bytes reads, one byte more does not.
+func TestWiresharkAcceptsMaxCapLen(t *testing.T) {
+	capinfos, err := exec.LookPath("capinfos")
+	if err != nil {
+		t.Skip("capinfos not on PATH (install wireshark-common / tshark to run this test)")
+	}
+	for _, tc := range []struct {
+		name     string
+		linkType uint16
+		size     int
+		ok       bool
+	}{
+		{"ethernet at the limit", 1, MaxCapLenStandard, true},
+		{"ethernet over it", 1, MaxCapLenStandard + 1, false},
+		{"raw ip over it", 101, MaxCapLenStandard + 1, false},
+		{"dbus over the standard limit", LinkTypeDBus, 300000, true},
+		{"usbpcap over the standard limit", LinkTypeUSBPcap, 300000, true},
+		{"ebhscr over the standard limit", LinkTypeEBHSCR, 300000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.ok && tc.size <= int(MaxCapLen(uint32(tc.linkType))) || tc.ok && tc.size > int(MaxCapLen(uint32(tc.linkType))) {
+				t.Fatalf("case disagrees with MaxCapLen(%d) = %d", tc.linkType, MaxCapLen(uint32(tc.linkType)))
+			}
+			file := filepath.Join(t.TempDir(), "out.pcapng")
+			writeFile(t, file, func(w *NgWriter) {
+				if _, err := w.AddInterface(Interface{Name: "if", LinkType: tc.linkType, SnapLen: MaxCapLen(uint32(tc.linkType))}); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.WritePacket(0, 1_700_000_000_000_000_000, uint32(tc.size), payload(tc.size, 1)); err != nil {
+					t.Fatal(err)
+				}
+			})
+			cmd := exec.Command(capinfos, "-c", file)
+			cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if tc.ok && err != nil {
+				t.Errorf("capinfos fails on %d bytes of link type %d: %v\n%s", tc.size, tc.linkType, err, out)
+			}
+			if !tc.ok && err == nil {
+				t.Errorf("capinfos reads %d bytes of link type %d, over MaxCapLen:\n%s", tc.size, tc.linkType, out)
+			}
+		})
+	}
+}
