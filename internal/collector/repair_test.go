@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"github.com/pcapsync/pcapsync/internal/wire"
 	"os"
 	"os/exec"
@@ -200,15 +201,11 @@ func TestDiskFull(t *testing.T) {
 }
 
 func testDiskFull(t *testing.T, fc FileCompress) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	filler := filepath.Join(dir, "filler")
-	os.WriteFile(filler, make([]byte, 160<<10), 0o600)
-
+	dir := mountTmpfs(t, 8<<20)
 	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch, FileCompress: fc})
+	// Started with room (NewCore refuses a full disk): now fill it up.
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler, 32<<10)
 	s, _, err := c.Begin(hello("full", 3), func() {})
 	if err != nil {
 		t.Fatal(err)
@@ -254,4 +251,36 @@ func testDiskFull(t *testing.T, fc FileCompress) {
 	}
 	s2.End(true)
 	c.Close()
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new temporary directory,
+// unmounted in Cleanup; it skips the test without root.
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fill writes a file at path that leaves about free bytes free on its
+// file system.
+func fill(t *testing.T, path string, free int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(st.Bavail)*int64(st.Bsize) - free
+	if n <= 0 {
+		return
+	}
+	if err := os.WriteFile(path, make([]byte, n), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
