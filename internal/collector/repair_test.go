@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -562,6 +563,9 @@ func TestRepairInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before Close, which waits for the repair
 	if _, _, err := c.Begin(hello("crash", 5), func() {}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Begin during its repair: %v, want ErrBusy", err)
 	}
@@ -576,7 +580,7 @@ func TestRepairInBackground(t *testing.T) {
 		t.Fatalf("another agent's Commit = %d, %v", seq, err)
 	}
 	s.End(true)
-	close(release)
+	unblock()
 	var last uint64
 	waitFor(t, func() bool {
 		s, w, err := c.Begin(hello("crash", 5), func() {})
