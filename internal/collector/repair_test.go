@@ -452,8 +452,8 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 	}
 }
 
-// TestRepairZstdNearlyFull: a zstd file several times larger than the
-// free space left is repaired (in place).
+// TestRepairZstdNearlyFull: a zstd file ten times larger than the free
+// space left is repaired (in place).
 func TestRepairZstdNearlyFull(t *testing.T) {
 	dir := mountTmpfs(t, 48<<20)
 	fc := FileCompress{Codec: FileZstd}
@@ -477,7 +477,7 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 	af := &c.agents["full"].file
 	af.bw.Flush()
 	af.f.Close() // the process is gone
-	fill(t, filepath.Join(dir, "filler"), 6<<20)
+	fill(t, filepath.Join(dir, "filler"), 2<<20)
 
 	c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
 	_, w, err := c2.Begin(hello("full", 4), func() {})

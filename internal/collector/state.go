@@ -193,9 +193,9 @@ func (c *Core) writeState() error {
 }
 
 // minFree is the free space the output root must have at start: the
-// reserve and a few MiB for the first files and the repairs (which cut
-// files in place and need no more).
-const minFree = minReserve + 4<<20
+// reserve and 1 MiB for the first files and the repairs (which cut files
+// in place and need no more). Below it the disk counts as full.
+const minFree = minReserve + 1<<20
 
 // checkRoot makes sure the output root dir exists, is a directory the
 // collector can create files in, and is on a disk that is not already

@@ -114,7 +114,7 @@ func TestNewCoreRefusesRoot(t *testing.T) {
 		}, "not writable"},
 		{"full disk", func(t *testing.T) string {
 			dir := mountTmpfs(t, 8<<20)
-			fill(t, filepath.Join(dir, "filler"), 1<<20)
+			fill(t, filepath.Join(dir, "filler"), 512<<10)
 			return dir
 		}, "disk full"},
 	}
