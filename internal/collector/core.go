@@ -22,8 +22,9 @@ import (
 var ErrRejected = errors.New("handshake rejected")
 
 // ErrBusy: the session cannot start yet (its previous connection is
-// still ending). Transports close without a Reject, which an agent
-// takes as final, so that it retries with its backoff.
+// still ending, or its files are still being repaired after a restart).
+// Transports close without a Reject, which an agent takes as final, so
+// that it retries with its backoff.
 var ErrBusy = errors.New("busy")
 
 // ErrStorage wraps a failed file operation: nothing since the last
@@ -67,12 +68,16 @@ type Core struct {
 	// Counters may be read at any time.
 	Counters Counters
 
-	mu          sync.Mutex // guards agents, agent.active, unpublished
+	mu          sync.Mutex // guards agents, agent.active, unpublished, repairing
 	agents      map[string]*agent
-	unpublished []string // closed part files whose publish failed
+	unpublished []string        // closed part files whose publish failed
+	repairing   map[string]bool // agents whose unfinished files are being repaired
+	repairDone  chan struct{}   // closed when the background repair ended
+	stopRepairs func()          // cancels it; nil if none ran
 
-	instMu    sync.Mutex // a leaf lock: guards instances, instance.seen
+	instMu    sync.Mutex // a leaf lock: guards instances, instance.seen, saved
 	instances map[[16]byte]*instance
+	saved     map[[16]byte]savedMark // what the state file holds
 	saver     stateSaver
 
 	dec  *compress.Decoder // shared by all sessions
@@ -117,7 +122,11 @@ func (in *instance) raise(seq uint64) {
 	}
 }
 
-// NewCore returns a Core writing below cfg.Dir.
+// NewCore returns a Core writing below cfg.Dir. It refuses a root it
+// cannot write to, or on a disk already full, with an error that says
+// which and why. Files a previous run left unfinished are repaired in
+// the background; until an agent's are done, Begin refuses it with
+// ErrBusy.
 func NewCore(cfg Config) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -127,8 +136,11 @@ func NewCore(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collector: output directory: %w", err)
 	}
+	if err := checkRoot(dir); err != nil {
+		return nil, err
+	}
 	core := &Core{cfg: c, log: c.Logger, dir: dir,
-		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}}
+		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}, saved: map[[16]byte]savedMark{}}
 	core.bufs.New = func() any { return new([]byte) }
 	// A batch decompresses to at most MaxFrame bytes, as if sent raw.
 	if core.dec, err = compress.NewDecoder(int(c.MaxFrame), runtime.GOMAXPROCS(0)); err != nil {
@@ -138,7 +150,7 @@ func NewCore(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	keepReserve(dir, 0)
-	if err := core.repairAll(); err != nil {
+	if err := core.startRepairs(); err != nil {
 		return nil, err
 	}
 	return core, nil
@@ -163,6 +175,11 @@ type Session struct {
 	uncommitted struct{ batches, packets, bytes uint64 }
 	cuts        uint64 // agentFile.cuts when pending was written
 	stats       wire.Stats
+
+	// uncommittedRaw is the decompressed records written since the last
+	// Commit: what the file received, which bounds a gzip member or zstd
+	// flush (commitBytes).
+	uncommittedRaw int
 
 	kick   func()
 	kicked atomic.Bool
@@ -202,6 +219,10 @@ func (c *Core) BeginFrom(h *wire.Hello, peer Peer, kick func()) (*Session, wire.
 		log: c.log.With("agent", h.Name), peer: peer}
 
 	c.mu.Lock()
+	if c.repairing[h.Name] {
+		c.mu.Unlock()
+		return nil, wire.Welcome{}, fmt.Errorf("%w: the unfinished files of %q are being repaired", ErrBusy, h.Name)
+	}
 	ag := c.agents[h.Name]
 	if ag == nil {
 		ag = &agent{name: h.Name, file: agentFile{
@@ -381,6 +402,7 @@ func (s *Session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	s.uncommitted.batches++
 	s.uncommitted.packets += uint64(b.Count)
 	s.uncommitted.bytes += bytes
+	s.uncommittedRaw += len(b.Records)
 	if f := s.core.cfg.Feed; f != nil {
 		s.feedEv.Agent, s.feedEv.Host = s.hello.Name, s.hello.Host
 		s.feedB = *b
@@ -402,6 +424,7 @@ func (s *Session) storageFailed(err error) error {
 	}
 	s.pending = s.inst.lastSeq.Load()
 	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
+	s.uncommittedRaw = 0
 	return fmt.Errorf("%w: %w", ErrStorage, err)
 }
 
@@ -412,6 +435,7 @@ func (s *Session) Commit() (uint64, error) {
 	ag := s.ag
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
+	s.uncommittedRaw = 0
 	if err := ag.file.flush(); err != nil {
 		return s.inst.lastSeq.Load(), s.storageFailed(err)
 	}
@@ -586,9 +610,14 @@ func (c *Core) tick(now time.Time) {
 	}
 }
 
-// Close closes every open file and saves the high-water marks (see
-// StateFile). Call it after all sessions ended.
+// Close stops a repair still running (the file it was on stays
+// unfinished, for the next start), closes every open file and saves the
+// high-water marks (see StateFile). Call it after all sessions ended.
 func (c *Core) Close() error {
+	if c.stopRepairs != nil {
+		c.stopRepairs()
+	}
+	<-c.repairDone
 	c.mu.Lock()
 	ags := make([]*agent, 0, len(c.agents))
 	for _, ag := range c.agents {

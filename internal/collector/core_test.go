@@ -28,6 +28,7 @@ func newCore(t testing.TB, cfg Config) *Core {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-c.repairDone // most tests want the files repaired before they Begin
 	return c
 }
 

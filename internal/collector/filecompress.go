@@ -1,10 +1,8 @@
 package collector
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -22,14 +20,17 @@ import (
 //     a sequence of members, which gzip readers read as one stream. A
 //     crash can leave a torn member after the last complete one; the
 //     next start cuts it away (repairPart). Each member starts without
-//     history, so many small commits compress worse.
+//     history, so many small commits compress worse. A connection
+//     commits at least every commitBytes of decompressed records, so a
+//     member holds about that much.
 //   - zstd: one zstd frame per file, flushed at every commit, without
 //     the optional content checksum. (Wireshark 4.0 misreads files of
 //     several zstd frames, so frames are not ended per commit.) A crash
 //     leaves a frame without its last block; the next start decodes what
-//     is whole, and writes the file again up to the last complete batch
-//     (repairZstd). A full disk cuts the open file back to the last
-//     flush and ends the frame with an empty last block.
+//     is whole, cuts the file at the end of the block that ends the last
+//     complete batch and ends the frame there with an empty last block
+//     (repairPart), in place. A full disk cuts the open file back to the
+//     last flush and ends the frame the same way.
 type FileCompress struct {
 	Codec FileCodec
 	Level int // gzip 1..9, zstd 1..22; 0 means the codec's default
@@ -183,7 +184,7 @@ func (mw *memberWriter) finish() error {
 // frame carries no checksum).
 func (mw *memberWriter) terminator() []byte {
 	if mw != nil && mw.zstd != nil {
-		return []byte{0x01, 0x00, 0x00}
+		return zstdLastBlock[:]
 	}
 	return nil
 }
@@ -194,123 +195,4 @@ func (mw *memberWriter) terminator() []byte {
 func newZstdFileEncoder(lvl zstd.EncoderLevel) (*zstd.Encoder, error) {
 	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
-}
-
-// maxRepairMember bounds the decompressed size of one member that
-// repair holds in memory: a commit is at most commitBytes plus one
-// frame, and the file's headers.
-const maxRepairMember = commitBytes + 64<<20
-
-// gzipMembers walks the members of a gzip file r and calls fn with the
-// decompressed content of each complete one and the offset in r just
-// after it. It stops at the first member that is torn or corrupt, or
-// when fn returns false.
-func gzipMembers(r io.Reader, fn func(content []byte, end int64) bool) {
-	cr := &countingReader{r: r}
-	var content bytes.Buffer
-	var zr gzip.Reader
-	for {
-		if err := zr.Reset(cr); err != nil {
-			return // the end, or a torn header
-		}
-		zr.Multistream(false)
-		content.Reset()
-		n, err := io.Copy(&content, io.LimitReader(&zr, maxRepairMember+1))
-		if err != nil || n > maxRepairMember {
-			return
-		}
-		if !fn(content.Bytes(), cr.n) {
-			return
-		}
-	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-	b [1]byte
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// ReadByte lets the decompressor read exactly up to a member's end.
-func (c *countingReader) ReadByte() (byte, error) {
-	if _, err := io.ReadFull(c, c.b[:]); err != nil {
-		return 0, err
-	}
-	return c.b[0], nil
-}
-
-// repairZstd finishes a zstd file a crash left unfinished: it decodes
-// what is whole, finds the end of the last batch mark (pass one), then
-// writes that much again as a complete frame to a temporary file (pass
-// two), syncs it and renames it over path. It returns the marks and the
-// file's size before and after; a file without a mark is removed.
-func repairZstd(path string, marks map[[16]byte]uint64) (kept, cut int64, err error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	decode := func(fn func(r io.Reader) error) error {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		dec, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			return err
-		}
-		defer dec.Close()
-		return fn(dec)
-	}
-	var end int64
-	if err := decode(func(r io.Reader) error {
-		end, _ = scanBlocks(r, 1<<62, true, marks)
-		return nil
-	}); err != nil {
-		return 0, 0, err
-	}
-	if end == 0 {
-		return 0, st.Size(), os.Remove(path)
-	}
-	tmp := path + ".repair"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer os.Remove(tmp) // after a successful rename, a no-op
-	enc, err := newZstdFileEncoder(zstd.SpeedDefault)
-	if err != nil {
-		out.Close()
-		return 0, 0, err
-	}
-	enc.Reset(out)
-	err = decode(func(r io.Reader) error {
-		if _, err := io.CopyN(enc, r, end); err != nil {
-			return fmt.Errorf("decoding again: %w", err)
-		}
-		return enc.Close()
-	})
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	nst, err := os.Stat(tmp)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return 0, 0, err
-	}
-	return nst.Size(), st.Size() - nst.Size(), nil
 }

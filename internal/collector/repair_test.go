@@ -1,17 +1,29 @@
 package collector
 
 import (
+	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
-	"github.com/pcapsync/pcapsync/internal/wire"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // crashAfter writes batches 1..n of 10 packets and commits them, then
@@ -200,15 +212,11 @@ func TestDiskFull(t *testing.T) {
 }
 
 func testDiskFull(t *testing.T, fc FileCompress) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	filler := filepath.Join(dir, "filler")
-	os.WriteFile(filler, make([]byte, 160<<10), 0o600)
-
+	dir := mountTmpfs(t, 8<<20)
 	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch, FileCompress: fc})
+	// Started with room (NewCore refuses a full disk): now fill it up.
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler, 32<<10)
 	s, _, err := c.Begin(hello("full", 3), func() {})
 	if err != nil {
 		t.Fatal(err)
@@ -254,4 +262,360 @@ func testDiskFull(t *testing.T, fc FileCompress) {
 	}
 	s2.End(true)
 	c.Close()
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new temporary directory,
+// unmounted in Cleanup; it skips the test without root.
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fill writes a file at path that leaves about free bytes free on its
+// file system.
+func fill(t *testing.T, path string, free int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(st.Bavail)*int64(st.Bsize) - free
+	if n <= 0 {
+		return
+	}
+	if err := os.WriteFile(path, make([]byte, n), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zeroBatchFrame is a whole batch frame of n 1500-byte frames of zeros
+// (but for their number), its records compressed with zstd.
+func zeroBatchFrame(t *testing.T, seq uint64, first, n int) []byte {
+	t.Helper()
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	buf := make([]byte, 1500)
+	for i := range n {
+		e.Append(int64(1_700_000_000_000_000_000+(first+i)*1000), 0, 1500, zeroPacket(buf, uint64(first+i)))
+	}
+	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, codec := enc.Compress(wire.CompressedFrame(nil), e.Records())
+	if codec != wire.CodecZstd {
+		t.Fatal("zeros did not compress")
+	}
+	return e.FinishCompressed(frame, seq, codec)
+}
+
+// gzipMemberSizes returns the decompressed size of each member of a
+// gzip file.
+func gzipMemberSizes(t *testing.T, path string) []int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var sizes []int64
+	var zr gzip.Reader
+	for zr.Reset(br) == nil {
+		zr.Multistream(false)
+		n, err := io.Copy(io.Discard, &zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// TestWireZstdGzipFileRepair: an agent sending zstd-compressed batches
+// of compressible packets, as fast as the collector reads, to a
+// collector writing gzip files: each gzip member holds about the commit
+// threshold of decompressed records (not of wire bytes), and the file,
+// marked unfinished and repaired, keeps every packet.
+func TestWireZstdGzipFileRepair(t *testing.T) {
+	const batches, per = 70, 1000 // 105 MB decompressed, a few hundred KB on the wire
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, Insecure: true, FileCompress: FileCompress{Codec: FileGzip, Level: 1}}
+	c := newCore(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(c).Serve(ctx, ln) }()
+	s := dial(t, ln.Addr().String(), nil, "zz", "")
+	if ok, reason, err := s.reply(); !ok {
+		t.Fatalf("no welcome: %q, %v", reason, err)
+	}
+	var out []byte
+	for b := range batches {
+		out = append(out, zeroBatchFrame(t, uint64(b+1), b*per, per)...)
+	}
+	t.Logf("%d batches: %d bytes on the wire", batches, len(out))
+	s.conn.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := s.conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for acked := uint64(0); acked < batches; {
+		h, p, err := s.fr.Next()
+		if err != nil || h.Type != wire.TypeAck {
+			t.Fatalf("waiting for acks: %s, %v", h.Type, err)
+		}
+		acked, _ = wire.ParseAck(p)
+	}
+	s.conn.(*net.TCPConn).CloseWrite()
+	s.fr.Next()
+	waitSessionsEnded(t, c)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	files, _ := filepath.Glob(filepath.Join(dir, "zz", "*.pcapng.gz"))
+	if len(files) != 1 {
+		t.Fatalf("%d files, want 1", len(files))
+	}
+	sizes := gzipMemberSizes(t, files[0])
+	most := int64(commitBytes + 2*per*(1500+64))
+	for i, n := range sizes {
+		if n > most {
+			t.Fatalf("member %d of %d holds %d bytes decompressed, want at most %d", i, len(sizes), n, most)
+		}
+	}
+	// The process stops before the file loses its suffix.
+	part := files[0] + PartSuffix
+	if err := os.Rename(files[0], part); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newCore(t, cfg)
+	if _, w, err := c2.Begin(hello("zz", 'z'), func() {}); err != nil || w.LastSeq != batches {
+		t.Fatalf("after repair LastSeq %d (%v), want %d", w.LastSeq, err, batches)
+	}
+	if got := len(countPackets(t, files[0])); got != batches*per {
+		t.Fatalf("%d packets after repair, want %d (%d members)", got, batches*per, len(sizes))
+	}
+}
+
+// TestRepairLargeDBusPacket: a D-Bus batch (link type 231) ending in a
+// 300 000-byte packet, committed, survives a crash and repair.
+func TestRepairLargeDBusPacket(t *testing.T) {
+	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+		t.Run(fc.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			h := &wire.Hello{Instance: [16]byte{9}, Name: "dbus", Host: "h1",
+				Interfaces: []wire.Interface{{Name: "system", LinkType: 231, SnapLen: 1 << 27}}}
+			c := newCore(t, Config{Dir: dir, FileCompress: fc})
+			s, _, err := c.Begin(h, func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e wire.BatchEncoder
+			e.Reset(nil)
+			e.Append(1, 0, 100, make([]byte, 100))
+			e.Append(2, 0, 300_000, make([]byte, 300_000))
+			if _, err := s.Batch(0, e.Finish(1)[wire.HeaderSize:]); err != nil {
+				t.Fatal(err)
+			}
+			if seq, err := s.Commit(); seq != 1 || err != nil {
+				t.Fatalf("Commit = %d, %v", seq, err)
+			}
+			c.agents["dbus"].file.f.Close() // the process is gone
+			parts, _ := filepath.Glob(filepath.Join(dir, "dbus", "*"+PartSuffix))
+
+			c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
+			if _, w, err := c2.Begin(h, func() {}); err != nil || w.LastSeq != 1 {
+				t.Fatalf("after repair LastSeq %d (%v), want 1", w.LastSeq, err)
+			}
+			if len(parts) != 1 {
+				t.Fatalf("%d unfinished files", len(parts))
+			}
+			lens := countPackets(t, strings.TrimSuffix(parts[0], PartSuffix))
+			if len(lens) != 2 || lens[1] != 300_000 {
+				t.Fatalf("packets after repair: %v, want 100 and 300000 bytes", lens)
+			}
+		})
+	}
+}
+
+// TestRepairZstdNearlyFull: a zstd file ten times larger than the free
+// space left is repaired (in place).
+func TestRepairZstdNearlyFull(t *testing.T) {
+	dir := mountTmpfs(t, 48<<20)
+	fc := FileCompress{Codec: FileZstd}
+	c := newCore(t, Config{Dir: dir, FileCompress: fc, Fsync: FsyncNever})
+	s, _, err := c.Begin(hello("full", 4), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches = 100 // 20 MB of random packets
+	for b := range batches {
+		if _, err := s.Batch(0, randomBatch(uint64(b+1), 200)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for b := range 3 { // written, never acknowledged, the last one torn
+		s.Batch(0, randomBatch(uint64(batches+1+b), 200))
+	}
+	af := &c.agents["full"].file
+	af.bw.Flush()
+	af.f.Close() // the process is gone
+	fill(t, filepath.Join(dir, "filler"), 2<<20)
+
+	c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
+	_, w, err := c2.Begin(hello("full", 4), func() {})
+	if err != nil || w.LastSeq < batches {
+		t.Fatalf("after repair LastSeq %d (%v), want at least %d", w.LastSeq, err, batches)
+	}
+	if pkts := readParts(t, filepath.Join(dir, "full")); len(pkts) != int(w.LastSeq)*200 {
+		t.Fatalf("%d packets after repair, LastSeq %d", len(pkts), w.LastSeq)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(dir, "full", "*"+PartSuffix)); len(parts) != 0 {
+		t.Fatalf("still unfinished: %v", parts)
+	}
+}
+
+// TestRepairFailureKeepsMarks: a repair that cannot finish leaves the
+// file unfinished, for the next start, and the batches it found still
+// count: saved in the state file, welcomed with the right LastSeq, no
+// batch written twice, none reported missing.
+func TestRepairFailureKeepsMarks(t *testing.T) {
+	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+		t.Run(fc.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			part := crashAfter(t, dir, 3, fc)
+			testRepairFault = func(string) error { return errors.New("injected") }
+			t.Cleanup(func() { testRepairFault = nil })
+			c := newCore(t, Config{Dir: dir, FileCompress: fc})
+			if _, err := os.Stat(part); err != nil {
+				t.Fatalf("the unfinished file is gone after a failed repair: %v", err)
+			}
+			var doc stateDoc
+			b, _ := os.ReadFile(filepath.Join(dir, StateFile))
+			if err := json.Unmarshal(b, &doc); err != nil || len(doc.Instances) != 1 || doc.Instances[0].LastSeq < 3 {
+				t.Fatalf("state file after a failed repair: %s (%v); want the instance at 3 or more", b, err)
+			}
+			held := doc.Instances[0].LastSeq
+			s, w, err := c.Begin(hello("crash", 5), func() {})
+			if err != nil || w.LastSeq != held {
+				t.Fatalf("LastSeq %d (%v), want %d", w.LastSeq, err, held)
+			}
+			if dup, _ := s.Batch(0, batchPayload(3, 20, 10)); !dup {
+				t.Fatal("batch 3 written again")
+			}
+			if dup, err := s.Batch(0, batchPayload(held+1, 1000, 10)); dup || err != nil {
+				t.Fatalf("next batch: dup %v, %v", dup, err)
+			}
+			s.Commit()
+			s.End(true)
+			if m := c.Counters.MissingBatches.Load(); m != 0 {
+				t.Fatalf("%d batches reported missing", m)
+			}
+			c.Close()
+
+			testRepairFault = nil
+			c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
+			if _, w, err := c2.Begin(hello("crash", 5), func() {}); err != nil || w.LastSeq != held+1 {
+				t.Fatalf("after the retried repair LastSeq %d (%v), want %d", w.LastSeq, err, held+1)
+			}
+			// Batches 1-3 of 10 packets, the unacknowledged ones of 200 the
+			// crash left whole, and the one written since, of 10.
+			want := 30 + int(held-3)*200 + 10
+			if pkts, _ := readDir(t, filepath.Join(dir, "crash")); len(pkts) != want {
+				t.Fatalf("%d packets, want %d", len(pkts), want)
+			}
+		})
+	}
+}
+
+// TestRepairInBackground: while an agent's files are repaired, its
+// Begin is refused with ErrBusy (its agent retries) and other agents are
+// served; once done, it is welcomed with the marks its files hold.
+func TestRepairInBackground(t *testing.T) {
+	dir := t.TempDir()
+	crashAfter(t, dir, 3, FileCompress{})
+	release := make(chan struct{})
+	testRepairStart = func(agent string) {
+		if agent == "crash" {
+			<-release
+		}
+	}
+	t.Cleanup(func() { testRepairStart = nil })
+	c, err := NewCore(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before Close, which waits for the repair
+	if _, _, err := c.Begin(hello("crash", 5), func() {}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Begin during its repair: %v, want ErrBusy", err)
+	}
+	s, w, err := c.Begin(hello("other", 6), func() {})
+	if err != nil || w.LastSeq != 0 {
+		t.Fatalf("another agent during the repair: %v", err)
+	}
+	if _, err := s.Batch(0, batchPayload(1, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := s.Commit(); seq != 1 || err != nil {
+		t.Fatalf("another agent's Commit = %d, %v", seq, err)
+	}
+	s.End(true)
+	unblock()
+	var last uint64
+	waitFor(t, func() bool {
+		s, w, err := c.Begin(hello("crash", 5), func() {})
+		if err == nil {
+			last = w.LastSeq
+			s.End(true)
+		}
+		return err == nil
+	})
+	if last < 3 {
+		t.Fatalf("after the repair LastSeq %d, want 3 or more", last)
+	}
+}
+
+// TestCloseDuringRepair: Close waits for (or stops) a running repair;
+// the next start finishes it.
+func TestCloseDuringRepair(t *testing.T) {
+	dir := t.TempDir()
+	crashAfter(t, dir, 3, FileCompress{Codec: FileZstd})
+	release := make(chan struct{})
+	testRepairStart = func(string) { <-release }
+	t.Cleanup(func() { testRepairStart = nil })
+	c, err := NewCore(Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	testRepairStart = nil
+	c2 := newCore(t, Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}})
+	if _, w, err := c2.Begin(hello("crash", 5), func() {}); err != nil || w.LastSeq < 3 {
+		t.Fatalf("LastSeq %d (%v), want 3 or more", w.LastSeq, err)
+	}
 }

@@ -22,8 +22,10 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// commitBytes is how much a connection writes before it acknowledges
-// even though more frames are already waiting in its read buffer.
+// commitBytes is how much a connection writes (decompressed records)
+// before it acknowledges even though more frames are already waiting in
+// its read buffer. It bounds a compressed file's gzip member or zstd
+// flush.
 const commitBytes = 8 << 20
 
 // writeTimeout bounds one write of an acknowledgement: an agent that
@@ -405,7 +407,7 @@ func (s *Server) serve(br *bufio.Reader, fr *wire.FrameReader, sess *Session, aw
 		switch h.Type {
 		case wire.TypeBatch:
 			dup, err = sess.Batch(h.Flags, p)
-			uncommitted += len(p)
+			uncommitted = sess.uncommittedRaw
 		case wire.TypeStats:
 			err = sess.Stats(p)
 		case wire.TypeIface:

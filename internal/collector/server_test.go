@@ -92,7 +92,9 @@ func (ts *testServer) expectNothingWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		t.Errorf("a rejected agent left %q in the output directory", e.Name())
+		if e.Name() != ReserveFile { // the collector's own, made at start
+			t.Errorf("a rejected agent left %q in the output directory", e.Name())
+		}
 	}
 }
 

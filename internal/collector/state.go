@@ -8,20 +8,38 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// StateFile holds, below Dir, each agent instance's high-water sequence
-// number, saved on shutdown and loaded on start, so a restarted
+// StateFile holds, below Dir, the high-water sequence number of each
+// agent instance with batches in files, saved before closed files are
+// published and on shutdown and loaded on start, so a restarted
 // collector drops batches it wrote before even when its last
-// acknowledgement never reached the agent. Agent names cannot start
-// with '.', so it never collides with an agent directory.
+// acknowledgement never reached the agent. Instances that only said
+// hello are not kept; the others are forgotten stateTTL after they were
+// last seen. A save that would change no mark is skipped. Agent names
+// cannot start with '.', so it never collides with an agent directory.
 const StateFile = ".pcapsync-state.json"
 
 // stateTTL is how long an instance that was not seen is remembered.
 const stateTTL = 7 * 24 * time.Hour
+
+// seenRefresh: a save also rewrites the state file when an instance was
+// seen this much later than the file says, so that an agent that keeps
+// connecting without sending is not forgotten after stateTTL.
+const seenRefresh = 24 * time.Hour
+
+// savedMark is an instance's entry as the state file holds it.
+type savedMark struct {
+	seq  uint64
+	seen time.Time
+}
 
 type stateEntry struct {
 	Instance string    `json:"instance"`
@@ -41,7 +59,7 @@ func (c *Core) loadState() error {
 	path := filepath.Join(c.dir, StateFile)
 	// A crash during saveState (or keepReserve) leaves its temporary
 	// file behind.
-	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*"} {
+	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*", filepath.Join(c.dir, probePrefix) + "*"} {
 		tmps, _ := filepath.Glob(pat)
 		for _, t := range tmps {
 			os.Remove(t)
@@ -71,10 +89,12 @@ func (c *Core) loadState() error {
 			in := &instance{id: id, name: e.Name, seen: e.Seen}
 			in.lastSeq.Store(e.LastSeq)
 			c.instances[id] = in
+			c.saved[id] = savedMark{e.LastSeq, e.Seen}
 		}
 	}
 	if err != nil {
 		clear(c.instances)
+		clear(c.saved)
 		bad := path + ".damaged"
 		os.Rename(path, bad)
 		c.log.Error("state file damaged; moved aside, starting without duplicate history", "file", bad, "err", err)
@@ -122,21 +142,33 @@ func (c *Core) saveState() error {
 }
 
 // writeState writes the state file atomically (temporary file, fsync,
-// rename), forgetting instances not seen for stateTTL.
+// rename) with every instance that has batches in files (a mark above
+// 0), forgetting those not seen for stateTTL. It writes nothing when
+// the file already holds the same marks (see seenRefresh).
 func (c *Core) writeState() error {
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
-	if len(c.instances) == 0 {
-		return nil
-	}
-	doc := stateDoc{Version: 1}
 	now := time.Now()
+	marks := make(map[[16]byte]savedMark, len(c.saved))
+	same := true
 	for id, in := range c.instances {
-		if now.Sub(in.seen) > stateTTL {
+		seq := in.lastSeq.Load()
+		if seq == 0 || now.Sub(in.seen) > stateTTL {
 			continue
 		}
-		doc.Instances = append(doc.Instances, stateEntry{Instance: hex.EncodeToString(id[:]), Name: in.name, LastSeq: in.lastSeq.Load(), Seen: in.seen})
+		marks[id] = savedMark{seq, in.seen}
+		if old, ok := c.saved[id]; !ok || old.seq != seq || in.seen.Sub(old.seen) > seenRefresh {
+			same = false
+		}
 	}
+	if same && len(marks) == len(c.saved) {
+		return nil
+	}
+	doc := stateDoc{Version: 1, Instances: make([]stateEntry, 0, len(marks))}
+	for id, m := range marks {
+		doc.Instances = append(doc.Instances, stateEntry{Instance: hex.EncodeToString(id[:]), Name: c.instances[id].name, LastSeq: m.seq, Seen: m.seen})
+	}
+	slices.SortFunc(doc.Instances, func(a, b stateEntry) int { return strings.Compare(a.Instance, b.Instance) })
 	b, err := json.MarshalIndent(&doc, "", " ")
 	if err != nil {
 		return err
@@ -155,9 +187,43 @@ func (c *Core) writeState() error {
 	if err != nil {
 		return fmt.Errorf("saving state to %s: %w", path, err)
 	}
+	c.saved = marks
 	keepReserve(c.dir, len(b))
 	return nil
 }
+
+// minFree is the free space the output root must have at start: the
+// reserve and 1 MiB for the first files and the repairs (which cut files
+// in place and need no more). Below it the disk counts as full.
+const minFree = minReserve + 1<<20
+
+// checkRoot makes sure the output root dir exists, is a directory the
+// collector can create files in, and is on a disk that is not already
+// full (see minFree). The error names dir and the reason.
+func checkRoot(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("collector: output directory %s cannot be created: %w", dir, err)
+	}
+	probe, err := os.CreateTemp(dir, probePrefix+"*")
+	if err != nil {
+		return fmt.Errorf("collector: output directory %s is not writable: %w", dir, err)
+	}
+	err = errors.Join(probe.Close(), os.Remove(probe.Name()))
+	if err != nil {
+		return fmt.Errorf("collector: output directory %s is not writable: %w", dir, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("collector: output directory %s: checking free space: %w", dir, err)
+	}
+	if free := int64(st.Bavail) * int64(st.Bsize); free < minFree {
+		return fmt.Errorf("collector: output directory %s: disk full: %d bytes free, at least %d needed to start", dir, free, int64(minFree))
+	}
+	return nil
+}
+
+// probePrefix names the file checkRoot creates and removes at once.
+const probePrefix = ".pcapsync-probe"
 
 // ReserveFile, below Dir, is space held back for the state file: when a
 // full disk keeps the state from being saved, the collector deletes it
