@@ -107,6 +107,7 @@ type UDPServer struct {
 	lastReject time.Time
 	unknownLog limitLog
 	badLog     limitLog
+	busyLog    limitLog
 	dirty      []*udpPeer // written to since the last commit
 
 	// Batches in progress from pieces, oldest first, and the bytes
@@ -370,7 +371,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 	u.mu.Lock()
 	switch {
 	case errors.Is(err, ErrBusy):
-		log.Warn("hello dropped; the agent repeats it", "err", err)
+		u.busyLog.log(log, "hello dropped; the agent repeats it", "err", err)
 		return nil
 	case err != nil:
 		u.refuse(log, src, err, size, now)
