@@ -610,14 +610,19 @@ func (c *Core) tick(now time.Time) {
 	}
 }
 
-// Close stops a repair still running (the file it was on stays
+// Close lets the repair of unfinished files finish for up to
+// ShutdownTimeout and then stops it (the file it was on stays
 // unfinished, for the next start), closes every open file and saves the
 // high-water marks (see StateFile). Call it after all sessions ended.
 func (c *Core) Close() error {
-	if c.stopRepairs != nil {
-		c.stopRepairs()
+	select {
+	case <-c.repairDone:
+	case <-time.After(c.cfg.ShutdownTimeout):
+		if c.stopRepairs != nil {
+			c.stopRepairs()
+		}
+		<-c.repairDone
 	}
-	<-c.repairDone
 	c.mu.Lock()
 	ags := make([]*agent, 0, len(c.agents))
 	for _, ag := range c.agents {

@@ -595,8 +595,8 @@ func TestRepairInBackground(t *testing.T) {
 	}
 }
 
-// TestCloseDuringRepair: Close waits for (or stops) a running repair;
-// the next start finishes it.
+// TestCloseDuringRepair: Close lets a running repair finish within
+// ShutdownTimeout; the next start finds the marks.
 func TestCloseDuringRepair(t *testing.T) {
 	dir := t.TempDir()
 	crashAfter(t, dir, 3, FileCompress{Codec: FileZstd})
@@ -612,6 +612,10 @@ func TestCloseDuringRepair(t *testing.T) {
 	close(release)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+	// Within ShutdownTimeout, Close let the repair finish.
+	if parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix)); len(parts) != 0 {
+		t.Fatalf("unfinished files after Close: %v", parts)
 	}
 	testRepairStart = nil
 	c2 := newCore(t, Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}})
