@@ -42,8 +42,9 @@ var (
 // Server is the TCP transport of a Core, with TLS if configured. Each
 // connection has one goroutine that shakes hands (TLS, then the Hello:
 // token, identity), reads frames, drives its Session and writes
-// acknowledgements, plus a heartbeat goroutine once the session runs; a
-// slow or broken agent blocks only its own goroutines. Frames are read
+// acknowledgements, plus a heartbeat timer once the session runs (its
+// function runs, on a goroutine of its own, only when it fires); a slow
+// or broken agent blocks only its own goroutine. Frames are read
 // into buffers reserved from the Core's read memory (Config.ReadMemory)
 // once their header arrived and given back once handled; a connection
 // between frames holds none.
@@ -252,11 +253,9 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 		attrs = append(attrs, "cert_cn", peer.Subject.CommonName)
 	}
 	log.Info("agent connected", attrs...)
-	hbStop, hbDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(hbDone); aw.heartbeat(cfg.Heartbeat, hbStop) }()
+	stopHeartbeat := aw.heartbeat(cfg.Heartbeat)
 	clean, err := s.serve(ctx, fr, sess, aw)
-	close(hbStop)
-	<-hbDone
+	stopHeartbeat()
 	switch {
 	case clean:
 		log.Info("agent disconnected")
@@ -344,14 +343,15 @@ func TokenEqual(got, want string) bool {
 }
 
 // ackWriter writes a session's acknowledgements; the connection
-// goroutine and the heartbeat share it.
+// goroutine and the heartbeat timer share it.
 type ackWriter struct {
-	conn  net.Conn // written to: TLS or plain
-	abort func()   // closes the TCP connection (and ends a wait for memory) when a heartbeat fails
-	mu    sync.Mutex
-	seq   uint64    // last acknowledged, or the welcome's last seq
-	last  time.Time // of the last write
-	buf   [wire.HeaderSize + 8]byte
+	conn    net.Conn // written to: TLS or plain
+	abort   func()   // closes the TCP connection (and ends a wait for memory) when a heartbeat fails
+	mu      sync.Mutex
+	seq     uint64    // last acknowledged, or the welcome's last seq
+	last    time.Time // of the last write
+	stopped bool      // the heartbeat is stopped
+	buf     [wire.HeaderSize + 8]byte
 }
 
 // write writes b; aw.mu must be held.
@@ -375,18 +375,17 @@ func (aw *ackWriter) ack(seq uint64, force bool) error {
 }
 
 // heartbeat re-sends the last ack whenever nothing was written for
-// every, until stop is closed or a write fails (then the connection is
-// closed, so that the connection goroutine stops too).
-func (aw *ackWriter) heartbeat(every time.Duration, stop <-chan struct{}) {
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+// every, until stop is called or a write fails (then the connection is
+// closed, so that the connection goroutine stops too). It holds a timer,
+// not a goroutine, between beats; after stop returns it writes nothing.
+func (aw *ackWriter) heartbeat(every time.Duration) (stop func()) {
+	var t *time.Timer
+	t = time.AfterFunc(every, func() {
 		aw.mu.Lock()
+		if aw.stopped {
+			aw.mu.Unlock()
+			return
+		}
 		idle := time.Since(aw.last)
 		var err error
 		if idle >= every {
@@ -399,6 +398,12 @@ func (aw *ackWriter) heartbeat(every time.Duration, stop <-chan struct{}) {
 			return
 		}
 		t.Reset(every - idle)
+	})
+	return func() {
+		aw.mu.Lock()
+		aw.stopped = true
+		aw.mu.Unlock()
+		t.Stop()
 	}
 }
 
