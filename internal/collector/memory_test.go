@@ -123,14 +123,16 @@ func TestReadMemoryStalledSessions(t *testing.T) {
 	wg.Wait() // into the collector's socket buffers, read or not
 	holders := int(budget / (1 << 20))
 	mem := func() wire.MemoryStats { return ts.core.ReadMemory() }
-	var heap uint64
-	waitFor(t, func() bool { heap = heapInUse() - base; return mem().Waiting == sessions-holders })
+	for deadline := time.Now().Add(5 * time.Second); mem().Waiting != sessions-holders && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	heap := heapInUse() - base
 	t.Logf("%d sessions stalled in a 1 MiB frame: heap and stacks grew by %d KiB; read memory %+v", sessions, heap>>10, mem())
 	if heap > budget+16<<20 {
 		t.Fatalf("heap and stacks grew by %d KiB, want under the budget of %d KiB and 16 MiB", heap>>10, budget>>10)
 	}
-	if st := mem(); st.Reserved != int64(holders)<<20 {
-		t.Fatalf("%d bytes reserved, want %d buffers of 1 MiB: %+v", st.Reserved, holders, st)
+	if st := mem(); st.Reserved != int64(holders)<<20 || st.Waiting != sessions-holders {
+		t.Fatalf("%d bytes reserved and %d sessions waiting, want %d buffers of 1 MiB and the other %d: %+v", st.Reserved, st.Waiting, holders, sessions-holders, st)
 	}
 
 	other := dialN(t, ts.addr, "other", sessions)

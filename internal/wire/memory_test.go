@@ -133,7 +133,9 @@ func TestSharedFrameReaderAccounting(t *testing.T) {
 func TestSharedFrameReaderRejectsBeforeReserving(t *testing.T) {
 	mem := NewMemory(64<<10, 0)
 	holder := NewSharedFrameReader(bytes.NewReader(AppendHeader(make([]byte, 0, 64<<10), TypeBatch, 0, 60<<10)[:HeaderSize+60<<10]), Limits{}, mem)
-	if _, _, err := holder.Next(); err != nil {
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	if _, _, err := holder.NextContext(hctx); err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
@@ -145,7 +147,10 @@ func TestSharedFrameReaderRejectsBeforeReserving(t *testing.T) {
 		{Magic, Version + 1, byte(TypeBatch), 0, 10, 0, 0, 0},
 	} {
 		fr := NewSharedFrameReader(bytes.NewReader(hdr), Limits{}, mem)
-		if _, _, err := fr.Next(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _, err := fr.NextContext(ctx)
+		cancel()
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("header %x accepted", hdr)
 		}
 		if st := mem.Stats(); st.Reserved != full || st.Waits != 0 {
@@ -195,13 +200,18 @@ func TestMemoryWaitAndGrant(t *testing.T) {
 	if _, err := c1.Write(payload[:1]); err == nil {
 		t.Fatal("a reader waiting for memory read its stream")
 	}
-	c1.SetWriteDeadline(time.Time{})
+	c1.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	a.Release()
 	if _, err := c1.Write(payload); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the waiting reader did not continue: %+v", mem.Stats())
 	}
 	if st := mem.Stats(); st.Reserved != 0 || st.Waits != 1 || st.Waiting != 0 || st.WaitTime <= 0 {
 		t.Fatalf("at the end: %+v", st)
