@@ -55,6 +55,8 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
 	cfg.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
 	fs.Var(sizeFlag{&cfg.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
+	readMemory := int64(collector.DefaultReadMemory)
+	fs.Var(sizeFlag{&readMemory}, "read-memory", "memory for frames being received over TCP, all connections together (at least --max-frame); over it, connections stop reading until memory is free")
 	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a new connection has to complete its handshake")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
 	tlsCert := fs.String("tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
@@ -120,6 +122,10 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 		return fmt.Errorf("%w: --max-frame %d out of range", errUsage, maxFrame)
 	}
 	cfg.MaxFrame = uint32(maxFrame)
+	if readMemory <= 0 {
+		return fmt.Errorf("%w: --read-memory %d: want a positive size", errUsage, readMemory)
+	}
+	cfg.ReadMemory = readMemory
 	// Live views: each adds itself to feeds (the tap, the Redis feed).
 	var feeds collector.Feeds
 	taps, err := tapf.listen(&cfg, log)

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"bytes"
+
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"testing"
 	"time"
@@ -83,3 +85,50 @@ func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 type nopFeed struct{}
 
 func (nopFeed) Batch(*BatchEvent) {}
+
+// TestReadBatchSteadyStateAllocs: reading batch frames through a
+// connection's reader (a buffer reserved from the read memory for each
+// frame, from the pool, and given back), writing and committing them
+// allocates nothing either.
+func TestReadBatchSteadyStateAllocs(t *testing.T) {
+	if raceflag.Enabled {
+		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
+	}
+	c := newCore(t, Config{})
+	defer c.Close()
+	s, _, err := c.Begin(hello("a1", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.End(true)
+	const runs = 50
+	var stream []byte
+	for i := range runs + 10 {
+		p := batchPayload(uint64(i+1), i*100, 100+i%3*400)
+		stream = append(wire.AppendHeader(stream, wire.TypeBatch, 0, uint32(len(p))), p...)
+	}
+	fr := wire.NewSharedFrameReader(bytes.NewReader(stream), c.Limits(), c.mem)
+	defer fr.Close()
+	read := func() {
+		h, p, err := fr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dup, err := s.Batch(h.Flags, p); err != nil || dup {
+			t.Fatalf("dup %v, %v", dup, err)
+		}
+		fr.Release()
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 6 { // fill the pools
+		read()
+	}
+	if allocs := testing.AllocsPerRun(runs, read); allocs != 0 {
+		t.Errorf("%v allocations per frame read and written, want 0", allocs)
+	}
+	if st := c.ReadMemory(); st.Reserved != 0 {
+		t.Errorf("read memory still reserved: %+v", st)
+	}
+}

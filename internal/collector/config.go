@@ -41,6 +41,14 @@ type Config struct {
 	// MaxFrame is the largest frame payload accepted, and the most a
 	// compressed batch may decompress to. 0 means 16 MiB.
 	MaxFrame uint32
+	// ReadMemory bounds the memory of the frames being received over
+	// TCP, all connections together: a connection reserves a buffer for
+	// a whole frame (its length rounded up to a size class, at most a
+	// quarter more) once the frame's header arrived, and gives it back
+	// once the frame was handled. Over the budget a connection stops
+	// reading until memory is free (TCP backpressure). At least MaxFrame.
+	// 0 means DefaultReadMemory.
+	ReadMemory int64
 	// HandshakeTimeout bounds the time from accept to a valid Hello.
 	// 0 means 10s.
 	HandshakeTimeout time.Duration
@@ -118,6 +126,9 @@ func (c *Config) withDefaults() Config {
 	if d.MaxFrame == 0 {
 		d.MaxFrame = wire.DefaultMaxFrame
 	}
+	if d.ReadMemory == 0 {
+		d.ReadMemory = DefaultReadMemory
+	}
 	if d.HandshakeTimeout == 0 {
 		d.HandshakeTimeout = 10 * time.Second
 	}
@@ -158,6 +169,12 @@ const (
 // about 1.5 KiB of it).
 const DefaultUDPReassemblyBytes = 64 << 20
 
+// DefaultReadMemory is the default ReadMemory: 25 frames of the default
+// MaxFrame (16 MiB, in 20 MiB buffers), or 512 of the agents' default
+// 1 MiB batches, being received at once; a quarter of a 2 GiB machine,
+// little on a large one.
+const DefaultReadMemory = 512 << 20
+
 // MinTokenLen is the shortest shared token accepted.
 const MinTokenLen = 16
 
@@ -175,6 +192,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("collector: rotate interval %s is below the minimum of 1s", c.RotateInterval)
 	case c.MaxFrame != 0 && (c.MaxFrame < 64<<10 || c.MaxFrame > 1<<30):
 		return fmt.Errorf("collector: max frame %d bytes out of range 64KiB..1GiB", c.MaxFrame)
+	case c.ReadMemory < 0:
+		return fmt.Errorf("collector: read memory %d bytes is negative", c.ReadMemory)
+	case cmp.Or(c.ReadMemory, DefaultReadMemory) < int64(cmp.Or(c.MaxFrame, wire.DefaultMaxFrame)):
+		return fmt.Errorf("collector: read memory %d bytes is below the max frame of %d: one frame must always fit", cmp.Or(c.ReadMemory, DefaultReadMemory), cmp.Or(c.MaxFrame, wire.DefaultMaxFrame))
 	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
 		return fmt.Errorf("collector: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0 || c.Heartbeat < 0 || c.PeerTimeout < 0:

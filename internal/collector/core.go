@@ -82,6 +82,7 @@ type Core struct {
 
 	dec  *compress.Decoder // shared by all sessions
 	bufs sync.Pool         // *[]byte: decompressed records, returned after each batch
+	mem  *wire.Memory      // ReadMemory: the TCP connections' frame buffers
 }
 
 type agent struct {
@@ -142,6 +143,9 @@ func NewCore(cfg Config) (*Core, error) {
 	core := &Core{cfg: c, log: c.Logger, dir: dir,
 		agents: map[string]*agent{}, instances: map[[16]byte]*instance{}, saved: map[[16]byte]savedMark{}}
 	core.bufs.New = func() any { return new([]byte) }
+	// A reader that waited a peer timeout has outwaited every silent
+	// holder; only live traffic can still pass it, and then no longer does.
+	core.mem = wire.NewMemory(c.ReadMemory, c.PeerTimeout)
 	// A batch decompresses to at most MaxFrame bytes, as if sent raw.
 	if core.dec, err = compress.NewDecoder(int(c.MaxFrame), runtime.GOMAXPROCS(0)); err != nil {
 		return nil, err

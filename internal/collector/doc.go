@@ -6,7 +6,9 @@
 // Batch, Iface, Stats, Commit and End. Server is the TCP transport: TLS
 // (client certificates bound to agent names), a shared token, or plain
 // TCP only when Config.Insecure says so; heartbeats and a peer timeout
-// end sessions of dead agents within seconds. UDPServer is the UDP
+// end sessions of dead agents within seconds; every connection's frames
+// are read into buffers reserved from one budget (Config.ReadMemory),
+// and a connection over it waits without reading. UDPServer is the UDP
 // transport (plaintext, Insecure only): no acknowledgements, sessions
 // by source address, and exact counts of lost, reordered and duplicated
 // datagrams (UDPServer.AgentCounts).

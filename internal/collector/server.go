@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -36,11 +35,21 @@ const writeTimeout = 10 * time.Second
 // Insecure.
 var ErrInsecure = errors.New("collector: no TLS configured and plain TCP not allowed (set Insecure)")
 
+// Why a connection waiting for read memory stops waiting.
+var (
+	errShutdown = errors.New("collector shutting down")
+	errReplaced = errors.New("connection replaced by a newer one")
+)
+
 // Server is the TCP transport of a Core, with TLS if configured. Each
 // connection has one goroutine that shakes hands (TLS, then the Hello:
 // token, identity), reads frames, drives its Session and writes
-// acknowledgements, plus a heartbeat goroutine once the session runs; a
-// slow or broken agent blocks only its own goroutines.
+// acknowledgements, plus a heartbeat timer once the session runs (its
+// function runs, on a goroutine of its own, only when it fires); a slow
+// or broken agent blocks only its own goroutine. Frames are read
+// into buffers reserved from the Core's read memory (Config.ReadMemory)
+// once their header arrived and given back once handled; a connection
+// between frames holds none.
 type Server struct {
 	core *Core
 	log  *slog.Logger
@@ -74,6 +83,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	// Ends every wait for read memory at shutdown, as the read
+	// deadlines end every read.
+	reading, stopReading := context.WithCancelCause(context.Background())
+	defer stopReading(nil)
 	var err error
 	var overLimit, acceptErrs limitLog
 	pause := 5 * time.Millisecond
@@ -106,7 +119,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.conns[conn] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
-		go s.handle(conn)
+		go s.handle(reading, conn)
 	}
 	s.shutting.Store(true)
 	s.mu.Lock()
@@ -114,6 +127,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		c.SetReadDeadline(time.Now())
 	}
 	s.mu.Unlock()
+	stopReading(errShutdown)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -133,8 +147,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return fmt.Errorf("accepting connections: %w", err)
 }
 
-func (s *Server) handle(raw net.Conn) {
+// handle runs one connection; reading ends its waits for read memory.
+func (s *Server) handle(reading context.Context, raw net.Conn) {
+	ctx, cancel := context.WithCancelCause(reading)
 	defer func() {
+		cancel(nil)
 		raw.Close()
 		s.mu.Lock()
 		delete(s.conns, raw)
@@ -149,8 +166,10 @@ func (s *Server) handle(raw net.Conn) {
 			log.Debug("TCP_USER_TIMEOUT not set", "err", err)
 		}
 	}
-	// One deadline from accept covers the TLS handshake and the Hello.
-	raw.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	// One deadline from accept covers the TLS handshake and the Hello
+	// (a wait for its memory too).
+	handshakeEnd := time.Now().Add(cfg.HandshakeTimeout)
+	raw.SetDeadline(handshakeEnd)
 	conn, peer, err := s.secure(raw)
 	if err != nil {
 		s.core.Counters.Rejected.Add(1)
@@ -158,11 +177,13 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	lr := &liveness.Reader{Conn: conn, Stop: &s.shutting} // Timeout 0: the handshake deadline holds
-	br := bufio.NewReaderSize(lr, 256<<10)
-	fr := wire.NewFrameReader(br, s.core.Limits())
+	// No read buffer: the reader reads a header, then the payload into
+	// its reserved buffer, with the next header if it has arrived.
+	fr := wire.NewSharedFrameReader(lr, s.core.Limits(), s.core.mem)
+	defer fr.Close()
 
 	if cfg.TLS == nil {
-		if b, _ := br.Peek(1); len(b) == 1 && b[0] == 0x16 {
+		if b, _ := fr.Peek(1); len(b) == 1 && b[0] == 0x16 {
 			s.core.Counters.Rejected.Add(1)
 			err := errors.New("the agent speaks TLS, this collector plain TCP (--insecure): give both the same setting")
 			log.Warn("handshake failed, closing connection", "err", err)
@@ -170,7 +191,9 @@ func (s *Server) handle(raw net.Conn) {
 			return
 		}
 	}
-	h, p, err := fr.Next()
+	hctx, hcancel := context.WithDeadline(ctx, handshakeEnd)
+	h, p, err := fr.NextContext(hctx)
+	hcancel()
 	if err == nil && h.Type != wire.TypeHello {
 		err = fmt.Errorf("first frame is %s, want hello: %w", h.Type, wire.ErrUnknownType)
 	}
@@ -196,7 +219,9 @@ func (s *Server) handle(raw net.Conn) {
 	if cfg.TLS != nil {
 		transport = "tls"
 	}
-	sess, welcome, err := s.core.BeginFrom(&hello, Peer{Addr: raw.RemoteAddr().String(), Transport: transport}, func() { raw.Close() })
+	fr.Release() // the hello is parsed: its buffer goes back before Begin
+	abort := func(cause error) { cancel(cause); raw.Close() }
+	sess, welcome, err := s.core.BeginFrom(&hello, Peer{Addr: raw.RemoteAddr().String(), Transport: transport}, func() { abort(errReplaced) })
 	if errors.Is(err, ErrBusy) {
 		log.Warn("closing new connection; the agent will retry", "agent", hello.Name, "err", err)
 		return
@@ -207,7 +232,7 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	log = log.With("agent", hello.Name)
-	aw := &ackWriter{conn: conn, raw: raw, seq: welcome.LastSeq}
+	aw := &ackWriter{conn: conn, abort: func() { abort(net.ErrClosed) }, seq: welcome.LastSeq}
 	aw.mu.Lock()
 	err = aw.write(wire.AppendWelcome(nil, welcome))
 	aw.mu.Unlock()
@@ -230,15 +255,13 @@ func (s *Server) handle(raw net.Conn) {
 		attrs = append(attrs, "cert_cn", peer.Subject.CommonName)
 	}
 	log.Info("agent connected", attrs...)
-	hbStop, hbDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(hbDone); aw.heartbeat(cfg.Heartbeat, hbStop) }()
-	clean, err := s.serve(br, fr, sess, aw)
-	close(hbStop)
-	<-hbDone
+	stopHeartbeat := aw.heartbeat(cfg.Heartbeat)
+	clean, err := s.serve(ctx, fr, sess, aw)
+	stopHeartbeat()
 	switch {
 	case clean:
 		log.Info("agent disconnected")
-	case s.shutting.Load() && isTimeout(err):
+	case s.shutting.Load() && (isTimeout(err) || errors.Is(err, errShutdown)):
 		log.Info("connection closed for shutdown")
 	case sess.kicked.Load():
 		log.Info("connection replaced by a newer one")
@@ -322,14 +345,15 @@ func TokenEqual(got, want string) bool {
 }
 
 // ackWriter writes a session's acknowledgements; the connection
-// goroutine and the heartbeat share it.
+// goroutine and the heartbeat timer share it.
 type ackWriter struct {
-	conn net.Conn // written to: TLS or plain
-	raw  net.Conn // the TCP connection, closed when a heartbeat fails
-	mu   sync.Mutex
-	seq  uint64    // last acknowledged, or the welcome's last seq
-	last time.Time // of the last write
-	buf  [wire.HeaderSize + 8]byte
+	conn    net.Conn // written to: TLS or plain
+	abort   func()   // closes the TCP connection (and ends a wait for memory) when a heartbeat fails
+	mu      sync.Mutex
+	seq     uint64    // last acknowledged, or the welcome's last seq
+	last    time.Time // of the last write
+	stopped bool      // the heartbeat is stopped
+	buf     [wire.HeaderSize + 8]byte
 }
 
 // write writes b; aw.mu must be held.
@@ -353,18 +377,17 @@ func (aw *ackWriter) ack(seq uint64, force bool) error {
 }
 
 // heartbeat re-sends the last ack whenever nothing was written for
-// every, until stop is closed or a write fails (then the connection is
-// closed, so that the connection goroutine stops too).
-func (aw *ackWriter) heartbeat(every time.Duration, stop <-chan struct{}) {
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+// every, until stop is called or a write fails (then the connection is
+// closed, so that the connection goroutine stops too). It holds a timer,
+// not a goroutine, between beats; after stop returns it writes nothing.
+func (aw *ackWriter) heartbeat(every time.Duration) (stop func()) {
+	var t *time.Timer
+	t = time.AfterFunc(every, func() {
 		aw.mu.Lock()
+		if aw.stopped {
+			aw.mu.Unlock()
+			return
+		}
 		idle := time.Since(aw.last)
 		var err error
 		if idle >= every {
@@ -373,16 +396,23 @@ func (aw *ackWriter) heartbeat(every time.Duration, stop <-chan struct{}) {
 		}
 		aw.mu.Unlock()
 		if err != nil {
-			aw.raw.Close()
+			aw.abort()
 			return
 		}
 		t.Reset(every - idle)
+	})
+	return func() {
+		aw.mu.Lock()
+		aw.stopped = true
+		aw.mu.Unlock()
+		t.Stop()
 	}
 }
 
-// serve runs a session until its connection ends. clean is true for an
-// end of stream between frames.
-func (s *Server) serve(br *bufio.Reader, fr *wire.FrameReader, sess *Session, aw *ackWriter) (clean bool, err error) {
+// serve runs a session until its connection ends (or ctx, while it
+// waits for read memory). clean is true for an end of stream between
+// frames.
+func (s *Server) serve(ctx context.Context, fr *wire.FrameReader, sess *Session, aw *ackWriter) (clean bool, err error) {
 	uncommitted := 0
 	commit := func(force bool) error {
 		seq, err := sess.Commit()
@@ -393,7 +423,7 @@ func (s *Server) serve(br *bufio.Reader, fr *wire.FrameReader, sess *Session, aw
 		return aw.ack(seq, force)
 	}
 	for {
-		h, p, err := fr.Next()
+		h, p, err := fr.NextContext(ctx)
 		if err != nil {
 			// Whatever was written before the end is acknowledged, best
 			// effort: after a protocol error too, the good batches are in.
@@ -417,11 +447,14 @@ func (s *Server) serve(br *bufio.Reader, fr *wire.FrameReader, sess *Session, aw
 		default:
 			err = fmt.Errorf("unexpected %s frame: %w", h.Type, wire.ErrUnknownType)
 		}
+		fr.Release() // handled: its memory goes back before the commit
 		if err != nil {
 			commit(false)
 			return false, err
 		}
-		if br.Buffered() < wire.HeaderSize || uncommitted >= commitBytes || dup {
+		// Acknowledge when no further frame has begun to arrive (the
+		// reader reads the next header with each payload).
+		if fr.Buffered() < wire.HeaderSize || uncommitted >= commitBytes || dup {
 			if err := commit(dup); err != nil {
 				return false, err
 			}

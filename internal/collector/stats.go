@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // AgentStats is a snapshot of one agent name's state, over all its
@@ -92,3 +94,8 @@ func (c *Core) AgentStats() []AgentStats {
 
 // Dir returns the absolute output directory.
 func (c *Core) Dir() string { return c.dir }
+
+// ReadMemory returns the state of the TCP connections' frame memory
+// (Config.ReadMemory): bytes reserved, connections waiting for memory.
+// Safe for concurrent use.
+func (c *Core) ReadMemory() wire.MemoryStats { return c.mem.Stats() }

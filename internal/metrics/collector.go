@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // DefaultMaxAgents is how many agent names get their own "agent" label
@@ -62,6 +63,7 @@ type coreCollector struct {
 // coreSnap is what one scrape reads of the whole collector.
 type coreSnap struct {
 	c                             *collector.Counters
+	mem                           wire.MemoryStats
 	connected                     int
 	udpDgrams, udpUnknown, udpBad uint64
 	udpEvicted                    uint64
@@ -94,6 +96,16 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
 	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Unchecked.Load()) }),
+	gauge("pcapsync_collector_read_memory_limit_bytes", "The read memory budget (--read-memory): frames being received over TCP, all connections.",
+		func(s *coreSnap) float64 { return float64(s.mem.Limit) }),
+	gauge("pcapsync_collector_read_memory_reserved_bytes", "Bytes of read memory reserved now for frames being received or handled.",
+		func(s *coreSnap) float64 { return float64(s.mem.Reserved) }),
+	gauge("pcapsync_collector_read_memory_waiting_connections", "Connections waiting for read memory now (not reading: TCP backpressure).",
+		func(s *coreSnap) float64 { return float64(s.mem.Waiting) }),
+	counter("pcapsync_collector_read_memory_waits_total", "Frames whose buffer had to wait for read memory.",
+		func(s *coreSnap) float64 { return u(s.mem.Waits) }),
+	counter("pcapsync_collector_read_memory_wait_seconds_total", "Time connections spent waiting for read memory, summed.",
+		func(s *coreSnap) float64 { return s.mem.WaitTime.Seconds() }),
 	counter("pcapsync_collector_udp_datagrams_total", "Datagrams read by the UDP transport.",
 		func(s *coreSnap) float64 { return u(s.udpDgrams) }),
 	counter("pcapsync_collector_udp_unknown_source_datagrams_total", "Datagrams from a source without a session (no hello yet), dropped.",
@@ -174,7 +186,7 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := &c.core.Counters
 	agents := agentSnaps(c.core, c.udp)
-	s := coreSnap{c: cnt}
+	s := coreSnap{c: cnt, mem: c.core.ReadMemory()}
 	if c.udp != nil {
 		uc := &c.udp.Counters
 		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()

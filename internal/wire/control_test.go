@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -83,16 +84,23 @@ func TestFrameReaderRejects(t *testing.T) {
 		{"big hello", hdr(Magic, Version, TypeHello, 0, 1<<20), ErrTooLarge},
 		{"truncated header", []byte{Magic, Version, 4}, io.ErrUnexpectedEOF},
 		{"truncated payload", append(hdr(Magic, Version, TypeBatch, 0, 1000), make([]byte, 10)...), io.ErrUnexpectedEOF},
+		{"claims 16 MiB, sends 10 bytes", append(hdr(Magic, Version, TypeBatch, 0, 16<<20), make([]byte, 10)...), io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fr := NewFrameReader(bytes.NewReader(tt.in), Limits{})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			_, _, err := fr.Next()
+			runtime.ReadMemStats(&after)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
-			if cap(fr.buf) > 64<<10 {
-				t.Fatalf("buffer grew to %d bytes for a claim", cap(fr.buf))
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("%d bytes allocated for a claim", n)
+			}
+			if fr.bp != nil {
+				t.Errorf("a buffer is still held after the error")
 			}
 		})
 	}
@@ -134,9 +142,10 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
-// FuzzFrames feeds arbitrary streams to a FrameReader and every parser:
-// no panic, no buffer beyond the limit, and parsed control messages
-// re-encode to what was read.
+// FuzzFrames feeds arbitrary streams to a FrameReader, unbudgeted and
+// shared, and every parser: no panic, no buffer beyond the limit's size
+// class, a budget that balances back to zero at close, and parsed
+// control messages re-encode to what was read.
 func FuzzFrames(f *testing.F) {
 	f.Add(AppendHello(nil, &Hello{Name: "x", Interfaces: []Interface{{"e", 1, 2}}}))
 	f.Add(AppendPing(AppendHello(nil, &Hello{Name: "x", Token: strings.Repeat("t", MaxTokenLen)})))
@@ -145,39 +154,51 @@ func FuzzFrames(f *testing.F) {
 	f.Add([]byte{Magic, Version, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	const limit = 1 << 16
+	_, maxBuf := classOf(limit + HeaderSize)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		fr := NewFrameReader(bytes.NewReader(in), Limits{MaxFrame: limit, MaxControl: 4096})
-		for {
-			h, p, err := fr.Next()
-			if cap(fr.buf) > limit {
-				t.Fatalf("buffer %d over limit", cap(fr.buf))
-			}
-			if err != nil {
-				return
-			}
-			switch h.Type {
-			case TypeHello:
-				if hl, err := ParseHello(p); err == nil {
-					if again := AppendHello(nil, &hl)[HeaderSize:]; !bytes.Equal(again, p) {
-						t.Fatalf("hello re-encodes differently")
-					}
-				}
-			case TypeStats:
-				var s Stats
-				if ParseStats(p, &s) == nil && !bytes.Equal(AppendStats(nil, &s)[HeaderSize:], p) {
-					t.Fatalf("stats re-encodes differently")
-				}
-			case TypeBatch:
-				if b, err := ParseBatch(h.Flags, p, BatchLimits{}); err == nil {
-					_ = b.Validate(2)
-				}
-			default:
-				ParseWelcome(p)
-				ParseReject(p)
-				ParseAck(p)
-				ParseIface(p)
-				ParsePing(p)
-			}
+		lim := Limits{MaxFrame: limit, MaxControl: 4096}
+		mem := NewMemory(2*limit, 0)
+		fuzzFrames(t, NewFrameReader(bytes.NewReader(in), lim), maxBuf)
+		fr := NewSharedFrameReader(bytes.NewReader(in), lim, mem)
+		fuzzFrames(t, fr, maxBuf)
+		fr.Close()
+		if st := mem.Stats(); st.Reserved != 0 || st.Waits != 0 {
+			t.Fatalf("after close: %+v", st)
 		}
 	})
+}
+
+func fuzzFrames(t *testing.T, fr *FrameReader, maxBuf int) {
+	for {
+		h, p, err := fr.Next()
+		if fr.bp != nil && cap(*fr.bp) > maxBuf {
+			t.Fatalf("buffer %d over limit", cap(*fr.bp))
+		}
+		if err != nil {
+			return
+		}
+		switch h.Type {
+		case TypeHello:
+			if hl, err := ParseHello(p); err == nil {
+				if again := AppendHello(nil, &hl)[HeaderSize:]; !bytes.Equal(again, p) {
+					t.Fatalf("hello re-encodes differently")
+				}
+			}
+		case TypeStats:
+			var s Stats
+			if ParseStats(p, &s) == nil && !bytes.Equal(AppendStats(nil, &s)[HeaderSize:], p) {
+				t.Fatalf("stats re-encodes differently")
+			}
+		case TypeBatch:
+			if b, err := ParseBatch(h.Flags, p, BatchLimits{}); err == nil {
+				_ = b.Validate(2)
+			}
+		default:
+			ParseWelcome(p)
+			ParseReject(p)
+			ParseAck(p)
+			ParseIface(p)
+			ParsePing(p)
+		}
+	}
 }

@@ -11,7 +11,10 @@
 // state. Decoders check every length against a limit before they slice or
 // allocate, return spans capped with b[:n:n], and never retain the input:
 // a decoded value that holds []byte aliases the frame payload it came from
-// and is valid only until that payload is reused (FrameReader.Next reuses
-// it on the next call). Nothing in this package is safe for concurrent use
-// unless its doc comment says so.
+// and is valid only until that payload is reused (FrameReader gives its
+// buffer back to a pool on the next call, or on Release). Payload buffers
+// come from pools by size class; a Memory bounds what a group of
+// FrameReaders (the collector's connections) may hold at once, and makes
+// a reader over it wait instead of allocating. Nothing in this package is
+// safe for concurrent use unless its doc comment says so.
 package wire

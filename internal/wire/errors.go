@@ -27,6 +27,8 @@ var (
 	// ErrMalformed: a field holds an impossible value (trailing bytes,
 	// counts that disagree, an interface index out of range, ...).
 	ErrMalformed = errors.New("malformed")
+	// ErrClosed: the FrameReader was closed.
+	ErrClosed = errors.New("frame reader closed")
 	// ErrBadName: an agent name is not usable as an identity and a
 	// directory name (see ValidateName).
 	ErrBadName = errors.New("bad agent name")

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -158,40 +159,99 @@ func ParseHeader(b *[HeaderSize]byte, lim Limits) (Header, error) {
 	return h, nil
 }
 
-// FrameReader reads frames from a stream, reusing one payload buffer.
-// Wrap a net.Conn in a bufio.Reader first: FrameReader does two reads
-// per frame.
+// FrameReader reads frames from a stream. Each payload is read into a
+// buffer of its size class, taken from a pool once the frame's header
+// arrived and given back when the frame was handled (Release, or the
+// next call to Next), so a reader between frames holds no buffer.
+// Not safe for concurrent use.
+//
+// A reader from NewFrameReader reads exactly the bytes of the frames it
+// returns (wrap a net.Conn in a bufio.Reader first: it does two reads
+// per frame); its buffers come from an unbounded pool. A reader from
+// NewSharedFrameReader reserves each buffer from a Memory first, waiting
+// while the budget is spent (so the stream is not read: TCP
+// backpressure), and reads ahead up to one frame header past each
+// payload (Buffered), so it must be the stream's only reader.
 type FrameReader struct {
-	r   io.Reader
-	lim Limits
-	hdr [HeaderSize]byte
-	buf []byte
-	n   int64 // bytes consumed, for error offsets
+	r     io.Reader
+	lim   Limits
+	mem   *Memory // nil: unbudgeted, no read-ahead
+	pools *pools
+	hdr   [HeaderSize]byte // the next header, or its first have bytes
+	have  int
+	n     int64 // bytes consumed, for error offsets
+
+	bp     *[]byte // the current payload's buffer, or nil
+	class  int     // its size class
+	last   int     // the last payload's length (unbudgeted readers)
+	closed bool
+	wait   waiter
 }
 
 // NewFrameReader returns a FrameReader on r with the given limits.
 func NewFrameReader(r io.Reader, lim Limits) *FrameReader {
-	return &FrameReader{r: r, lim: lim}
+	return &FrameReader{r: r, lim: lim, pools: &unbudgeted}
 }
 
-// Offset returns the number of stream bytes consumed so far.
+// NewSharedFrameReader returns a FrameReader on r with the given limits
+// whose payload buffers are reserved from mem. Call Close when done with
+// it, so that its last buffer goes back.
+func NewSharedFrameReader(r io.Reader, lim Limits, mem *Memory) *FrameReader {
+	return &FrameReader{r: r, lim: lim, mem: mem, pools: &mem.pools}
+}
+
+// Offset returns the number of stream bytes consumed so far: the end of
+// the last frame returned (bytes read ahead are not counted).
 func (fr *FrameReader) Offset() int64 { return fr.n }
 
-// Next reads one frame. The payload aliases the reader's buffer and is
-// valid until the next call. io.EOF means the stream ended cleanly
-// between frames; a stream that ends inside a frame returns an error
-// wrapping io.ErrUnexpectedEOF.
-//
-// The buffer grows only as bytes actually arrive (doubling from 64 KiB
-// up to the claimed length), so a peer that claims a large frame and
-// sends little costs little memory.
-func (fr *FrameReader) Next() (Header, []byte, error) {
-	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("frame header at offset %d: %w", fr.n, err)
-		}
-		return Header{}, nil, err
+// Buffered returns how many bytes of the next frame's header were
+// already read: HeaderSize means another frame has begun to arrive.
+func (fr *FrameReader) Buffered() int { return fr.have }
+
+// Peek returns the next n bytes of the stream (n <= HeaderSize) without
+// consuming them. They are valid until the next call to Next.
+func (fr *FrameReader) Peek(n int) ([]byte, error) {
+	if n > HeaderSize {
+		n = HeaderSize
 	}
+	if fr.have < n {
+		k, err := io.ReadAtLeast(fr.r, fr.hdr[fr.have:], n-fr.have)
+		fr.have += k
+		if err != nil {
+			return fr.hdr[:fr.have], err
+		}
+	}
+	return fr.hdr[:n], nil
+}
+
+// Next reads one frame; it is NextContext without a context.
+func (fr *FrameReader) Next() (Header, []byte, error) {
+	return fr.NextContext(context.Background())
+}
+
+// NextContext reads one frame. The payload is valid until the next call
+// to NextContext, Next, Release or Close. io.EOF means the stream ended
+// cleanly between frames; a stream that ends inside a frame returns an
+// error wrapping io.ErrUnexpectedEOF. A header is checked against the
+// limits before any memory is reserved for its payload. While a shared
+// reader waits for memory, ctx ending returns an error wrapping ctx's
+// cause, with nothing reserved.
+func (fr *FrameReader) NextContext(ctx context.Context) (Header, []byte, error) {
+	fr.Release()
+	if fr.closed {
+		return Header{}, nil, ErrClosed
+	}
+	if fr.have < HeaderSize {
+		k, err := io.ReadAtLeast(fr.r, fr.hdr[fr.have:], HeaderSize-fr.have)
+		fr.have += k
+		if err != nil {
+			if err == io.ErrUnexpectedEOF || err == io.EOF && fr.have > 0 {
+				err = fmt.Errorf("frame header at offset %d: %w", fr.n, io.ErrUnexpectedEOF)
+			}
+			return Header{}, nil, err
+		}
+	}
+	fr.have = 0
 	h, err := ParseHeader(&fr.hdr, fr.lim)
 	if err != nil {
 		return h, nil, fmt.Errorf("offset %d: %w", fr.n, err)
@@ -199,22 +259,110 @@ func (fr *FrameReader) Next() (Header, []byte, error) {
 	start := fr.n
 	fr.n += HeaderSize
 	need := int(h.Length)
-	buf := fr.buf[:cap(fr.buf)]
-	for got := 0; got < need; {
-		if got == len(buf) {
-			nb := make([]byte, min(need, max(2*len(buf), 64<<10)))
-			copy(nb, buf[:got])
-			buf, fr.buf = nb, nb
-		}
+	if need == 0 {
+		return h, nil, nil
+	}
+	if fr.mem == nil {
+		return fr.readGrowing(h, start, need)
+	}
+	want := need + HeaderSize // room to read the next header with the payload
+	class, size := classOf(want)
+	if int64(need) > fr.mem.limit {
+		return h, nil, fmt.Errorf("%s frame at offset %d: payload of %d bytes over the memory budget of %d: %w", h.Type, start, need, fr.mem.limit, ErrTooLarge)
+	}
+	if int64(size) > fr.mem.limit {
+		class, size = topClass, int(fr.mem.limit)
+	}
+	if err := fr.mem.acquire(ctx, &fr.wait, int64(size)); err != nil {
+		return h, nil, fmt.Errorf("%s frame at offset %d: waiting for %d bytes of memory: %w", h.Type, start, size, err)
+	}
+	fr.bp, fr.class = fr.getBuf(class, size), class
+	buf := (*fr.bp)[:min(want, size)]
+	got, err := io.ReadAtLeast(fr.r, buf, need)
+	if err != nil {
+		fr.Release()
+		return h, nil, fr.payloadErr(h, start, got, need, err)
+	}
+	fr.have = copy(fr.hdr[:], buf[need:got])
+	fr.n += int64(need)
+	return h, buf[:need:need], nil
+}
+
+// growFrom is the first buffer size of an unbudgeted reader's payload.
+const growFrom = 64 << 10
+
+// readGrowing reads a payload without a budget into pooled buffers
+// that grow (doubling, from growFrom or the last payload's size) only
+// as its bytes arrive, so a peer that claims a large frame and sends
+// little costs little memory.
+func (fr *FrameReader) readGrowing(h Header, start int64, need int) (Header, []byte, error) {
+	class, size := classOf(min(need, max(growFrom, fr.last)))
+	bp := fr.pools.get(class, size)
+	got := 0
+	for {
+		buf := *bp
 		k, err := io.ReadFull(fr.r, buf[got:min(need, len(buf))])
 		got += k
-		fr.n += int64(k)
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return h, nil, fmt.Errorf("%s frame at offset %d: payload %d of %d bytes: %w", h.Type, start, got, need, err)
+			fr.pools.put(class, bp)
+			return h, nil, fr.payloadErr(h, start, got, need, err)
 		}
+		if got == need {
+			break
+		}
+		nclass, nsize := classOf(min(need, 2*len(buf)))
+		nbp := fr.pools.get(nclass, nsize)
+		copy(*nbp, buf[:got])
+		fr.pools.put(class, bp)
+		bp, class = nbp, nclass
 	}
-	return h, buf[:need:need], nil
+	fr.bp, fr.class, fr.last = bp, class, need
+	fr.n += int64(need)
+	return h, (*bp)[:need:need], nil
+}
+
+func (fr *FrameReader) payloadErr(h Header, start int64, got, need int, err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	fr.n += int64(got)
+	return fmt.Errorf("%s frame at offset %d: payload %d of %d bytes: %w", h.Type, start, got, need, err)
+}
+
+// getBuf returns a buffer of the class from mem's pools.
+func (fr *FrameReader) getBuf(class, size int) *[]byte {
+	if class == topClass {
+		if bp, _ := fr.mem.top.Get().(*[]byte); bp != nil {
+			return bp
+		}
+		b := make([]byte, size)
+		return &b
+	}
+	return fr.pools.get(class, size)
+}
+
+// Release gives the last payload's buffer (and its reservation) back
+// before the next call to Next; the payload must no longer be used.
+// Calling it again does nothing.
+func (fr *FrameReader) Release() {
+	bp := fr.bp
+	if bp == nil {
+		return
+	}
+	fr.bp = nil
+	if fr.class == topClass {
+		fr.mem.top.Put(bp)
+	} else {
+		fr.pools.put(fr.class, bp)
+	}
+	if fr.mem != nil {
+		fr.mem.release(int64(cap(*bp)))
+	}
+}
+
+// Close releases the reader's buffer; Next then returns ErrClosed. It
+// does not close the stream.
+func (fr *FrameReader) Close() {
+	fr.Release()
+	fr.closed = true
 }
