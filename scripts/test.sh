@@ -34,6 +34,7 @@ fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZ_COUNT:-20000}x" "$2";
 fuzz FuzzBatch ./internal/wire
 fuzz FuzzFrames ./internal/wire
 fuzz FuzzDatagram ./internal/wire
+fuzz FuzzPiece ./internal/wire
 fuzz FuzzUDPDatagram ./internal/collector
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
