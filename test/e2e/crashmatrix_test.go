@@ -65,9 +65,12 @@ const (
 	crashTSStep  = 1_234_000
 )
 
-// crashCell is one combination of the matrix's dimensions.
+// crashCell is one combination of the matrix's dimensions. A replay
+// cell (live false) uses every field; a live spool cell (live true)
+// only wire and file (see runSpoolCell).
 type crashCell struct {
 	index       int
+	live        bool   // live capture with --spool, agent and collector killed; else a file replay, the collector killed
 	wire        string // agent --compress: none, s2, zstd
 	file        string // collector --file-compress: none, gzip, zstd
 	text        bool   // compressible (text) payloads, else pseudo-random bytes
@@ -78,6 +81,9 @@ type crashCell struct {
 
 // String names the cell; it is the subtest's name.
 func (c crashCell) String() string {
+	if c.live {
+		return fmt.Sprintf("live-spool_wire-%s_file-%s", c.wire, c.file)
+	}
 	pick := func(b bool, yes, no string) string {
 		if b {
 			return yes
@@ -89,21 +95,43 @@ func (c crashCell) String() string {
 		pick(c.smallRotate, "4M", "default"), pick(c.full, "full", "plenty"))
 }
 
+// collectorFlags are the collector's flags for the cell's file
+// compression (level 1, the fastest) and rotation.
+func (c crashCell) collectorFlags() []string {
+	args := []string{"--file-compress", map[string]string{"none": "none", "gzip": "gzip:1", "zstd": "zstd:1"}[c.file]}
+	if c.smallRotate {
+		args = append(args, "--rotate-size", "4M")
+	}
+	return args
+}
+
+var (
+	crashWires = []string{"none", "s2", "zstd"}
+	crashFiles = []string{"none", "gzip", "zstd"}
+)
+
 // crashCells lists every cell, in a fixed order (a cell's index seeds
-// its random choices).
+// its random choices): the 144 replay cells, then the 9 live spool
+// cells.
 func crashCells() []crashCell {
 	var cells []crashCell
-	for _, wire := range []string{"none", "s2", "zstd"} {
-		for _, file := range []string{"none", "gzip", "zstd"} {
+	for _, wire := range crashWires {
+		for _, file := range crashFiles {
 			for _, text := range []bool{false, true} {
 				for _, big := range []bool{false, true} {
 					for _, small := range []bool{false, true} {
 						for _, full := range []bool{false, true} {
-							cells = append(cells, crashCell{len(cells), wire, file, text, big, small, full})
+							cells = append(cells, crashCell{index: len(cells), wire: wire, file: file,
+								text: text, big: big, smallRotate: small, full: full})
 						}
 					}
 				}
 			}
+		}
+	}
+	for _, wire := range crashWires {
+		for _, file := range crashFiles {
+			cells = append(cells, crashCell{index: len(cells), live: true, wire: wire, file: file})
 		}
 	}
 	return cells
@@ -124,9 +152,12 @@ func crashSeed(t *testing.T) uint64 {
 }
 
 // crashSelect returns the cells this run covers, in matrix order: all,
-// or crashCellsEnv of them (crashCellsCI by default) chosen by seed, a
-// third of them (rounded down) with text payloads, which move 8 times
-// the bytes of the others and take most of a run's time.
+// or crashCellsEnv of them (crashCellsCI by default) chosen by seed:
+// live spool cells one in six (rounded to nearest, at least one of
+// three or more), replay cells with text payloads, which move 8 times
+// the bytes of the others and take most of a run's time, a third
+// (rounded down), and replay cells with random payloads the rest. A
+// kind with too few cells leaves its share to the others.
 func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 	t.Helper()
 	s := os.Getenv(crashCellsEnv)
@@ -141,22 +172,37 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x63656c6c73)) // "cells"
-	var text, random []crashCell
+	var live, text, random []crashCell
 	for _, c := range cells {
-		if c.text {
+		switch {
+		case c.live:
+			live = append(live, c)
+		case c.text:
 			text = append(text, c)
-		} else {
+		default:
 			random = append(random, c)
 		}
 	}
-	pick := func(from []crashCell, k int) []crashCell {
-		rng.Shuffle(len(from), func(i, j int) { from[i], from[j] = from[j], from[i] })
-		return from[:min(k, len(from))]
+	nLive := (n + 3) / 6
+	if n >= 3 {
+		nLive = max(nLive, 1)
 	}
-	nText := min(n/3, len(text))
-	out := append(pick(text, nText), pick(random, n-nText)...)
-	if len(out) < n { // more than all random cells asked for
-		out = append(out, text[nText:min(n-len(random), len(text))]...)
+	kinds := []struct {
+		cells []crashCell
+		want  int
+	}{{live, nLive}, {text, n / 3}, {random, n - nLive - n/3}}
+	var out []crashCell
+	for i := range kinds {
+		k := &kinds[i]
+		rng.Shuffle(len(k.cells), func(i, j int) { k.cells[i], k.cells[j] = k.cells[j], k.cells[i] })
+		take := min(k.want, len(k.cells))
+		out = append(out, k.cells[:take]...)
+		k.cells = k.cells[take:]
+	}
+	for i := 0; len(out) < n && i < len(kinds); i++ { // a kind had too few
+		take := min(n-len(out), len(kinds[i].cells))
+		out = append(out, kinds[i].cells[:take]...)
+		kinds[i].cells = kinds[i].cells[take:]
 	}
 	slices.SortFunc(out, func(a, b crashCell) int { return a.index - b.index })
 	return out
@@ -223,7 +269,11 @@ func TestCrashMatrix(t *testing.T) {
 						c, seed, crashSeedEnv, seed, crashCellsEnv, c)
 				}
 			})
-			runCrashCell(t, seed, c)
+			if c.live {
+				runSpoolCell(t, seed, c)
+			} else {
+				runCrashCell(t, seed, c)
+			}
 		})
 	}
 }
@@ -420,10 +470,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	const name = "crash"
 	agentDir := filepath.Join(dir, name)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	collArgs := []string{"--file-compress", map[string]string{"none": "none", "gzip": "gzip:1", "zstd": "zstd:1"}[c.file]}
-	if c.smallRotate {
-		collArgs = append(collArgs, "--rotate-size", "4M")
-	}
+	collArgs := c.collectorFlags()
 	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of ~%d output bytes",
 		c, seed, count, ref.bytes, slices.Max(ref.sizes), plan.batch, plan.kills, expect)
 
