@@ -4,7 +4,8 @@ package e2e
 
 // The crash matrix: the delivery contract checked across wire and file
 // compression, payloads, packet sizes, rotation and free disk space,
-// with the collector killed at random moments. See TestCrashMatrix.
+// with the collector killed at random moments, and, for a live agent
+// with a spool, the agent too. See TestCrashMatrix.
 
 import (
 	"bufio"
@@ -209,10 +210,12 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 }
 
 // TestCrashMatrix checks the delivery contract of docs/reliability.md
-// across {wire compression none, s2, zstd} x {file compression none,
-// gzip:1, zstd:1} x {pseudo-random, text payloads} x {IMIX, big
-// packets} x {--rotate-size 4M, default rotation} x {plenty of space, a
-// nearly full tmpfs}: 144 cells. Each cell replays a reference capture
+// in 153 cells: 144 replay cells and 9 live spool cells.
+//
+// The replay cells cover {wire compression none, s2, zstd} x {file
+// compression none, gzip:1, zstd:1} x {pseudo-random, text payloads} x
+// {IMIX, big packets} x {--rotate-size 4M, default rotation} x {plenty
+// of space, a nearly full tmpfs}. Each replay cell replays a reference capture
 // whose every packet carries its stream and sequence number (16 MiB of
 // random payloads, 128 MiB of text), SIGKILLs the collector 1-3 times at
 // points of the output the seed chose (see crashKills) and restarts it
@@ -228,23 +231,37 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 // finish what a repair short of space left), the test removes the
 // filler, which frees as much again.
 //
-// The agent replays a file, so only the collector is killed: a replay
-// agent killed and restarted reads its file from the beginning as a new
-// instance, and everything would be written twice, by design. An agent
-// killed with a spool is covered by TestAgentRestartWithSpool.
+// A replay cell's agent replays a file, so only the collector is
+// killed: a replay agent killed and restarted reads its file from the
+// beginning as a new instance, and everything would be written twice,
+// by design. The live spool cells kill the agent too: {wire
+// compression none, s2, zstd} x {file compression none, gzip:1,
+// zstd:1}, each an agent with --spool capturing on a veth between two
+// network namespaces while gen udp sends 3-5 streams of 300-3000
+// packets, through a seeded sequence of events (spoolPlan): the
+// collector SIGKILLed and restarted at any moment (between streams,
+// part way through one, while the restarted agent resends its spool),
+// the agent SIGKILLed and restarted on its spool once all it captured
+// was sealed (the contract loses the batch being built on an agent
+// crash), at least once holding a stream that only its spool has. At
+// the end both stop cleanly and every packet of every stream must be
+// in the files exactly once, read whole by tshark and capinfos, no
+// LOST or missing batches (see runSpoolCell).
 //
 // The seed (crashSeedEnv, default the time) picks the cells
-// (crashCellsEnv: a number, default crashCellsCI, or "all") and, per
+// (crashCellsEnv: a number, default crashCellsCI, or "all"; of a
+// number, one in six is a live spool cell, see crashSelect) and, per
 // cell, the packet sizes, the batch size, and the number and points of
-// the kills; it is logged at start and with every failure. Kill points
-// are fractions of the expected output, so where a kill falls in the
-// stream repeats with the seed; what the processes were doing at that
-// instant does not, exactly. scripts/soak.sh runs all cells round after
-// round with new seeds.
+// the kills, or a spool cell's plan; it is logged at start and with
+// every failure. Kill points are fractions of the expected output, or
+// of a stream the agent captured, so where a kill falls in the stream
+// repeats with the seed; what the processes were doing at that instant
+// does not, exactly. scripts/soak.sh runs all cells round after round
+// with new seeds.
 func TestCrashMatrix(t *testing.T) {
 	requireTools(t, checkTools...)
 	if os.Geteuid() != 0 {
-		missing(t, "needs root to mount the nearly full tmpfs of half the cells (run go test as root)")
+		missing(t, "needs root to mount the nearly full tmpfs of half the replay cells and the network namespaces of the live cells (run go test as root)")
 	}
 	seed := crashSeed(t)
 	cells := crashSelect(t, seed, crashCells())
@@ -439,7 +456,7 @@ func crashKills(rng *rand.Rand) []float64 {
 	return points
 }
 
-// runCrashCell runs one cell; see TestCrashMatrix.
+// runCrashCell runs one replay cell; see TestCrashMatrix.
 func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), crashCellTimeout)
