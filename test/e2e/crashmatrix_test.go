@@ -111,9 +111,11 @@ var (
 	crashFiles = []string{"none", "gzip", "zstd"}
 )
 
-// crashCells lists every cell, in a fixed order (a cell's index seeds
-// its random choices): the 144 replay cells, then the 9 live spool
-// cells.
+// crashCells lists every cell in the order they run (crashOrder): the
+// 9 live spool cells, which take seconds, so that every round of
+// scripts/soak.sh, however short, runs them, then the 144 replay cells.
+// A cell's index, fixed, seeds its random choices: the replay cells
+// are 0-143, the live spool cells 144-152.
 func crashCells() []crashCell {
 	var cells []crashCell
 	for _, wire := range crashWires {
@@ -135,7 +137,20 @@ func crashCells() []crashCell {
 			cells = append(cells, crashCell{index: len(cells), live: true, wire: wire, file: file})
 		}
 	}
+	slices.SortFunc(cells, crashOrder)
 	return cells
+}
+
+// crashOrder orders cells as they run: live spool cells first, then by
+// index.
+func crashOrder(a, b crashCell) int {
+	if a.live != b.live {
+		if a.live {
+			return -1
+		}
+		return 1
+	}
+	return a.index - b.index
 }
 
 // crashSeed returns the run's seed: crashSeedEnv, or the time.
@@ -152,7 +167,7 @@ func crashSeed(t *testing.T) uint64 {
 	return seed
 }
 
-// crashSelect returns the cells this run covers, in matrix order: all,
+// crashSelect returns the cells this run covers, in crashOrder: all,
 // or crashCellsEnv of them (crashCellsCI by default) chosen by seed:
 // live spool cells one in six (rounded to nearest, at least one of
 // three or more), replay cells with text payloads, which move 8 times
@@ -205,7 +220,7 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 		out = append(out, kinds[i].cells[:take]...)
 		kinds[i].cells = kinds[i].cells[take:]
 	}
-	slices.SortFunc(out, func(a, b crashCell) int { return a.index - b.index })
+	slices.SortFunc(out, crashOrder)
 	return out
 }
 
