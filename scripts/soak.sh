@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Soaks the crash matrix (TestCrashMatrix, test/e2e/crashmatrix_test.go):
-# round after round, each with a new seed and every cell, until DURATION
-# (such as 30m, 2h, 1h30m; default 30m) has passed; the cells of the last round
-# that would start after it are skipped. Prints each round's seed and
-# failed cells, then one line: rounds, cells passed and failed, and the
-# seeds that failed. Exits non-zero on any failure.
+# round after round, each with a new seed and every cell (the 9 live
+# spool cells, which kill the agent too, first, then the 144 replay
+# cells), until DURATION (such as 30m, 2h, 1h30m; default 30m) has
+# passed; the cells of the last round that would start after it are
+# skipped. Prints each round's seed and failed cells, then one line:
+# rounds, cells passed and failed, and the seeds that failed. Exits
+# non-zero on any failure.
 #
 #   scripts/soak.sh [DURATION]
 #
-# Runs as root (the nearly full cells mount a tmpfs). The binaries are
-# built without the race detector, so a round moves several times the
-# data of a race build in the same time; SOAK_RACE=1 builds with it.
+# Runs as root (the nearly full cells mount a tmpfs, the live cells
+# create network namespaces). The binaries are built without the race
+# detector, so a round moves several times the data of a race build in
+# the same time; SOAK_RACE=1 builds with it.
 # A failed seed reproduces with
 #   PCAPSYNC_CRASH_SEED=N PCAPSYNC_CRASH_CELLS=all go test -run TestCrashMatrix ./test/e2e
 # Logs go to $SOAK_LOGS (default a new directory under /tmp).
@@ -18,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${1:-30m}"
 if [ "$(id -u)" -ne 0 ]; then
-	echo "soak.sh: run as root (the matrix mounts tmpfs file systems)" >&2
+	echo "soak.sh: run as root (the matrix mounts tmpfs file systems and creates network namespaces)" >&2
 	exit 2
 fi
 scripts/deps.sh

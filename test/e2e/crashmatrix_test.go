@@ -4,7 +4,8 @@ package e2e
 
 // The crash matrix: the delivery contract checked across wire and file
 // compression, payloads, packet sizes, rotation and free disk space,
-// with the collector killed at random moments. See TestCrashMatrix.
+// with the collector killed at random moments, and, for a live agent
+// with a spool, the agent too. See TestCrashMatrix.
 
 import (
 	"bufio"
@@ -65,9 +66,12 @@ const (
 	crashTSStep  = 1_234_000
 )
 
-// crashCell is one combination of the matrix's dimensions.
+// crashCell is one combination of the matrix's dimensions. A replay
+// cell (live false) uses every field; a live spool cell (live true)
+// only wire and file (see runSpoolCell).
 type crashCell struct {
 	index       int
+	live        bool   // live capture with --spool, agent and collector killed; else a file replay, the collector killed
 	wire        string // agent --compress: none, s2, zstd
 	file        string // collector --file-compress: none, gzip, zstd
 	text        bool   // compressible (text) payloads, else pseudo-random bytes
@@ -78,6 +82,9 @@ type crashCell struct {
 
 // String names the cell; it is the subtest's name.
 func (c crashCell) String() string {
+	if c.live {
+		return fmt.Sprintf("live-spool_wire-%s_file-%s", c.wire, c.file)
+	}
 	pick := func(b bool, yes, no string) string {
 		if b {
 			return yes
@@ -89,24 +96,61 @@ func (c crashCell) String() string {
 		pick(c.smallRotate, "4M", "default"), pick(c.full, "full", "plenty"))
 }
 
-// crashCells lists every cell, in a fixed order (a cell's index seeds
-// its random choices).
+// collectorFlags are the collector's flags for the cell's file
+// compression (level 1, the fastest) and rotation.
+func (c crashCell) collectorFlags() []string {
+	args := []string{"--file-compress", map[string]string{"none": "none", "gzip": "gzip:1", "zstd": "zstd:1"}[c.file]}
+	if c.smallRotate {
+		args = append(args, "--rotate-size", "4M")
+	}
+	return args
+}
+
+var (
+	crashWires = []string{"none", "s2", "zstd"}
+	crashFiles = []string{"none", "gzip", "zstd"}
+)
+
+// crashCells lists every cell in the order they run (crashOrder): the
+// 9 live spool cells, which take seconds, so that every round of
+// scripts/soak.sh, however short, runs them, then the 144 replay cells.
+// A cell's index, fixed, seeds its random choices: the replay cells
+// are 0-143, the live spool cells 144-152.
 func crashCells() []crashCell {
 	var cells []crashCell
-	for _, wire := range []string{"none", "s2", "zstd"} {
-		for _, file := range []string{"none", "gzip", "zstd"} {
+	for _, wire := range crashWires {
+		for _, file := range crashFiles {
 			for _, text := range []bool{false, true} {
 				for _, big := range []bool{false, true} {
 					for _, small := range []bool{false, true} {
 						for _, full := range []bool{false, true} {
-							cells = append(cells, crashCell{len(cells), wire, file, text, big, small, full})
+							cells = append(cells, crashCell{index: len(cells), wire: wire, file: file,
+								text: text, big: big, smallRotate: small, full: full})
 						}
 					}
 				}
 			}
 		}
 	}
+	for _, wire := range crashWires {
+		for _, file := range crashFiles {
+			cells = append(cells, crashCell{index: len(cells), live: true, wire: wire, file: file})
+		}
+	}
+	slices.SortFunc(cells, crashOrder)
 	return cells
+}
+
+// crashOrder orders cells as they run: live spool cells first, then by
+// index.
+func crashOrder(a, b crashCell) int {
+	if a.live != b.live {
+		if a.live {
+			return -1
+		}
+		return 1
+	}
+	return a.index - b.index
 }
 
 // crashSeed returns the run's seed: crashSeedEnv, or the time.
@@ -123,10 +167,13 @@ func crashSeed(t *testing.T) uint64 {
 	return seed
 }
 
-// crashSelect returns the cells this run covers, in matrix order: all,
-// or crashCellsEnv of them (crashCellsCI by default) chosen by seed, a
-// third of them (rounded down) with text payloads, which move 8 times
-// the bytes of the others and take most of a run's time.
+// crashSelect returns the cells this run covers, in crashOrder: all,
+// or crashCellsEnv of them (crashCellsCI by default) chosen by seed:
+// live spool cells one in six (rounded to nearest, at least one of
+// three or more), replay cells with text payloads, which move 8 times
+// the bytes of the others and take most of a run's time, a third
+// (rounded down), and replay cells with random payloads the rest. A
+// kind with too few cells leaves its share to the others.
 func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 	t.Helper()
 	s := os.Getenv(crashCellsEnv)
@@ -141,32 +188,49 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x63656c6c73)) // "cells"
-	var text, random []crashCell
+	var live, text, random []crashCell
 	for _, c := range cells {
-		if c.text {
+		switch {
+		case c.live:
+			live = append(live, c)
+		case c.text:
 			text = append(text, c)
-		} else {
+		default:
 			random = append(random, c)
 		}
 	}
-	pick := func(from []crashCell, k int) []crashCell {
-		rng.Shuffle(len(from), func(i, j int) { from[i], from[j] = from[j], from[i] })
-		return from[:min(k, len(from))]
+	nLive := (n + 3) / 6
+	if n >= 3 {
+		nLive = max(nLive, 1)
 	}
-	nText := min(n/3, len(text))
-	out := append(pick(text, nText), pick(random, n-nText)...)
-	if len(out) < n { // more than all random cells asked for
-		out = append(out, text[nText:min(n-len(random), len(text))]...)
+	kinds := []struct {
+		cells []crashCell
+		want  int
+	}{{live, nLive}, {text, n / 3}, {random, n - nLive - n/3}}
+	var out []crashCell
+	for i := range kinds {
+		k := &kinds[i]
+		rng.Shuffle(len(k.cells), func(i, j int) { k.cells[i], k.cells[j] = k.cells[j], k.cells[i] })
+		take := min(k.want, len(k.cells))
+		out = append(out, k.cells[:take]...)
+		k.cells = k.cells[take:]
 	}
-	slices.SortFunc(out, func(a, b crashCell) int { return a.index - b.index })
+	for i := 0; len(out) < n && i < len(kinds); i++ { // a kind had too few
+		take := min(n-len(out), len(kinds[i].cells))
+		out = append(out, kinds[i].cells[:take]...)
+		kinds[i].cells = kinds[i].cells[take:]
+	}
+	slices.SortFunc(out, crashOrder)
 	return out
 }
 
 // TestCrashMatrix checks the delivery contract of docs/reliability.md
-// across {wire compression none, s2, zstd} x {file compression none,
-// gzip:1, zstd:1} x {pseudo-random, text payloads} x {IMIX, big
-// packets} x {--rotate-size 4M, default rotation} x {plenty of space, a
-// nearly full tmpfs}: 144 cells. Each cell replays a reference capture
+// in 153 cells: 144 replay cells and 9 live spool cells.
+//
+// The replay cells cover {wire compression none, s2, zstd} x {file
+// compression none, gzip:1, zstd:1} x {pseudo-random, text payloads} x
+// {IMIX, big packets} x {--rotate-size 4M, default rotation} x {plenty
+// of space, a nearly full tmpfs}. Each replay cell replays a reference capture
 // whose every packet carries its stream and sequence number (16 MiB of
 // random payloads, 128 MiB of text), SIGKILLs the collector 1-3 times at
 // points of the output the seed chose (see crashKills) and restarts it
@@ -182,23 +246,37 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 // finish what a repair short of space left), the test removes the
 // filler, which frees as much again.
 //
-// The agent replays a file, so only the collector is killed: a replay
-// agent killed and restarted reads its file from the beginning as a new
-// instance, and everything would be written twice, by design. An agent
-// killed with a spool is covered by TestAgentRestartWithSpool.
+// A replay cell's agent replays a file, so only the collector is
+// killed: a replay agent killed and restarted reads its file from the
+// beginning as a new instance, and everything would be written twice,
+// by design. The live spool cells kill the agent too: {wire
+// compression none, s2, zstd} x {file compression none, gzip:1,
+// zstd:1}, each an agent with --spool capturing on a veth between two
+// network namespaces while gen udp sends 3-5 streams of 300-3000
+// packets, through a seeded sequence of events (spoolPlan): the
+// collector SIGKILLed and restarted at any moment (between streams,
+// part way through one, while the restarted agent resends its spool),
+// the agent SIGKILLed and restarted on its spool once all it captured
+// was sealed (the contract loses the batch being built on an agent
+// crash), at least once holding a stream that only its spool has. At
+// the end both stop cleanly and every packet of every stream must be
+// in the files exactly once, read whole by tshark and capinfos, no
+// LOST or missing batches (see runSpoolCell).
 //
 // The seed (crashSeedEnv, default the time) picks the cells
-// (crashCellsEnv: a number, default crashCellsCI, or "all") and, per
+// (crashCellsEnv: a number, default crashCellsCI, or "all"; of a
+// number, one in six is a live spool cell, see crashSelect) and, per
 // cell, the packet sizes, the batch size, and the number and points of
-// the kills; it is logged at start and with every failure. Kill points
-// are fractions of the expected output, so where a kill falls in the
-// stream repeats with the seed; what the processes were doing at that
-// instant does not, exactly. scripts/soak.sh runs all cells round after
-// round with new seeds.
+// the kills, or a spool cell's plan; it is logged at start and with
+// every failure. Kill points are fractions of the expected output, or
+// of a stream the agent captured, so where a kill falls in the stream
+// repeats with the seed; what the processes were doing at that instant
+// does not, exactly. scripts/soak.sh runs all cells round after round
+// with new seeds.
 func TestCrashMatrix(t *testing.T) {
 	requireTools(t, checkTools...)
 	if os.Geteuid() != 0 {
-		missing(t, "needs root to mount the nearly full tmpfs of half the cells (run go test as root)")
+		missing(t, "needs root to mount the nearly full tmpfs of half the replay cells and the network namespaces of the live cells (run go test as root)")
 	}
 	seed := crashSeed(t)
 	cells := crashSelect(t, seed, crashCells())
@@ -223,7 +301,11 @@ func TestCrashMatrix(t *testing.T) {
 						c, seed, crashSeedEnv, seed, crashCellsEnv, c)
 				}
 			})
-			runCrashCell(t, seed, c)
+			if c.live {
+				runSpoolCell(t, seed, c)
+			} else {
+				runCrashCell(t, seed, c)
+			}
 		})
 	}
 }
@@ -389,7 +471,7 @@ func crashKills(rng *rand.Rand) []float64 {
 	return points
 }
 
-// runCrashCell runs one cell; see TestCrashMatrix.
+// runCrashCell runs one replay cell; see TestCrashMatrix.
 func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), crashCellTimeout)
@@ -420,10 +502,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	const name = "crash"
 	agentDir := filepath.Join(dir, name)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	collArgs := []string{"--file-compress", map[string]string{"none": "none", "gzip": "gzip:1", "zstd": "zstd:1"}[c.file]}
-	if c.smallRotate {
-		collArgs = append(collArgs, "--rotate-size", "4M")
-	}
+	collArgs := c.collectorFlags()
 	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of ~%d output bytes",
 		c, seed, count, ref.bytes, slices.Max(ref.sizes), plan.batch, plan.kills, expect)
 
