@@ -40,7 +40,8 @@ type repairJob struct {
 // work). Until an agent's directory is done, Begin refuses the agent
 // with ErrBusy, so that its Welcome never misses the marks its files
 // hold; every other agent is served meanwhile. c.repairDone is closed
-// when the goroutine ends; Close lets it finish for up to ShutdownTimeout, then cancels it.
+// when the goroutine ends; Close lets it finish for up to
+// ShutdownTimeout, then cancels it.
 func (c *Core) startRepairs() error {
 	c.repairDone = make(chan struct{})
 	c.repairing = map[string]bool{}
