@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"testing"
 )
 
@@ -42,15 +41,7 @@ func NewChain(tb testing.TB, prefix string, mtu int) *Chain {
 	name := func(s string) string { return fmt.Sprintf("%s-%d-%d-%s", prefix, os.Getpid(), n, s) }
 	c := &Chain{A: name("a"), R: name("r"), C: name("c"), MTU: mtu}
 	for _, ns := range []string{c.A, c.R, c.C} {
-		IP(tb, "netns", "add", ns)
-		tb.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				tb.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		IP(tb, "netns", "exec", ns, "sh", "-c",
-			"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
-		IP(tb, "-n", ns, "link", "set", "lo", "up")
+		addNamespace(tb, ns)
 	}
 	IP(tb, "netns", "exec", c.R, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
 	type end struct {

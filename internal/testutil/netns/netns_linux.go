@@ -65,15 +65,7 @@ func NewPair(tb testing.TB, c Config) *Pair {
 		Config: c,
 	}
 	for _, ns := range []string{p.A, p.B} {
-		IP(tb, "netns", "add", ns)
-		tb.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				tb.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		IP(tb, "netns", "exec", ns, "sh", "-c",
-			"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
-		IP(tb, "-n", ns, "link", "set", "lo", "up")
+		addNamespace(tb, ns)
 	}
 	mtu := fmt.Sprint(c.MTU)
 	IP(tb, "-n", p.A, "link", "add", c.IfA, "address", c.MACA, "mtu", mtu, "type", "veth",
@@ -114,4 +106,19 @@ func In(ns string, fn func() error) error {
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// addNamespace creates network namespace ns, deleted in tb.Cleanup, with
+// IPv6 off (no router solicitations or MLD reports) and loopback up.
+func addNamespace(tb testing.TB, ns string) {
+	tb.Helper()
+	IP(tb, "netns", "add", ns)
+	tb.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			tb.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
+		}
+	})
+	IP(tb, "netns", "exec", ns, "sh", "-c",
+		"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+	IP(tb, "-n", ns, "link", "set", "lo", "up")
 }
