@@ -232,8 +232,9 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 // {IMIX, big packets} x {--rotate-size 4M, default rotation} x {plenty
 // of space, a nearly full tmpfs}. Each replay cell replays a reference capture
 // whose every packet carries its stream and sequence number (16 MiB of
-// random payloads, 128 MiB of text), SIGKILLs the collector 1-3 times at
-// points of the output the seed chose (see crashKills) and restarts it
+// random payloads, 128 MiB of text) through a FIFO whose last bytes are
+// held back until the last kill, SIGKILLs the collector 1-3 times at
+// points of the input the seed chose (see crashKills) and restarts it
 // on the same directory, lets the agent finish, and compares every
 // packet of the finished files with the reference: each exactly once,
 // bytes, original length and timestamp identical (a packet longer than
@@ -268,10 +269,10 @@ func crashSelect(t *testing.T, seed uint64, cells []crashCell) []crashCell {
 // number, one in six is a live spool cell, see crashSelect) and, per
 // cell, the packet sizes, the batch size, and the number and points of
 // the kills, or a spool cell's plan; it is logged at start and with
-// every failure. Kill points are fractions of the expected output, or
-// of a stream the agent captured, so where a kill falls in the stream
-// repeats with the seed; what the processes were doing at that instant
-// does not, exactly. scripts/soak.sh runs all cells round after round
+// every failure. Kill points are fractions of the input the agent has
+// read, or of a stream the agent captured, so where a kill falls in the
+// stream repeats with the seed; what the processes were doing at that
+// instant does not, exactly. scripts/soak.sh runs all cells round after round
 // with new seeds.
 func TestCrashMatrix(t *testing.T) {
 	requireTools(t, checkTools...)
@@ -440,10 +441,10 @@ func expectedOutput(t *testing.T, ref *crashRef, file string) int64 {
 // crashPlan is what the seed chose for a cell.
 type crashPlan struct {
 	batch string    // agent --batch-size
-	kills []float64 // fractions of the expected output at which the collector is killed
+	kills []float64 // fractions of the input read at which the collector is killed
 }
 
-// crashKills draws 1-3 kill points, as fractions of the output: one
+// crashKills draws 1-3 kill points, as fractions of the input: one
 // collector run (which, at random) writes 65-80% of the stream before
 // its kill, so that repair meets a file as large as a cell can make,
 // the other kills fall at random in the rest, and the last run, after
@@ -503,7 +504,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	agentDir := filepath.Join(dir, name)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	collArgs := c.collectorFlags()
-	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of ~%d output bytes",
+	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of the input, ~%d output bytes",
 		c, seed, count, ref.bytes, slices.Max(ref.sizes), plan.batch, plan.kills, expect)
 
 	// startColl starts a collector and waits until it listens: after a
@@ -543,11 +544,23 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 		return false
 	}
 
+	// The agent replays the file through a FIFO at full speed, but its
+	// last bytes are held back until the last kill: it cannot finish
+	// before every kill landed, and the kills fall at fractions of the
+	// input the agent has read, whatever the compression.
+	in := startPacedInput(t, ctx, ref.path, filepath.Join(tmp, "ref.fifo"), 0)
+	st, err := os.Stat(ref.path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	coll := startColl()
-	agent := startReplay(t, ctx, addr, name, ref.path, "--compress", c.wire, "--batch-size", plan.batch)
+	agent := startReplay(t, ctx, addr, name, in.path, "--compress", c.wire, "--batch-size", plan.batch)
 	kills := 0
 	for !agent.exited() {
-		if kills < len(plan.kills) && treeSize(agentDir) >= int64(plan.kills[kills]*float64(expect)) {
+		if kills == len(plan.kills) {
+			in.releaseTail()
+		}
+		if kills < len(plan.kills) && in.written.Load() >= int64(plan.kills[kills]*float64(st.Size())) {
 			coll.signal(syscall.SIGKILL)
 			if code := coll.wait(10 * time.Second); code != -1 {
 				t.Fatalf("cell %s, seed %d: collector exited with code %d before it was killed", c, seed, code)
@@ -564,6 +577,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	in.finish(t)
 	s := finishReplay(t, agent, count, time.Second)
 	coll.stop(20 * time.Second)
 	summaries := []collectorSummary{coll.collectorSummary()}
@@ -586,8 +600,8 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	lost, dup, unexpected := r.tally(want)
 	bad, firstBad := compareWithRef(t, r.Files, ref)
 	if kills == 0 {
-		t.Errorf("cell %s, seed %d: the agent finished before the first kill point (%.2f of ~%d bytes): no crash was tested",
-			c, seed, plan.kills[0], expect)
+		t.Errorf("cell %s, seed %d: the agent finished before the first kill point (%.2f of the input): no crash was tested",
+			c, seed, plan.kills[0])
 	}
 	if lost+dup+unexpected+bad+r.Other+len(r.Corrupt) > 0 {
 		t.Errorf("cell %s, seed %d: %d packets sent, the files hold %d: lost %d, duplicated %d, unexpected %d, "+

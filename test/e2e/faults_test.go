@@ -42,6 +42,7 @@ import (
 type pacedInput struct {
 	path    string
 	fed     atomic.Bool   // set once all but the held-back tail is written
+	written atomic.Int64  // bytes written so far
 	release chan struct{} // closed by the test: write the tail, then EOF
 	done    chan struct{} // closed when the feeder returned
 	err     error         // the feeder's error; read after done
@@ -83,7 +84,7 @@ func startPacedInput(t *testing.T, ctx context.Context, src, path string, d time
 // finish releases the held-back tail and waits for the feeder.
 func (in *pacedInput) finish(t *testing.T) {
 	t.Helper()
-	close(in.release)
+	in.releaseTail()
 	select {
 	case <-in.done:
 	case <-time.After(15 * time.Second):
@@ -93,6 +94,20 @@ func (in *pacedInput) finish(t *testing.T) {
 		t.Fatalf("feeding %s: %v", in.path, in.err)
 	}
 }
+
+// releaseTail lets the feeder write the held-back tail (and end the
+// input) without waiting for it; finish waits.
+func (in *pacedInput) releaseTail() {
+	select {
+	case <-in.release:
+	default:
+		close(in.release)
+	}
+}
+
+// feedChunk is the most one write to the FIFO carries: each write has
+// its own deadline, and written moves as the agent reads.
+const feedChunk = 256 << 10
 
 func (in *pacedInput) feed(ctx context.Context, data []byte, d time.Duration) error {
 	// A non-blocking open for writing fails with ENXIO until a reader (the
@@ -115,9 +130,16 @@ func (in *pacedInput) feed(ctx context.Context, data []byte, d time.Duration) er
 	}
 	defer f.Close()
 	write := func(b []byte) error {
-		f.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		_, err := f.Write(b)
-		return err
+		for len(b) > 0 {
+			n := min(len(b), feedChunk)
+			f.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := f.Write(b[:n]); err != nil {
+				return err
+			}
+			in.written.Add(int64(n))
+			b = b[n:]
+		}
+		return nil
 	}
 	paced := int64(len(data) - heldBack)
 	start := time.Now()
