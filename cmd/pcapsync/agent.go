@@ -4,20 +4,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/pcapsync/pcapsync/internal/compress"
 	"io"
-	"net"
+	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (TLS flags | --insecure) [flags] [FILTER]
+const agentUsage = `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (TLS flags | --insecure) [flags] [FILTER]
 
 Captures packets and streams them to a collector. FILTER (the --filter
 flag, or the words after the flags) is tcpdump syntax, applied in the
@@ -43,53 +44,12 @@ needs --insecure.
 holding a packet too big for one goes in pieces, never IP-fragmented),
 for links where the lowest latency matters more than delivery: nothing is
 acknowledged or resent, and the collector counts what the network lost.
-UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
+UDP is plaintext (no DTLS): it needs --insecure.`
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agent", agentUsage, stderr)
 	var cfg agent.Config
-	coll := fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+DefaultPort+" by default) (required)")
-	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
-	ifaces := fs.String("iface", "", "capture from these interfaces, comma-separated")
-	fs.StringVar(&cfg.ReadFile, "read", "", "replay this pcap or pcapng file instead of capturing")
-	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")
-	fs.IntVar(&cfg.SnapLen, "snaplen", 262144, "bytes captured per packet at most")
-	fs.BoolVar(&cfg.NoPromisc, "no-promisc", false, "do not put interfaces into promiscuous mode")
-	fs.IntVar(&cfg.MaxRate, "max-rate", 0, "packets per second at most (shared evenly by the interfaces, bursts of 0.1 s pass); packets over it are dropped and counted; 0 is no limit")
-	var ring int64
-	fs.Var(sizeFlag{&ring}, "ring-size", "kernel ring buffer per interface, all of it resident (default: sized by --ring-time)")
-	fs.DurationVar(&cfg.RingTime, "ring-time", capture.DefaultRingTime, fmt.Sprintf("size each kernel ring to hold a stall of the agent this long at %d packets/s of %d-byte frames (a block for every block timeout, flush-interval/16, and room for the bytes; at most %d MiB)",
-		capture.DesignPacketRate, capture.DesignFrameSize, capture.MaxTimedRing>>20))
-	block := int64(capture.DefaultBlockSize)
-	fs.Var(sizeFlag{&block}, "block-size", fmt.Sprintf("kernel ring block size (a power of two of pages); a packet longer than it holds (block size - %d bytes) is cut, its original length kept", capture.BlockOverhead))
-	batch := int64(1 << 20)
-	fs.Var(sizeFlag{&batch}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
-	fs.Func("compress", "compress each batch: none, lz4, s2, zstd[:LEVEL 1-22], or auto (s2 only where it saves 1/8 or more; incompressible traffic goes raw) (default none)", func(s string) error {
-		sp, err := compress.ParseSpec(s)
-		cfg.Compress = sp
-		return err
-	})
-	fs.Func("checksum", "CRC-32C on each batch: auto (only where nothing else protects it: not inside TLS, whose AEAD authenticates every byte, unless --spool keeps batches on disk), always (e.g. for a collector behind a TLS-terminating proxy), or never (TCP only) (default auto)", func(s string) error {
-		c, err := agent.ParseChecksum(s)
-		cfg.Checksum = c
-		return err
-	})
-	fs.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "send a batch at the latest this long after its first packet (live capture)")
-	queue := int64(64 << 20)
-	fs.Var(sizeFlag{&queue}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")
-	fs.StringVar(&cfg.Spool, "spool", "", "directory where every batch is also written until acknowledged: a collector outage of minutes loses nothing, and a restarted live agent resends what its previous run left")
-	spoolSize := int64(1 << 30)
-	fs.Var(sizeFlag{&spoolSize}, "spool-size", "largest spool; when full, live capture drops and counts")
-	fs.DurationVar(&cfg.StatsInterval, "stats-interval", 10*time.Second, "how often drop counters are sent to the collector")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long to wait for the last acknowledgements")
-	tlsOn := fs.Bool("tls", false, "use TLS, verifying the collector with the system's roots (implied by every other --tls flag and by --token-file)")
-	tlsCA := fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM) instead of the system's roots")
-	tlsCert := fs.String("tls-cert", "", "the agent's client certificate (PEM); its CN or a DNS name must be the agent's name")
-	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
-	serverName := fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in --collector)")
-	tokenFile := fs.String("token-file", "", "send this shared token (surrounding white space is ignored) to the collector; only over TLS unless --insecure")
-	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP (or UDP), without TLS: packets cross the network in clear text, the collector is not verified")
-	fs.StringVar(&cfg.Transport, "transport", agent.TransportTCP, "tcp (acknowledged, resent after a loss) or udp (lowest latency: datagrams that fit --mtu, nothing resent, losses counted by the collector; needs --insecure)")
-	fs.IntVar(&cfg.MTU, "mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a batch too big for one datagram (a packet that does not fit alone) is sent in pieces, each a datagram within the MTU")
-	fs.DurationVar(&cfg.Heartbeat, "heartbeat", agent.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
-	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", agent.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	flags := agentFlags(fs, &cfg)
 	var mf metricsFlags
 	mf.register(fs)
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -107,67 +67,9 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 		return err
 	}
 	cfg.Logger = log
-	useTLS := *tlsOn || *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *serverName != ""
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch cfg.Transport {
-	case agent.TransportTCP:
-		if set["mtu"] {
-			return fmt.Errorf("%w: --mtu applies to --transport udp only", errUsage)
-		}
-		cfg.MTU = 0
-	case agent.TransportUDP:
-		switch {
-		case useTLS || !cfg.Insecure:
-			return fmt.Errorf("%w: --transport udp is plaintext (no DTLS): add --insecure (and drop the --tls flags; TLS needs --transport tcp)", errUsage)
-		case set["batch-size"]:
-			return fmt.Errorf("%w: --batch-size does not apply to --transport udp: a batch is one datagram, sized by --mtu", errUsage)
-		case cfg.MTU < 576 || cfg.MTU > 65535:
-			return fmt.Errorf("%w: --mtu %d out of range 576..65535", errUsage, cfg.MTU)
-		case set["spool"]:
-			return fmt.Errorf("%w: --spool needs --transport tcp: a spool keeps batches until acknowledged, and UDP acknowledges nothing", errUsage)
-		}
-	default:
-		return fmt.Errorf("%w: --transport %q: want tcp or udp", errUsage, cfg.Transport)
+	if err := flags.apply(fs, &cfg, log); err != nil {
+		return err
 	}
-	switch {
-	case useTLS && cfg.Insecure:
-		return fmt.Errorf("%w: --insecure and the --tls flags exclude each other", errUsage)
-	case !useTLS && !cfg.Insecure && *tokenFile == "":
-		return fmt.Errorf("%w: no transport security chosen: give --tls-ca FILE (the CA of the collector's certificate; --tls alone trusts the system's roots) with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires, or --insecure for plain TCP", errUsage)
-	case useTLS || !cfg.Insecure:
-		if cfg.TLS, err = pki.ClientConfig(*tlsCA, *tlsCert, *tlsKey, *serverName); err != nil {
-			return fmt.Errorf("%w: %w", errUsage, err)
-		}
-		if *tlsCert != "" {
-			logCertificate(log, cfg.TLS, *tlsCert)
-		}
-	}
-	if *tokenFile != "" {
-		if cfg.Token, err = readToken(*tokenFile, log); err != nil {
-			return err
-		}
-	}
-	cfg.Collector = *coll
-	if cfg.Collector != "" {
-		if _, _, err := net.SplitHostPort(cfg.Collector); err != nil {
-			cfg.Collector = net.JoinHostPort(strings.Trim(cfg.Collector, "[]"), DefaultPort)
-		}
-	}
-	if *ifaces != "" {
-		cfg.Interfaces = strings.Split(*ifaces, ",")
-	}
-	if ring > 1<<40 || batch > 1<<30 || block > capture.MaxBlockSize {
-		return fmt.Errorf("%w: --ring-size, --block-size or --batch-size too large", errUsage)
-	}
-	if set["ring-size"] {
-		if set["ring-time"] {
-			return fmt.Errorf("%w: --ring-size and --ring-time exclude each other", errUsage)
-		}
-		cfg.RingTime = 0
-	}
-	cfg.BlockSize = int(block)
-	cfg.RingSize, cfg.BatchBytes, cfg.QueueBytes, cfg.SpoolBytes = int(ring), int(batch), queue, spoolSize
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -199,4 +101,101 @@ UDP is plaintext (no DTLS): it needs --insecure.`, stderr)
 	stopMetrics()
 	fmt.Fprintln(stdout, "pcapsync agent:", sum)
 	return err
+}
+
+// agentFlagVals are the agent's flags that are no agent.Config field
+// as they are: files to read, and fields set only when given.
+type agentFlagVals struct {
+	iface                                     *string
+	tls                                       *bool
+	tlsCA, tlsCert, tlsKey, serverName, token *string
+	// Given only: left unset, these fields stay zero, which means the
+	// package's default for the other settings (the MTU for the
+	// transport, the batch size over TCP, the ring time without a ring
+	// size); the flag shows that same default.
+	mtu       *int
+	ringTime  *time.Duration
+	batchSize int
+}
+
+// agentFlags defines the agent's flags on fs, each default the agent
+// package's, writing into cfg where a flag is a field as it is.
+func agentFlags(fs *flag.FlagSet, cfg *agent.Config) *agentFlagVals {
+	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
+	fs.StringVar(&cfg.Collector, "collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default) (required)")
+	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
+	f.iface = fs.String("iface", "", "capture from these interfaces, comma-separated")
+	fs.StringVar(&cfg.ReadFile, "read", "", "replay this pcap or pcapng file instead of capturing")
+	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")
+	fs.IntVar(&cfg.SnapLen, "snaplen", agent.DefaultSnapLen, "bytes captured per packet at most")
+	fs.BoolVar(&cfg.NoPromisc, "no-promisc", false, "do not put interfaces into promiscuous mode")
+	fs.IntVar(&cfg.MaxRate, "max-rate", 0, "packets per second at most (shared evenly by the interfaces, bursts of 0.1 s pass); packets over it are dropped and counted; 0 is no limit")
+	fs.Var(intSizeFlag{&cfg.RingSize}, "ring-size", "kernel ring buffer per interface, all of it resident (default: sized by --ring-time)")
+	f.ringTime = fs.Duration("ring-time", agent.DefaultRingTime, fmt.Sprintf("size each kernel ring to hold a stall of the agent this long at %d packets/s of %d-byte frames (a block for every block timeout, flush-interval/16, and room for the bytes; at most %d MiB)",
+		capture.DesignPacketRate, capture.DesignFrameSize, capture.MaxTimedRing>>20))
+	cfg.BlockSize = agent.DefaultBlockSize
+	fs.Var(intSizeFlag{&cfg.BlockSize}, "block-size", fmt.Sprintf("kernel ring block size (a power of two of pages); a packet longer than it holds (block size - %d bytes) is cut, its original length kept", capture.BlockOverhead))
+	fs.Var(intSizeFlag{&f.batchSize}, "batch-size", "largest batch sent in one frame (bigger: fewer writes, more latency under load)")
+	fs.Var(compressFlag{&cfg.Compress}, "compress", "compress each batch: none, lz4, s2, zstd[:LEVEL 1-22], or auto (s2 only where it saves 1/8 or more; incompressible traffic goes raw)")
+	cfg.Checksum = agent.DefaultChecksum
+	fs.TextVar(&cfg.Checksum, "checksum", agent.DefaultChecksum, "CRC-32C on each batch: auto (only where nothing else protects it: not inside TLS, whose AEAD authenticates every byte, unless --spool keeps batches on disk), always (e.g. for a collector behind a TLS-terminating proxy), or never (TCP only)")
+	fs.DurationVar(&cfg.FlushInterval, "flush-interval", agent.DefaultFlushInterval, "send a batch at the latest this long after its first packet (live capture)")
+	cfg.QueueBytes = agent.DefaultQueueBytes
+	fs.Var(sizeFlag{&cfg.QueueBytes}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")
+	fs.StringVar(&cfg.Spool, "spool", "", "directory where every batch is also written until acknowledged: a collector outage of minutes loses nothing, and a restarted live agent resends what its previous run left")
+	cfg.SpoolBytes = agent.DefaultSpoolBytes
+	fs.Var(sizeFlag{&cfg.SpoolBytes}, "spool-size", "largest spool; when full, live capture drops and counts")
+	fs.DurationVar(&cfg.StatsInterval, "stats-interval", agent.DefaultStatsInterval, "how often drop counters are sent to the collector")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long to wait for the last acknowledgements")
+	f.tls = fs.Bool("tls", false, "use TLS, verifying the collector with the system's roots (implied by every other --tls flag and by --token-file)")
+	f.tlsCA = fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM) instead of the system's roots")
+	f.tlsCert = fs.String("tls-cert", "", "the agent's client certificate (PEM); its CN or a DNS name must be the agent's name")
+	f.tlsKey = fs.String("tls-key", "", "the key of --tls-cert (PEM)")
+	f.serverName = fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in --collector)")
+	f.token = fs.String("token-file", "", "send this shared token (surrounding white space is ignored) to the collector; only over TLS unless --insecure")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "plain TCP (or UDP), without TLS: packets cross the network in clear text, the collector is not verified")
+	fs.StringVar(&cfg.Transport, "transport", agent.DefaultTransport, "tcp (acknowledged, resent after a loss) or udp (lowest latency: datagrams that fit --mtu, nothing resent, losses counted by the collector; needs --insecure)")
+	f.mtu = fs.Int("mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a batch too big for one datagram (a packet that does not fit alone) is sent in pieces, each a datagram within the MTU")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
+	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	return f
+}
+
+// apply sets the Config fields the flags in f stand for, once fs is
+// parsed: the given-only fields, the interfaces, and TLS (chosen by any
+// --tls flag, or by --token-file without --insecure) and the token,
+// read from their files. Rules are agent.Config.Validate's.
+func (f *agentFlagVals) apply(fs *flag.FlagSet, cfg *agent.Config, log *slog.Logger) error {
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "mtu":
+			cfg.MTU = *f.mtu
+		case "ring-time":
+			cfg.RingTime = *f.ringTime
+		case "batch-size":
+			cfg.BatchBytes = f.batchSize
+		}
+	})
+	if *f.iface != "" {
+		cfg.Interfaces = strings.Split(*f.iface, ",")
+	}
+	useTLS := *f.tls || *f.tlsCA != "" || *f.tlsCert != "" || *f.tlsKey != "" || *f.serverName != ""
+	if useTLS || *f.token != "" && !cfg.Insecure {
+		tc, err := pki.ClientConfig(*f.tlsCA, *f.tlsCert, *f.tlsKey, *f.serverName)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		if *f.tlsCert != "" {
+			logCertificate(log, tc, *f.tlsCert)
+		}
+		cfg.TLS = tc
+	}
+	if *f.token != "" {
+		tok, err := readToken(*f.token, log)
+		if err != nil {
+			return err
+		}
+		cfg.Token = tok
+	}
+	return nil
 }

@@ -8,15 +8,18 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// DefaultPort is the collector's TCP port when none is given.
-const DefaultPort = "7733"
+// DefaultPort is wire.DefaultPort, for the flags' help texts.
+var DefaultPort = strconv.Itoa(wire.DefaultPort)
 
 func runCollector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("collector", `pcapsync collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]
@@ -65,8 +68,8 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	tokenFile := fs.String("token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 16384, "most connections open at once; more are closed at once, logged and counted")
-	fs.DurationVar(&cfg.Heartbeat, "heartbeat", collector.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
-	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", collector.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
+	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	var mf metricsFlags
 	mf.register(fs)
 	maxAgents := fs.Int("metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
 )
 
 const usage = `pcapsync streams packets captured on many hosts to one collector.
@@ -163,5 +165,46 @@ func (f sizeFlag) Set(s string) error {
 		return err
 	}
 	*f.n = n
+	return nil
+}
+
+// intSizeFlag is a flag.Value for byte sizes held in an int.
+type intSizeFlag struct{ n *int }
+
+func (f intSizeFlag) String() string {
+	if f.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.n)
+}
+
+func (f intSizeFlag) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	if n > 1<<40 || int64(int(n)) != n {
+		return fmt.Errorf("size %q is too large", s)
+	}
+	*f.n = int(n)
+	return nil
+}
+
+// compressFlag is a flag.Value for a compress.Spec.
+type compressFlag struct{ sp *compress.Spec }
+
+func (f compressFlag) String() string {
+	if f.sp == nil {
+		return "" // the zero flag.Value, which flag's help compares with
+	}
+	return f.sp.String()
+}
+
+func (f compressFlag) Set(s string) error {
+	sp, err := compress.ParseSpec(s)
+	if err != nil {
+		return err
+	}
+	*f.sp = sp
 	return nil
 }

@@ -24,7 +24,10 @@ func TestRedisFlags(t *testing.T) {
 		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-compress", "zstd:99"), "zstd level"},
 		{append(coll, "--redis", "http://127.0.0.1:1"), "redis feed"},
 		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-maxlen", "-1"), "negative"},
-		{append(tail, "--redis", "redis://127.0.0.1:1", "--count", "-1"), "--count and --until-idle"},
+		{append(tail, "--redis", "redis://127.0.0.1:1", "--count", "-1"), "count (--count)"},
+		{append(tail, "--redis", "redis://127.0.0.1:1", "--from", "-1s"), "start (--from)"},
+		{append(tail, "--redis", "redis://127.0.0.1:1", "--filter", "udp port 99999"), "--filter"},
+		{append(tail, "--collector-admin", "127.0.0.1:1", "--insecure", "--count", "5"), "--count and --until-idle work with --redis only"},
 		{append(tail, "--redis", "nope://x"), "--redis"},
 		{[]string{"tail", "--redis", "redis://127.0.0.1:1"}, "tail needs --agent"},
 	} {

@@ -92,12 +92,11 @@ type Agent struct {
 	batchesSent, batchesResent atomic.Uint64 // batch writes: first ones, and again after a reconnect
 	connected                  atomic.Bool   // a TCP session with the collector is up
 	start                      time.Time     // for the queue's clock
-	udp                        udpCounters
 
 	rawBytes, wireBytes atomic.Uint64 // records sections before and after compression
 	linkTruncated       atomic.Uint64 // packets cut to pcapfile.MaxCapLen
 
-	lastWrite time.Time // of the last write to the collector; sender goroutine only
+	tr transport // chosen in New
 }
 
 // source is a packet source: the file replay or one live interface.
@@ -136,40 +135,24 @@ func New(cfg Config) (*Agent, error) {
 			c.TLS.ServerName = host
 		}
 	}
-	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
-	switch {
-	case c.Transport == TransportUDP:
-		a.log.Warn("INSECURE: UDP, no encryption: captured packets cross the network in clear text, the collector is not authenticated, and what the network loses is lost (counted by the collector)")
-	case c.TLS == nil:
-		a.log.Warn("INSECURE: plain TCP, no TLS: captured packets cross the network in clear text and the collector is not authenticated")
+	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), start: time.Now()}
+	if c.Transport == TransportUDP {
+		a.tr = newUDPLink(a)
+	} else {
+		a.tr = &tcpSender{a: a}
 	}
+	a.tr.warnInsecure(a.log)
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
-	bufCap := wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
-	if c.Transport == TransportUDP {
-		// A batch is one datagram: the MTU sets its size, and a packet
-		// too big for one grows its buffer (see builder.add) and the
-		// batch travels in pieces, each a datagram (see udpLink.batch).
-		a.cfg.BatchBytes = c.MTU - wire.DatagramOverhead(a.addr.Addr().Is6())
-		bufCap = a.cfg.BatchBytes + wire.RecordMaxOverhead
-	}
+	var bufCap int
+	a.cfg.BatchBytes, bufCap = a.tr.batchLimits()
 	if c.Compress.Codec != wire.CodecNone {
 		// A compressed batch is built in a second pool buffer, which
 		// must hold the worst case of the codec.
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
 	}
 	a.q = newQueue(c.QueueBytes, bufCap)
-	a.start = time.Now()
-	if c.AckLatency != nil && c.Transport != TransportUDP {
-		a.q.ackLatency = c.AckLatency
-		// Never 0 (0 means "not sent yet"): monotonic nanoseconds from
-		// one before the start.
-		a.q.clock = func() int64 { return int64(time.Since(a.start)) + 1 }
-	}
-	if c.Transport == TransportUDP {
-		a.q.minCharge = bufCap
-		a.q.span = func(frame int) uint64 { return uint64(udpDatagrams(frame, a.cfg.BatchBytes)) }
-	}
+	a.tr.prepareQueue(a.q)
 	var recovered []*batch
 	if c.Spool != "" {
 		sp, id, rec, err := openSpool(c.Spool, c.SpoolBytes, c.ReadFile == "", a.log)
@@ -204,23 +187,6 @@ func newInstance() (id [16]byte) {
 	return id
 }
 
-// ownStreamFilter excludes the agent's connection to the collector from
-// capture, so the agent never captures what it sends. Over UDP the
-// agent keeps its datagrams within the MTU, but a smaller MTU on the
-// path still fragments them, and the fragments after the first carry no
-// ports (over IPv6 none matches "udp": the fragment header comes first),
-// so fragments to and from the collector's address are excluded too.
-func (a *Agent) ownStreamFilter() string {
-	host, port := a.addr.Addr(), a.addr.Port()
-	switch {
-	case a.cfg.Transport != TransportUDP:
-		return fmt.Sprintf("not (tcp and host %s and port %d)", host, port)
-	case host.Is4():
-		return fmt.Sprintf("not (udp and host %s and (port %d or ip[6:2] & 0x1fff != 0))", host, port)
-	}
-	return fmt.Sprintf("not (host %s and (udp port %d or ip6[6] == 44))", host, port)
-}
-
 func (a *Agent) closeSources() {
 	for _, s := range a.sources {
 		s.stop()
@@ -252,11 +218,7 @@ func (a *Agent) interfaces() []wire.Interface {
 func (a *Agent) Run(ctx context.Context) (Summary, error) {
 	sendCtx, stopSend := context.WithCancel(context.Background())
 	senderDone := make(chan error, 1)
-	sender := a.sender
-	if a.cfg.Transport == TransportUDP {
-		sender = a.udpSender
-	}
-	go func() { senderDone <- sender(sendCtx) }()
+	go func() { senderDone <- a.tr.run(sendCtx) }()
 
 	var srcErr error
 	var srcWG sync.WaitGroup
@@ -331,29 +293,30 @@ func (a *Agent) Run(ctx context.Context) (Summary, error) {
 	return sum, errors.Join(fatal, srcErr)
 }
 
-func (a *Agent) summary() Summary {
+func (a *Agent) summary() Summary { return a.counters().Summary }
+
+// counters returns the Summary and the batch counters of Stats, as the
+// transport reports them; not the interfaces.
+func (a *Agent) counters() Stats {
 	qs := a.q.stats()
-	var st wire.Stats
+	var ws wire.Stats
 	for _, s := range a.sources {
-		s.stats(&st)
+		s.stats(&ws)
 	}
 	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
 		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(),
 		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load(), LinkTruncated: a.linkTruncated.Load()}
-	for _, is := range st.Interfaces {
+	for _, is := range ws.Interfaces {
 		sum.Read += is.Captured
 		sum.KernelDrops += is.KernelDrops
 	}
 	for _, s := range a.sources {
 		sum.RateDrops += s.rateDrops()
 	}
-	if a.cfg.Transport == TransportUDP {
-		sum.Acked = 0 // released once sent, never acknowledged
-		sum.UDP = true
-		sum.Datagrams, sum.SendErrors = a.udp.datagrams.Load(), a.udp.sendErrors.Load()
-		sum.Pieced, sum.Pieces = a.udp.pieced.Load(), a.udp.pieces.Load()
-	}
-	return sum
+	st := Stats{Summary: sum, BatchesSent: a.batchesSent.Load(), BatchesResent: a.batchesResent.Load(),
+		Connected: a.connected.Load(), BatchesAcked: qs.ackedBatches, UnackedBatches: qs.pending, UnackedBytes: qs.frameBytes}
+	a.tr.report(&st)
+	return st
 }
 
 // collectStats fills st with the current loss counters.

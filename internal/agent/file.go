@@ -73,10 +73,7 @@ func (s *fileSource) run() error {
 	defer s.f.Close()
 	bd := s.a.newBuilder(true)
 	defer bd.seal()
-	var pace pacer
-	if s.a.cfg.Transport == TransportUDP {
-		pace.rate = float64(s.a.cfg.MaxRate)
-	}
+	pace := pacer{rate: s.a.tr.replayRate()}
 	// The counters are published every 64 packets and at the end, not
 	// per packet: an atomic add is a full barrier.
 	var read, bytes uint64

@@ -25,7 +25,7 @@ type liveSource struct {
 }
 
 func (a *Agent) openLive() error {
-	filter := a.ownStreamFilter()
+	filter := a.tr.ownTraffic()
 	if a.cfg.Filter != "" {
 		filter = "(" + a.cfg.Filter + ") and " + filter
 	}

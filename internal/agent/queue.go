@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -49,7 +50,7 @@ type queue struct {
 	// ackLatency, if set, observes per acknowledged batch the seconds
 	// from its first write (batch.sentAt) to its acknowledgement, with
 	// clock the same clock as sentAt. Called with mu held.
-	ackLatency Observer
+	ackLatency observe.Observer
 	clock      func() int64
 
 	pushed chan struct{} // cap 1: a batch was pushed

@@ -19,7 +19,45 @@ import (
 
 const writeTimeout = 30 * time.Second
 
-// sender owns the connection: it dials, shakes hands, sends queued
+// tcpSender is the TCP transport: one connection at a time (TLS unless
+// Config.Insecure), every batch kept until acknowledged and resent
+// after a reconnect. Its fields belong to the sender goroutine (run).
+type tcpSender struct {
+	a         *Agent
+	lastWrite time.Time // of the last write to the collector
+}
+
+func (t *tcpSender) batchLimits() (batchBytes, bufCap int) {
+	c := &t.a.cfg
+	return c.BatchBytes, wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
+}
+
+func (t *tcpSender) prepareQueue(q *queue) {
+	if obs := t.a.cfg.AckLatency; obs != nil {
+		q.ackLatency = obs
+		// Never 0 (0 means "not sent yet"): monotonic nanoseconds from
+		// one before the start.
+		start := t.a.start
+		q.clock = func() int64 { return int64(time.Since(start)) + 1 }
+	}
+}
+
+// ownTraffic excludes the connection to the collector.
+func (t *tcpSender) ownTraffic() string {
+	return fmt.Sprintf("not (tcp and host %s and port %d)", t.a.addr.Addr(), t.a.addr.Port())
+}
+
+func (t *tcpSender) replayRate() float64 { return 0 }
+
+func (t *tcpSender) report(*Stats) {}
+
+func (t *tcpSender) warnInsecure(log *slog.Logger) {
+	if t.a.cfg.TLS == nil {
+		log.Warn("INSECURE: plain TCP, no TLS: captured packets cross the network in clear text and the collector is not authenticated")
+	}
+}
+
+// run owns the connection: it dials, shakes hands, sends queued
 // batches in sequence order, reconnects with backoff and resends from the
 // first unacknowledged batch. The backoff doubles after every connection
 // that ends, or fails, without the collector acknowledging a batch beyond
@@ -32,7 +70,8 @@ const writeTimeout = 30 * time.Second
 // when the first connection fails TLS authentication (a configuration
 // error; once connected, the agent retries instead: the collector may
 // be getting a new certificate).
-func (a *Agent) sender(ctx context.Context) error {
+func (t *tcpSender) run(ctx context.Context) error {
+	a := t.a
 	backoff := a.cfg.BackoffMin
 	connected := false
 	for first := true; ; first = false {
@@ -42,11 +81,11 @@ func (a *Agent) sender(ctx context.Context) error {
 		if !first {
 			a.reconnects.Add(1)
 		}
-		c, w, declared, err := a.connect(ctx)
+		c, w, declared, err := t.connect(ctx)
 		if err == nil {
 			connected = true
 			held := max(a.q.stats().acked, w.LastSeq)
-			err = a.session(ctx, c, w, declared)
+			err = t.session(ctx, c, w, declared)
 			if err == nil {
 				return nil
 			}
@@ -94,7 +133,8 @@ func (c *link) abort() {
 // connect dials and shakes hands (TLS, then hello and welcome). declared
 // is the number of interfaces the hello listed: a source may declare
 // more at any moment after.
-func (a *Agent) connect(ctx context.Context) (c *link, w wire.Welcome, declared int, err error) {
+func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, declared int, err error) {
+	a := t.a
 	d := net.Dialer{Timeout: a.cfg.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", a.addr.String())
 	if err != nil {
@@ -179,7 +219,8 @@ func tlsError(during string, err error) error {
 
 // session runs one connection. It returns nil after a graceful goodbye
 // (ctx ended), or the error that ended the connection.
-func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declared int) (err error) {
+func (t *tcpSender) session(ctx context.Context, conn *link, w wire.Welcome, declared int) (err error) {
+	a := t.a
 	readErr := make(chan error, 1)
 	defer func() {
 		if err != nil {
@@ -208,7 +249,7 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 	var sentMax atomic.Uint64 // highest sequence written on this connection
 	sentMax.Store(cursor)
 	go func() {
-		err := a.readAcks(conn, &sentMax)
+		err := t.readAcks(conn, &sentMax)
 		readErr <- err
 		// Unblock a write waiting on a dead collector.
 		conn.raw.SetWriteDeadline(time.Now())
@@ -224,7 +265,7 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 	sendStats := func() error {
 		a.collectStats(&st)
 		ctl = wire.AppendStats(ctl[:0], &st)
-		return a.write(conn, ctl)
+		return t.write(conn, ctl)
 	}
 	for {
 		if b := a.q.at(cursor + 1); b != nil {
@@ -232,7 +273,7 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 				ifs := a.interfaces()
 				for ; declared < b.nIfaces; declared++ {
 					ctl = wire.AppendIface(ctl[:0], uint32(declared), &ifs[declared])
-					if err := a.write(conn, ctl); err != nil {
+					if err := t.write(conn, ctl); err != nil {
 						return err
 					}
 				}
@@ -261,7 +302,7 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 				a.batchesResent.Add(1)
 			}
 			a.q.beginWrite(b)
-			err := a.write(conn, frame)
+			err := t.write(conn, frame)
 			a.q.endWrite()
 			if err != nil {
 				return err
@@ -276,11 +317,11 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 				return err
 			}
 		case <-hb.C:
-			if idle := time.Since(a.lastWrite); idle < a.cfg.Heartbeat {
+			if idle := time.Since(t.lastWrite); idle < a.cfg.Heartbeat {
 				hb.Reset(a.cfg.Heartbeat - idle)
 				continue
 			}
-			if err := a.write(conn, ping); err != nil {
+			if err := t.write(conn, ping); err != nil {
 				return err
 			}
 			hb.Reset(a.cfg.Heartbeat)
@@ -304,10 +345,10 @@ func (a *Agent) session(ctx context.Context, conn *link, w wire.Welcome, declare
 }
 
 // write writes b with a deadline, as the sender goroutine.
-func (a *Agent) write(conn net.Conn, b []byte) error {
+func (t *tcpSender) write(conn net.Conn, b []byte) error {
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := conn.Write(b)
-	a.lastWrite = time.Now()
+	t.lastWrite = time.Now()
 	return err
 }
 
@@ -317,7 +358,8 @@ func (a *Agent) write(conn net.Conn, b []byte) error {
 //
 // It also watches the collector's liveness: nothing at all from it (no
 // ack, no heartbeat) for PeerTimeout ends the connection.
-func (a *Agent) readAcks(conn net.Conn, sentMax *atomic.Uint64) error {
+func (t *tcpSender) readAcks(conn net.Conn, sentMax *atomic.Uint64) error {
+	a := t.a
 	lr := &liveness.Reader{Conn: conn, Timeout: a.cfg.PeerTimeout}
 	fr := wire.NewFrameReader(bufio.NewReaderSize(lr, 4096), wire.Limits{})
 	for {

@@ -33,13 +33,7 @@ type IfaceStats struct {
 // also while Run runs and after it returned; it costs one lock of the
 // queue and a getsockopt per live interface, nothing on the packet path.
 func (a *Agent) Stats() Stats {
-	st := Stats{Summary: a.summary(), BatchesSent: a.batchesSent.Load(),
-		BatchesResent: a.batchesResent.Load(), Connected: a.connected.Load()}
-	qs := a.q.stats()
-	st.BatchesAcked, st.UnackedBatches, st.UnackedBytes = qs.ackedBatches, qs.pending, qs.frameBytes
-	if a.cfg.Transport == TransportUDP {
-		st.BatchesAcked = 0 // released once sent, never acknowledged
-	}
+	st := a.counters()
 	ifs := a.interfaces()
 	var ws wire.Stats
 	for _, s := range a.sources {

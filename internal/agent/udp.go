@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync/atomic"
@@ -61,22 +62,84 @@ const udpSndBuf = 4 << 20
 // that long fails the datagram (counted) rather than block.
 const udpWriteTimeout = time.Second
 
-type udpCounters struct {
+// udpLink is the UDP transport. Its counters are safe for concurrent
+// use; the other fields belong to the sender goroutine (run).
+type udpLink struct {
+	a   *Agent
+	mtu int // datagram payload bytes that fit the MTU
+
 	datagrams  atomic.Uint64
 	sendErrors atomic.Uint64
 	pieced     atomic.Uint64 // batches sent in pieces
 	pieces     atomic.Uint64 // their datagrams
+
+	conn     *net.UDPConn
+	declared int // interfaces the last hello listed
+	st       wire.Stats
+	ctl      []byte // control frames
+	dgram    []byte // a hello and a batch together
+	errLog   time.Time
 }
 
-// udpSender sends the queue's batches over UDP until ctx ends, then
-// says goodbye and returns nil; or returns an error wrapping
-// ErrRejected when the collector refuses the agent.
-func (a *Agent) udpSender(ctx context.Context) error {
+func newUDPLink(a *Agent) *udpLink {
+	return &udpLink{a: a, mtu: a.cfg.MTU - wire.DatagramOverhead(a.addr.Addr().Is6())}
+}
+
+// batchLimits: a batch is one datagram, so the MTU sets its size; a
+// packet too big for one grows its buffer (see builder.add) and the
+// batch travels in pieces, each a datagram (see batch).
+func (u *udpLink) batchLimits() (batchBytes, bufCap int) {
+	return u.mtu, u.mtu + wire.RecordMaxOverhead
+}
+
+// prepareQueue charges every batch in memory its buffer's capacity, so
+// that the queue's limit bounds real memory with batches of a datagram
+// each, and gives a batch sent in pieces a sequence number per piece.
+// Nothing is acknowledged, so there is no latency to observe.
+func (u *udpLink) prepareQueue(q *queue) {
+	q.minCharge = q.bufCap
+	q.span = func(frame int) uint64 { return uint64(udpDatagrams(frame, u.mtu)) }
+}
+
+// ownTraffic excludes the datagrams to and from the collector. The
+// agent keeps its datagrams within the MTU, but a smaller MTU on the
+// path still fragments them, and the fragments after the first carry no
+// ports (over IPv6 none matches "udp": the fragment header comes first),
+// so fragments to and from the collector's address are excluded too.
+func (u *udpLink) ownTraffic() string {
+	host, port := u.a.addr.Addr(), u.a.addr.Port()
+	if host.Is4() {
+		return fmt.Sprintf("not (udp and host %s and (port %d or ip[6:2] & 0x1fff != 0))", host, port)
+	}
+	return fmt.Sprintf("not (host %s and (udp port %d or ip6[6] == 44))", host, port)
+}
+
+// replayRate: over UDP MaxRate paces a file replay too, since nothing
+// else slows it down.
+func (u *udpLink) replayRate() float64 { return float64(u.a.cfg.MaxRate) }
+
+func (u *udpLink) report(st *Stats) {
+	st.Acked, st.BatchesAcked = 0, 0 // released once sent, never acknowledged
+	st.UDP = true
+	st.Datagrams, st.SendErrors = u.datagrams.Load(), u.sendErrors.Load()
+	st.Pieced, st.Pieces = u.pieced.Load(), u.pieces.Load()
+}
+
+func (u *udpLink) warnInsecure(log *slog.Logger) {
+	log.Warn("INSECURE: UDP, no encryption: captured packets cross the network in clear text, the collector is not authenticated, and what the network loses is lost (counted by the collector)")
+}
+
+// run sends the queue's batches over UDP until ctx ends, then says
+// goodbye and returns nil; or returns an error wrapping ErrRejected
+// when the collector refuses the agent.
+func (u *udpLink) run(ctx context.Context) error {
+	a := u.a
 	conn, err := a.udpDial(ctx)
 	if conn == nil {
 		return err
 	}
 	defer conn.Close()
+	u.conn = conn
 	if _, snd, err := sockopt.SetBuffers(conn, 0, udpSndBuf); err != nil {
 		a.log.Warn("UDP send buffer not set", "err", err)
 	} else if snd > 0 && snd < udpSndBuf {
@@ -88,7 +151,6 @@ func (a *Agent) udpSender(ctx context.Context) error {
 			rejected <- err
 		}
 	}()
-	u := &udpLink{a: a, conn: conn, mtu: a.cfg.BatchBytes}
 	a.log.Info("sending to collector over UDP", "addr", a.addr.String(), "mtu", a.cfg.MTU, "datagram_bytes", u.mtu)
 	u.hello()
 
@@ -180,32 +242,20 @@ func (a *Agent) udpReplies(conn *net.UDPConn) error {
 	}
 }
 
-// udpLink is the sender goroutine's side of the socket.
-type udpLink struct {
-	a        *Agent
-	conn     *net.UDPConn
-	mtu      int // datagram payload bytes that fit the MTU
-	declared int // interfaces the last hello listed
-	st       wire.Stats
-	ctl      []byte // control frames
-	dgram    []byte // a hello and a batch together
-	errLog   time.Time
-}
-
 // send sends one datagram, counting it, or counting and logging (at
 // most once a second) the error: a failed send is not fatal, its batch
 // is lost like one the network drops.
 func (u *udpLink) send(d []byte) bool {
 	u.conn.SetWriteDeadline(time.Now().Add(udpWriteTimeout))
 	if _, err := u.conn.Write(d); err != nil {
-		u.a.udp.sendErrors.Add(1)
+		u.sendErrors.Add(1)
 		if now := time.Now(); now.Sub(u.errLog) >= time.Second {
 			u.errLog = now
-			u.a.log.Warn("sending a datagram failed; its batch is lost", "err", err, "send_errors", u.a.udp.sendErrors.Load())
+			u.a.log.Warn("sending a datagram failed; its batch is lost", "err", err, "send_errors", u.sendErrors.Load())
 		}
 		return false
 	}
-	u.a.udp.datagrams.Add(1)
+	u.datagrams.Add(1)
 	return true
 }
 
@@ -255,8 +305,8 @@ func (u *udpLink) batch(b *batch) {
 		u.dgram = wire.AppendPiece(u.dgram[:0], b.seq, uint32(i), uint32(n), d)
 		ok = u.send(u.dgram) && ok
 	}
-	u.a.udp.pieced.Add(1)
-	u.a.udp.pieces.Add(uint64(n))
+	u.pieced.Add(1)
+	u.pieces.Add(uint64(n))
 	if ok {
 		u.a.sent.Add(b.packets)
 		u.a.batchesSent.Add(1)

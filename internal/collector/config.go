@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/liveness"
+	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -103,11 +105,8 @@ type Config struct {
 	// set, observes the seconds of every fsync of a data file. Both are
 	// called on the hot path, once per batch or sync: Observe must be
 	// quick and safe for concurrent use (a prometheus.Histogram fits).
-	BatchWriteLatency, SyncLatency Observer
+	BatchWriteLatency, SyncLatency observe.Observer
 }
-
-// Observer takes one observation, such as a latency in seconds.
-type Observer interface{ Observe(float64) }
 
 func (c *Config) withDefaults() Config {
 	d := *c
@@ -139,10 +138,10 @@ func (c *Config) withDefaults() Config {
 		d.MaxConns = 16384
 	}
 	if d.Heartbeat == 0 {
-		d.Heartbeat = DefaultHeartbeat
+		d.Heartbeat = liveness.DefaultHeartbeat
 	}
 	if d.PeerTimeout == 0 {
-		d.PeerTimeout = DefaultPeerTimeout
+		d.PeerTimeout = liveness.DefaultPeerTimeout
 	}
 	if d.TLS != nil && d.TLS.MinVersion < tls.VersionTLS12 {
 		d.TLS = d.TLS.Clone()
@@ -156,12 +155,6 @@ func (c *Config) withDefaults() Config {
 	}
 	return d
 }
-
-// Heartbeat and peer timeout defaults, the same on agent and collector.
-const (
-	DefaultHeartbeat   = 2 * time.Second
-	DefaultPeerTimeout = 6 * time.Second
-)
 
 // DefaultUDPReassemblyBytes is the default bound of the UDP transport's
 // reassembly memory: a few batches of the largest packets in progress
@@ -209,7 +202,7 @@ func (c *Config) Validate() error {
 	case c.Token != "" && c.TLS == nil && !c.Insecure:
 		return errors.New("collector: a token without TLS would cross the network in clear text: configure TLS, or set Insecure")
 	}
-	hb, pt := cmp.Or(c.Heartbeat, DefaultHeartbeat), cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
+	hb, pt := cmp.Or(c.Heartbeat, liveness.DefaultHeartbeat), cmp.Or(c.PeerTimeout, liveness.DefaultPeerTimeout)
 	if hb >= pt {
 		return fmt.Errorf("collector: heartbeat %s must be shorter than the peer timeout %s", hb, pt)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -73,10 +74,10 @@ type agentFile struct {
 	interval   time.Duration
 	fsync      time.Duration
 	comp       FileCompress
-	saveState  func() error   // persists every instance's high-water mark
-	syncObs    Observer       // Config.SyncLatency; nil for none
-	counters   *Counters      // FilesClosed, FilesRotated; nil in some tests
-	diskBytes  *atomic.Uint64 // bytes that reached the files; nil in some tests
+	saveState  func() error     // persists every instance's high-water mark
+	syncObs    observe.Observer // Config.SyncLatency; nil for none
+	counters   *Counters        // FilesClosed, FilesRotated; nil in some tests
+	diskBytes  *atomic.Uint64   // bytes that reached the files; nil in some tests
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -309,7 +310,7 @@ func (af *agentFile) rotated() {
 }
 
 // syncFile syncs f, timing it for obs if set.
-func syncFile(obs Observer, f *os.File) error {
+func syncFile(obs observe.Observer, f *os.File) error {
 	if obs == nil {
 		return f.Sync()
 	}

@@ -15,6 +15,14 @@ import (
 	"time"
 )
 
+// Heartbeat and peer timeout defaults, the same on agent and collector:
+// a peer sends something at least every DefaultHeartbeat, and one silent
+// for DefaultPeerTimeout (three heartbeats) is taken for dead.
+const (
+	DefaultHeartbeat   = 2 * time.Second
+	DefaultPeerTimeout = 6 * time.Second
+)
+
 // ErrPeerTimeout wraps the error of a Read that waited Reader.Timeout
 // without receiving a byte. The error is also a net.Error whose Timeout
 // method reports true.

@@ -14,6 +14,8 @@
 // Following (Follow) reads a stream from some time back or from now on
 // with XREAD and hands back each entry's batch, decompressed and
 // checked, with the interfaces its records refer to.
+// Copy writes what Follow returns as pcapng, selected by interface and
+// by a tcpdump filter (tap.Filter): `pcapsync tail --redis`.
 //
 // A stream entry (docs/wire-format.md, "Redis stream"):
 //

@@ -15,4 +15,10 @@
 // A client may send one request line within RequestWait of connecting
 // (see ParseRequest and docs/tap.md); one that sends nothing, such as
 // Wireshark's TCP@ input, gets its listener's default selection.
+//
+// Stream is the client: it sends a request line and copies the stream
+// that comes back (`pcapsync tail --collector-admin`). Filter, the
+// clients' filter, is exported for other readers of batches
+// (redisfeed.Copy), so that a tcpdump expression selects the same
+// packets wherever it runs.
 package tap

@@ -8,20 +8,21 @@ import (
 	"github.com/pcapsync/pcapsync/internal/capture"
 )
 
-// filter runs a tcpdump expression on packets of any link type: it
-// compiles the expression with libpcap once per link type (at first
-// use) and runs the program in x/net/bpf's VM. Not safe for concurrent
-// use: one per client.
-type filter struct {
+// Filter runs a tcpdump expression on packets of any link type, in
+// user space: it compiles the expression with libpcap once per link
+// type (at first use) and runs the program in x/net/bpf's VM. The tap
+// runs one per client on the collector; a reader of another source of
+// batches (redisfeed.Copy) runs one too. Not safe for concurrent use.
+type Filter struct {
 	expr string
 	vms  map[uint16]*bpf.VM // nil entry: does not compile for that link type
 	errs map[uint16]error
 }
 
-// newFilter checks expr against Ethernet, so that a syntax error is
+// NewFilter checks expr against Ethernet, so that a syntax error is
 // reported at once; "" accepts everything.
-func newFilter(expr string) (*filter, error) {
-	f := &filter{expr: expr, vms: map[uint16]*bpf.VM{}, errs: map[uint16]error{}}
+func NewFilter(expr string) (*Filter, error) {
+	f := &Filter{expr: expr, vms: map[uint16]*bpf.VM{}, errs: map[uint16]error{}}
 	if expr == "" {
 		return f, nil
 	}
@@ -32,7 +33,7 @@ func newFilter(expr string) (*filter, error) {
 }
 
 // vm returns the program for linkType, compiling it the first time.
-func (f *filter) vm(linkType uint16) (*bpf.VM, error) {
+func (f *Filter) vm(linkType uint16) (*bpf.VM, error) {
 	if vm, ok := f.vms[linkType]; ok {
 		return vm, f.errs[linkType]
 	}
@@ -57,10 +58,10 @@ func compileVM(linkType uint16, expr string) (*bpf.VM, error) {
 	return vm, nil
 }
 
-// match reports whether a packet of linkType passes. A filter that does
-// not compile for linkType passes nothing; err says why (the first
-// time, for the caller to log once).
-func (f *filter) match(linkType uint16, data []byte) (ok bool, err error) {
+// Match reports whether a packet of linkType passes. A filter that does
+// not compile for linkType passes nothing; err says why, the first time
+// only (for the caller to log once, or to give up).
+func (f *Filter) Match(linkType uint16, data []byte) (ok bool, err error) {
 	if f.expr == "" {
 		return true, nil
 	}

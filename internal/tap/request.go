@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -17,9 +16,6 @@ const MaxRequest = 4096
 
 // AllAgents is the agent name that selects every agent.
 const AllAgents = "*"
-
-// ErrBadRequest is wrapped by every error ParseRequest returns.
-var ErrBadRequest = errors.New("bad tap request")
 
 // Selection says which packets a client is sent.
 type Selection struct {

@@ -289,7 +289,7 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
-	f, err := newFilter(sel.Filter)
+	f, err := NewFilter(sel.Filter)
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
 	}
@@ -356,7 +356,7 @@ type item struct {
 type client struct {
 	t      *Tap
 	sel    Selection
-	filter *filter // run's only
+	filter *Filter // run's only
 	raw    net.Conn
 	conn   net.Conn // TLS or raw
 	wake   chan struct{}
@@ -612,7 +612,7 @@ func (c *client) writeItem(s *stream, it *item, log *slog.Logger) (uint64, error
 		data := b[recHeader : recHeader+capLen]
 		b = b[recHeader+capLen:]
 		ifc := it.ifaces[ifx]
-		ok, ferr := c.filter.match(ifc.LinkType, data)
+		ok, ferr := c.filter.Match(ifc.LinkType, data)
 		if ferr != nil {
 			log.Warn("tap filter does not apply to this link type: its packets are not sent", "agent", it.agent, "iface", ifc.Name, "linktype", ifc.LinkType, "err", ferr)
 		}

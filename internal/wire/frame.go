@@ -30,6 +30,10 @@ const (
 	HeaderSize = 8
 )
 
+// DefaultPort is the collector's port (TCP, and UDP where enabled) when
+// an address gives none.
+const DefaultPort = 7733
+
 // Type is a frame type.
 type Type uint8
 

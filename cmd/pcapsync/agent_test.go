@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"strconv"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/liveness"
+)
+
+// TestAgentFlagDefaults: every agent flag's default is the agent
+// package's default for its field (or the zero value, where the
+// package's default is "none" or is worked out at start), so that no
+// default is written twice. A flag missing from the table fails too.
+func TestAgentFlagDefaults(t *testing.T) {
+	want := map[string]string{
+		"collector":        "",
+		"name":             "",
+		"iface":            "",
+		"read":             "",
+		"filter":           "",
+		"snaplen":          strconv.Itoa(agent.DefaultSnapLen),
+		"no-promisc":       "false",
+		"max-rate":         "0",
+		"ring-size":        "0",
+		"ring-time":        agent.DefaultRingTime.String(),
+		"block-size":       strconv.Itoa(agent.DefaultBlockSize),
+		"batch-size":       strconv.Itoa(agent.DefaultBatchBytes),
+		"compress":         (&agent.Config{}).Compress.String(),
+		"checksum":         agent.DefaultChecksum.String(),
+		"flush-interval":   agent.DefaultFlushInterval.String(),
+		"queue-size":       strconv.Itoa(agent.DefaultQueueBytes),
+		"spool":            "",
+		"spool-size":       strconv.Itoa(agent.DefaultSpoolBytes),
+		"stats-interval":   agent.DefaultStatsInterval.String(),
+		"shutdown-timeout": agent.DefaultShutdownTimeout.String(),
+		"tls":              "false",
+		"tls-ca":           "",
+		"tls-cert":         "",
+		"tls-key":          "",
+		"tls-server-name":  "",
+		"token-file":       "",
+		"insecure":         "false",
+		"transport":        agent.DefaultTransport,
+		"mtu":              strconv.Itoa(agent.DefaultMTU),
+		"heartbeat":        liveness.DefaultHeartbeat.String(),
+		"peer-timeout":     liveness.DefaultPeerTimeout.String(),
+	}
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	var cfg agent.Config
+	agentFlags(fs, &cfg)
+	seen := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		seen[f.Name] = true
+		w, ok := want[f.Name]
+		switch {
+		case !ok:
+			t.Errorf("--%s (default %q) has no row here: add its package default", f.Name, f.DefValue)
+		case f.DefValue != w:
+			t.Errorf("--%s defaults to %q, the agent package to %q", f.Name, f.DefValue, w)
+		}
+	})
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("the table lists --%s, which the agent does not define", name)
+		}
+	}
+}
