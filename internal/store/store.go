@@ -119,9 +119,6 @@ func (s *Store) Dir() string { return s.dir }
 // (every agent's done, or stopped by Close).
 func (s *Store) Repaired() <-chan struct{} { return s.repairDone }
 
-// Config returns the configuration in use, defaults applied.
-func (s *Store) Config() Config { return s.cfg }
-
 // Instance returns the instance with id, created for name if it is new
 // (its mark then starts at 0), and notes that it was seen now (the
 // state file forgets instances not seen for a week). An instance keeps
