@@ -36,7 +36,7 @@ fuzz FuzzFrames ./internal/wire
 fuzz FuzzDatagram ./internal/wire
 fuzz FuzzPiece ./internal/wire
 fuzz FuzzUDPDatagram ./internal/collector
-fuzz FuzzScanPart ./internal/collector
+fuzz FuzzScanPart ./internal/store
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress

@@ -15,6 +15,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -43,31 +44,31 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	var cfg collector.Config
 	listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
 	listenUDP := fs.String("listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
-	fs.StringVar(&cfg.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
-	rotateSize := int64(1 << 30)
+	fs.StringVar(&cfg.Store.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
+	rotateSize := int64(store.DefaultRotateSize)
 	fs.Var(sizeFlag{&rotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
-	fs.DurationVar(&cfg.RotateInterval, "rotate-interval", time.Hour, "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
+	fs.DurationVar(&cfg.Store.RotateInterval, "rotate-interval", store.DefaultRotateInterval, "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
 	fs.Func("file-compress", "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame) (default none)", func(s string) error {
-		fc, err := collector.ParseFileCompress(s)
-		cfg.FileCompress = fc
+		fc, err := store.ParseFileCompress(s)
+		cfg.Store.FileCompress = fc
 		return err
 	})
-	fsync := fs.String("fsync", "1s", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
-	fs.DurationVar(&cfg.IdleClose, "idle-close", time.Minute, "close an agent's file this long after its connection broke without a goodbye")
-	maxFrame := int64(16 << 20)
+	fsync := fs.String("fsync", store.DefaultFsync.String(), "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
+	fs.DurationVar(&cfg.Store.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
+	maxFrame := int64(collector.DefaultMaxFrame)
 	fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
 	cfg.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
 	fs.Var(sizeFlag{&cfg.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
 	readMemory := int64(collector.DefaultReadMemory)
 	fs.Var(sizeFlag{&readMemory}, "read-memory", "memory for frames being received over TCP, all connections together (at least --max-frame); over it, connections stop reading until memory is free")
-	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a new connection has to complete its handshake")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
+	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", collector.DefaultHandshakeTimeout, "time a new connection has to complete its handshake")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", collector.DefaultShutdownTimeout, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
 	tlsCert := fs.String("tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
 	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
 	tokenFile := fs.String("token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
-	fs.IntVar(&cfg.MaxConns, "max-conns", 16384, "most connections open at once; more are closed at once, logged and counted")
+	fs.IntVar(&cfg.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	var mf metricsFlags
@@ -109,18 +110,18 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	}
 	switch *fsync {
 	case "batch":
-		cfg.Fsync = collector.FsyncPerBatch
+		cfg.Store.Fsync = store.FsyncPerBatch
 	case "never":
-		cfg.Fsync = collector.FsyncNever
+		cfg.Store.Fsync = store.FsyncNever
 	default:
 		d, err := time.ParseDuration(*fsync)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("%w: --fsync %q: want batch, never or a positive duration like 1s", errUsage, *fsync)
 		}
-		cfg.Fsync = d
+		cfg.Store.Fsync = d
 	}
-	cfg.RotateSize = disabledIfZero(rotateSize)
-	cfg.RotateInterval = time.Duration(disabledIfZero(int64(cfg.RotateInterval)))
+	cfg.Store.RotateSize = disabledIfZero(rotateSize)
+	cfg.Store.RotateInterval = time.Duration(disabledIfZero(int64(cfg.Store.RotateInterval)))
 	if maxFrame <= 0 || maxFrame > 1<<30 {
 		return fmt.Errorf("%w: --max-frame %d out of range", errUsage, maxFrame)
 	}
@@ -162,7 +163,7 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	var m *metrics.Collector
 	if mf.addr != "" {
 		m = metrics.NewCollector(*maxAgents)
-		cfg.BatchWriteLatency, cfg.SyncLatency = m.BatchWrite, m.Sync
+		cfg.BatchWriteLatency, cfg.Store.SyncLatency = m.BatchWrite, m.Sync
 		if taps != nil {
 			m.WatchTap(&taps.tap.Counters)
 		}
@@ -187,7 +188,7 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	}
 	var udp *collector.UDPServer
 	var uconn *net.UDPConn
-	attrs := []any{"addr", ln.Addr().String(), "dir", cfg.Dir, "tls", cfg.TLS != nil,
+	attrs := []any{"addr", ln.Addr().String(), "dir", cfg.Store.Dir, "tls", cfg.TLS != nil,
 		"client_certificates", *clientCA != "", "token", cfg.Token != ""}
 	if *listenUDP != "" {
 		ua, err := net.ResolveUDPAddr("udp", *listenUDP)
@@ -235,14 +236,14 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	<-ticked
 	cerr := core.Close()
 	stopMetrics()
-	c := &core.Counters
+	c, st := &core.Counters, &core.Store().Counters
 	fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
-		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), c.FileErrors.Load(),
+		c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), st.FileErrors.Load(),
 		c.PeerTimeouts.Load(), c.OverLimit.Load(), udpSummary(stdout, udp))
 	if taps != nil {
 		taps.summary(stdout)
 	}
-	if n := c.Truncated.Load(); n > 0 {
+	if n := st.Truncated.Load(); n > 0 {
 		fmt.Fprintf(stdout, "pcapsync collector: %d packets truncated to their link type's limit (original length kept)\n", n)
 	}
 	if n := c.MissingBatches.Load(); n > 0 {

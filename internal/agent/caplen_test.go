@@ -50,7 +50,7 @@ func TestReplayCutsToLinkTypeLimit(t *testing.T) {
 			if tc.wantCut > 0 && !strings.Contains(sum.String(), "truncated to the link type's limit 1") {
 				t.Errorf("summary %q does not mention the cut", sum)
 			}
-			if n := rc.core.Counters.Truncated.Load(); n != 0 {
+			if n := rc.core.Store().Counters.Truncated.Load(); n != 0 {
 				t.Errorf("collector cut %d packets, want 0: the agent cuts them", n)
 			}
 			files := rc.files(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // realCollector is an in-process collector Server on a loopback port.
@@ -31,7 +32,7 @@ type realCollector struct {
 func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 	t.Helper()
 	rc := &realCollector{dir: filepath.Join(t.TempDir(), "out"), log: &testutil.Buffer{}}
-	cfg.Dir, cfg.Logger = rc.dir, slog.New(slog.NewTextHandler(rc.log, nil))
+	cfg.Store.Dir, cfg.Logger = rc.dir, slog.New(slog.NewTextHandler(rc.log, nil))
 	core, err := collector.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -68,9 +69,9 @@ func (rc *realCollector) files(t *testing.T) []string {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		out, busy := out[:0], false
 		filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && p != rc.dir && d.Name() != collector.StateFile && d.Name() != collector.ReserveFile {
+			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
-				busy = busy || strings.HasSuffix(p, collector.PartSuffix) || strings.HasSuffix(p, ".tmp")
+				busy = busy || strings.HasSuffix(p, store.PartSuffix) || strings.HasSuffix(p, ".tmp")
 			}
 			return nil
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -136,7 +137,7 @@ func TestSpoolOverflow(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(dir, "spool"))
 	t.Logf("spool holds %d files, %d bytes; memory %d bytes", len(ents), a.q.spool.bytes, a.q.bytes)
 
-	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Logger: quiet, Insecure: true})
+	core, err := collector.NewCore(collector.Config{Store: store.Config{Dir: filepath.Join(dir, "out")}, Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func startUDPCollector(t *testing.T, cfg collector.Config) *udpCollector {
 func startUDPCollectorAt(t *testing.T, cfg collector.Config, addr string) *udpCollector {
 	t.Helper()
 	uc := &udpCollector{dir: filepath.Join(t.TempDir(), "out"), log: &testutil.Buffer{}}
-	cfg.Dir, cfg.Logger, cfg.Insecure = uc.dir, slog.New(slog.NewTextHandler(uc.log, nil)), true
+	cfg.Store.Dir, cfg.Logger, cfg.Insecure = uc.dir, slog.New(slog.NewTextHandler(uc.log, nil)), true
 	core, err := collector.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)

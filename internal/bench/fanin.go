@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -152,7 +153,8 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 		defer os.RemoveAll(dir)
 	}
 	core, err := collector.NewCore(collector.Config{
-		Dir: dir, Insecure: true, Fsync: collector.FsyncNever,
+		Store:    store.Config{Dir: dir, Fsync: store.FsyncNever},
+		Insecure: true,
 		MaxConns: cfg.Agents + 64, Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -302,7 +304,7 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	cerr := stopCollector()
 	res.Stop = time.Since(t2)
 	res.Written = core.Counters.Packets.Load()
-	res.CollectorErrors = core.Counters.ProtocolErrors.Load() + core.Counters.FileErrors.Load() + core.Counters.PeerTimeouts.Load()
+	res.CollectorErrors = core.Counters.ProtocolErrors.Load() + core.Store().Counters.FileErrors.Load() + core.Counters.PeerTimeouts.Load()
 	res.PeakRSS, _, _ = memStatus()
 	res.AgentErrors, res.FirstError = int(failed.Load()), firstErr
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -18,11 +19,11 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	if raceflag.Enabled {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
-	for name, fsync := range map[string]time.Duration{"1s": 0, "never": FsyncNever, "batch": FsyncPerBatch} {
-		t.Run(name, func(t *testing.T) { testBatchAllocs(t, Config{Fsync: fsync}, compress.Spec{}) })
+	for name, fsync := range map[string]time.Duration{"1s": 0, "never": store.FsyncNever, "batch": store.FsyncPerBatch} {
+		t.Run(name, func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{Fsync: fsync}}, compress.Spec{}) })
 	}
-	for _, fc := range []FileCompress{{Codec: FileGzip}, {Codec: FileZstd}} {
-		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{FileCompress: fc}, compress.Spec{}) })
+	for _, fc := range []store.FileCompress{{Codec: store.FileGzip}, {Codec: store.FileZstd}} {
+		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{FileCompress: fc}}, compress.Spec{}) })
 	}
 	t.Run("feed", func(t *testing.T) { testBatchAllocs(t, Config{Feed: nopFeed{}}, compress.Spec{}) })
 	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
@@ -32,7 +33,7 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	// allocates nothing either.
 	var obs countObserver
 	t.Run("observed", func(t *testing.T) {
-		testBatchAllocs(t, Config{Fsync: FsyncPerBatch, BatchWriteLatency: &obs, SyncLatency: &obs}, compress.Spec{})
+		testBatchAllocs(t, Config{Store: store.Config{Fsync: store.FsyncPerBatch, SyncLatency: &obs}, BatchWriteLatency: &obs}, compress.Spec{})
 	})
 	if obs.n == 0 {
 		t.Error("the observers were never called")
@@ -47,11 +48,11 @@ func (o *countObserver) Observe(float64) { o.n++ }
 func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 	c := newCore(t, cfg)
 	defer c.Close()
-	s, _, err := c.Begin(hello("a1", 1), func() {})
+	s, _, err := c.begin(hello("a1", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.End(true)
+	defer s.end(true)
 	const runs, perBatch = 50, 1000
 	type batch struct {
 		flags   uint8
@@ -68,12 +69,12 @@ func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 	}
 	next := 0
 	allocs := testing.AllocsPerRun(runs, func() {
-		dup, err := s.Batch(batches[next].flags, batches[next].payload)
+		dup, err := s.batch(batches[next].flags, batches[next].payload)
 		next++
 		if err != nil || dup {
 			t.Fatalf("batch %d: dup %v, %v", next, dup, err)
 		}
-		if _, err := s.Commit(); err != nil {
+		if _, err := s.commit(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -96,29 +97,29 @@ func TestReadBatchSteadyStateAllocs(t *testing.T) {
 	}
 	c := newCore(t, Config{})
 	defer c.Close()
-	s, _, err := c.Begin(hello("a1", 1), func() {})
+	s, _, err := c.begin(hello("a1", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.End(true)
+	defer s.end(true)
 	const runs = 50
 	var stream []byte
 	for i := range runs + 10 {
 		p := batchPayload(uint64(i+1), i*100, 100+i%3*400)
 		stream = append(wire.AppendHeader(stream, wire.TypeBatch, 0, uint32(len(p))), p...)
 	}
-	fr := wire.NewSharedFrameReader(bytes.NewReader(stream), c.Limits(), c.mem)
+	fr := wire.NewSharedFrameReader(bytes.NewReader(stream), c.limits(), c.mem)
 	defer fr.Close()
 	read := func() {
 		h, p, err := fr.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dup, err := s.Batch(h.Flags, p); err != nil || dup {
+		if dup, err := s.batch(h.Flags, p); err != nil || dup {
 			t.Fatalf("dup %v, %v", dup, err)
 		}
 		fr.Release()
-		if _, err := s.Commit(); err != nil {
+		if _, err := s.commit(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,7 +21,7 @@ func TestOversizePacketsCutToLinkTypeLimit(t *testing.T) {
 	c := newCore(t, Config{})
 	h := &wire.Hello{Instance: [16]byte{7}, Name: "big", Host: "h1", Interfaces: []wire.Interface{
 		{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "bus", LinkType: pcapfile.LinkTypeDBus, SnapLen: 1 << 20}}}
-	s, _, err := c.Begin(h, func() {})
+	s, _, err := c.begin(h, Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,14 +37,14 @@ func TestOversizePacketsCutToLinkTypeLimit(t *testing.T) {
 	for i, p := range sent {
 		e.Append(int64(1_700_000_000_000_000_000+i), p.iface, uint32(p.size), bytes.Repeat([]byte{byte(i + 1)}, p.size))
 	}
-	if _, err := s.Batch(0, e.Finish(1)[wire.HeaderSize:]); err != nil {
+	if _, err := s.batch(0, e.Finish(1)[wire.HeaderSize:]); err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := s.Commit(); seq != 1 || err != nil {
+	if seq, err := s.commit(); seq != 1 || err != nil {
 		t.Fatalf("Commit = %d, %v", seq, err)
 	}
-	s.End(true)
-	dir := filepath.Join(c.dir, "big")
+	s.end(true)
+	dir := filepath.Join(c.Dir(), "big")
 	pkts, _ := readDir(t, dir)
 	if len(pkts) != len(sent) {
 		t.Fatalf("%d packets written, want %d", len(pkts), len(sent))
@@ -58,7 +58,7 @@ func TestOversizePacketsCutToLinkTypeLimit(t *testing.T) {
 			t.Errorf("packet %d: %d bytes of original %d (first byte %d), want %d of %d", i, len(p.data), p.orig, p.data[0], want, sent[i].size)
 		}
 	}
-	if got := c.Counters.Truncated.Load(); got != 2 {
+	if got := c.Store().Counters.Truncated.Load(); got != 2 {
 		t.Errorf("Truncated = %d, want 2", got)
 	}
 	capinfos, err := exec.LookPath("capinfos")

@@ -1,16 +1,24 @@
 package collector
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io"
+	"net"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -39,11 +47,11 @@ func compressedPayload(t *testing.T, sp compress.Spec, seq uint64, first, n int)
 // and deduplicated before being decompressed.
 func TestCompressedBatches(t *testing.T) {
 	c := newCore(t, Config{})
-	s, w, err := c.Begin(hello("z", 1), func() {})
+	s, w, err := c.begin(hello("z", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Codecs != AcceptedCodecs {
+	if w.Codecs != acceptedCodecs {
 		t.Fatalf("welcome offers codecs %b", w.Codecs)
 	}
 	specs := []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}, {Codec: wire.CodecZstd, Level: 19}}
@@ -51,23 +59,23 @@ func TestCompressedBatches(t *testing.T) {
 	for i, sp := range specs {
 		seq++
 		flags, p := compressedPayload(t, sp, seq, 20*i, 10)
-		if dup, err := s.Batch(flags, p); dup || err != nil {
+		if dup, err := s.batch(flags, p); dup || err != nil {
 			t.Fatalf("%s: dup %v, %v", sp, dup, err)
 		}
 		seq++
-		if dup, err := s.Batch(0, batchPayload(seq, 20*i+10, 10)); dup || err != nil {
+		if dup, err := s.batch(0, batchPayload(seq, 20*i+10, 10)); dup || err != nil {
 			t.Fatalf("raw after %s: dup %v, %v", sp, dup, err)
 		}
 	}
 	flags, p := compressedPayload(t, specs[0], 1, 0, 10)
-	if dup, err := s.Batch(flags, p); !dup || err != nil {
+	if dup, err := s.batch(flags, p); !dup || err != nil {
 		t.Fatalf("resent compressed batch 1: dup %v, %v", dup, err)
 	}
-	if got, err := s.Commit(); got != seq || err != nil {
+	if got, err := s.commit(); got != seq || err != nil {
 		t.Fatalf("Commit = %d, %v", got, err)
 	}
-	s.End(true)
-	pkts, _ := readDir(t, filepath.Join(c.dir, "z"))
+	s.end(true)
+	pkts, _ := readDir(t, filepath.Join(c.Dir(), "z"))
 	if len(pkts) != 80 {
 		t.Fatalf("%d packets written, want 80", len(pkts))
 	}
@@ -89,11 +97,11 @@ func TestCompressedBatches(t *testing.T) {
 // counted, and write nothing; the session's earlier batches stay.
 func TestBadCompressedBatch(t *testing.T) {
 	c := newCore(t, Config{MaxFrame: 64 << 10})
-	s, _, err := c.Begin(hello("bomb", 1), func() {})
+	s, _, err := c.begin(hello("bomb", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Batch(0, batchPayload(1, 0, 10)); err != nil {
+	if _, err := s.batch(0, batchPayload(1, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
 	// 1 MiB of zeros in a 60-byte s2 block, declared as such.
@@ -102,23 +110,23 @@ func TestBadCompressedBatch(t *testing.T) {
 	e.Append(1, 0, 1<<20, make([]byte, 1<<20))
 	frame := append(wire.CompressedFrame(nil), s2.Encode(nil, e.Records())...)
 	bomb := e.FinishCompressed(frame, 2, wire.CodecS2)[wire.HeaderSize:]
-	if _, err := s.Batch(uint8(wire.CodecS2), bomb); !errors.Is(err, compress.ErrTooLarge) {
+	if _, err := s.batch(uint8(wire.CodecS2), bomb); !errors.Is(err, compress.ErrTooLarge) {
 		t.Fatalf("bomb: err = %v, want ErrTooLarge", err)
 	}
 	flags, p := compressedPayload(t, compress.Spec{Codec: wire.CodecLZ4}, 2, 10, 10)
 	p = p[:len(p)-5] // the block's end is missing
 	binaryCRC(p)
-	if _, err := s.Batch(flags, p); !errors.Is(err, compress.ErrCorrupt) {
+	if _, err := s.batch(flags, p); !errors.Is(err, compress.ErrCorrupt) {
 		t.Fatalf("corrupt lz4: err = %v, want ErrCorrupt", err)
 	}
-	if got, _ := s.Commit(); got != 1 {
+	if got, _ := s.commit(); got != 1 {
 		t.Fatalf("Commit = %d, want 1", got)
 	}
-	s.End(true)
+	s.end(true)
 	if n, m := c.Counters.TooLargeRaw.Load(), c.Counters.BadCompress.Load(); n != 1 || m != 1 {
 		t.Errorf("counters: too large %d, corrupt %d; want 1, 1", n, m)
 	}
-	if pkts, _ := readDir(t, filepath.Join(c.dir, "bomb")); len(pkts) != 10 {
+	if pkts, _ := readDir(t, filepath.Join(c.Dir(), "bomb")); len(pkts) != 10 {
 		t.Fatalf("%d packets in the file, want the first batch's 10", len(pkts))
 	}
 }
@@ -129,4 +137,130 @@ func binaryCRC(p []byte) {
 	tab := crc32.MakeTable(crc32.Castagnoli)
 	crc := crc32.Update(crc32.Checksum(p[:24], tab), tab, p[wire.BatchHeaderSize:])
 	binary.LittleEndian.PutUint32(p[24:], crc)
+}
+
+// zeroBatchFrame is a whole batch frame of n 1500-byte frames of zeros
+// (but for their number), its records compressed with zstd.
+func zeroBatchFrame(t *testing.T, seq uint64, first, n int) []byte {
+	t.Helper()
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	buf := make([]byte, 1500)
+	for i := range n {
+		e.Append(int64(1_700_000_000_000_000_000+(first+i)*1000), 0, 1500, zeroPacket(buf, uint64(first+i)))
+	}
+	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, codec := enc.Compress(wire.CompressedFrame(nil), e.Records())
+	if codec != wire.CodecZstd {
+		t.Fatal("zeros did not compress")
+	}
+	return e.FinishCompressed(frame, seq, codec)
+}
+
+// gzipMemberSizes returns the decompressed size of each member of a
+// gzip file.
+func gzipMemberSizes(t *testing.T, path string) []int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var sizes []int64
+	var zr gzip.Reader
+	for zr.Reset(br) == nil {
+		zr.Multistream(false)
+		n, err := io.Copy(io.Discard, &zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// TestWireZstdGzipFileRepair: an agent sending zstd-compressed batches
+// of compressible packets, as fast as the collector reads, to a
+// collector writing gzip files: each gzip member holds about the commit
+// threshold of decompressed records (not of wire bytes), and the file,
+// marked unfinished and repaired, keeps every packet.
+func TestWireZstdGzipFileRepair(t *testing.T) {
+	const batches, per = 70, 1000 // 105 MB decompressed, a few hundred KB on the wire
+	dir := t.TempDir()
+	cfg := Config{Store: store.Config{Dir: dir, FileCompress: store.FileCompress{Codec: store.FileGzip, Level: 1}}, Insecure: true}
+	c := newCore(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(c).Serve(ctx, ln) }()
+	// The frames are built before the agent connects: building them
+	// takes longer than the peer timeout under the race detector.
+	var out []byte
+	for b := range batches {
+		out = append(out, zeroBatchFrame(t, uint64(b+1), b*per, per)...)
+	}
+	t.Logf("%d batches: %d bytes on the wire", batches, len(out))
+	s := dial(t, ln.Addr().String(), nil, "zz", "")
+	if ok, reason, err := s.reply(); !ok {
+		t.Fatalf("no welcome: %q, %v", reason, err)
+	}
+	s.conn.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := s.conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for acked := uint64(0); acked < batches; {
+		h, p, err := s.fr.Next()
+		if err != nil || h.Type != wire.TypeAck {
+			t.Fatalf("waiting for acks: %s, %v", h.Type, err)
+		}
+		acked, _ = wire.ParseAck(p)
+	}
+	s.conn.(*net.TCPConn).CloseWrite()
+	s.fr.Next()
+	waitSessionsEnded(t, c)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	files, _ := filepath.Glob(filepath.Join(dir, "zz", "*.pcapng.gz"))
+	if len(files) != 1 {
+		t.Fatalf("%d files, want 1", len(files))
+	}
+	sizes := gzipMemberSizes(t, files[0])
+	most := int64(commitBytes + 2*per*(1500+64))
+	for i, n := range sizes {
+		if n > most {
+			t.Fatalf("member %d of %d holds %d bytes decompressed, want at most %d", i, len(sizes), n, most)
+		}
+	}
+	// The process stops before the file loses its suffix.
+	part := files[0] + store.PartSuffix
+	if err := os.Rename(files[0], part); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newCore(t, cfg)
+	if _, w, err := c2.begin(hello("zz", 'z'), Peer{}, func() {}); err != nil || w.LastSeq != batches {
+		t.Fatalf("after repair LastSeq %d (%v), want %d", w.LastSeq, err, batches)
+	}
+	if pkts, _ := readDir(t, filepath.Join(dir, "zz")); len(pkts) != batches*per {
+		t.Fatalf("%d packets after repair, want %d (%d members)", len(pkts), batches*per, len(sizes))
+	}
+}
+
+// zeroPacket is a 1500-byte frame of zeros but for its number: the most
+// compressible traffic.
+func zeroPacket(buf []byte, i uint64) []byte {
+	p := buf[:1500]
+	clear(p)
+	p[0], p[1], p[2] = byte(i), byte(i>>8), byte(i>>16)
+	return p
 }

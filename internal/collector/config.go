@@ -10,38 +10,20 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/observe"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// Config configures a Collector. The zero value of every field but Dir
-// means its default.
+// Config configures a Core and its transports (Server, UDPServer).
+// The zero value of every field but Store.Dir means its default.
 type Config struct {
-	// Dir is the output root; each agent writes below Dir/<name>/.
-	Dir string
-	// RotateSize closes a file once it holds at least this many bytes
-	// (checked between batches, so a file may exceed it by one batch).
-	// 0 means 1 GiB; negative disables size rotation.
-	RotateSize int64
-	// RotateInterval rotates files at wall-clock multiples of the
-	// interval in UTC (1h turns over at the top of every hour).
-	// 0 means 1h; negative disables time rotation.
-	RotateInterval time.Duration
-	// IdleClose closes an agent's file this long after its connection
-	// was lost without a clean goodbye, so that a quick reconnect
-	// continues the same file. 0 means 1m.
-	IdleClose time.Duration
-	// Fsync is the sync policy: a positive interval syncs open files that
-	// often in the background (an acknowledgement then means written to
-	// the OS, which survives a collector crash; an OS crash can lose up to
-	// the interval); FsyncPerBatch syncs before every acknowledgement;
-	// FsyncNever leaves it to the OS. Closed files are always synced
-	// except under FsyncNever. 0 means 1s.
-	Fsync time.Duration
-	// FileCompress compresses the files written (see FileCompress);
-	// the zero value writes plain pcapng.
-	FileCompress FileCompress
+	// Store is where batches are written (store.Config: the output
+	// root Dir, which is required, rotation, idle close, the fsync
+	// policy, file compression, SyncLatency). Its Logger defaults to
+	// Logger.
+	Store store.Config
 	// MaxFrame is the largest frame payload accepted, and the most a
-	// compressed batch may decompress to. 0 means 16 MiB.
+	// compressed batch may decompress to. 0 means DefaultMaxFrame.
 	MaxFrame uint32
 	// ReadMemory bounds the memory of the frames being received over
 	// TCP, all connections together: a connection reserves a buffer for
@@ -52,10 +34,11 @@ type Config struct {
 	// 0 means DefaultReadMemory.
 	ReadMemory int64
 	// HandshakeTimeout bounds the time from accept to a valid Hello.
-	// 0 means 10s.
+	// 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// ShutdownTimeout bounds how long Shutdown waits for sessions to
-	// commit and close. 0 means 10s.
+	// ShutdownTimeout bounds how long Serve waits at the end for
+	// sessions to commit and close, and Close for the repair of
+	// unfinished files. 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
 	// TLS, if set, is the Server's TLS configuration (see
@@ -78,7 +61,7 @@ type Config struct {
 	Insecure bool
 	// MaxConns bounds the open connections, handshakes included; a new
 	// connection over it is closed at once, logged and counted
-	// (Counters.OverLimit). 0 means 16384.
+	// (Counters.OverLimit). 0 means DefaultMaxConns.
 	MaxConns int
 	// Heartbeat: a connection re-sends its last acknowledgement when it
 	// has sent nothing for this long, so that the agent knows it is alive.
@@ -100,42 +83,30 @@ type Config struct {
 	UDPReassemblyBytes int64
 
 	// BatchWriteLatency, if set, observes the seconds each batch took to
-	// check, decompress and write into its file's buffer (Session.Batch;
-	// duplicates, dropped unread, are not observed). SyncLatency, if
-	// set, observes the seconds of every fsync of a data file. Both are
-	// called on the hot path, once per batch or sync: Observe must be
-	// quick and safe for concurrent use (a prometheus.Histogram fits).
-	BatchWriteLatency, SyncLatency observe.Observer
+	// check, decompress and write into its file's buffer (duplicates,
+	// dropped unread, are not observed); Store.SyncLatency the seconds
+	// of every fsync. Called on the hot path, once per batch: Observe
+	// must be quick and safe for concurrent use (a prometheus.Histogram
+	// fits).
+	BatchWriteLatency observe.Observer
 }
 
 func (c *Config) withDefaults() Config {
 	d := *c
-	if d.RotateSize == 0 {
-		d.RotateSize = 1 << 30
-	}
-	if d.RotateInterval == 0 {
-		d.RotateInterval = time.Hour
-	}
-	if d.Fsync == 0 {
-		d.Fsync = time.Second
-	}
-	if d.IdleClose == 0 {
-		d.IdleClose = time.Minute
-	}
 	if d.MaxFrame == 0 {
-		d.MaxFrame = wire.DefaultMaxFrame
+		d.MaxFrame = DefaultMaxFrame
 	}
 	if d.ReadMemory == 0 {
 		d.ReadMemory = DefaultReadMemory
 	}
 	if d.HandshakeTimeout == 0 {
-		d.HandshakeTimeout = 10 * time.Second
+		d.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if d.ShutdownTimeout == 0 {
-		d.ShutdownTimeout = 10 * time.Second
+		d.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if d.MaxConns == 0 {
-		d.MaxConns = 16384
+		d.MaxConns = DefaultMaxConns
 	}
 	if d.Heartbeat == 0 {
 		d.Heartbeat = liveness.DefaultHeartbeat
@@ -153,8 +124,19 @@ func (c *Config) withDefaults() Config {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	if d.Store.Logger == nil {
+		d.Store.Logger = d.Logger
+	}
 	return d
 }
+
+// Defaults of Config fields.
+const (
+	DefaultMaxFrame         = wire.DefaultMaxFrame
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultMaxConns         = 16384
+)
 
 // DefaultUDPReassemblyBytes is the default bound of the UDP transport's
 // reassembly memory: a few batches of the largest packets in progress
@@ -171,27 +153,19 @@ const DefaultReadMemory = 512 << 20
 // MinTokenLen is the shortest shared token accepted.
 const MinTokenLen = 16
 
-// Validate reports the first unusable setting.
+// Validate reports the first unusable setting, the Store's included.
 func (c *Config) Validate() error {
-	if err := c.FileCompress.validate(); err != nil {
+	if err := c.Store.Validate(); err != nil {
 		return err
 	}
 	switch {
-	case c.Dir == "":
-		return errors.New("collector: output directory is required")
-	case c.RotateSize > 0 && c.RotateSize < 4096:
-		return fmt.Errorf("collector: rotate size %d bytes is below the minimum of 4096", c.RotateSize)
-	case c.RotateInterval > 0 && c.RotateInterval < time.Second:
-		return fmt.Errorf("collector: rotate interval %s is below the minimum of 1s", c.RotateInterval)
 	case c.MaxFrame != 0 && (c.MaxFrame < 64<<10 || c.MaxFrame > 1<<30):
 		return fmt.Errorf("collector: max frame %d bytes out of range 64KiB..1GiB", c.MaxFrame)
 	case c.ReadMemory < 0:
 		return fmt.Errorf("collector: read memory %d bytes is negative", c.ReadMemory)
 	case cmp.Or(c.ReadMemory, DefaultReadMemory) < int64(cmp.Or(c.MaxFrame, wire.DefaultMaxFrame)):
 		return fmt.Errorf("collector: read memory %d bytes is below the max frame of %d: one frame must always fit", cmp.Or(c.ReadMemory, DefaultReadMemory), cmp.Or(c.MaxFrame, wire.DefaultMaxFrame))
-	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
-		return fmt.Errorf("collector: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
-	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.IdleClose < 0 || c.Heartbeat < 0 || c.PeerTimeout < 0:
+	case c.HandshakeTimeout < 0 || c.ShutdownTimeout < 0 || c.Heartbeat < 0 || c.PeerTimeout < 0:
 		return errors.New("collector: timeouts must not be negative")
 	case c.UDPReassemblyBytes != 0 && (c.UDPReassemblyBytes < 64<<10 || c.UDPReassemblyBytes > 1<<40):
 		return fmt.Errorf("collector: UDP reassembly memory %d bytes out of range 64KiB..1TiB", c.UDPReassemblyBytes)

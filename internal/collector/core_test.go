@@ -15,20 +15,21 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 func newCore(t testing.TB, cfg Config) *Core {
 	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
+	if cfg.Store.Dir == "" {
+		cfg.Store.Dir = t.TempDir()
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-c.repairDone // most tests want the files repaired before they Begin
+	<-c.Store().Repaired() // most tests want the files repaired before they Begin
 	return c
 }
 
@@ -76,7 +77,7 @@ func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), PartSuffix) {
+		if strings.HasSuffix(e.Name(), store.PartSuffix) {
 			t.Fatalf("%s still open", e.Name())
 		}
 		f := openCapture(t, filepath.Join(dir, e.Name()))
@@ -101,23 +102,23 @@ func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
 
 func TestSessionWritesAndDropsDuplicates(t *testing.T) {
 	c := newCore(t, Config{})
-	s, w, err := c.Begin(hello("web1", 1), func() {})
+	s, w, err := c.begin(hello("web1", 1), Peer{}, func() {})
 	if err != nil || w.LastSeq != 0 {
 		t.Fatalf("Begin: %v %+v", err, w)
 	}
 	for seq, first := range []int{0, 10, 20} {
-		if dup, err := s.Batch(0, batchPayload(uint64(seq+1), first, 10)); dup || err != nil {
+		if dup, err := s.batch(0, batchPayload(uint64(seq+1), first, 10)); dup || err != nil {
 			t.Fatalf("batch %d: dup=%v err=%v", seq+1, dup, err)
 		}
 	}
-	if seq, err := s.Commit(); seq != 3 || err != nil {
+	if seq, err := s.commit(); seq != 3 || err != nil {
 		t.Fatalf("Commit = %d, %v; want 3", seq, err)
 	}
-	if dup, err := s.Batch(0, batchPayload(2, 10, 10)); !dup || err != nil {
+	if dup, err := s.batch(0, batchPayload(2, 10, 10)); !dup || err != nil {
 		t.Fatalf("resent batch 2: dup=%v err=%v, want a duplicate", dup, err)
 	}
-	s.End(true)
-	pkts, files := readDir(t, filepath.Join(c.dir, "web1"))
+	s.end(true)
+	pkts, files := readDir(t, filepath.Join(c.Dir(), "web1"))
 	if files != 1 || len(pkts) != 30 {
 		t.Fatalf("%d files, %d packets; want 1 file, 30 packets", files, len(pkts))
 	}
@@ -136,19 +137,19 @@ func TestMalformedBatchWritesNothing(t *testing.T) {
 	c := newCore(t, Config{})
 	h := hello("a", 1)
 	h.Interfaces = h.Interfaces[:1] // the batch uses interface 1 too
-	s, _, err := c.Begin(h, func() {})
+	s, _, err := c.begin(h, Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Batch(0, batchPayload(1, 0, 10)); !errors.Is(err, wire.ErrMalformed) {
+	if _, err := s.batch(0, batchPayload(1, 0, 10)); !errors.Is(err, wire.ErrMalformed) {
 		t.Fatalf("err = %v, want ErrMalformed", err)
 	}
-	if seq, _ := s.Commit(); seq != 0 {
+	if seq, _ := s.commit(); seq != 0 {
 		t.Fatalf("Commit acknowledges %d after a rejected batch", seq)
 	}
-	s.End(true)
-	if _, err := os.Stat(filepath.Join(c.dir, "a")); err == nil {
-		pkts, _ := readDir(t, filepath.Join(c.dir, "a"))
+	s.end(true)
+	if _, err := os.Stat(filepath.Join(c.Dir(), "a")); err == nil {
+		pkts, _ := readDir(t, filepath.Join(c.Dir(), "a"))
 		if len(pkts) != 0 {
 			t.Fatalf("%d packets of a malformed batch written", len(pkts))
 		}
@@ -158,32 +159,32 @@ func TestMalformedBatchWritesNothing(t *testing.T) {
 func TestRejectsBadNamesBeforeAnyFile(t *testing.T) {
 	c := newCore(t, Config{})
 	for _, name := range []string{"", "..", "../x", "/etc", "a/b", "x\x00", ".hidden", strings.Repeat("n", 65)} {
-		if _, _, err := c.Begin(hello(name, 9), func() {}); !errors.Is(err, ErrRejected) || !errors.Is(err, wire.ErrBadName) {
+		if _, _, err := c.begin(hello(name, 9), Peer{}, func() {}); !errors.Is(err, ErrRejected) || !errors.Is(err, wire.ErrBadName) {
 			t.Errorf("%q: err = %v, want ErrRejected wrapping ErrBadName", name, err)
 		}
 	}
-	ents, _ := os.ReadDir(c.dir)
+	ents, _ := os.ReadDir(c.Dir())
 	for _, e := range ents {
-		if e.Name() != ReserveFile {
+		if e.Name() != store.ReserveFile {
 			t.Errorf("output dir holds %q after rejected handshakes", e.Name())
 		}
 	}
 }
 
 func TestRotationBySize(t *testing.T) {
-	c := newCore(t, Config{RotateSize: 4096})
-	s, _, err := c.Begin(hello("r", 1), func() {})
+	c := newCore(t, Config{Store: store.Config{RotateSize: 4096}})
+	s, _, err := c.begin(hello("r", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, err := s.Batch(0, batchPayload(uint64(i+1), i*10, 10)); err != nil {
+		if _, err := s.batch(0, batchPayload(uint64(i+1), i*10, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.Commit()
-	s.End(true)
-	pkts, files := readDir(t, filepath.Join(c.dir, "r"))
+	s.commit()
+	s.end(true)
+	pkts, files := readDir(t, filepath.Join(c.Dir(), "r"))
 	if len(pkts) != 200 || files < 3 {
 		t.Fatalf("%d packets in %d files, want 200 in several", len(pkts), files)
 	}
@@ -194,36 +195,17 @@ func TestRotationBySize(t *testing.T) {
 	}
 }
 
-func TestRotationAlignedToWallClock(t *testing.T) {
-	dir := t.TempDir()
-	af := agentFile{dir: dir, name: "w", interval: time.Hour}
-	now := time.Date(2026, 11, 22, 12, 34, 56, 0, time.UTC)
-	if err := af.open(now); err != nil {
-		t.Fatal(err)
-	}
-	defer af.close(now)
-	if want := time.Date(2026, 11, 22, 13, 0, 0, 0, time.UTC); !af.rotateAt.Equal(want) {
-		t.Fatalf("rotateAt %s, want %s", af.rotateAt, want)
-	}
-	if af.due(now.Add(25*time.Minute)) || !af.due(now.Add(26*time.Minute)) {
-		t.Fatal("due before or not at the top of the hour")
-	}
-	if filepath.Base(af.path) != "w_20261122T123456.000Z.pcapng" {
-		t.Fatalf("file name %s", filepath.Base(af.path))
-	}
-}
-
 func TestTakeoverEndsOldSession(t *testing.T) {
 	c := newCore(t, Config{})
-	var s1 *Session
+	var s1 *session
 	kicked := make(chan struct{})
-	s1, _, err := c.Begin(hello("same", 1), func() { close(kicked); go s1.End(false) })
+	s1, _, err := c.begin(hello("same", 1), Peer{}, func() { close(kicked); go s1.end(false) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1.Batch(0, batchPayload(1, 0, 5))
-	s1.Commit()
-	s2, _, err := c.Begin(hello("same", 2), func() {})
+	s1.batch(0, batchPayload(1, 0, 5))
+	s1.commit()
+	s2, _, err := c.begin(hello("same", 2), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,10 +214,10 @@ func TestTakeoverEndsOldSession(t *testing.T) {
 	default:
 		t.Fatal("old session not kicked")
 	}
-	s2.Batch(0, batchPayload(1, 5, 5))
-	s2.Commit()
-	s2.End(true)
-	pkts, files := readDir(t, filepath.Join(c.dir, "same"))
+	s2.batch(0, batchPayload(1, 5, 5))
+	s2.commit()
+	s2.end(true)
+	pkts, files := readDir(t, filepath.Join(c.Dir(), "same"))
 	if len(pkts) != 10 || files != 1 {
 		t.Fatalf("%d packets in %d files; the new session should continue the file", len(pkts), files)
 	}
@@ -243,32 +225,32 @@ func TestTakeoverEndsOldSession(t *testing.T) {
 
 func TestStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	c := newCore(t, Config{Dir: dir})
-	s, _, _ := c.Begin(hello("p", 7), func() {})
+	c := newCore(t, Config{Store: store.Config{Dir: dir}})
+	s, _, _ := c.begin(hello("p", 7), Peer{}, func() {})
 	for i := range 3 {
-		s.Batch(0, batchPayload(uint64(i+1), i, 1))
+		s.batch(0, batchPayload(uint64(i+1), i, 1))
 	}
-	s.Commit()
-	s.End(false)
+	s.commit()
+	s.end(false)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c2 := newCore(t, Config{Dir: dir})
-	s2, w, err := c2.Begin(hello("p", 7), func() {})
+	c2 := newCore(t, Config{Store: store.Config{Dir: dir}})
+	s2, w, err := c2.begin(hello("p", 7), Peer{}, func() {})
 	if err != nil || w.LastSeq != 3 {
 		t.Fatalf("after restart: LastSeq %d, err %v; want 3", w.LastSeq, err)
 	}
-	if dup, _ := s2.Batch(0, batchPayload(3, 2, 1)); !dup {
+	if dup, _ := s2.batch(0, batchPayload(3, 2, 1)); !dup {
 		t.Fatal("batch 3 written again after restart")
 	}
-	s2.End(true)
+	s2.end(true)
 
-	os.WriteFile(filepath.Join(dir, StateFile), []byte("{not json"), 0o600)
-	c3 := newCore(t, Config{Dir: dir}) // must start, not crash-loop
-	if len(c3.instances) != 0 {
-		t.Fatal("damaged state loaded")
+	os.WriteFile(filepath.Join(dir, store.StateFile), []byte("{not json"), 0o600)
+	c3 := newCore(t, Config{Store: store.Config{Dir: dir}}) // must start, not crash-loop
+	if _, w, err := c3.begin(hello("p", 7), Peer{}, func() {}); err != nil || w.LastSeq != 0 {
+		t.Fatalf("damaged state loaded: LastSeq %d (%v), want 0", w.LastSeq, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, StateFile+".damaged")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, store.StateFile+".damaged")); err != nil {
 		t.Fatalf("damaged state not moved aside: %v", err)
 	}
 }
@@ -321,7 +303,7 @@ func TestServerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if pkts, _ := readDir(t, filepath.Join(c.dir, "tcp1")); len(pkts) != 5 {
+	if pkts, _ := readDir(t, filepath.Join(c.Dir(), "tcp1")); len(pkts) != 5 {
 		t.Fatalf("%d packets written, want 5", len(pkts))
 	}
 }
@@ -330,20 +312,20 @@ func TestServerRoundTrip(t *testing.T) {
 // in an interface statistics block when the file closes.
 func TestStatsBlockOnClose(t *testing.T) {
 	c := newCore(t, Config{})
-	s, _, err := c.Begin(hello("st", 1), func() {})
+	s, _, err := c.begin(hello("st", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Batch(0, batchPayload(1, 0, 4))
-	s.Commit()
+	s.batch(0, batchPayload(1, 0, 4))
+	s.commit()
 	st := wire.AppendStats(nil, &wire.Stats{Time: 1_700_000_001_000_000_000, AgentDrops: 5,
 		Interfaces: []wire.IfaceStats{{Index: 1, Received: 1000, KernelDrops: 17, QueueFreezes: 2, Captured: 983}}})
-	if err := s.Stats(st[wire.HeaderSize:]); err != nil {
+	if err := s.recordStats(st[wire.HeaderSize:]); err != nil {
 		t.Fatal(err)
 	}
-	s.End(true)
-	ents, _ := os.ReadDir(filepath.Join(c.dir, "st"))
-	b, err := os.ReadFile(filepath.Join(c.dir, "st", ents[0].Name()))
+	s.end(true)
+	ents, _ := os.ReadDir(filepath.Join(c.Dir(), "st"))
+	b, err := os.ReadFile(filepath.Join(c.Dir(), "st", ents[0].Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,23 +372,23 @@ func TestStatsBlockOnClose(t *testing.T) {
 // counts what is missing, rather than hiding it.
 func TestSequenceGapCounted(t *testing.T) {
 	c := newCore(t, Config{})
-	s, _, err := c.Begin(hello("gap", 1), func() {})
+	s, _, err := c.begin(hello("gap", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, seq := range []uint64{1, 2, 5, 6, 9} {
-		if dup, err := s.Batch(0, batchPayload(seq, int(seq)*10, 10)); dup || err != nil {
+		if dup, err := s.batch(0, batchPayload(seq, int(seq)*10, 10)); dup || err != nil {
 			t.Fatalf("batch %d: dup %v, %v", seq, dup, err)
 		}
 	}
-	if got, err := s.Commit(); got != 9 || err != nil {
+	if got, err := s.commit(); got != 9 || err != nil {
 		t.Fatalf("Commit = %d, %v", got, err)
 	}
-	s.End(true)
+	s.end(true)
 	if n := c.Counters.MissingBatches.Load(); n != 4 {
 		t.Errorf("missing batches %d, want 4 (3, 4, 7, 8)", n)
 	}
-	if pkts, _ := readDir(t, filepath.Join(c.dir, "gap")); len(pkts) != 50 {
+	if pkts, _ := readDir(t, filepath.Join(c.Dir(), "gap")); len(pkts) != 50 {
 		t.Errorf("%d packets written, want the 50 that arrived", len(pkts))
 	}
 }
@@ -415,7 +397,7 @@ func TestSequenceGapCounted(t *testing.T) {
 // checksum (as agents send inside TLS) is written like any other.
 func TestUncheckedBatch(t *testing.T) {
 	c := newCore(t, Config{})
-	s, _, err := c.Begin(hello("a1", 1), func() {})
+	s, _, err := c.begin(hello("a1", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,43 +409,18 @@ func TestUncheckedBatch(t *testing.T) {
 	if frame[3]&wire.FlagUnchecked == 0 {
 		t.Fatalf("flags 0x%02x: the encoder did not mark the batch unchecked", frame[3])
 	}
-	if _, err := s.Batch(frame[3], frame[wire.HeaderSize:]); err != nil {
+	if _, err := s.batch(frame[3], frame[wire.HeaderSize:]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Commit(); err != nil {
+	if _, err := s.commit(); err != nil {
 		t.Fatal(err)
 	}
-	s.End(true)
-	pkts, _ := readDir(t, filepath.Join(c.dir, "a1"))
+	s.end(true)
+	pkts, _ := readDir(t, filepath.Join(c.Dir(), "a1"))
 	if len(pkts) != 1 || pkts[0].orig != 80 {
 		t.Fatalf("got %d packets, want the one of the unchecked batch", len(pkts))
 	}
 	if got := c.Counters.Unchecked.Load(); got != 1 {
 		t.Errorf("unchecked counter %d, want 1", got)
-	}
-}
-
-// TestStateReserve: the collector makes its disk reserve at start and
-// keeps it through state saves. Spending it on a full disk is
-// TestDiskFullE2E's part (test/e2e: a real full tmpfs).
-func TestStateReserve(t *testing.T) {
-	c := newCore(t, Config{})
-	reserve := filepath.Join(c.dir, ReserveFile)
-	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
-		t.Fatalf("no reserve of %d bytes after start: %v", minReserve, err)
-	}
-	s, _, err := c.Begin(hello("r1", 1), func() {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Batch(0, batchPayload(1, 0, 10)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	s.End(true)
-	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
-		t.Fatalf("reserve after a save: %v", err)
 	}
 }

@@ -1,24 +1,30 @@
-// Package collector receives batches from agents and writes them to
-// pcapng files, one directory per agent.
+// Package collector receives batches from agents and writes them,
+// through a store.Store, to pcapng files, one directory per agent.
 //
-// The core (Core, Session) is independent of any transport: a transport
-// authenticates the agent, decodes frames and drives a Session with
-// Batch, Iface, Stats, Commit and End. Server is the TCP transport: TLS
-// (client certificates bound to agent names), a shared token, or plain
-// TCP only when Config.Insecure says so; heartbeats and a peer timeout
-// end sessions of dead agents within seconds; every connection's frames
-// are read into buffers reserved from one budget (Config.ReadMemory),
-// and a connection over it waits without reading. UDPServer is the UDP
-// transport (plaintext, Insecure only): no acknowledgements, sessions
-// by source address, and exact counts of lost, reordered and duplicated
-// datagrams (UDPServer.AgentCounts).
+// The core (Core and its sessions) is independent of any transport: a
+// transport authenticates the agent, decodes frames and drives a
+// session (begin, batch, iface, recordStats, commit, end). The two
+// transports, in this package, are its only callers: Server is the TCP
+// one: TLS (client certificates bound to agent names), a shared token,
+// or plain TCP only when Config.Insecure says so; heartbeats and a peer
+// timeout end sessions of dead agents within seconds; every
+// connection's frames are read into buffers reserved from one budget
+// (Config.ReadMemory), and a connection over it waits without reading.
+// UDPServer is the UDP one (plaintext, Insecure only): no
+// acknowledgements, sessions by source address, and exact counts of
+// lost, reordered and duplicated datagrams (UDPServer.AgentCounts).
 //
-// Delivery contract (docs/reliability.md): a batch is acknowledged
-// (Commit returns its sequence number) only after its packets were
-// handed to the OS with write(2), and synced too under FsyncPerBatch.
-// Duplicates (a sequence number at or below the instance's high-water
-// mark) are counted and never written. The high-water marks are kept in
-// the files (a mark on the last packet of every batch) and rebuilt from
-// them on start, when unfinished files are repaired, so they survive a
-// kill -9.
+// The core checks, deduplicates and decompresses batches, counts them
+// (Counters, AgentStats) and hands them to live views (Feed); files,
+// marks, rotation, repair and the state file are the store's (package
+// store).
+//
+// Delivery contract (docs/reliability.md): a batch is acknowledged (a
+// session's commit returns its sequence number) only after its packets
+// were handed to the OS with write(2), and synced too under
+// store.FsyncPerBatch. Duplicates (a sequence number at or below the
+// instance's high-water mark) are counted and never written. The
+// high-water marks are kept in the files (a mark on the last packet of
+// every batch) and rebuilt from them on start, when unfinished files
+// are repaired, so they survive a kill -9.
 package collector

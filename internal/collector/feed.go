@@ -6,15 +6,16 @@ import "github.com/pcapsync/pcapsync/internal/wire"
 // live views (a tap for Wireshark, a Redis stream) hang off it, apart
 // from any transport. Set it in Config.Feed.
 //
-// Core calls Batch from the session's goroutine with the agent's lock
-// held, right after the batch's packets went into the file (before the
-// acknowledgement), once per batch written: duplicates are not passed
+// Core calls Batch from the session's goroutine, right after the
+// batch's packets went into the file (before the acknowledgement), once
+// per batch written; an agent name has one session at a time, so its
+// batches come in order, from one goroutine at a time: duplicates are not passed
 // on. Batch must not block or do I/O: copy what it keeps into its own
 // bounded queue and drop (and count) when that is full, so that no live
 // view ever slows the files. Everything in ev is valid only during the
 // call.
 //
-// A batch written but then lost to a storage error before its Commit
+// A batch written but then lost to a storage error before its commit
 // was already passed on; the agent resends it, and it is passed on
 // again.
 type Feed interface {

@@ -28,16 +28,16 @@ func (f *recordingFeed) Batch(ev *BatchEvent) {
 func TestFeedSeesWrittenBatches(t *testing.T) {
 	f := &recordingFeed{}
 	c := newCore(t, Config{Feed: f})
-	s, _, err := c.Begin(hello("fd", 1), func() {})
+	s, _, err := c.begin(hello("fd", 1), Peer{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Batch(0, batchPayload(1, 0, 10))
+	s.batch(0, batchPayload(1, 0, 10))
 	flags, p := compressedPayload(t, compress.Spec{Codec: wire.CodecZstd}, 2, 10, 10)
-	s.Batch(flags, p)
-	s.Batch(0, batchPayload(1, 0, 10)) // a resend: not passed on
-	s.Commit()
-	s.End(true)
+	s.batch(flags, p)
+	s.batch(0, batchPayload(1, 0, 10)) // a resend: not passed on
+	s.commit()
+	s.end(true)
 	if len(f.seqs) != 2 || f.seqs[0] != 1 || f.seqs[1] != 2 || f.packets != 20 {
 		t.Fatalf("feed saw seqs %v, %d packets; want [1 2], 20", f.seqs, f.packets)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -33,7 +34,7 @@ func TestReadMemoryValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Dir = "x"
+			tt.cfg.Store.Dir = "x"
 			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 				t.Fatalf("Validate = %v, want ok %v", err, tt.ok)
 			}
@@ -67,7 +68,7 @@ func helloN(name string, n int) *wire.Hello {
 }
 
 // dialN connects and sends a hello for name, of instance n.
-func dialN(t *testing.T, addr, name string, n int) *session {
+func dialN(t *testing.T, addr, name string, n int) *agentConn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -78,7 +79,7 @@ func dialN(t *testing.T, addr, name string, n int) *session {
 	if _, err := conn.Write(wire.AppendHello(nil, helloN(name, n))); err != nil {
 		t.Fatal(err)
 	}
-	return &session{conn: conn, fr: wire.NewFrameReader(conn, wire.Limits{})}
+	return &agentConn{conn: conn, fr: wire.NewFrameReader(conn, wire.Limits{})}
 }
 
 // heapInUse returns the heap and stacks in use after a collection.
@@ -102,7 +103,7 @@ func TestReadMemoryStalledSessions(t *testing.T) {
 	cut := len(frame) - 100
 	base := heapInUse()
 
-	conns := make([]*session, sessions)
+	conns := make([]*agentConn, sessions)
 	for i := range conns {
 		conns[i] = dialN(t, ts.addr, fmt.Sprintf("stall-%03d", i), i)
 		if ok, reason, err := conns[i].reply(); !ok {
@@ -178,7 +179,7 @@ func TestReadMemoryStalledSessions(t *testing.T) {
 		t.Fatalf("at the end: %+v", st)
 	}
 	for i := range conns {
-		got, _ := readDir(t, filepath.Join(ts.core.dir, fmt.Sprintf("stall-%03d", i)))
+		got, _ := readDir(t, filepath.Join(ts.core.Dir(), fmt.Sprintf("stall-%03d", i)))
 		if len(got) != len(pkts) {
 			t.Fatalf("session %d: %d packets written, want %d", i, len(got), len(pkts))
 		}
@@ -199,7 +200,7 @@ func TestIdleConnectionsMemory(t *testing.T) {
 	}
 	const conns, perConn = 2000, 16 << 10
 	dir := t.TempDir()
-	core, err := NewCore(Config{Dir: dir, Insecure: true, HandshakeTimeout: time.Minute, PeerTimeout: time.Minute, Heartbeat: 30 * time.Second,
+	core, err := NewCore(Config{Store: store.Config{Dir: dir}, Insecure: true, HandshakeTimeout: time.Minute, PeerTimeout: time.Minute, Heartbeat: 30 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func (u *UDPServer) piece(p *udpPeer, pc *wire.Piece) (wrote bool, err error) {
 	}
 	u.unlink(r)
 	defer u.release(r)
-	h, payload, rest, err := wire.NextFrame(r.buf, u.core.Limits())
+	h, payload, rest, err := wire.NextFrame(r.buf, u.core.limits())
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("batch %d put together from %d pieces: %w", r.first, r.count, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -42,7 +43,7 @@ type udpHarness struct {
 
 func newUDPHarness(t *testing.T, cfg Config) *udpHarness {
 	t.Helper()
-	cfg.Insecure, cfg.Fsync = true, FsyncNever
+	cfg.Insecure, cfg.Store.Fsync = true, store.FsyncNever
 	core := newCore(t, cfg)
 	t.Cleanup(func() { core.Close() })
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -52,7 +53,7 @@ func newUDPHarness(t *testing.T, cfg Config) *udpHarness {
 	t.Cleanup(func() { conn.Close() })
 	u := NewUDPServer(core)
 	u.conn = conn
-	h := &udpHarness{t: t, u: u, src: netip.MustParseAddrPort("127.0.0.1:1000"), dir: filepath.Join(core.dir, "r1")}
+	h := &udpHarness{t: t, u: u, src: netip.MustParseAddrPort("127.0.0.1:1000"), dir: filepath.Join(core.Dir(), "r1")}
 	h.send(wire.AppendHello(nil, hello("r1", 1)))
 	return h
 }

@@ -31,10 +31,6 @@ const commitBytes = 8 << 20
 // stops reading is cut off, never waited for.
 const writeTimeout = 10 * time.Second
 
-// ErrInsecure is returned by Serve when the Config has neither TLS nor
-// Insecure.
-var ErrInsecure = errors.New("collector: no TLS configured and plain TCP not allowed (set Insecure)")
-
 // Why a connection waiting for read memory stops waiting.
 var (
 	errShutdown = errors.New("collector shutting down")
@@ -43,7 +39,7 @@ var (
 
 // Server is the TCP transport of a Core, with TLS if configured. Each
 // connection has one goroutine that shakes hands (TLS, then the Hello:
-// token, identity), reads frames, drives its Session and writes
+// token, identity), reads frames, drives its session and writes
 // acknowledgements, plus a heartbeat timer once the session runs (its
 // function runs, on a goroutine of its own, only when it fires); a slow
 // or broken agent blocks only its own goroutine. Frames are read
@@ -179,7 +175,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	lr := &liveness.Reader{Conn: conn, Stop: &s.shutting} // Timeout 0: the handshake deadline holds
 	// No read buffer: the reader reads a header, then the payload into
 	// its reserved buffer, with the next header if it has arrived.
-	fr := wire.NewSharedFrameReader(lr, s.core.Limits(), s.core.mem)
+	fr := wire.NewSharedFrameReader(lr, s.core.limits(), s.core.mem)
 	defer fr.Close()
 
 	if cfg.TLS == nil {
@@ -207,7 +203,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 		s.reject(conn, err)
 		return
 	}
-	// Authentication before Begin: a refused agent leaves no trace on
+	// Authentication before begin: a refused agent leaves no trace on
 	// disk (no directory, no file, no instance mark).
 	if err := s.core.authenticate(&hello, peer); err != nil {
 		s.core.Counters.Rejected.Add(1)
@@ -219,9 +215,9 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	if cfg.TLS != nil {
 		transport = "tls"
 	}
-	fr.Release() // the hello is parsed: its buffer goes back before Begin
+	fr.Release() // the hello is parsed: its buffer goes back before begin
 	abort := func(cause error) { cancel(cause); raw.Close() }
-	sess, welcome, err := s.core.BeginFrom(&hello, Peer{Addr: raw.RemoteAddr().String(), Transport: transport}, func() { abort(errReplaced) })
+	sess, welcome, err := s.core.begin(&hello, Peer{Addr: raw.RemoteAddr().String(), Transport: transport}, func() { abort(errReplaced) })
 	if errors.Is(err, ErrBusy) {
 		log.Warn("closing new connection; the agent will retry", "agent", hello.Name, "err", err)
 		return
@@ -238,7 +234,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	aw.mu.Unlock()
 	if err != nil {
 		log.Warn("sending welcome", "err", err)
-		sess.End(false)
+		sess.end(false)
 		return
 	}
 	// From here on a read fails only after PeerTimeout without a byte;
@@ -286,7 +282,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	// for the end of its goodbye does not also wait for the file's
 	// close and sync in End.
 	conn.Close()
-	sess.End(clean)
+	sess.end(clean)
 }
 
 // secure runs the TLS handshake if TLS is configured and returns the
@@ -320,7 +316,7 @@ func (s *Server) secure(raw net.Conn) (net.Conn, *x509.Certificate, error) {
 
 // authenticate checks a Hello's token and, with client certificates,
 // that the agent's name is its certificate's. The error is the reason the
-// agent is told. Every transport calls it before Begin.
+// agent is told. Every transport calls it before begin.
 func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
 	if want := c.cfg.Token; want != "" && !TokenEqual(h.Token, want) {
 		if h.Token == "" {
@@ -412,10 +408,10 @@ func (aw *ackWriter) heartbeat(every time.Duration) (stop func()) {
 // serve runs a session until its connection ends (or ctx, while it
 // waits for read memory). clean is true for an end of stream between
 // frames.
-func (s *Server) serve(ctx context.Context, fr *wire.FrameReader, sess *Session, aw *ackWriter) (clean bool, err error) {
+func (s *Server) serve(ctx context.Context, fr *wire.FrameReader, sess *session, aw *ackWriter) (clean bool, err error) {
 	uncommitted := 0
 	commit := func(force bool) error {
-		seq, err := sess.Commit()
+		seq, err := sess.commit()
 		if err != nil {
 			return err
 		}
@@ -436,12 +432,12 @@ func (s *Server) serve(ctx context.Context, fr *wire.FrameReader, sess *Session,
 		dup := false
 		switch h.Type {
 		case wire.TypeBatch:
-			dup, err = sess.Batch(h.Flags, p)
+			dup, err = sess.batch(h.Flags, p)
 			uncommitted = sess.uncommittedRaw
 		case wire.TypeStats:
-			err = sess.Stats(p)
+			err = sess.recordStats(p)
 		case wire.TypeIface:
-			err = sess.Iface(p)
+			err = sess.iface(p)
 		case wire.TypePing:
 			err = wire.ParsePing(p)
 		default:

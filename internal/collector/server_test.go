@@ -17,6 +17,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -31,8 +32,8 @@ type testServer struct {
 // directory) and stops it in t.Cleanup.
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = filepath.Join(t.TempDir(), "out")
+	if cfg.Store.Dir == "" {
+		cfg.Store.Dir = filepath.Join(t.TempDir(), "out")
 	}
 	lb := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
@@ -87,25 +88,25 @@ func (ts *testServer) waitRejected(t *testing.T, n uint64, reason string) {
 // directory and no file.
 func (ts *testServer) expectNothingWritten(t *testing.T) {
 	t.Helper()
-	ents, err := os.ReadDir(ts.core.dir)
+	ents, err := os.ReadDir(ts.core.Dir())
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Name() != ReserveFile { // the collector's own, made at start
+		if e.Name() != store.ReserveFile { // the collector's own, made at start
 			t.Errorf("a rejected agent left %q in the output directory", e.Name())
 		}
 	}
 }
 
-// session is a test agent's connection.
-type session struct {
+// agentConn is a test agent's connection.
+type agentConn struct {
 	conn net.Conn
 	fr   *wire.FrameReader
 }
 
 // dial connects (over TLS if cfg is set) and sends a hello for name.
-func dial(t *testing.T, addr string, cfg *tls.Config, name, token string) *session {
+func dial(t *testing.T, addr string, cfg *tls.Config, name, token string) *agentConn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -122,12 +123,12 @@ func dial(t *testing.T, addr string, cfg *tls.Config, name, token string) *sessi
 		// TLS 1.3: a refused certificate shows on the first read, not here.
 		t.Logf("writing hello: %v", err)
 	}
-	return &session{conn: conn, fr: wire.NewFrameReader(conn, wire.Limits{})}
+	return &agentConn{conn: conn, fr: wire.NewFrameReader(conn, wire.Limits{})}
 }
 
 // reply reads the handshake's answer: the Welcome, or the reason of a
 // Reject, or the error.
-func (s *session) reply() (welcome bool, reason string, err error) {
+func (s *agentConn) reply() (welcome bool, reason string, err error) {
 	h, p, err := s.fr.Next()
 	if err != nil {
 		return false, "", err
@@ -144,7 +145,7 @@ func (s *session) reply() (welcome bool, reason string, err error) {
 
 // deliver sends n batches of one packet, waits for their ack and says
 // goodbye.
-func (s *session) deliver(t *testing.T, n int) {
+func (s *agentConn) deliver(t *testing.T, n int) {
 	t.Helper()
 	var out []byte
 	var e wire.BatchEncoder
@@ -247,7 +248,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	s.deliver(t, 3)
 	waitSessionsEnded(t, ts.core)
-	if pkts, _ := readDir(t, filepath.Join(ts.core.dir, "web1")); len(pkts) != 3 {
+	if pkts, _ := readDir(t, filepath.Join(ts.core.Dir(), "web1")); len(pkts) != 3 {
 		t.Fatalf("%d packets written, want 3", len(pkts))
 	}
 	if !strings.Contains(ts.log.String(), `tls="TLS 1.3"`) || !strings.Contains(ts.log.String(), "cert_cn=host-web1") {
@@ -288,7 +289,7 @@ func TestToken(t *testing.T) {
 	s.deliver(t, 2)
 
 	// Plain TCP: refused unless Insecure; with it, the token still counts.
-	cfg := Config{Dir: t.TempDir(), Token: token}
+	cfg := Config{Store: store.Config{Dir: t.TempDir()}, Token: token}
 	if _, err := NewCore(cfg); err == nil || !strings.Contains(err.Error(), "clear text") {
 		t.Fatalf("token over plain TCP without Insecure: %v", err)
 	}
@@ -303,7 +304,7 @@ func TestToken(t *testing.T) {
 	s.deliver(t, 1)
 
 	for _, bad := range []string{"short", strings.Repeat("x", wire.MaxTokenLen+1)} {
-		if _, err := NewCore(Config{Dir: t.TempDir(), Token: bad, Insecure: true}); err == nil {
+		if _, err := NewCore(Config{Store: store.Config{Dir: t.TempDir()}, Token: bad, Insecure: true}); err == nil {
 			t.Errorf("token of %d bytes accepted", len(bad))
 		}
 	}
@@ -354,7 +355,7 @@ func TestPeerTimeout(t *testing.T) {
 	ts := startServer(t, Config{Insecure: true, Heartbeat: 100 * time.Millisecond, PeerTimeout: 500 * time.Millisecond})
 	silent := dial(t, ts.addr, nil, "silent", "")
 	pinger := dial(t, ts.addr, nil, "pinger", "")
-	for _, s := range []*session{silent, pinger} {
+	for _, s := range []*agentConn{silent, pinger} {
 		if welcome, reason, err := s.reply(); !welcome {
 			t.Fatalf("reason %q, err %v", reason, err)
 		}

@@ -40,13 +40,14 @@ type AgentStats struct {
 }
 
 // AgentStats returns every agent name seen since start, sorted by name.
-// Safe for concurrent use; it takes each agent's lock briefly and reads
-// counters kept per batch or per commit, nothing per packet.
+// Safe for concurrent use; it takes each agent's store.Writer lock
+// briefly and reads counters kept per batch or per commit, nothing per
+// packet.
 func (c *Core) AgentStats() []AgentStats {
 	type entry struct {
 		ag     *agent
 		active bool
-		last   *Session
+		last   *session
 	}
 	c.mu.Lock()
 	ents := make([]entry, 0, len(c.agents))
@@ -59,33 +60,20 @@ func (c *Core) AgentStats() []AgentStats {
 		ag := e.ag
 		st := AgentStats{Name: ag.name, Connected: e.active,
 			Batches: ag.batches.Load(), Packets: ag.packets.Load(), Bytes: ag.bytes.Load(),
-			DiskBytes: ag.diskBytes.Load(), Duplicates: ag.duplicates.Load(), MissingBatches: ag.missing.Load(),
+			Duplicates: ag.duplicates.Load(), MissingBatches: ag.missing.Load(),
 			LastSeqReceived: ag.lastRecv.Load()}
 		if ns := ag.lastBatch.Load(); ns != 0 {
 			st.LastBatch = time.Unix(0, ns)
 		}
 		if s := e.last; s != nil {
 			st.Peer, st.Since, st.Host = s.peer, s.since, s.hello.Host
-			st.LastSeqAcked = s.inst.lastSeq.Load()
+			st.LastSeqAcked = s.inst.LastSeq()
 		}
 		if st.LastSeqReceived > st.LastSeqAcked {
 			st.Lag = st.LastSeqReceived - st.LastSeqAcked
 		}
-		ag.mu.Lock()
-		st.AgentDrops = ag.file.agentDrops
-		var latest int64
-		for i := range ag.file.ifaces {
-			fi := &ag.file.ifaces[i]
-			if fi.haveStats {
-				st.Captured += fi.stats.Captured
-				st.KernelDrops += fi.stats.KernelDrops
-				latest = max(latest, fi.statsTime)
-			}
-		}
-		ag.mu.Unlock()
-		if latest != 0 {
-			st.ReportTime = time.Unix(0, latest)
-		}
+		ws := ag.w.Stats()
+		st.DiskBytes, st.AgentDrops, st.Captured, st.KernelDrops, st.ReportTime = ws.DiskBytes, ws.AgentDrops, ws.Captured, ws.KernelDrops, ws.ReportTime
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b AgentStats) int { return strings.Compare(a.Name, b.Name) })
@@ -93,7 +81,7 @@ func (c *Core) AgentStats() []AgentStats {
 }
 
 // Dir returns the absolute output directory.
-func (c *Core) Dir() string { return c.dir }
+func (c *Core) Dir() string { return c.st.Dir() }
 
 // ReadMemory returns the state of the TCP connections' frame memory
 // (Config.ReadMemory): bytes reserved, connections waiting for memory.

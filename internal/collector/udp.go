@@ -16,14 +16,10 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// ErrUDPInsecure is returned by UDPServer.Serve when the Config does not
-// set Insecure: UDP has no encryption (no DTLS).
-var ErrUDPInsecure = errors.New("collector: UDP is plaintext (no DTLS): set Insecure (--insecure) to accept it")
-
 // UDP transport timings.
 const (
 	// udpCommitDelay bounds how long a written batch waits for the next
-	// Commit (its write(2) to the file) while more datagrams arrive.
+	// commit (its write(2) to the file) while more datagrams arrive.
 	udpCommitDelay = time.Millisecond
 	// udpSweep is how often sessions are checked for the peer timeout.
 	udpSweep = 250 * time.Millisecond
@@ -97,8 +93,9 @@ type UDPServer struct {
 	Counters UDPCounters
 
 	// mu guards peers, agents and every peer's state. It is taken
-	// after agent.handover (a takeover kicks a session from Begin) and
-	// before Core.mu and agent.mu; Serve releases it around Begin.
+	// after agent.handover (a takeover kicks a session from begin) and
+	// before Core.mu and the store's locks; Serve releases it around
+	// begin.
 	mu     sync.Mutex
 	peers  map[netip.AddrPort]*udpPeer
 	agents map[string]*UDPAgentCounts // sessions that ended, by agent name
@@ -123,12 +120,12 @@ type udpPeer struct {
 	src       netip.AddrPort
 	name      string
 	instance  [16]byte
-	sess      *Session
+	sess      *session
 	win       seqWindow
 	malformed uint64
 	last      time.Time // of the last datagram
 	dirty     bool      // in UDPServer.dirty
-	kicked    bool      // taken over before Begin returned
+	kicked    bool      // taken over before begin returned
 	ended     bool
 	warned    uint64    // lost datagrams when the last warning was logged
 	warnedAt  time.Time // of the last warning
@@ -225,7 +222,7 @@ func (u *UDPServer) loop(ctx context.Context) error {
 // datagram handles one datagram from src and reports whether it wrote
 // something to commit.
 func (u *UDPServer) datagram(d []byte, src netip.AddrPort, now time.Time) (wrote bool) {
-	lim := u.core.Limits()
+	lim := u.core.limits()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	p := u.peers[src]
@@ -284,7 +281,7 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		u.expire(p)
 		return u.write(p, &b)
 	case wire.TypePiece:
-		maxTotal := min(u.core.Limits().MaxPieceTotal(), uint32(min(u.core.cfg.UDPReassemblyBytes, math.MaxUint32)))
+		maxTotal := min(u.core.limits().MaxPieceTotal(), uint32(min(u.core.cfg.UDPReassemblyBytes, math.MaxUint32)))
 		pc, err := wire.ParsePiece(payload, maxTotal)
 		if err != nil {
 			return false, err
@@ -297,7 +294,7 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		}
 		return false, p.sess.addIface(idx, ifc)
 	case wire.TypeStats:
-		return false, p.sess.Stats(payload)
+		return false, p.sess.recordStats(payload)
 	case wire.TypePing:
 		return false, wire.ParsePing(payload)
 	case wire.TypeBye:
@@ -334,7 +331,7 @@ func (u *UDPServer) write(p *udpPeer, b *wire.Batch) (wrote bool, err error) {
 // returns the session the rest of the datagram belongs to (nil: drop
 // it). A repeated hello declares interfaces added since; a hello of
 // another instance or name ends p and begins a new session. u.mu is
-// held, and released around Core.Begin.
+// held, and released around Core.begin.
 func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size int, now time.Time) *udpPeer {
 	hl, err := wire.ParseHello(payload)
 	if err != nil {
@@ -367,7 +364,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 	}
 	np := &udpPeer{src: src, name: hl.Name, instance: hl.Instance, last: now}
 	u.mu.Unlock()
-	sess, welcome, err := u.core.BeginFrom(&hl, Peer{Addr: src.String(), Transport: "udp"}, func() { u.kick(np) })
+	sess, welcome, err := u.core.begin(&hl, Peer{Addr: src.String(), Transport: "udp"}, func() { u.kick(np) })
 	u.mu.Lock()
 	switch {
 	case errors.Is(err, ErrBusy):
@@ -412,7 +409,7 @@ func (u *UDPServer) kick(np *udpPeer) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if np.sess == nil {
-		np.kicked = true // Begin has not returned to hello yet: it ends it
+		np.kicked = true // begin has not returned to hello yet: it ends it
 		return
 	}
 	u.endPeer(np, false, "replaced by a newer connection")
@@ -431,7 +428,7 @@ func (u *UDPServer) endPeer(p *udpPeer, clean bool, why string) {
 	if p.sess == nil {
 		return
 	}
-	if _, err := p.sess.Commit(); err != nil {
+	if _, err := p.sess.commit(); err != nil {
 		u.log.Error("storage error at session end", "agent", p.name, "err", err)
 	}
 	u.dropAll(p)
@@ -443,7 +440,7 @@ func (u *UDPServer) endPeer(p *udpPeer, clean bool, why string) {
 		u.agents[p.name] = ac
 	}
 	ac.Add(c)
-	p.sess.End(clean)
+	p.sess.end(clean)
 	u.log.Info("agent session ended", "agent", p.name, "remote", p.src.String(), "why", why,
 		"datagrams", c.Received, "lost", c.Lost, "reordered", c.Reordered, "duplicates", c.Duplicates, "late", c.Late, "malformed", c.Malformed,
 		"pieces", c.Pieces, "reassembled", c.Reassembled, "incomplete", c.Incomplete)
@@ -468,7 +465,7 @@ func (u *UDPServer) commit() {
 		if p.ended {
 			continue
 		}
-		if _, err := p.sess.Commit(); err != nil {
+		if _, err := p.sess.commit(); err != nil {
 			u.log.Error("storage error: batches since the last commit are lost", "agent", p.name, "err", err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -31,8 +32,8 @@ type testUDP struct {
 // temporary directory) and stops it in t.Cleanup.
 func startUDP(t *testing.T, cfg Config) *testUDP {
 	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = filepath.Join(t.TempDir(), "out")
+	if cfg.Store.Dir == "" {
+		cfg.Store.Dir = filepath.Join(t.TempDir(), "out")
 	}
 	cfg.Insecure = true
 	lb := &testutil.Buffer{}
@@ -132,7 +133,7 @@ func TestUDPServer(t *testing.T) {
 		t.Errorf("%d sessions, want 1", n)
 	}
 	// The goodbye closed the file at once: 5 batches of 10 packets in it.
-	pkts, files := readDir(t, filepath.Join(tu.core.dir, "u1"))
+	pkts, files := readDir(t, filepath.Join(tu.core.Dir(), "u1"))
 	if files != 1 || len(pkts) != 50 {
 		t.Fatalf("%d files, %d packets; want 1 file with 50", files, len(pkts))
 	}
@@ -177,7 +178,7 @@ func TestUDPAgentRestart(t *testing.T) {
 			if want := (UDPAgentCounts{SeqCounts: SeqCounts{Received: 4, Lost: 1}}); got != want {
 				t.Errorf("agent counts %+v, want %+v", got, want)
 			}
-			if pkts, _ := readDir(t, filepath.Join(tu.core.dir, "r1")); len(pkts) != 40 {
+			if pkts, _ := readDir(t, filepath.Join(tu.core.Dir(), "r1")); len(pkts) != 40 {
 				t.Errorf("%d packets written, want 40", len(pkts))
 			}
 		})
@@ -233,7 +234,7 @@ func TestUDPRejects(t *testing.T) {
 		t.Errorf("unknown %d, rejected %d; want 1 and 1", u, r)
 	}
 	tu.stop()
-	if ents, _ := filepath.Glob(filepath.Join(tu.core.dir, "[^.]*")); len(ents) != 0 { // not the collector's own dot files
+	if ents, _ := filepath.Glob(filepath.Join(tu.core.Dir(), "[^.]*")); len(ents) != 0 { // not the collector's own dot files
 		t.Errorf("a rejected agent left %v", ents)
 	}
 }
@@ -351,7 +352,7 @@ func FuzzUDPDatagram(f *testing.F) {
 	f.Add(wire.AppendPiece(nil, 40, 0, 9, bigBatch(40, 9000, 'd')), true) // another batch
 	good := netip.MustParseAddrPort("127.0.0.1:1000")
 	f.Fuzz(func(t *testing.T, d []byte, fromGood bool) {
-		core := newCore(t, Config{Insecure: true, Fsync: FsyncNever, UDPReassemblyBytes: 64 << 10}) // no syncs: thousands of inputs
+		core := newCore(t, Config{Insecure: true, Store: store.Config{Fsync: store.FsyncNever}, UDPReassemblyBytes: 64 << 10}) // no syncs: thousands of inputs
 		defer core.Close()
 		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
@@ -429,7 +430,7 @@ func TestUDPRefusesUnchecked(t *testing.T) {
 	if m := tu.srv.Counters.Malformed.Load(); m != 1 {
 		t.Errorf("malformed %d, want 1 (the unchecked batch)", m)
 	}
-	pkts, _ := readDir(t, filepath.Join(tu.core.dir, "u1"))
+	pkts, _ := readDir(t, filepath.Join(tu.core.Dir(), "u1"))
 	if len(pkts) != 10 {
 		t.Fatalf("%d packets written, want the 10 of the checked batch", len(pkts))
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -63,6 +64,7 @@ type coreCollector struct {
 // coreSnap is what one scrape reads of the whole collector.
 type coreSnap struct {
 	c                             *collector.Counters
+	st                            *store.Counters
 	mem                           wire.MemoryStats
 	connected                     int
 	udpDgrams, udpUnknown, udpBad uint64
@@ -85,13 +87,13 @@ var coreFields = []field[coreSnap]{
 	counter("pcapsync_collector_peer_timeouts_total", "Sessions ended because the agent sent nothing for --peer-timeout.",
 		func(s *coreSnap) float64 { return u(s.c.PeerTimeouts.Load()) }),
 	counter("pcapsync_collector_file_errors_total", "Failed file operations (writes, syncs, closes, state saves).",
-		func(s *coreSnap) float64 { return u(s.c.FileErrors.Load()) }),
+		func(s *coreSnap) float64 { return u(s.st.FileErrors.Load()) }),
 	counter("pcapsync_collector_files_closed_total", "Data files closed complete (rotation, goodbye, idle close, shutdown).",
-		func(s *coreSnap) float64 { return u(s.c.FilesClosed.Load()) }),
+		func(s *coreSnap) float64 { return u(s.st.FilesClosed.Load()) }),
 	counter("pcapsync_collector_files_rotated_total", "Data files closed because they reached --rotate-size or --rotate-interval.",
-		func(s *coreSnap) float64 { return u(s.c.FilesRotated.Load()) }),
+		func(s *coreSnap) float64 { return u(s.st.FilesRotated.Load()) }),
 	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
-		func(s *coreSnap) float64 { return u(s.c.Truncated.Load()) }),
+		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
 	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
 	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",
@@ -186,7 +188,7 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := &c.core.Counters
 	agents := agentSnaps(c.core, c.udp)
-	s := coreSnap{c: cnt, mem: c.core.ReadMemory()}
+	s := coreSnap{c: cnt, st: &c.core.Store().Counters, mem: c.core.ReadMemory()}
 	if c.udp != nil {
 		uc := &c.udp.Counters
 		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()

@@ -24,6 +24,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -48,8 +49,8 @@ func runPipeline(t *testing.T, packets int) *pipeline {
 		t.Fatal(err)
 	}
 	p := &pipeline{coll: NewCollector(0), agent: NewAgent(), packets: packets}
-	core, err := collector.NewCore(collector.Config{Dir: filepath.Join(dir, "out"), Insecure: true, Logger: quiet,
-		Fsync: collector.FsyncPerBatch, BatchWriteLatency: p.coll.BatchWrite, SyncLatency: p.coll.Sync})
+	core, err := collector.NewCore(collector.Config{Insecure: true, Logger: quiet, BatchWriteLatency: p.coll.BatchWrite,
+		Store: store.Config{Dir: filepath.Join(dir, "out"), Fsync: store.FsyncPerBatch, SyncLatency: p.coll.Sync}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,20 +278,39 @@ func TestDashboard(t *testing.T) {
 // TestMaxAgents: past the cap, agents are summed under OtherAgents.
 func TestMaxAgents(t *testing.T) {
 	m := NewCollector(2)
-	core, err := collector.NewCore(collector.Config{Dir: t.TempDir(), Insecure: true, Logger: quiet})
+	core, err := collector.NewCore(collector.Config{Store: store.Config{Dir: t.TempDir()}, Insecure: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer core.Close()
 	m.Watch(core, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- collector.NewServer(core).Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		<-served
+		core.Close()
+	}()
 	for i, name := range []string{"c", "a", "d", "b"} {
+		// A connected agent: a hello, answered by a welcome.
 		h := wire.Hello{Name: name, Instance: [16]byte{byte(i + 1)},
 			Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 65535}}}
-		s, _, err := core.Begin(&h, func() {})
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.End(true)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Write(wire.AppendHello(nil, &h)); err != nil {
+			t.Fatal(err)
+		}
+		if fh, _, err := wire.NewFrameReader(conn, wire.Limits{}).Next(); err != nil || fh.Type != wire.TypeWelcome {
+			t.Fatalf("agent %s: %s, %v; want a welcome", name, fh.Type, err)
+		}
 	}
 	fams := metricstest.Gather(t, m.Registry)
 	var labels []string

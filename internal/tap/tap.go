@@ -18,6 +18,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -485,7 +486,7 @@ func (s *stream) packet(agent, host string, ifc wire.Interface, ts int64, origLe
 	idx, seen := s.idbs[key]
 	if !seen {
 		var err error
-		if idx, err = s.w.AddInterface(collector.InterfaceBlock(agent, host, ifc)); err != nil {
+		if idx, err = s.w.AddInterface(store.InterfaceBlock(agent, host, ifc)); err != nil {
 			return err
 		}
 		s.idbs[key] = idx

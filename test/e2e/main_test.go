@@ -27,7 +27,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // testTimeout bounds every test; a process still running then is killed.
@@ -400,8 +400,8 @@ func dirEntries(t *testing.T, dir string) []string {
 }
 
 // agentDirs returns the agent directories in a collector's output
-// directory, sorted. The collector's own state file (collector.StateFile)
-// and disk reserve (collector.ReserveFile) are allowed beside them; anything else that is not a directory is a
+// directory, sorted. The collector's own state file (store.StateFile)
+// and disk reserve (store.ReserveFile) are allowed beside them; anything else that is not a directory is a
 // test error.
 func agentDirs(t *testing.T, dir string) []string {
 	t.Helper()
@@ -411,7 +411,7 @@ func agentDirs(t *testing.T, dir string) []string {
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", dir, err)
-		case (name == collector.StateFile || name == collector.ReserveFile) && fi.Mode().IsRegular():
+		case (name == store.StateFile || name == store.ReserveFile) && fi.Mode().IsRegular():
 		case !fi.IsDir():
 			t.Errorf("%s: unexpected %v %q in the collector's directory", dir, fi.Mode().Type(), name)
 		default:

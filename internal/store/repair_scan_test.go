@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"bufio"
@@ -50,7 +50,7 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 	if err := af.writable(time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	inst := &instance{id: partInstance, name: "ag"}
+	inst := &Instance{id: partInstance, name: "ag"}
 	buf := make([]byte, 1<<20)
 	var i uint64
 	write := func(seq uint64, n int, mark bool) {

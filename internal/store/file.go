@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"bufio"
@@ -22,15 +22,6 @@ import (
 // renamed to drop the suffix once it is closed and complete, so a
 // consumer that globs "*.pcapng" sees only finished files.
 const PartSuffix = ".part"
-
-// Fsync policies (Config.Fsync): a positive duration syncs open files
-// that often in the background; FsyncPerBatch syncs before every
-// acknowledgement; FsyncNever leaves it to the OS (files are still
-// synced when closed).
-const (
-	FsyncPerBatch time.Duration = -1
-	FsyncNever    time.Duration = -2
-)
 
 // Batch marks: the last packet of every batch carries a pcapng custom
 // option that rewriters must not copy (code 19373), Private Enterprise
@@ -60,13 +51,13 @@ type fileIface struct {
 }
 
 type markRef struct {
-	inst *instance
+	inst *Instance
 	seq  uint64
 }
 
 // agentFile is the pcapng output of one agent: the open file, if any,
 // and the interfaces every new file starts with. File interface i is
-// ifaces[i] in every file. Not safe for concurrent use; agent.mu guards it.
+// ifaces[i] in every file. Not safe for concurrent use; Writer.mu guards it.
 type agentFile struct {
 	dir        string // Dir/<name>
 	name, host string
@@ -249,7 +240,7 @@ func (af *agentFile) fit(ifIndex int, r *wire.Record) {
 
 // writeLast writes the last packet of batch seq of inst with the mark
 // that says the batch is complete in this file.
-func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *instance, seq uint64) error {
+func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq uint64) error {
 	b := af.markBuf[:0]
 	b = append(b, markMagic[:]...)
 	b = append(b, inst.id[:]...)
@@ -332,7 +323,7 @@ func (af *agentFile) sync(now time.Time) error {
 
 // syncDue returns the open file if it has unsynced data and is due for
 // a sync under an interval policy, else nil. The caller syncs it
-// without holding agent.mu (a sync of hundreds of MB must not stall
+// without holding Writer.mu (a sync of hundreds of MB must not stall
 // the writes) and reports back with synced.
 func (af *agentFile) syncDue(now time.Time) *os.File {
 	if af.f == nil || !af.dirty || af.fsync <= 0 || now.Sub(af.lastSync) < af.fsync {
@@ -453,6 +444,7 @@ func (af *agentFile) abandon() error {
 	if af.f == nil {
 		return nil
 	}
+	af.marked = af.marked[:0] // the cut ones must not be raised by a Commit
 	af.bw.Reset(io.Discard)
 	if af.mw != nil {
 		af.mw.reset(io.Discard) // drop what the compressor holds

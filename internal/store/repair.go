@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"bufio"
@@ -37,19 +37,19 @@ type repairJob struct {
 // startRepairs finds every agent directory holding files a previous run
 // left unfinished and repairs them in one background goroutine, one
 // directory after the other (repair reads and decompresses: one core's
-// work). Until an agent's directory is done, Begin refuses the agent
-// with ErrBusy, so that its Welcome never misses the marks its files
-// hold; every other agent is served meanwhile. c.repairDone is closed
-// when the goroutine ends; Close lets it finish for up to
-// ShutdownTimeout, then cancels it.
-func (c *Core) startRepairs() error {
+// work). Until an agent's directory is done, Writer refuses the agent
+// with ErrBusy, so that its marks are known before anything is written
+// for it (a collector's Welcome never misses them); every other agent
+// is served meanwhile. c.repairDone is closed when the goroutine ends;
+// Close lets it finish until its context ends, then cancels it.
+func (c *Store) startRepairs() error {
 	c.repairDone = make(chan struct{})
 	c.repairing = map[string]bool{}
 	var jobs []repairJob
 	ents, err := os.ReadDir(c.dir)
 	if err != nil {
 		close(c.repairDone)
-		return fmt.Errorf("collector: reading %s: %w", c.dir, err)
+		return fmt.Errorf("store: reading %s: %w", c.dir, err)
 	}
 	for _, e := range ents {
 		if !e.IsDir() || wire.ValidateName(e.Name()) != nil {
@@ -98,7 +98,7 @@ func (c *Core) startRepairs() error {
 // repair, which is idempotent). A file it cannot finish keeps its
 // suffix, for the next start; the batches it was found to hold count
 // all the same.
-func (c *Core) repairAgent(ctx context.Context, j repairJob) {
+func (c *Store) repairAgent(ctx context.Context, j repairJob) {
 	if testRepairStart != nil {
 		testRepairStart(j.name)
 	}
@@ -120,7 +120,7 @@ func (c *Core) repairAgent(ctx context.Context, j repairJob) {
 	for _, p := range j.parts {
 		res, err := repairPart(ctx, p)
 		for id, seq := range res.marks {
-			c.instance(id, j.name).raise(seq)
+			c.Instance(id, j.name).raise(seq)
 			marked = true
 		}
 		switch {

@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"encoding/hex"
@@ -55,7 +55,7 @@ type stateDoc struct {
 
 // loadState reads the state file. A missing file is an empty state; a
 // damaged one is moved aside (never a crash loop) and reported.
-func (c *Core) loadState() error {
+func (c *Store) loadState() error {
 	path := filepath.Join(c.dir, StateFile)
 	// A crash during saveState (or keepReserve) leaves its temporary
 	// file behind.
@@ -70,7 +70,7 @@ func (c *Core) loadState() error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("collector: reading %s: %w", path, err)
+		return fmt.Errorf("store: reading %s: %w", path, err)
 	}
 	var doc stateDoc
 	err = json.Unmarshal(b, &doc)
@@ -86,7 +86,7 @@ func (c *Core) loadState() error {
 			err = fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
 		}
 		if err == nil {
-			in := &instance{id: id, name: e.Name, seen: e.Seen}
+			in := &Instance{id: id, name: e.Name, seen: e.Seen}
 			in.lastSeq.Store(e.LastSeq)
 			c.instances[id] = in
 			c.saved[id] = savedMark{e.LastSeq, e.Seen}
@@ -116,7 +116,7 @@ type stateSaver struct {
 // saveState returns once the state file holds every high-water mark as
 // of the call: it joins a save that starts after the call, or runs one.
 // It may be called with an agent's mu held (it takes only leaf locks).
-func (c *Core) saveState() error {
+func (c *Store) saveState() error {
 	s := &c.saver
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,7 +145,7 @@ func (c *Core) saveState() error {
 // rename) with every instance that has batches in files (a mark above
 // 0), forgetting those not seen for stateTTL. It writes nothing when
 // the file already holds the same marks (see seenRefresh).
-func (c *Core) writeState() error {
+func (c *Store) writeState() error {
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
 	now := time.Now()
@@ -202,22 +202,22 @@ const minFree = minReserve + 1<<20
 // full (see minFree). The error names dir and the reason.
 func checkRoot(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("collector: output directory %s cannot be created: %w", dir, err)
+		return fmt.Errorf("store: output directory %s cannot be created: %w", dir, err)
 	}
 	probe, err := os.CreateTemp(dir, probePrefix+"*")
 	if err != nil {
-		return fmt.Errorf("collector: output directory %s is not writable: %w", dir, err)
+		return fmt.Errorf("store: output directory %s is not writable: %w", dir, err)
 	}
 	err = errors.Join(probe.Close(), os.Remove(probe.Name()))
 	if err != nil {
-		return fmt.Errorf("collector: output directory %s is not writable: %w", dir, err)
+		return fmt.Errorf("store: output directory %s is not writable: %w", dir, err)
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("collector: output directory %s: checking free space: %w", dir, err)
+		return fmt.Errorf("store: output directory %s: checking free space: %w", dir, err)
 	}
 	if free := int64(st.Bavail) * int64(st.Bsize); free < minFree {
-		return fmt.Errorf("collector: output directory %s: disk full: %d bytes free, at least %d needed to start", dir, free, int64(minFree))
+		return fmt.Errorf("store: output directory %s: disk full: %d bytes free, at least %d needed to start", dir, free, int64(minFree))
 	}
 	return nil
 }

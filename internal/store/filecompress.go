@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// FileCompress is the compression of the files the collector writes
-// (--file-compress). The zero value writes plain pcapng.
+// FileCompress is the compression of the files a Store writes
+// (Config.FileCompress, the collector's --file-compress). The zero value writes plain pcapng.
 //
 // What was acknowledged is always a complete stream on disk, which
 // Wireshark, tshark and capinfos read as it is:
@@ -20,9 +20,9 @@ import (
 //     a sequence of members, which gzip readers read as one stream. A
 //     crash can leave a torn member after the last complete one; the
 //     next start cuts it away (repairPart). Each member starts without
-//     history, so many small commits compress worse. A connection
-//     commits at least every commitBytes of decompressed records, so a
-//     member holds about that much.
+//     history, so many small commits compress worse. The collector
+//     commits a connection at least every 8 MiB of decompressed
+//     records, so a member holds about that much.
 //   - zstd: one zstd frame per file, flushed at every commit, without
 //     the optional content checksum. (Wireshark 4.0 misreads files of
 //     several zstd frames, so frames are not ended per commit.) A crash
@@ -83,7 +83,7 @@ func (fc FileCompress) Ext() string { return [...]string{"", ".gz", ".zst"}[fc.C
 func (fc FileCompress) validate() error {
 	if fc.Codec > FileZstd || fc.Level < 0 || fc.Codec == FileGzip && fc.Level > 9 ||
 		fc.Codec == FileZstd && fc.Level > 22 || fc.Codec == FileNone && fc.Level != 0 {
-		return fmt.Errorf("collector: file compression %+v: want none, gzip[:1-9] or zstd[:1-22]", fc)
+		return fmt.Errorf("store: file compression %+v: want none, gzip[:1-9] or zstd[:1-22]", fc)
 	}
 	return nil
 }

@@ -1,16 +1,11 @@
-package collector
+package store
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
-	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // crashAfter writes batches 1..n of 10 packets and commits them, then
-// "crashes": the Core is dropped without End or Close, leaving the file
+// "crashes": the Store is dropped without End or Close, leaving the file
 // as a .part. It returns the .part path.
 func crashAfter(t *testing.T, dir string, n int, fc FileCompress) string {
 	t.Helper()
@@ -51,7 +43,7 @@ func crashAfter(t *testing.T, dir string, n int, fc FileCompress) string {
 	// Batches written but never committed: their bytes reach the file
 	// (the compressor emits what fills its buffers), acknowledged they
 	// are not. Random data, so a compressor emits a lot of it.
-	af := &c.agents["crash"].file
+	af := &c.writers["crash"].file
 	for i := range 3 {
 		if _, err := s.Batch(0, randomBatch(uint64(n+1+i), 200)); err != nil {
 			t.Fatal(err)
@@ -141,7 +133,7 @@ func TestRepairUnacknowledged(t *testing.T) {
 		c := newCore(t, Config{Dir: dir})
 		s, _, _ := c.Begin(hello("nomark", 1), func() {})
 		s.Batch(0, batchPayload(1, 0, 10)) // written, never committed
-		af := &c.agents["nomark"].file
+		af := &c.writers["nomark"].file
 		af.bw.Flush()
 		if cutMark {
 			af.f.Truncate(af.w.Written() - (4 + 4 + markSize + 4 + 4)) // mark option, end of options, trailer: a torn last block
@@ -214,7 +206,7 @@ func TestDiskFull(t *testing.T) {
 func testDiskFull(t *testing.T, fc FileCompress) {
 	dir := mountTmpfs(t, 8<<20)
 	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch, FileCompress: fc})
-	// Started with room (NewCore refuses a full disk): now fill it up.
+	// Started with room (Open refuses a full disk): now fill it up.
 	filler := filepath.Join(dir, "filler")
 	fill(t, filler, 32<<10)
 	s, _, err := c.Begin(hello("full", 3), func() {})
@@ -228,8 +220,8 @@ func testDiskFull(t *testing.T, fc FileCompress) {
 			acked, failed = s.Commit()
 		}
 	}
-	if !errors.Is(failed, ErrStorage) || !errors.Is(failed, syscall.ENOSPC) {
-		t.Fatalf("err = %v, want ErrStorage wrapping ENOSPC", failed)
+	if !errors.Is(failed, syscall.ENOSPC) {
+		t.Fatalf("err = %v, want ENOSPC", failed)
 	}
 	if got, _ := s.Commit(); got != acked {
 		t.Fatalf("after the failure Commit acknowledges %d, acknowledged before: %d", got, acked)
@@ -296,121 +288,6 @@ func fill(t *testing.T, path string, free int64) {
 	}
 }
 
-// zeroBatchFrame is a whole batch frame of n 1500-byte frames of zeros
-// (but for their number), its records compressed with zstd.
-func zeroBatchFrame(t *testing.T, seq uint64, first, n int) []byte {
-	t.Helper()
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	buf := make([]byte, 1500)
-	for i := range n {
-		e.Append(int64(1_700_000_000_000_000_000+(first+i)*1000), 0, 1500, zeroPacket(buf, uint64(first+i)))
-	}
-	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	frame, codec := enc.Compress(wire.CompressedFrame(nil), e.Records())
-	if codec != wire.CodecZstd {
-		t.Fatal("zeros did not compress")
-	}
-	return e.FinishCompressed(frame, seq, codec)
-}
-
-// gzipMemberSizes returns the decompressed size of each member of a
-// gzip file.
-func gzipMemberSizes(t *testing.T, path string) []int64 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var sizes []int64
-	var zr gzip.Reader
-	for zr.Reset(br) == nil {
-		zr.Multistream(false)
-		n, err := io.Copy(io.Discard, &zr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes
-}
-
-// TestWireZstdGzipFileRepair: an agent sending zstd-compressed batches
-// of compressible packets, as fast as the collector reads, to a
-// collector writing gzip files: each gzip member holds about the commit
-// threshold of decompressed records (not of wire bytes), and the file,
-// marked unfinished and repaired, keeps every packet.
-func TestWireZstdGzipFileRepair(t *testing.T) {
-	const batches, per = 70, 1000 // 105 MB decompressed, a few hundred KB on the wire
-	dir := t.TempDir()
-	cfg := Config{Dir: dir, Insecure: true, FileCompress: FileCompress{Codec: FileGzip, Level: 1}}
-	c := newCore(t, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- NewServer(c).Serve(ctx, ln) }()
-	s := dial(t, ln.Addr().String(), nil, "zz", "")
-	if ok, reason, err := s.reply(); !ok {
-		t.Fatalf("no welcome: %q, %v", reason, err)
-	}
-	var out []byte
-	for b := range batches {
-		out = append(out, zeroBatchFrame(t, uint64(b+1), b*per, per)...)
-	}
-	t.Logf("%d batches: %d bytes on the wire", batches, len(out))
-	s.conn.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := s.conn.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	for acked := uint64(0); acked < batches; {
-		h, p, err := s.fr.Next()
-		if err != nil || h.Type != wire.TypeAck {
-			t.Fatalf("waiting for acks: %s, %v", h.Type, err)
-		}
-		acked, _ = wire.ParseAck(p)
-	}
-	s.conn.(*net.TCPConn).CloseWrite()
-	s.fr.Next()
-	waitSessionsEnded(t, c)
-	cancel()
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-
-	files, _ := filepath.Glob(filepath.Join(dir, "zz", "*.pcapng.gz"))
-	if len(files) != 1 {
-		t.Fatalf("%d files, want 1", len(files))
-	}
-	sizes := gzipMemberSizes(t, files[0])
-	most := int64(commitBytes + 2*per*(1500+64))
-	for i, n := range sizes {
-		if n > most {
-			t.Fatalf("member %d of %d holds %d bytes decompressed, want at most %d", i, len(sizes), n, most)
-		}
-	}
-	// The process stops before the file loses its suffix.
-	part := files[0] + PartSuffix
-	if err := os.Rename(files[0], part); err != nil {
-		t.Fatal(err)
-	}
-	c2 := newCore(t, cfg)
-	if _, w, err := c2.Begin(hello("zz", 'z'), func() {}); err != nil || w.LastSeq != batches {
-		t.Fatalf("after repair LastSeq %d (%v), want %d", w.LastSeq, err, batches)
-	}
-	if got := len(countPackets(t, files[0])); got != batches*per {
-		t.Fatalf("%d packets after repair, want %d (%d members)", got, batches*per, len(sizes))
-	}
-}
-
 // TestRepairLargeDBusPacket: a D-Bus batch (link type 231) ending in a
 // 300 000-byte packet, committed, survives a crash and repair.
 func TestRepairLargeDBusPacket(t *testing.T) {
@@ -434,7 +311,7 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 			if seq, err := s.Commit(); seq != 1 || err != nil {
 				t.Fatalf("Commit = %d, %v", seq, err)
 			}
-			c.agents["dbus"].file.f.Close() // the process is gone
+			c.writers["dbus"].file.f.Close() // the process is gone
 			parts, _ := filepath.Glob(filepath.Join(dir, "dbus", "*"+PartSuffix))
 
 			c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
@@ -474,7 +351,7 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 	for b := range 3 { // written, never acknowledged, the last one torn
 		s.Batch(0, randomBatch(uint64(batches+1+b), 200))
 	}
-	af := &c.agents["full"].file
+	af := &c.writers["full"].file
 	af.bw.Flush()
 	af.f.Close() // the process is gone
 	fill(t, filepath.Join(dir, "filler"), 2<<20)
@@ -525,7 +402,7 @@ func TestRepairFailureKeepsMarks(t *testing.T) {
 			}
 			s.Commit()
 			s.End(true)
-			if m := c.Counters.MissingBatches.Load(); m != 0 {
+			if m := c.missing; m != 0 {
 				t.Fatalf("%d batches reported missing", m)
 			}
 			c.Close()
@@ -558,7 +435,7 @@ func TestRepairInBackground(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testRepairStart = nil })
-	c, err := NewCore(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := openCore(Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +480,7 @@ func TestCloseDuringRepair(t *testing.T) {
 	release := make(chan struct{})
 	testRepairStart = func(string) { <-release }
 	t.Cleanup(func() { testRepairStart = nil })
-	c, err := NewCore(Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := openCore(Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}})
 	if err != nil {
 		t.Fatal(err)
 	}

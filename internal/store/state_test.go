@@ -1,4 +1,4 @@
-package collector
+package store
 
 import (
 	"encoding/json"
@@ -92,10 +92,10 @@ func TestStateKeepsOnlyMarks(t *testing.T) {
 	}
 }
 
-// TestNewCoreRefusesRoot: an output root that cannot be created or
+// TestOpenRefusesRoot: an output root that cannot be created or
 // written, or a full disk, is refused at start with an error naming the
 // directory and the reason.
-func TestNewCoreRefusesRoot(t *testing.T) {
+func TestOpenRefusesRoot(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
 	tests := []struct {
@@ -121,15 +121,40 @@ func TestNewCoreRefusesRoot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := tt.dir(t)
-			c, err := NewCore(Config{Dir: dir})
+			c, err := openCore(Config{Dir: dir})
 			if err == nil {
 				c.Close()
-				t.Fatal("NewCore accepted it")
+				t.Fatal("Open accepted it")
 			}
 			if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, tt.reason) {
 				t.Fatalf("error %q, want it to name %s and say %q", msg, dir, tt.reason)
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestStateReserve: the store makes its disk reserve at start and
+// keeps it through state saves. Spending it on a full disk is
+// TestDiskFullE2E's part (test/e2e: a real full tmpfs).
+func TestStateReserve(t *testing.T) {
+	c := newCore(t, Config{})
+	reserve := filepath.Join(c.Dir(), ReserveFile)
+	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
+		t.Fatalf("no reserve of %d bytes after start: %v", minReserve, err)
+	}
+	s, _, err := c.Begin(hello("r1", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(0, batchPayload(1, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s.End(true)
+	if st, err := os.Stat(reserve); err != nil || st.Size() < minReserve {
+		t.Fatalf("reserve after a save: %v", err)
 	}
 }

@@ -1,0 +1,30 @@
+package collector
+
+import "errors"
+
+// Errors callers test with errors.Is.
+var (
+	// ErrRejected wraps every reason a Hello is refused; the text after
+	// it is what the agent is told (a Reject frame), and final for it.
+	ErrRejected = errors.New("handshake rejected")
+
+	// ErrBusy: a session cannot start yet (the previous connection of
+	// its agent name is still ending, or the agent's files are still
+	// being repaired after a restart: store.ErrBusy). Transports close
+	// without a Reject, which an agent would take as final, so that it
+	// retries with its backoff.
+	ErrBusy = errors.New("busy")
+
+	// ErrStorage wraps a failed file operation (an error of the
+	// store.Writer): nothing since the last acknowledgement is
+	// acknowledged, and the file is left readable.
+	ErrStorage = errors.New("storage error")
+
+	// ErrInsecure is returned by Server.Serve when the Config has
+	// neither TLS nor Insecure.
+	ErrInsecure = errors.New("collector: no TLS configured and plain TCP not allowed (set Insecure)")
+
+	// ErrUDPInsecure is returned by UDPServer.Serve when the Config does
+	// not set Insecure: UDP has no encryption (no DTLS).
+	ErrUDPInsecure = errors.New("collector: UDP is plaintext (no DTLS): set Insecure (--insecure) to accept it")
+)

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/observe"
+)
+
+// Config configures a Store. The zero value of every field but Dir
+// means its default.
+type Config struct {
+	// Dir is the output root; each agent's files go below Dir/<name>/.
+	Dir string
+	// RotateSize closes a file once it holds at least this many bytes
+	// (checked between batches, so a file may exceed it by one batch).
+	// 0 means DefaultRotateSize; negative disables size rotation.
+	RotateSize int64
+	// RotateInterval rotates files at wall-clock multiples of the
+	// interval in UTC (1h turns over at the top of every hour).
+	// 0 means DefaultRotateInterval; negative disables time rotation.
+	RotateInterval time.Duration
+	// IdleClose closes an agent's file this long after Writer.Linger
+	// (its connection was lost without a clean goodbye), so that a quick
+	// reconnect continues the same file. 0 means DefaultIdleClose.
+	IdleClose time.Duration
+	// Fsync is the sync policy: a positive interval syncs open files that
+	// often in the background (a Commit then means written to the OS,
+	// which survives a crash of the process; an OS crash can lose up to
+	// the interval); FsyncPerBatch syncs in every Commit; FsyncNever
+	// leaves it to the OS. Closed files are always synced except under
+	// FsyncNever. 0 means DefaultFsync.
+	Fsync time.Duration
+	// FileCompress compresses the files written (see FileCompress);
+	// the zero value writes plain pcapng.
+	FileCompress FileCompress
+	// Logger receives events (never one line per packet). nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// SyncLatency, if set, observes the seconds of every fsync of a data
+	// file. It is called once per sync: Observe must be quick and safe
+	// for concurrent use (a prometheus.Histogram fits).
+	SyncLatency observe.Observer
+}
+
+// Defaults of the Config fields, and the smallest values accepted.
+const (
+	DefaultRotateSize     = 1 << 30
+	DefaultRotateInterval = time.Hour
+	DefaultIdleClose      = time.Minute
+	DefaultFsync          = time.Second
+
+	MinRotateSize     = 4096
+	MinRotateInterval = time.Second
+)
+
+// Fsync policies (Config.Fsync): a positive duration syncs open files
+// that often in the background; FsyncPerBatch syncs before every
+// acknowledgement (in Writer.Commit); FsyncNever leaves it to the OS
+// (files are still synced when closed).
+const (
+	FsyncPerBatch time.Duration = -1
+	FsyncNever    time.Duration = -2
+)
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	if err := c.FileCompress.validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Dir == "":
+		return errors.New("store: output directory is required")
+	case c.RotateSize > 0 && c.RotateSize < MinRotateSize:
+		return fmt.Errorf("store: rotate size %d bytes is below the minimum of %d", c.RotateSize, MinRotateSize)
+	case c.RotateInterval > 0 && c.RotateInterval < MinRotateInterval:
+		return fmt.Errorf("store: rotate interval %s is below the minimum of %s", c.RotateInterval, MinRotateInterval)
+	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
+		return fmt.Errorf("store: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
+	case c.IdleClose < 0:
+		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
+	}
+	return nil
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.RotateSize == 0 {
+		d.RotateSize = DefaultRotateSize
+	}
+	if d.RotateInterval == 0 {
+		d.RotateInterval = DefaultRotateInterval
+	}
+	if d.Fsync == 0 {
+		d.Fsync = DefaultFsync
+	}
+	if d.IdleClose == 0 {
+		d.IdleClose = DefaultIdleClose
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d
+}

@@ -1,0 +1,59 @@
+// Package store owns an output root of pcapng files, one directory per
+// agent: the collector writes the batches it receives through it, and
+// so can any other writer of the same layout (a tier writing batches
+// read from Kafka), while readers (a query tool) rely on the layout and
+// the marks it documents.
+//
+// # Layout
+//
+// Dir/<agent>/<agent>_<UTC start>.pcapng[.gz|.zst] are finished files;
+// the one being written ends in PartSuffix. Dir/StateFile holds the
+// instances' high-water marks, Dir/ReserveFile space kept for it. Files
+// rotate by size and time (Config), close after a goodbye
+// (Writer.Close) or an idle time (Writer.Linger), and lose their suffix
+// once the marks they hold are saved (publish).
+//
+// # Marks and delivery
+//
+// The last packet of every batch carries a mark (a pcapng custom
+// option: instance id and batch sequence number), so a batch is in a
+// file exactly when its mark is. An Instance's high-water mark
+// (Instance.LastSeq) is raised by Writer.Commit once the batch reached
+// the OS (and was synced under FsyncPerBatch), when files close, and
+// when the repair of a file left unfinished by a crash finds marks; it
+// survives restarts in the files and the state file. A writer that
+// acknowledges batches acknowledges Instance.LastSeq after Commit, and
+// drops as duplicates the batches at or below it.
+//
+// # Use
+//
+//	st, err := store.Open(store.Config{Dir: dir}) // checks the root, loads the state, starts repairs
+//	go st.Run(ctx)                                // rotation by time, idle close, interval syncs
+//	w, err := st.Writer(name)                     // ErrBusy while the agent's files are repaired
+//	inst := st.Instance(id, name)                 // inst.LastSeq(): what is in files already
+//	w.Start(host)
+//	fi, err := w.AddInterface(ifc)                // file indexes for WriteBatch's ifmap
+//	bytes, err := w.WriteBatch(&batch, ifmap, inst)
+//	err = w.Commit()                              // then acknowledge inst.LastSeq()
+//	w.Close()                                     // or w.Linger() when the peer was lost
+//	st.Close(ctx)                                 // after Run returned and the last Writer call
+//
+// # Contracts
+//
+// Store, Writer and Instance are safe for concurrent use. A Writer
+// writes batches in the order its calls take its lock: one goroutine
+// at a time should write an agent's batches (the collector hands an
+// agent name from session to session). WriteBatch takes a batch already
+// decompressed and validated; it keeps no reference to it. Errors of
+// WriteBatch and Commit mean that nothing since the last successful
+// Commit is in a file: the file was cut back to it, and stays
+// readable. Failed file operations are counted (Counters) and logged;
+// the Store logs events, never a line per packet.
+//
+// A Config's zero value, but for Dir, means the defaults (Default...);
+// Open refuses a Config that Validate refuses. The Store is not usable
+// after Close.
+//
+// Store imports pcapfile, wire and the file compressors; never the
+// collector.
+package store

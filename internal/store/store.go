@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Counters are a Store's totals since Open. Safe for concurrent use.
+type Counters struct {
+	FileErrors   atomic.Uint64 // failed file operations: writes, syncs, closes, state saves, repairs
+	FilesClosed  atomic.Uint64 // data files closed complete (rotation, goodbye, idle close, shutdown)
+	FilesRotated atomic.Uint64 // of which closed because they reached RotateSize or RotateInterval
+	Truncated    atomic.Uint64 // packets written cut to their link type's limit (pcapfile.MaxCapLen), original length kept
+}
+
+// Store owns an output root: the agents' files, their batch marks and
+// the instances' high-water marks, the state file, the reserve and the
+// repair of files a previous run left unfinished. Safe for concurrent
+// use.
+type Store struct {
+	cfg Config
+	log *slog.Logger
+	dir string
+
+	// Counters may be read at any time.
+	Counters Counters
+
+	mu          sync.Mutex // guards writers, unpublished, repairing
+	writers     map[string]*Writer
+	unpublished []string        // closed part files whose publish failed
+	repairing   map[string]bool // agents whose unfinished files are being repaired
+	repairDone  chan struct{}   // closed when the background repair ended
+	stopRepairs func()          // cancels it; nil if none ran
+
+	instMu    sync.Mutex // a leaf lock: guards instances, Instance.seen, saved
+	instances map[[16]byte]*Instance
+	saved     map[[16]byte]savedMark // what the state file holds
+	saver     stateSaver
+}
+
+// Instance is one agent process, known by the 16-byte id of its hello.
+// Its high-water mark (LastSeq) is the highest batch sequence number
+// whose batch is in a file (written and, per the fsync policy, synced);
+// the Store raises it in Commit, when files close and when repair finds
+// marks, never lowers it, and keeps it across restarts in the files and
+// the state file. Safe for concurrent use.
+type Instance struct {
+	id      [16]byte
+	name    string
+	lastSeq atomic.Uint64
+	seen    time.Time // guarded by Store.instMu
+}
+
+// ID returns the instance id.
+func (in *Instance) ID() [16]byte { return in.id }
+
+// Name returns the agent name the instance belongs to: the name it was
+// first seen with (Store.Instance).
+func (in *Instance) Name() string { return in.name }
+
+// LastSeq returns the high-water mark.
+func (in *Instance) LastSeq() uint64 { return in.lastSeq.Load() }
+
+// raise lifts the high-water mark to seq if it is higher.
+func (in *Instance) raise(seq uint64) {
+	for {
+		cur := in.lastSeq.Load()
+		if seq <= cur || in.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// Open returns a Store writing below cfg.Dir. It refuses a root it
+// cannot write to, or on a disk already full, with an error that says
+// which and why; it loads the state file and (re)creates the reserve.
+// Files a previous run left unfinished are repaired in the background;
+// until an agent's are done, Writer refuses it with ErrBusy. Call Run
+// for rotation by time, idle close and interval syncs, and Close at the
+// end.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: output directory: %w", err)
+	}
+	if err := checkRoot(dir); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{},
+		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{}}
+	if err := s.loadState(); err != nil {
+		return nil, err
+	}
+	keepReserve(dir, 0)
+	if err := s.startRepairs(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir returns the absolute output root.
+func (s *Store) Dir() string { return s.dir }
+
+// Repaired returns a channel that is closed once the repair of the
+// files a previous run left unfinished, started by Open, has ended
+// (every agent's done, or stopped by Close).
+func (s *Store) Repaired() <-chan struct{} { return s.repairDone }
+
+// Instance returns the instance with id, created for name if it is new
+// (its mark then starts at 0), and notes that it was seen now (the
+// state file forgets instances not seen for a week). An instance keeps
+// the name it was first seen with: the caller compares Name with the
+// name it expects.
+func (s *Store) Instance(id [16]byte, name string) *Instance {
+	s.instMu.Lock()
+	defer s.instMu.Unlock()
+	in := s.instances[id]
+	if in == nil {
+		in = &Instance{id: id, name: name}
+		s.instances[id] = in
+	}
+	in.seen = time.Now()
+	return in
+}
+
+// Writer returns the Writer of agent name, created at the first call;
+// every later call returns the same one. It fails with an error
+// wrapping ErrBusy while the agent's unfinished files are being
+// repaired, and refuses a name that is not a valid agent name
+// (wire.ValidateName), which keeps every file below Dir/<name>/.
+func (s *Store) Writer(name string) (*Writer, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("store: agent name: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.repairing[name] {
+		return nil, fmt.Errorf("agent %q: %w", name, ErrBusy)
+	}
+	w := s.writers[name]
+	if w == nil {
+		w = &Writer{st: s, name: name, file: agentFile{
+			dir: filepath.Join(s.dir, name), name: name,
+			size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
+			fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
+			syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
+		w.file.diskBytes = &w.diskBytes
+		s.writers[name] = w
+	}
+	return w, nil
+}
+
+// Run rotates files on time, closes idle ones (Writer.Linger), syncs
+// open files under an interval policy and retries publishing closed
+// files, every 250 ms until ctx ends; then it returns. Call Close
+// after Run returned.
+func (s *Store) Run(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.tick(now)
+		}
+	}
+}
+
+func (s *Store) tick(now time.Time) {
+	s.mu.Lock()
+	ws := make([]*Writer, 0, len(s.writers))
+	for _, w := range s.writers {
+		ws = append(ws, w)
+	}
+	parts := s.unpublished // closed earlier, publish failed: retried
+	s.unpublished = nil
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		parts = append(parts, w.file.unpublished...) // retried every tick
+		w.file.unpublished = nil
+		var err error
+		var part string
+		var syncF *os.File
+		if w.file.due(now) || !w.lingerUntil.IsZero() && now.After(w.lingerUntil) {
+			if w.file.due(now) {
+				w.file.rotated()
+			}
+			w.lingerUntil = time.Time{}
+			part, err = w.file.closeFile(now)
+		} else {
+			syncF = w.file.syncDue(now)
+		}
+		w.mu.Unlock()
+		if part != "" {
+			parts = append(parts, part)
+		}
+		if syncF != nil {
+			serr := syncFile(s.cfg.SyncLatency, syncF)
+			if errors.Is(serr, os.ErrClosed) {
+				serr = nil // rotated meanwhile; close synced it
+			}
+			w.mu.Lock()
+			err = w.file.synced(syncF, now, serr)
+			w.mu.Unlock()
+		}
+		if err != nil {
+			s.Counters.FileErrors.Add(1)
+			s.log.Error("closing file", "agent", w.name, "err", err)
+		}
+	}
+	if len(parts) > 0 {
+		if err := publish(s.saveState, s.cfg.Fsync != FsyncNever, parts); err != nil {
+			s.Counters.FileErrors.Add(1)
+			s.log.Error("publishing closed files; retrying next tick", "files", len(parts), "err", err)
+			s.mu.Lock()
+			s.unpublished = append(s.unpublished, parts...)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Close lets the repair of unfinished files finish until ctx ends and
+// then stops it (the file it was on stays unfinished, for the next
+// start), closes every open file and saves the high-water marks (see
+// StateFile). Call it after the last Writer call returned and Run
+// returned; the Store is not used afterwards.
+func (s *Store) Close(ctx context.Context) error {
+	select {
+	case <-s.repairDone:
+	case <-ctx.Done():
+		if s.stopRepairs != nil {
+			s.stopRepairs()
+		}
+		<-s.repairDone
+	}
+	s.mu.Lock()
+	ws := make([]*Writer, 0, len(s.writers))
+	for _, w := range s.writers {
+		ws = append(ws, w)
+	}
+	parts := s.unpublished
+	s.unpublished = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		w.mu.Lock()
+		part, err := w.file.closeFile(time.Now())
+		parts = append(parts, w.file.unpublished...)
+		w.file.unpublished = nil
+		w.mu.Unlock()
+		if part != "" {
+			parts = append(parts, part)
+		}
+		errs = append(errs, err)
+	}
+	// One state save for all of them (and for instances without files).
+	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
+	return errors.Join(errs...)
+}

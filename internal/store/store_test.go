@@ -1,0 +1,207 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// testCore is a Store driven as the collector drives it: sessions of
+// in-order batches (testSession), with the collector's shutdown timeout.
+type testCore struct {
+	*Store
+	missing uint64 // batches a session's sequence skipped
+}
+
+// openCore opens a Store; the repair of unfinished files may still run.
+func openCore(cfg Config) (*testCore, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	st, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &testCore{Store: st}, nil
+}
+
+// newCore opens a Store below a new temporary directory unless cfg.Dir
+// is set, and waits for its repairs.
+func newCore(t testing.TB, cfg Config) *testCore {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	c, err := openCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-c.Repaired() // most tests want the files repaired before they Begin
+	return c
+}
+
+// Close closes the Store, letting a repair run for up to 10s (the
+// collector's default shutdown timeout).
+func (c *testCore) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Store.Close(ctx)
+}
+
+// testSession writes one agent instance's batches as a collector
+// session does: in order, dropping those at or below the instance's
+// mark or the highest written.
+type testSession struct {
+	c       *testCore
+	w       *Writer
+	inst    *Instance
+	ifmap   []int
+	pending uint64
+}
+
+// Begin starts a session for h; the Welcome holds the instance's mark.
+func (c *testCore) Begin(h *wire.Hello, kick func()) (*testSession, wire.Welcome, error) {
+	w, err := c.Writer(h.Name)
+	if err != nil {
+		return nil, wire.Welcome{}, err
+	}
+	inst := c.Instance(h.Instance, h.Name)
+	if inst.Name() != h.Name {
+		return nil, wire.Welcome{}, errors.New("instance of another agent")
+	}
+	w.Start(h.Host)
+	s := &testSession{c: c, w: w, inst: inst}
+	for _, ifc := range h.Interfaces {
+		fi, err := w.AddInterface(ifc)
+		if err != nil {
+			return nil, wire.Welcome{}, err
+		}
+		s.ifmap = append(s.ifmap, fi)
+	}
+	return s, wire.Welcome{LastSeq: inst.LastSeq()}, nil
+}
+
+// Batch writes a raw batch frame's payload unless it is a duplicate.
+func (s *testSession) Batch(flags uint8, payload []byte) (dup bool, err error) {
+	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{Unchecked: true})
+	if err != nil {
+		return false, err
+	}
+	if b.Codec != wire.CodecNone {
+		return false, errors.New("testSession: compressed batch")
+	}
+	prev := max(s.inst.LastSeq(), s.pending)
+	if b.Seq <= prev {
+		return true, nil
+	}
+	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
+		return false, err
+	}
+	if _, err := s.w.WriteBatch(&b, s.ifmap, s.inst); err != nil {
+		s.pending = s.inst.LastSeq()
+		return false, err
+	}
+	if b.Seq > prev+1 {
+		s.c.missing += b.Seq - prev - 1
+	}
+	s.pending = b.Seq
+	return false, nil
+}
+
+// Commit commits and returns the sequence number to acknowledge.
+func (s *testSession) Commit() (uint64, error) {
+	err := s.w.Commit()
+	if err != nil {
+		s.pending = s.inst.LastSeq()
+	}
+	return s.inst.LastSeq(), err
+}
+
+// End ends the session: a goodbye closes the file, a lost connection
+// leaves it for the idle close.
+func (s *testSession) End(clean bool) {
+	if clean {
+		s.w.Close()
+	} else {
+		s.w.Linger()
+	}
+}
+
+func hello(name string, id byte) *wire.Hello {
+	return &wire.Hello{Instance: [16]byte{id}, Name: name, Host: "h1",
+		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "tun0", LinkType: 101, SnapLen: 1500}}}
+}
+
+// batchPayload builds a batch of n packets whose first byte is their
+// global number first+i, alternating interfaces.
+func batchPayload(seq uint64, first, n int) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		k := first + i
+		e.Append(int64(1_700_000_000_000_000_000+k*1000), uint32(k%2), uint32(100+k%7), bytes.Repeat([]byte{byte(k)}, 60+k%40))
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+type readPacket struct {
+	ts    int64
+	iface string
+	orig  uint32
+	data  []byte
+}
+
+// readDir reads every closed file of an agent, in name order, and fails
+// on leftover .part files.
+func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), PartSuffix) {
+			t.Fatalf("%s still open", e.Name())
+		}
+		f, err := pcapfile.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pcapfile.NewReader(f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var p pcapfile.Packet
+			if err := r.ReadInto(&p); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", e.Name(), err)
+			}
+			pkts = append(pkts, readPacket{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
+		}
+		f.Close()
+		files++
+	}
+	return pkts, files
+}
+
+// waitFor waits up to 5s for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+	}
+}
