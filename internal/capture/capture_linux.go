@@ -37,7 +37,7 @@ type ring struct {
 	next int // offset in mem of the next packet header
 	held bool
 	// gatherNext: the block taken last was handed over full, and filled
-	// within r.gather: wait r.gather before looking for the next.
+	// within r.gather/2: wait r.gather before looking for the next.
 	gatherNext bool
 
 	// The reader's counters, for Stats: blocks taken, waits for a block
@@ -252,10 +252,10 @@ func (r *ring) read(p *Packet) error {
 		}
 		r.held = true
 		// Gather before the next block only after a full block that
-		// filled faster than the wait: then at least one more is ready
-		// when the reader wakes. A block that takes longer wakes the
-		// reader less often than the wait would.
-		r.gatherNext = r.gather > 0 && st&unix.TP_STATUS_BLK_TMO == 0 && r.fillTime(base) < r.gather
+		// filled within half the wait: then the reader finds two blocks
+		// or more when it wakes. Slower blocks would give it one, or
+		// none and a poll(2) after the wait: no wakeup saved.
+		r.gatherNext = r.gather > 0 && st&unix.TP_STATUS_BLK_TMO == 0 && 2*r.fillTime(base) <= r.gather
 		r.blocks.Add(1)
 		r.left = int(le32(r.mem[base+bdNumPkts:]))
 		r.next = base + int(le32(r.mem[base+bdFirstPkt:]))
@@ -306,7 +306,7 @@ func (r *ring) ready() bool { return r.left > 0 && !r.vlanUsed }
 // Under light traffic blocks retire on their timeout, and waking for each
 // is what keeps a packet's delay at most a block timeout. Under heavy
 // traffic blocks fill faster than that, and a wakeup per block costs CPU
-// for nothing: so after a block that came full within r.gather, the
+// for nothing: so after a block that came full within r.gather/2, the
 // reader first sleeps for r.gather (at most a block timeout, and short
 // enough that the ring cannot fill meanwhile; see settings.gather) and
 // then takes every block the kernel handed over since, with one wakeup.
