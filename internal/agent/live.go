@@ -77,7 +77,12 @@ func (a *Agent) openLive() error {
 // it retires (BlockTimeout), so it keeps reading until a poll times out
 // (PollTimeout > BlockTimeout) or drainLimit passes under steady traffic.
 func (s *liveSource) run() error {
-	defer s.h.Close()
+	defer func() {
+		s.h.Close()
+		if ks, err := s.h.Stats(); err == nil {
+			s.a.log.Debug("capture ring", "iface", s.h.Name(), "blocks", ks.Blocks, "wakeups", ks.Wakeups, "gathers", ks.Gathers)
+		}
+	}()
 	bd := s.a.newBuilder(false)
 	defer bd.seal()
 	flush := s.a.cfg.FlushInterval

@@ -35,8 +35,8 @@ type Packet struct {
 	Data []byte
 }
 
-// Stats are the kernel's counters for a Handle (PACKET_STATISTICS),
-// cumulative since Open returned.
+// Stats are the kernel's counters for a Handle (PACKET_STATISTICS) and
+// the reader's, cumulative since Open returned.
 type Stats struct {
 	// Received counts the packets that passed the filter, including
 	// those then dropped (tcpdump's "packets received by filter").
@@ -47,11 +47,27 @@ type Stats struct {
 	// QueueFreezes counts the times the kernel found the ring full and
 	// stopped filling it until the reader freed a block.
 	QueueFreezes uint64
+
+	// Blocks counts the ring blocks the reader took from the kernel.
+	Blocks uint64
+	// Wakeups counts the times the reader slept waiting for a block: in
+	// poll(2), which the kernel ends when it hands a block over, or in a
+	// gathering wait. Fewer wakeups than blocks means blocks were taken
+	// several at a time.
+	Wakeups uint64
+	// Gathers counts the gathering waits, among Wakeups: after a block
+	// the kernel handed over full (heavy traffic) the reader sleeps a
+	// little, at most a block timeout, so it finds several blocks ready
+	// when it wakes. After a block handed over on its timeout (light
+	// traffic) it does not: it wakes as soon as the next block is ready.
+	Gathers uint64
 }
 
-// rawStats are the platform's cumulative 32-bit counters.
+// rawStats are the platform's cumulative counters: the kernel's 32-bit
+// ones and the reader's.
 type rawStats struct {
-	packets, drops, freezes uint32
+	packets, drops, freezes  uint32
+	blocks, wakeups, gathers uint64
 }
 
 // errPollSlice is what ring.read returns when one poll slice expired.
@@ -265,7 +281,8 @@ func (h *Handle) readError(err error) error {
 	return fmt.Errorf("capture: reading %s: %w", h.name, err)
 }
 
-// Stats returns the kernel's counters, cumulative since Open. It may be
+// Stats returns the kernel's and the reader's counters, cumulative since
+// Open (the blocks Open drained are not counted). It may be
 // called while another goroutine is in ReadInto, and after Close, when it
 // returns the counters as they were when the handle closed.
 //
@@ -295,6 +312,9 @@ func (h *Handle) updateStats() error {
 	h.total.Received += uint64(s.packets - h.last.packets)
 	h.total.Dropped += uint64(s.drops - h.last.drops)
 	h.total.QueueFreezes += uint64(s.freezes - h.last.freezes)
+	h.total.Blocks += s.blocks - h.last.blocks
+	h.total.Wakeups += s.wakeups - h.last.wakeups
+	h.total.Gathers += s.gathers - h.last.gathers
 	h.last = s
 	return nil
 }

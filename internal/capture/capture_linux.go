@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/bpf"
@@ -27,11 +28,21 @@ type ring struct {
 	nBlocks int
 	snapLen int
 	pollMs  int
+	// gather is how long the reader waits, after a block the kernel
+	// handed over full, before it looks for the next one (see wait).
+	gather time.Duration
 
 	blk  int // current block
 	left int // packets of the current block not yet returned
 	next int // offset in mem of the next packet header
 	held bool
+	// gatherNext: the block taken last was handed over full, and filled
+	// within r.gather/2: wait r.gather before looking for the next.
+	gatherNext bool
+
+	// The reader's counters, for Stats: blocks taken, waits for a block
+	// (poll(2) and gathering waits), and the gathering waits alone.
+	blocks, wakeups, gathers atomic.Uint64
 
 	vlan     []byte // scratch for a frame with its VLAN tag put back
 	vlanUsed bool   // the last packet read is in vlan
@@ -76,7 +87,7 @@ func openRing(s settings, arphrd uint16, prog []bpf.RawInstruction) (*ring, rawS
 		return nil, rawStats{}, fmt.Errorf("creating AF_PACKET socket: %w", err)
 	}
 	r := &ring{fd: fd, blockSz: s.blockSize, nBlocks: s.numBlocks, snapLen: s.snapLen,
-		pollMs: max(1, int(s.pollSlice/time.Millisecond))}
+		pollMs: max(1, int(s.pollSlice/time.Millisecond)), gather: s.gather}
 	base, err := r.setup(s, kernelProgram(arphrd, prog))
 	if err != nil {
 		r.close()
@@ -193,6 +204,12 @@ const (
 	bdStatus   = 8
 	bdNumPkts  = 12
 	bdFirstPkt = 16
+	// ts_first_pkt (when the kernel opened the block) and ts_last_pkt
+	// (the last packet's timestamp), seconds and nanoseconds.
+	bdFirstSec  = 32
+	bdFirstNsec = 36
+	bdLastSec   = 40
+	bdLastNsec  = 44
 
 	phNext    = 0
 	phSec     = 4
@@ -205,6 +222,15 @@ const (
 	phVlanTPI = 36
 )
 
+// fillTime returns how long the kernel took to fill the block at offset
+// base: from when it opened the block to its last packet's timestamp.
+func (r *ring) fillTime(base int) time.Duration {
+	b := r.mem[base:]
+	sec := int64(le32(b[bdLastSec:])) - int64(le32(b[bdFirstSec:]))
+	nsec := int64(le32(b[bdLastNsec:])) - int64(le32(b[bdFirstNsec:]))
+	return time.Duration(sec*1e9 + nsec)
+}
+
 // read reads one packet, waiting at most one poll slice.
 func (r *ring) read(p *Packet) error {
 	for r.left == 0 {
@@ -215,15 +241,22 @@ func (r *ring) read(p *Packet) error {
 			r.blk = (r.blk + 1) % r.nBlocks
 		}
 		base := r.blk * r.blockSz
-		if r.status(base)&unix.TP_STATUS_USER == 0 {
-			if err := r.poll(); err != nil {
+		st := r.status(base)
+		if st&unix.TP_STATUS_USER == 0 {
+			if err := r.wait(base); err != nil {
 				return err
 			}
-			if r.status(base)&unix.TP_STATUS_USER == 0 {
+			if st = r.status(base); st&unix.TP_STATUS_USER == 0 {
 				return errPollSlice
 			}
 		}
 		r.held = true
+		// Gather before the next block only after a full block that
+		// filled within half the wait: then the reader finds two blocks
+		// or more when it wakes. Slower blocks would give it one, or
+		// none and a poll(2) after the wait: no wakeup saved.
+		r.gatherNext = r.gather > 0 && st&unix.TP_STATUS_BLK_TMO == 0 && 2*r.fillTime(base) <= r.gather
+		r.blocks.Add(1)
 		r.left = int(le32(r.mem[base+bdNumPkts:]))
 		r.next = base + int(le32(r.mem[base+bdFirstPkt:]))
 	}
@@ -266,21 +299,55 @@ func (r *ring) read(p *Packet) error {
 // returned) or overwriting the VLAN scratch buffer.
 func (r *ring) ready() bool { return r.left > 0 && !r.vlanUsed }
 
-// poll waits up to one poll slice for the kernel to hand over a block.
-func (r *ring) poll() error {
+// wait waits up to one poll slice for the kernel to hand over the block
+// at offset base.
+//
+// The kernel wakes a reader in poll(2) for every block it hands over.
+// Under light traffic blocks retire on their timeout, and waking for each
+// is what keeps a packet's delay at most a block timeout. Under heavy
+// traffic blocks fill faster than that, and a wakeup per block costs CPU
+// for nothing: so after a block that came full within r.gather/2, the
+// reader first sleeps for r.gather (at most a block timeout, and short
+// enough that the ring cannot fill meanwhile; see settings.gather) and
+// then takes every block the kernel handed over since, with one wakeup.
+func (r *ring) wait(base int) error {
+	r.wakeups.Add(1)
+	slice := time.Duration(r.pollMs) * time.Millisecond
+	if r.gatherNext {
+		r.gatherNext = false // one gathering wait per full block
+		r.gathers.Add(1)
+		// A sleep in the runtime, not in a syscall: the thread is free
+		// meanwhile, and no other has to take over its P.
+		time.Sleep(r.gather)
+		if r.status(base)&unix.TP_STATUS_USER != 0 {
+			return nil
+		}
+		// The traffic stopped or slowed: wait in poll(2) for what is left
+		// of the slice, so that ReadInto's timeout stays what it says.
+		slice -= r.gather
+		if slice <= 0 {
+			return nil
+		}
+		r.wakeups.Add(1)
+	}
+	return r.poll(slice)
+}
+
+// poll waits up to d for the kernel to hand over a block.
+func (r *ring) poll(d time.Duration) error {
 	fds := [1]unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN | unix.POLLERR}}
 	// A signal (the Go runtime's preemption, SIGURG, among them) ends
 	// poll early with EINTR: poll again for what is left of the slice,
 	// or a read would time out early. The ring is idle here, so reading
 	// the clock costs nothing that matters.
-	deadline := time.Now().Add(time.Duration(r.pollMs) * time.Millisecond)
-	n, err := unix.Poll(fds[:], r.pollMs)
+	deadline := time.Now().Add(d)
+	n, err := unix.Poll(fds[:], msCeil(d))
 	for err == unix.EINTR {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil
 		}
-		n, err = unix.Poll(fds[:], int((left+time.Millisecond-1)/time.Millisecond))
+		n, err = unix.Poll(fds[:], msCeil(left))
 	}
 	switch {
 	case err != nil:
@@ -292,6 +359,9 @@ func (r *ring) poll() error {
 	}
 	return nil
 }
+
+// msCeil returns d in whole milliseconds, rounded up, for poll(2).
+func msCeil(d time.Duration) int { return int((d + time.Millisecond - 1) / time.Millisecond) }
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
@@ -307,6 +377,7 @@ func (r *ring) stats() (rawStats, error) {
 	r.acc.packets += st.Packets
 	r.acc.drops += st.Drops
 	r.acc.freezes += st.Freeze_q_cnt
+	r.acc.blocks, r.acc.wakeups, r.acc.gathers = r.blocks.Load(), r.wakeups.Load(), r.gathers.Load()
 	return r.acc, nil
 }
 

@@ -325,8 +325,10 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
-	if want := (Stats{Received: n}); s != want {
-		t.Errorf("Stats() = %+v, want %+v", s, want)
+	// The 40 packets fit one block, handed over on its timeout: the
+	// reader took it after one wakeup or more, and gathered none.
+	if want := (Stats{Received: n, Blocks: s.Blocks, Wakeups: s.Wakeups}); s != want || s.Blocks == 0 || s.Wakeups == 0 {
+		t.Errorf("Stats() = %+v, want %+v, Blocks and Wakeups > 0", s, want)
 	}
 	// Counters accumulate across calls (the kernel resets them on each read).
 	send(t, c, makePayload(testPort, n, 300))
@@ -832,5 +834,74 @@ func TestReadBatch(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("ReadBatch allocates %v times per run, want 0", allocs)
+	}
+}
+
+// TestGatherBlocks checks how the reader waits for blocks: under heavy
+// traffic, where blocks are handed over full, it takes several per
+// wakeup; under light traffic, where they retire on their timeout, it
+// wakes for each at once (no gathering wait to delay its packets).
+func TestGatherBlocks(t *testing.T) {
+	const tov = 3 * time.Millisecond // the agent's at the default flush
+	tests := []struct {
+		name  string
+		total int           // packets sent
+		size  int           // payload bytes
+		gap   time.Duration // between packets; 0: as fast as the socket takes them
+		check func(t *testing.T, s Stats)
+	}{
+		{"heavy", 40000, 1000, 0, func(t *testing.T, s Stats) {
+			// About 60 packets a block: ~650 blocks, nearly all full.
+			if s.Blocks < 200 || s.Gathers == 0 || s.Wakeups*2 > s.Blocks {
+				t.Errorf("Stats() = %+v, want Blocks >= 200, Gathers > 0, Wakeups <= Blocks/2", s)
+			}
+		}},
+		{"light", 40, 100, 2 * tov, func(t *testing.T, s Stats) {
+			// A wakeup for about every block (the reader may find one
+			// ready when it comes back late), none of them delayed.
+			if s.Blocks == 0 || s.Gathers != 0 || s.Wakeups*10 < s.Blocks*9 {
+				t.Errorf("Stats() = %+v, want Gathers 0 and Wakeups >= 0.9 Blocks > 0", s)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tn := newTestNet(t, 0)
+			tn.listen(t, testPort)
+			h := tn.open(t, Config{Filter: "udp", SnapLen: 2048, BlockTimeout: tov, PollTimeout: 12 * time.Millisecond})
+			c := tn.sender(t, testPort)
+			got := make(chan int, 1)
+			go func() {
+				var ps [64]Packet
+				n := 0
+				for deadline := time.Now().Add(20 * time.Second); n < tt.total && time.Now().Before(deadline); {
+					k, err := h.ReadBatch(ps[:])
+					if err != nil && err != ErrTimeout {
+						break
+					}
+					n += k
+				}
+				got <- n
+			}()
+			p := makePayload(testPort, 0, tt.size)
+			for range tt.total {
+				send(t, c, p)
+				if tt.gap > 0 {
+					time.Sleep(tt.gap) // the traffic's pace, not a wait for an event
+				}
+			}
+			if n := <-got; n != tt.total {
+				t.Fatalf("read %d packets, want %d", n, tt.total)
+			}
+			s, err := h.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Dropped != 0 {
+				t.Errorf("Stats() = %+v, want no drop", s)
+			}
+			t.Logf("%+v", s)
+			tt.check(t, s)
+		})
 	}
 }

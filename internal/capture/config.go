@@ -63,6 +63,17 @@ const (
 	maxPollSlice = 50 * time.Millisecond
 	// maxIfaceName is IFNAMSIZ-1.
 	maxIfaceName = 15
+
+	// maxFillRate is the fastest the kernel is assumed to fill one ring:
+	// 100 Gbit/s. The reader's gathering wait (settings.gather) is short
+	// enough that the ring does not fill during it at this rate.
+	maxFillRate = 100e9 / 8 // bytes per second
+	// minGather is the shortest gathering wait, and its unit: the Go
+	// runtime's timers wake a sleeping goroutine in whole milliseconds
+	// (epoll_wait's unit), so a shorter or fractional sleep would be
+	// rounded up past the wait that is safe. A ring too small for it
+	// wakes its reader for every block.
+	minGather = time.Millisecond
 )
 
 // Config describes a capture. The zero value of every field except Interface
@@ -196,6 +207,13 @@ type settings struct {
 	// PollTimeout. pollSlices == 0 means wait forever.
 	pollSlice  time.Duration
 	pollSlices int
+	// gather is how long the reader sleeps after a block handed over
+	// full, to take the blocks that fill meanwhile in one wakeup: at most
+	// a block timeout (what a packet may wait in a block anyway) and a
+	// poll slice, and at most the time the kernel takes to fill the free
+	// ring at maxFillRate, so the ring cannot fill during the wait. 0: no
+	// gathering, a wakeup per block.
+	gather time.Duration
 }
 
 // settings returns c with defaults applied. c must have passed Validate.
@@ -215,7 +233,20 @@ func (c *Config) settings() settings {
 	}
 	s.numBlocks = numBlocks(ring, s.blockSize)
 	s.pollSlice, s.pollSlices = pollSlices(orDefault(c.PollTimeout, DefaultPollTimeout))
+	s.gather = gatherWait(s.numBlocks, s.blockSize, max(s.blockTimeout, time.Millisecond), s.pollSlice)
 	return s
+}
+
+// gatherWait returns settings.gather for a ring of n blocks of size
+// block. While the reader waits it holds no block, and the kernel fills
+// the one after the block it last took: the other n-1 are free.
+func gatherWait(n, block int, tov, slice time.Duration) time.Duration {
+	safe := time.Duration(float64(n-1) * float64(block) / maxFillRate * float64(time.Second))
+	g := min(tov, slice, safe).Truncate(minGather)
+	if g < minGather {
+		return 0
+	}
+	return g
 }
 
 // pollSlices splits a poll timeout into n equal polls of at most

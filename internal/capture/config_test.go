@@ -121,6 +121,37 @@ func TestSettings(t *testing.T) {
 	}
 }
 
+func TestGatherWait(t *testing.T) {
+	const block = 64 << 10
+	tests := []struct {
+		name      string
+		n, block  int
+		tov, poll time.Duration
+		want      time.Duration // within a microsecond
+	}{
+		// 499 free blocks of 64 KiB at 100 Gbit/s: 2.6 ms, in whole ms.
+		{"agent default", 500, block, 3 * time.Millisecond, 50 * time.Millisecond, 2 * time.Millisecond},
+		{"a block timeout at most", 4096, 1 << 20, 3 * time.Millisecond, 50 * time.Millisecond, 3 * time.Millisecond},
+		{"a poll slice at most", 4096, 1 << 20, 10 * time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond},
+		{"smallest ring that gathers", 192, block, 3 * time.Millisecond, 50 * time.Millisecond, time.Millisecond},
+		{"too small to gather", 191, block, 3 * time.Millisecond, 50 * time.Millisecond, 0},
+		{"two blocks", 2, block, 3 * time.Millisecond, 50 * time.Millisecond, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := gatherWait(tt.n, tt.block, tt.tov, tt.poll)
+			if d := got - tt.want; d < -time.Microsecond || d > time.Microsecond {
+				t.Errorf("gatherWait(%d, %d, %v, %v) = %v, want %v", tt.n, tt.block, tt.tov, tt.poll, got, tt.want)
+			}
+		})
+	}
+	// The agent's configuration at the default flush.
+	c := Config{Interface: "x", BlockTimeout: 3 * time.Millisecond, PollTimeout: 6 * time.Millisecond}
+	if s := c.settings(); s.gather != gatherWait(500, block, 3*time.Millisecond, 6*time.Millisecond) {
+		t.Errorf("settings() = %+v, want the gathering wait of 500 blocks", s)
+	}
+}
+
 // TestOpenErrors needs no privileges: every case fails before a socket is
 // made.
 func TestOpenErrors(t *testing.T) {
