@@ -27,6 +27,7 @@ Usage:
   pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
   pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]
   pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
+  pcapsync tail (--collector-admin HOST:PORT | --redis URL) --agent NAME [--iface IF] [--filter EXPR] > out.pcapng
   pcapsync status --collector-admin HOST:PORT [--json]
   pcapsync bench transport|fanin|latency|pipeline|live [flags]
 
