@@ -9,9 +9,13 @@ export GOFLAGS="${GOFLAGS:-} -mod=readonly"
 scripts/deps.sh
 go mod download
 
-echo "== gofmt, go vet"
-bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+echo "== gofmt, goimports, go vet"
+gofiles=$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
+bad=$(gofmt -l $gofiles)
 if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
+# goimports at the version bench/ pins: imports grouped, standard library first.
+bad=$(go run golang.org/x/tools/cmd/goimports@v0.22.0 -l $gofiles)
+if [ -n "$bad" ]; then echo "goimports would change: $bad"; exit 1; fi
 go vet ./...
 
 echo "== unit and end-to-end tests (race detector on)"

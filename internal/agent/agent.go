@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/pcapsync/pcapsync/internal/compress"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
 )

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"

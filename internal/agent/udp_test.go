@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/pcapsync/pcapsync/internal/raceflag"
-	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"

@@ -3,9 +3,10 @@ package collector
 import (
 	"bytes"
 
-	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/store"

@@ -3,11 +3,12 @@ package collector
 import (
 	"bytes"
 	"fmt"
-	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
 )

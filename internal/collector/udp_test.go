@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/pcapsync/pcapsync/internal/testutil"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil"
 
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/store"

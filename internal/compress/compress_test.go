@@ -3,9 +3,10 @@ package compress
 import (
 	"bytes"
 	"errors"
-	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"

@@ -3,8 +3,6 @@ package metrics
 import (
 	"context"
 	"encoding/json"
-	"github.com/pcapsync/pcapsync/internal/redisfeed"
-	"github.com/pcapsync/pcapsync/internal/tap"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
 
 	"github.com/prometheus/client_golang/prometheus"
 

@@ -13,8 +13,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/pcapsync/pcapsync/internal/raceflag"
-	"github.com/pcapsync/pcapsync/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +24,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 
 	"github.com/pcapsync/pcapsync/internal/store"
 )

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/pcapsync/pcapsync/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 )
