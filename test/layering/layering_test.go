@@ -1,0 +1,104 @@
+// Package layering holds the test that keeps the package graph the one
+// docs/architecture.md draws.
+package layering
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/pcapsync/pcapsync/"
+
+// TestImports compares every package's imports of this module's
+// packages (go list, tests' imports not counted) with the "imports"
+// block of docs/architecture.md, in both directions.
+func TestImports(t *testing.T) {
+	root := moduleRoot(t)
+	want := allowed(t, filepath.Join(root, "docs", "architecture.md"))
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		seen[pkg] = true
+		allow, ok := want[pkg]
+		if !ok {
+			t.Errorf("package %s is not in docs/architecture.md's imports block: add its line", pkg)
+			continue
+		}
+		var got []string
+		for _, imp := range f[1:] {
+			if rest, ok := strings.CutPrefix(imp, module); ok {
+				got = append(got, rest)
+			}
+		}
+		for _, imp := range got {
+			if !slices.Contains(allow, imp) {
+				t.Errorf("%s imports %s: an arrow docs/architecture.md does not allow", pkg, imp)
+			}
+		}
+		for _, imp := range allow {
+			if !slices.Contains(got, imp) {
+				t.Errorf("docs/architecture.md lets %s import %s, which it no longer does: remove the arrow", pkg, imp)
+			}
+		}
+	}
+	for pkg := range want {
+		if !seen[pkg] {
+			t.Errorf("docs/architecture.md names package %s, which does not exist", pkg)
+		}
+	}
+}
+
+// allowed reads the fenced "imports" block of path: one line per
+// package, "pkg: imp imp ...".
+func allowed(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	in := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "```imports":
+			in = true
+		case in && line == "```":
+			return want
+		case in && line != "":
+			pkg, imps, ok := strings.Cut(line, ":")
+			if !ok {
+				t.Fatalf("%s:%d: want \"package: imports...\", got %q", path, n, line)
+			}
+			if _, dup := want[pkg]; dup {
+				t.Fatalf("%s:%d: package %s listed twice", path, n, pkg)
+			}
+			want[pkg] = strings.Fields(imps)
+		}
+	}
+	t.Fatalf("%s: no complete ```imports block", path)
+	return nil
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
