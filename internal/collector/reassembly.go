@@ -80,14 +80,9 @@ func (u *UDPServer) piece(p *udpPeer, pc *wire.Piece) (wrote bool, err error) {
 		}
 	}
 	p.pieces++
-	switch p.win.add(pc.Seq()) {
-	case seqDuplicate:
-		u.core.Counters.Duplicates.Add(1)
-		return false, nil
-	case seqLate:
+	if !u.admit(p, pc.Seq()) {
 		return false, nil
 	}
-	u.expire(p)
 	if r = p.reassembly(pc.First); r == nil {
 		if p.win.closed(pc.First) {
 			return false, nil // piece 0 can no longer be written: nor can this batch

@@ -271,14 +271,9 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		if b.Seq == 0 {
 			return false, fmt.Errorf("batch sequence 0: %w", wire.ErrMalformed)
 		}
-		switch p.win.add(b.Seq) {
-		case seqDuplicate:
-			u.core.Counters.Duplicates.Add(1)
-			return false, nil
-		case seqLate:
+		if !u.admit(p, b.Seq) {
 			return false, nil
 		}
-		u.expire(p)
 		return u.write(p, &b)
 	case wire.TypePiece:
 		maxTotal := min(u.core.limits().MaxPieceTotal(), uint32(min(u.core.cfg.UDPReassemblyBytes, math.MaxUint32)))
@@ -508,4 +503,19 @@ func (u *UDPServer) AgentCounts() map[string]UDPAgentCounts {
 		out[p.name] = c
 	}
 	return out
+}
+
+// admit puts datagram number seq in p's window. A duplicate (counted) or
+// a late one is to be dropped: false. A new or reordered one is to be
+// handled: true, after what left the window expired.
+func (u *UDPServer) admit(p *udpPeer, seq uint64) bool {
+	switch p.win.add(seq) {
+	case seqDuplicate:
+		u.core.Counters.Duplicates.Add(1)
+		return false
+	case seqLate:
+		return false
+	}
+	u.expire(p)
+	return true
 }
