@@ -34,6 +34,7 @@ func addTapFlags(fs *pflag.FlagSet) *tapFlags {
 		tf.specs = append(tf.specs, spec)
 		return err
 	})
+	annotate(fs, "tap", annRepeatable)
 	fs.Var(sizeFlag{&tf.queue}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
 	return tf
 }
