@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}; rounds=${2:-3}
 command -v editcap >/dev/null || scripts/deps.sh
-go build -o bin/pcapsync ./cmd/pcapsync
+go build -buildvcs=auto -o bin/pcapsync ./cmd/pcapsync
 bin=$PWD/bin/pcapsync
 work=$(mktemp -d /tmp/pcapsync-compress.XXXXXX)
 trap 'rm -rf "$work"' EXIT

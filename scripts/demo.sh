@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-go build -o bin/pcapsync ./cmd/pcapsync
+go build -buildvcs=auto -o bin/pcapsync ./cmd/pcapsync
 bin=$PWD/bin/pcapsync
 out=$PWD/out/demo
 rm -rf "$out"; mkdir -p "$out"

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/capture"
@@ -18,7 +19,11 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-const agentUsage = `pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (TLS flags | --insecure) [flags] [FILTER]
+const agentUsage = `pcapsync agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (TLS flags | --insecure) [flags] [FILTER]
+
+tcpdump's short flags mean what they mean there: -i interfaces, -r file
+to read, -s snaplen, -p no promiscuous mode, -B ring buffer in KiB, -v
+more verbose (debug log).
 
 Captures packets and streams them to a collector. FILTER (the --filter
 flag, or the words after the flags) is tcpdump syntax, applied in the
@@ -46,30 +51,39 @@ for links where the lowest latency matters more than delivery: nothing is
 acknowledged or resent, and the collector counts what the network lost.
 UDP is plaintext (no DTLS): it needs --insecure.`
 
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", agentUsage, stderr)
-	var cfg agent.Config
-	flags := agentFlags(fs, &cfg)
-	var mf metricsFlags
-	mf.register(fs)
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		if cfg.Filter != "" {
-			return fmt.Errorf("%w: give the filter either with --filter or as arguments, not both", errUsage)
+func agentCommand(s streams) *cobra.Command {
+	c := leaf("agent [flags] [FILTER]", "capture packets (or replay a file) and stream them to a collector", agentUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
+		var cfg agent.Config
+		flags := agentFlags(fs, &cfg)
+		var mf metricsFlags
+		mf.register(fs)
+		var lf logFlags
+		lf.register(fs, true)
+		return func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				if fs.Changed("filter") {
+					return usageError("give the filter either with --filter or as arguments, not both")
+				}
+				cfg.Filter = strings.Join(args, " ")
+			}
+			log, err := lf.logger(s.stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			if err := flags.apply(fs, &cfg, log); err != nil {
+				return err
+			}
+			return runAgent(ctx, s, cfg, mf, log)
 		}
-		cfg.Filter = strings.Join(fs.Args(), " ")
-	}
-	log, err := newLogger(stderr, *level)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = log
-	if err := flags.apply(fs, &cfg, log); err != nil {
-		return err
-	}
+	})
+	annotate(c.Flags(), "filter", annPositional)
+	return c
+}
+
+// runAgent runs an agent with cfg until ctx ends (or its file is sent),
+// with the metrics listener mf describes, and prints its summary.
+func runAgent(ctx context.Context, s streams, cfg agent.Config, mf metricsFlags, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -99,7 +113,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sum, err := a.Run(ctx)
 	stopMetrics()
-	fmt.Fprintln(stdout, "pcapsync agent:", sum)
+	fmt.Fprintln(s.stdout, "pcapsync agent:", sum)
 	return err
 }
 
@@ -116,21 +130,24 @@ type agentFlagVals struct {
 	mtu       *int
 	ringTime  *time.Duration
 	batchSize int
+	// bufferKiB is tcpdump's -B: the ring size in KiB.
+	bufferKiB int
 }
 
 // agentFlags defines the agent's flags on fs, each default the agent
 // package's, writing into cfg where a flag is a field as it is.
-func agentFlags(fs *flag.FlagSet, cfg *agent.Config) *agentFlagVals {
+func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
 	fs.StringVar(&cfg.Collector, "collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default) (required)")
 	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
-	f.iface = fs.String("iface", "", "capture from these interfaces, comma-separated")
-	fs.StringVar(&cfg.ReadFile, "read", "", "replay this pcap or pcapng file instead of capturing")
+	f.iface = fs.StringP("iface", "i", "", "capture from these interfaces, comma-separated")
+	fs.StringVarP(&cfg.ReadFile, "read", "r", "", "replay this pcap or pcapng file instead of capturing")
 	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")
-	fs.IntVar(&cfg.SnapLen, "snaplen", agent.DefaultSnapLen, "bytes captured per packet at most")
-	fs.BoolVar(&cfg.NoPromisc, "no-promisc", false, "do not put interfaces into promiscuous mode")
+	fs.IntVarP(&cfg.SnapLen, "snaplen", "s", agent.DefaultSnapLen, "bytes captured per packet at most")
+	fs.BoolVarP(&cfg.NoPromisc, "no-promisc", "p", false, "do not put interfaces into promiscuous mode")
 	fs.IntVar(&cfg.MaxRate, "max-rate", 0, "packets per second at most (shared evenly by the interfaces, bursts of 0.1 s pass); packets over it are dropped and counted; 0 is no limit")
 	fs.Var(intSizeFlag{&cfg.RingSize}, "ring-size", "kernel ring buffer per interface, all of it resident (default: sized by --ring-time)")
+	fs.IntVarP(&f.bufferKiB, "buffer-size", "B", 0, "--ring-size in KiB, as tcpdump's -B")
 	f.ringTime = fs.Duration("ring-time", agent.DefaultRingTime, fmt.Sprintf("size each kernel ring to hold a stall of the agent this long at %d packets/s of %d-byte frames (a block for every block timeout, flush-interval/16, and room for the bytes; at most %d MiB)",
 		capture.DesignPacketRate, capture.DesignFrameSize, capture.MaxTimedRing>>20))
 	cfg.BlockSize = agent.DefaultBlockSize
@@ -165,8 +182,17 @@ func agentFlags(fs *flag.FlagSet, cfg *agent.Config) *agentFlagVals {
 // parsed: the given-only fields, the interfaces, and TLS (chosen by any
 // --tls flag, or by --token-file without --insecure) and the token,
 // read from their files. Rules are agent.Config.Validate's.
-func (f *agentFlagVals) apply(fs *flag.FlagSet, cfg *agent.Config, log *slog.Logger) error {
-	fs.Visit(func(fl *flag.Flag) {
+func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Logger) error {
+	if fs.Changed("buffer-size") {
+		if fs.Changed("ring-size") {
+			return usageError("--buffer-size (-B) and --ring-size set the same ring: give one")
+		}
+		if f.bufferKiB < 0 || f.bufferKiB > 1<<30 {
+			return usageError("--buffer-size %d: want KiB between 0 and %d", f.bufferKiB, 1<<30)
+		}
+		cfg.RingSize = f.bufferKiB << 10
+	}
+	fs.Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
 		case "mtu":
 			cfg.MTU = *f.mtu

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"flag"
 	"strconv"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/liveness"
@@ -24,6 +25,7 @@ func TestAgentFlagDefaults(t *testing.T) {
 		"no-promisc":       "false",
 		"max-rate":         "0",
 		"ring-size":        "0",
+		"buffer-size":      "0",
 		"ring-time":        agent.DefaultRingTime.String(),
 		"block-size":       strconv.Itoa(agent.DefaultBlockSize),
 		"batch-size":       strconv.Itoa(agent.DefaultBatchBytes),
@@ -47,11 +49,11 @@ func TestAgentFlagDefaults(t *testing.T) {
 		"heartbeat":        liveness.DefaultHeartbeat.String(),
 		"peer-timeout":     liveness.DefaultPeerTimeout.String(),
 	}
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	var cfg agent.Config
 	agentFlags(fs, &cfg)
 	seen := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
 		seen[f.Name] = true
 		w, ok := want[f.Name]
 		switch {

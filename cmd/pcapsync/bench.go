@@ -9,134 +9,139 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/pcapsync/pcapsync/internal/bench"
 	"github.com/pcapsync/pcapsync/internal/gen"
 )
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "transport" && args[0] != "fanin" && args[0] != "latency" && args[0] != "pipeline" && args[0] != "live") {
-		return fmt.Errorf("%w: bench transport|fanin|latency|pipeline|live [flags]", errUsage)
-	}
-	switch args[0] {
-	case "live":
-		return runBenchLive(ctx, args[1:], stdout, stderr)
-	case "pipeline":
-		return runBenchPipeline(ctx, args[1:], stdout, stderr)
-	case "latency":
-		var err error
-		fs := newFlagSet("bench latency", "pcapsync bench latency [--rate PPS] [--seconds N] [--flush-interval D] [--markdown]  (root)", stderr)
-		var c bench.LatencyConfig
-		fs.IntVar(&c.Rate, "rate", 1000, "packets per second through the veth")
-		secs := fs.Float64("seconds", 10, "sending time")
-		fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the agent's --flush-interval")
-		collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\")")
-		md := fs.Bool("markdown", false, "print a Markdown table")
-		if err := parseFlags(fs, args[1:]); err != nil {
-			return err
-		}
-		if c.Rate < 1 || *secs <= 0 || c.Flush <= 0 {
-			return fmt.Errorf("%w: --rate, --seconds and --flush-interval must be positive", errUsage)
-		}
-		c.Duration = time.Duration(*secs * float64(time.Second))
-		c.CollectorArgs = strings.Fields(*collArgs)
-		if c.Exe, err = os.Executable(); err != nil {
-			return err
-		}
-		res, err := bench.Latency(ctx, c)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%d packets/s for %gs over a veth between two namespaces; time from capture timestamp to readable in the file, polled every %v:\n\n", c.Rate, *secs, res.PollEvery)
-		return bench.WriteLatency(stdout, res, *md)
-	case "transport":
-		fs := newFlagSet("bench transport", "pcapsync bench transport [--seconds N] [--rounds R] [--markdown]", stderr)
-		secs := fs.Float64("seconds", 1, "sending time per mode and round")
-		rounds := fs.Int("rounds", 3, "rounds; every mode runs once per round, medians are reported")
-		md := fs.Bool("markdown", false, "print a Markdown table")
-		if err := parseFlags(fs, args[1:]); err != nil {
-			return err
-		}
-		if *secs <= 0 || *rounds < 1 {
-			return fmt.Errorf("%w: --seconds must be positive and --rounds at least 1", errUsage)
-		}
-		res, err := bench.Transport(ctx, bench.TransportConfig{Duration: time.Duration(*secs * float64(time.Second)), Rounds: *rounds})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "85-byte messages over loopback, wire batch frames, %d rounds of %gs per mode, receiver in process:\n\n", *rounds, *secs)
-		return bench.WriteTransport(stdout, res, *md)
-	case "fanin":
-		fs := newFlagSet("bench fanin", "pcapsync bench fanin [--agents N] [--rate PPS] [--size BYTES] [--seconds N] [--markdown] [--cpuprofile FILE]", stderr)
-		var c bench.FaninConfig
-		fs.IntVar(&c.Agents, "agents", 10000, "simulated agents, each with its own TCP connection")
-		fs.IntVar(&c.Rate, "rate", 10, "packets per second per agent (one per batch)")
-		fs.IntVar(&c.Size, "size", 100, "bytes per packet")
-		secs := fs.Float64("seconds", 10, "sending time once every agent is connected")
-		fs.StringVar(&c.Dir, "dir", "", "collector output directory (default: a temporary one, removed afterwards)")
-		md := fs.Bool("markdown", false, "print a Markdown table")
-		prof := fs.String("cpuprofile", "", "write a CPU profile of the sending window to `FILE` (labels side=collector|agent: go tool pprof -tags FILE)")
-		if err := parseFlags(fs, args[1:]); err != nil {
-			return err
-		}
-		if *prof != "" {
-			f, err := os.Create(*prof)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			c.CPUProfile = f
-		}
-		if c.Agents < 1 || c.Rate < 1 || c.Size < 1 || *secs <= 0 {
-			return fmt.Errorf("%w: --agents, --rate, --size and --seconds must be positive", errUsage)
-		}
-		c.Duration = time.Duration(*secs * float64(time.Second))
-		res, err := bench.Fanin(ctx, c)
-		if err != nil {
-			if res.Connected > 0 {
-				bench.WriteFanin(stdout, c, res, *md)
-			}
-			return err
-		}
-		fmt.Fprintf(stdout, "one collector and %d simulated agents in this process, loopback TCP, --insecure, fsync never:\n\n", c.Agents)
-		return bench.WriteFanin(stdout, c, res, *md)
-	}
-	return nil
+func benchCommand(s streams) *cobra.Command {
+	return group("bench", "measure throughput, fan-in, latency and live capture",
+		benchTransportCommand(s), benchFaninCommand(s), benchLatencyCommand(s), benchPipelineCommand(s), benchLiveCommand(s))
 }
 
-func runBenchPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench pipeline", `pcapsync bench pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--exe FILE]
+func benchLatencyCommand(s streams) *cobra.Command {
+	return leaf("latency [--rate PPS] [--seconds N] [--flush-interval D] [--markdown]", "time from capture to readable in the file (root)",
+		"Sends packets across a veth between two namespaces it creates, captures them with an agent into a collector, and measures the time from each packet's capture timestamp to its being readable in the file.", noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.LatencyConfig
+			fs.IntVar(&c.Rate, "rate", 1000, "packets per second through the veth")
+			secs := fs.Float64("seconds", 10, "sending time")
+			fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the agent's --flush-interval")
+			collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\")")
+			md := fs.Bool("markdown", false, "print a Markdown table")
+			return func(ctx context.Context, _ []string) error {
+				if c.Rate < 1 || *secs <= 0 || c.Flush <= 0 {
+					return usageError("--rate, --seconds and --flush-interval must be positive")
+				}
+				c.Duration = time.Duration(*secs * float64(time.Second))
+				c.CollectorArgs = strings.Fields(*collArgs)
+				var err error
+				if c.Exe, err = os.Executable(); err != nil {
+					return err
+				}
+				res, err := bench.Latency(ctx, c)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(s.stdout, "%d packets/s for %gs over a veth between two namespaces; time from capture timestamp to readable in the file, polled every %v:\n\n", c.Rate, *secs, res.PollEvery)
+				return bench.WriteLatency(s.stdout, res, *md)
+			}
+		})
+}
 
-Replays a generated file through agent -> collector -> pcapng, through
+func benchTransportCommand(s streams) *cobra.Command {
+	return leaf("transport [--seconds N] [--rounds R] [--markdown]", "messages per second over loopback TCP and UDP",
+		"Sends 85-byte messages in wire batch frames over loopback TCP and UDP to a receiver in this process, in several modes, and reports medians.", noArgs, func(fs *pflag.FlagSet) runFunc {
+			secs := fs.Float64("seconds", 1, "sending time per mode and round")
+			rounds := fs.Int("rounds", 3, "rounds; every mode runs once per round, medians are reported")
+			md := fs.Bool("markdown", false, "print a Markdown table")
+			return func(ctx context.Context, _ []string) error {
+				if *secs <= 0 || *rounds < 1 {
+					return usageError("--seconds must be positive and --rounds at least 1")
+				}
+				res, err := bench.Transport(ctx, bench.TransportConfig{Duration: time.Duration(*secs * float64(time.Second)), Rounds: *rounds})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(s.stdout, "85-byte messages over loopback, wire batch frames, %d rounds of %gs per mode, receiver in process:\n\n", *rounds, *secs)
+				return bench.WriteTransport(s.stdout, res, *md)
+			}
+		})
+}
+
+func benchFaninCommand(s streams) *cobra.Command {
+	return leaf("fanin [--agents N] [--rate PPS] [--size BYTES] [--seconds N] [--markdown] [--cpuprofile FILE]", "one collector, many simulated agents",
+		"Runs one collector and many simulated agents, each with its own loopback TCP connection, in this process, and reports what was connected, sent and written.", noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.FaninConfig
+			fs.IntVar(&c.Agents, "agents", 10000, "simulated agents, each with its own TCP connection")
+			fs.IntVar(&c.Rate, "rate", 10, "packets per second per agent (one per batch)")
+			fs.IntVar(&c.Size, "size", 100, "bytes per packet")
+			secs := fs.Float64("seconds", 10, "sending time once every agent is connected")
+			fs.StringVar(&c.Dir, "dir", "", "collector output directory (default: a temporary one, removed afterwards)")
+			md := fs.Bool("markdown", false, "print a Markdown table")
+			prof := fs.String("cpuprofile", "", "write a CPU profile of the sending window to `FILE` (labels side=collector|agent: go tool pprof -tags FILE)")
+			return func(ctx context.Context, _ []string) error {
+				if c.Agents < 1 || c.Rate < 1 || c.Size < 1 || *secs <= 0 {
+					return usageError("--agents, --rate, --size and --seconds must be positive")
+				}
+				if *prof != "" {
+					f, err := os.Create(*prof)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					c.CPUProfile = f
+				}
+				c.Duration = time.Duration(*secs * float64(time.Second))
+				res, err := bench.Fanin(ctx, c)
+				if err != nil {
+					if res.Connected > 0 {
+						bench.WriteFanin(s.stdout, c, res, *md)
+					}
+					return err
+				}
+				fmt.Fprintf(s.stdout, "one collector and %d simulated agents in this process, loopback TCP, --insecure, fsync never:\n\n", c.Agents)
+				return bench.WriteFanin(s.stdout, c, res, *md)
+			}
+		})
+}
+
+const benchPipelineUsage = `Replays a generated file through agent -> collector -> pcapng, through
 PCAP-over-IP (tcpdump -r F -w - | nc into nc -l > file) and through
 tcpdump -w then rsync, every process on its own, the methods alternating,
 and reports medians of packets/s, CPU and peak RSS per process and bytes
 written, the ratios and issue 4's goals. Needs tcpdump, nc and rsync.
-Prints every round on stderr as it goes.`, stderr)
-	var c bench.PipelineConfig
-	fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
-	mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500 bytes at 7:4:1), mixed")
-	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
-	fs.IntVar(&c.Rounds, "rounds", 5, "rounds; every method runs once per round, medians are reported")
-	md := fs.Bool("markdown", false, "print Markdown tables")
-	fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
-	collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
-	agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if c.Packets < 1 || c.Rounds < 1 {
-		return fmt.Errorf("%w: --packets and --rounds must be at least 1", errUsage)
-	}
-	c.Mixes = splitMixes(*mixes)
-	c.CollectorArgs = strings.Fields(*collArgs)
-	c.AgentArgs = strings.Fields(*agentArgs)
-	var err error
-	if c.Exe, err = benchExe(*exe); err != nil {
-		return err
-	}
-	c.Log = stderr
-	res, err := bench.Pipeline(ctx, c)
-	return printBench(stdout, len(res) > 0, err, func() error { return bench.WritePipeline(stdout, c, res, *md) })
+Prints every round on stderr as it goes.`
+
+func benchPipelineCommand(s streams) *cobra.Command {
+	return leaf("pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--exe FILE]", "agent -> collector -> pcapng against tcpdump, nc and rsync",
+		benchPipelineUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.PipelineConfig
+			fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
+			mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500 bytes at 7:4:1), mixed")
+			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+			fs.IntVar(&c.Rounds, "rounds", 5, "rounds; every method runs once per round, medians are reported")
+			md := fs.Bool("markdown", false, "print Markdown tables")
+			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
+			collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
+			agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
+			return func(ctx context.Context, _ []string) error {
+				if c.Packets < 1 || c.Rounds < 1 {
+					return usageError("--packets and --rounds must be at least 1")
+				}
+				c.Mixes = splitMixes(*mixes)
+				c.CollectorArgs = strings.Fields(*collArgs)
+				c.AgentArgs = strings.Fields(*agentArgs)
+				var err error
+				if c.Exe, err = benchExe(*exe); err != nil {
+					return err
+				}
+				c.Log = s.stderr
+				res, err := bench.Pipeline(ctx, c)
+				return printBench(s.stdout, len(res) > 0, err, func() error { return bench.WritePipeline(s.stdout, c, res, *md) })
+			}
+		})
 }
 
 // printBench prints a bench's tables with write when it has results
@@ -161,41 +166,42 @@ func benchExe(flagValue string) (string, error) {
 	return os.Executable()
 }
 
-func runBenchLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench live", `pcapsync bench live [--seconds S] [--rounds R] [--mix 64,imix] [--rate PPS] [--generators N] [--markdown] [--agent-args ARGS] [--tcpdump-args ARGS] [--exe FILE]  (root)
-
-Sends UDP as fast as the generator can (or at --rate) across a veth
+const benchLiveUsage = `Sends UDP as fast as the generator can (or at --rate) across a veth
 between two network namespaces it creates and deletes, captures the
 receiving end with the pcapsync agent (into a collector there) and with
 tcpdump -w at the same time, and reports packets captured, kernel drops
 and CPU for both, medians of the rounds, and issue 4's live goal. Prints
-every round on stderr as it goes.`, stderr)
-	var c bench.LiveConfig
-	secs := fs.Float64("seconds", 5, "sending time per round")
-	fs.IntVar(&c.Rounds, "rounds", 3, "rounds per mix; medians are reported")
-	mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500-byte frames at 7:4:1)")
-	exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
-	fs.IntVar(&c.Rate, "rate", 0, "packets per second per generator; 0 is as fast as it can")
-	fs.IntVar(&c.Generators, "generators", runtime.NumCPU(), "generator processes (default: one per CPU, the most this machine can send)")
-	md := fs.Bool("markdown", false, "print Markdown tables")
-	agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--ring-size 64M\")")
-	tdArgs := fs.String("tcpdump-args", "", "more tcpdump flags, space-separated (e.g. \"-B 32768\")")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *secs <= 0 || c.Rounds < 1 || c.Rate < 0 || c.Generators < 1 {
-		return fmt.Errorf("%w: --seconds must be positive, --rounds and --generators at least 1, --rate not negative", errUsage)
-	}
-	c.Duration = time.Duration(*secs * float64(time.Second))
-	c.Mixes = splitMixes(*mixes)
-	c.AgentArgs, c.TcpdumpArgs = strings.Fields(*agentArgs), strings.Fields(*tdArgs)
-	var err error
-	if c.Exe, err = benchExe(*exe); err != nil {
-		return err
-	}
-	c.Log = stderr
-	res, err := bench.Live(ctx, c)
-	return printBench(stdout, len(res) > 0, err, func() error { return bench.WriteLive(stdout, c, res, *md) })
+every round on stderr as it goes.`
+
+func benchLiveCommand(s streams) *cobra.Command {
+	return leaf("live [--seconds S] [--rounds R] [--mix 64,imix] [--rate PPS] [--generators N] [--markdown] [--agent-args ARGS] [--tcpdump-args ARGS] [--exe FILE]", "live capture against tcpdump -w on a veth (root)",
+		benchLiveUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.LiveConfig
+			secs := fs.Float64("seconds", 5, "sending time per round")
+			fs.IntVar(&c.Rounds, "rounds", 3, "rounds per mix; medians are reported")
+			mixes := fs.String("mix", "64,imix", "packet mixes, comma-separated: 64, imix (64/576/1500-byte frames at 7:4:1)")
+			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+			fs.IntVar(&c.Rate, "rate", 0, "packets per second per generator; 0 is as fast as it can")
+			fs.IntVar(&c.Generators, "generators", runtime.NumCPU(), "generator processes (default: one per CPU, the most this machine can send)")
+			md := fs.Bool("markdown", false, "print Markdown tables")
+			agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--ring-size 64M\")")
+			tdArgs := fs.String("tcpdump-args", "", "more tcpdump flags, space-separated (e.g. \"-B 32768\")")
+			return func(ctx context.Context, _ []string) error {
+				if *secs <= 0 || c.Rounds < 1 || c.Rate < 0 || c.Generators < 1 {
+					return usageError("--seconds must be positive, --rounds and --generators at least 1, --rate not negative")
+				}
+				c.Duration = time.Duration(*secs * float64(time.Second))
+				c.Mixes = splitMixes(*mixes)
+				c.AgentArgs, c.TcpdumpArgs = strings.Fields(*agentArgs), strings.Fields(*tdArgs)
+				var err error
+				if c.Exe, err = benchExe(*exe); err != nil {
+					return err
+				}
+				c.Log = s.stderr
+				res, err := bench.Live(ctx, c)
+				return printBench(s.stdout, len(res) > 0, err, func() error { return bench.WriteLive(s.stdout, c, res, *md) })
+			}
+		})
 }
 
 // splitMixes reads a comma-separated --mix.

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 )
@@ -21,7 +21,7 @@ type redisFlags struct {
 }
 
 // addRedisFlags registers the --redis* flags on fs.
-func addRedisFlags(fs *flag.FlagSet) *redisFlags {
+func addRedisFlags(fs *pflag.FlagSet) *redisFlags {
 	r := &redisFlags{queue: redisfeed.DefaultQueueBytes}
 	fs.StringVar(&r.cfg.URL, "redis", "", "also publish every written batch to a Redis Stream per agent at this URL (redis://[:PASSWORD@]HOST:PORT[/DB], rediss://, unix:///PATH); Redis down or slow never holds up the files: batches are dropped and counted")
 	fs.StringVar(&r.cfg.Prefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")
@@ -35,9 +35,9 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 
 // start starts the feed if --redis was given and returns it (nil
 // otherwise); fs must have been parsed.
-func (r *redisFlags) start(fs *flag.FlagSet, log *slog.Logger) (*redisfeed.Feed, error) {
+func (r *redisFlags) start(fs *pflag.FlagSet, log *slog.Logger) (*redisfeed.Feed, error) {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	if r.cfg.URL == "" {
 		for _, name := range []string{"redis-prefix", "redis-compress", "redis-maxlen", "redis-max-age", "redis-queue", "redis-timeout"} {
 			if set[name] {

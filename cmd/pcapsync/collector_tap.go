@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -26,13 +27,14 @@ type tapSpec struct {
 	def  tap.Selection
 }
 
-func addTapFlags(fs *flag.FlagSet) *tapFlags {
+func addTapFlags(fs *pflag.FlagSet) *tapFlags {
 	tf := &tapFlags{queue: tap.DefaultQueueSize}
 	fs.Func("tap", "serve a live pcapng stream of what is written on HOST:PORT[=AGENT[:IFACE]] (repeatable): `wireshark -k -i TCP@HOST:PORT` sees AGENT (default every agent), `pcapsync tail` asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
 		spec, err := parseTapSpec(s)
 		tf.specs = append(tf.specs, spec)
 		return err
 	})
+	annotate(fs, "tap", annRepeatable)
 	fs.Var(sizeFlag{&tf.queue}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
 	return tf
 }

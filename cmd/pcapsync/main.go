@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,30 +14,36 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/pcapsync/pcapsync/internal/compress"
 )
 
-const usage = `pcapsync streams packets captured on many hosts to one collector.
+const rootLong = `pcapsync streams packets captured on many hosts to one collector, which
+writes them into pcapng files per host.
 
-Usage:
-  pcapsync collector --dir DIR [--listen HOST:PORT] (--tls-cert F --tls-key F [--tls-client-ca F] | --insecure) [flags]
-  pcapsync agent --collector HOST[:PORT] (--iface IF[,IF...] | --read FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
-  pcapsync gen file --out FILE [--count N] [--mix 64|imix|mixed]
-  pcapsync gen udp --to HOST:PORT [--count N] [--seconds S] [--rate PPS] [--mix 64|imix]
-  pcapsync gen certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...]
-  pcapsync tail (--collector-admin HOST:PORT | --redis URL) --agent NAME [--iface IF] [--filter EXPR] > out.pcapng
-  pcapsync status --collector-admin HOST:PORT [--json]
+  pcapsync collector --dir DIR (--tls-cert F --tls-key F [--tls-client-ca F] | --insecure) [flags]
+  pcapsync agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
+  pcapsync tail (--tap HOST:PORT | --redis URL) --agent NAME [--iface IF] [--filter EXPR] > out.pcapng
+  pcapsync status --metrics HOST:PORT [--json]
+  pcapsync gen file|udp|certs|man [flags]
   pcapsync bench transport|fanin|latency|pipeline|live [flags]
+  pcapsync completion bash|zsh|fish|powershell
 
-Run "pcapsync COMMAND --help" for the flags of a command.
-`
+Every flag can also be set by an environment variable (--snaplen by
+PCAPSYNC_SNAPLEN) or a line of a configuration file (--config FILE:
+"snaplen = 1500"); a flag on the command line wins over the variable,
+the variable over the file, the file over the default
+(docs/configuration.md).`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// PCAPSYNC_CPUPROFILE=FILE writes a CPU profile of the whole run, for
-	// "go tool pprof"; a debugging aid, not a user feature.
-	if path := os.Getenv("PCAPSYNC_CPUPROFILE"); path != "" {
+	// PCAPSYNC_DEBUG_CPUPROFILE=FILE writes a CPU profile of the whole
+	// run, for "go tool pprof"; a debugging aid, not a user feature (no
+	// flag has the name, so it sets none).
+	if path := os.Getenv("PCAPSYNC_DEBUG_CPUPROFILE"); path != "" {
 		// "%p" becomes the process id: one profile per process when a
 		// benchmark starts several.
 		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
@@ -49,76 +53,85 @@ func main() {
 	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		pprof.StopCPUProfile()
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pcapsync:", err)
-		}
+		fmt.Fprintln(os.Stderr, "pcapsync:", err)
 		os.Exit(exitCode(err))
 	}
 }
 
-// errUsage marks a bad command line (exit 2, like flag's own errors).
-var errUsage = errors.New("usage")
-
-func exitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	return 1
-}
-
+// run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: no command given", errUsage)
-	}
-	switch args[0] {
-	case "collector":
-		return runCollector(ctx, args[1:], stdout, stderr)
-	case "agent":
-		return runAgent(ctx, args[1:], stdout, stderr)
-	case "gen":
-		return runGen(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return runBench(ctx, args[1:], stdout, stderr)
-	case "tail":
-		return runTail(ctx, args[1:], stdout, stderr)
-	case "status":
-		return runStatus(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	root := newRoot(streams{stdout, stderr})
+	root.SetArgs(singleDashLong(root, args))
+	return root.ExecuteContext(ctx)
 }
 
-// newFlagSet returns a FlagSet that reports errors instead of exiting.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: %s\n\n", synopsis)
-		fs.PrintDefaults()
+// newRoot returns the command tree: every subcommand with its flags.
+func newRoot(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pcapsync",
+		Short:         "stream packet captures from many hosts to one collector",
+		Long:          rootLong,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				fmt.Fprint(s.stderr, c.UsageString())
+				return usageError("no command given")
+			}
+			hint := ""
+			if sug := c.SuggestionsFor(args[0]); len(sug) > 0 {
+				hint = fmt.Sprintf(" (did you mean %s?)", strings.Join(sug, ", "))
+			}
+			return usageError("unknown command %q%s; run \"pcapsync --help\" for the list", args[0], hint)
+		},
+		RunE:              func(*cobra.Command, []string) error { return nil },
+		PersistentPreRunE: func(c *cobra.Command, args []string) error { return applySettings(c, args, lookupEnv) },
 	}
-	return fs
+	root.SetOut(s.stdout)
+	root.SetErr(s.stderr)
+	root.SetVersionTemplate("{{.Version}}")
+	root.Flags().Bool("version", false, "print the version, the commit it was built from and the Go release, and exit")
+	root.PersistentFlags().String("config", "", "read settings from this `FILE`: one \"name = value\" per line, name a long flag of the command (docs/configuration.md); also PCAPSYNC_CONFIG")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %s: %w (see %s --help)", errUsage, c.CommandPath(), err, c.CommandPath())
+	})
+	root.AddCommand(collectorCommand(s), agentCommand(s), tailCommand(s), statusCommand(s), genCommand(s), benchCommand(s))
+	return root
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return nil
+// logFlags are the logging flags of the commands that log.
+type logFlags struct {
+	level, format string
+	verbose       bool
 }
 
-func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
+func (l *logFlags) register(fs *pflag.FlagSet, verbose bool) {
+	fs.StringVar(&l.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "text (key=value) or json (one object per line, for log shippers)")
+	if verbose {
+		fs.BoolVarP(&l.verbose, "verbose", "v", false, "log at debug level (as --log-level debug)")
 	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// logger returns the logger the flags describe, writing to stderr.
+func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	name := l.level
+	if l.verbose {
+		name = "debug"
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		return nil, usageError("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return nil, usageError("--log-format %q: want text or json", l.format)
 }
 
 // parseSize reads a byte size: a number with an optional suffix K, M,
@@ -150,7 +163,7 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// sizeFlag is a flag.Value for byte sizes.
+// sizeFlag is a pflag.Value for byte sizes.
 type sizeFlag struct{ n *int64 }
 
 func (f sizeFlag) String() string {
@@ -159,6 +172,8 @@ func (f sizeFlag) String() string {
 	}
 	return fmt.Sprint(*f.n)
 }
+
+func (sizeFlag) Type() string { return "size" }
 
 func (f sizeFlag) Set(s string) error {
 	n, err := parseSize(s)
@@ -169,7 +184,7 @@ func (f sizeFlag) Set(s string) error {
 	return nil
 }
 
-// intSizeFlag is a flag.Value for byte sizes held in an int.
+// intSizeFlag is a pflag.Value for byte sizes held in an int.
 type intSizeFlag struct{ n *int }
 
 func (f intSizeFlag) String() string {
@@ -178,6 +193,8 @@ func (f intSizeFlag) String() string {
 	}
 	return strconv.Itoa(*f.n)
 }
+
+func (intSizeFlag) Type() string { return "size" }
 
 func (f intSizeFlag) Set(s string) error {
 	n, err := parseSize(s)
@@ -191,15 +208,17 @@ func (f intSizeFlag) Set(s string) error {
 	return nil
 }
 
-// compressFlag is a flag.Value for a compress.Spec.
+// compressFlag is a pflag.Value for a compress.Spec.
 type compressFlag struct{ sp *compress.Spec }
 
 func (f compressFlag) String() string {
 	if f.sp == nil {
-		return "" // the zero flag.Value, which flag's help compares with
+		return ""
 	}
 	return f.sp.String()
 }
+
+func (compressFlag) Type() string { return "codec" }
 
 func (f compressFlag) Set(s string) error {
 	sp, err := compress.ParseSpec(s)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/metrics"
 )
@@ -21,14 +23,14 @@ type metricsFlags struct {
 	pprof bool
 }
 
-func (m *metricsFlags) register(fs *flag.FlagSet) {
+func (m *metricsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&m.addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
 	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
 }
 
 func (m *metricsFlags) check() error {
 	if m.pprof && m.addr == "" {
-		return fmt.Errorf("%w: --pprof needs --metrics HOST:PORT (it is served on that listener)", errUsage)
+		return usageError("--pprof needs --metrics HOST:PORT (it is served on that listener)")
 	}
 	return nil
 }
@@ -63,28 +65,34 @@ func (m *metricsFlags) serve(ln net.Listener, h http.Handler, log *slog.Logger) 
 	return func() { cancel(); <-done }
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", `pcapsync status --collector-admin HOST:PORT [--json]
-
-Prints the agents a collector knows (GET http://HOST:PORT/status on the
+const statusUsage = `Prints the agents a collector knows (GET http://HOST:PORT/status on the
 collector's --metrics listener): address, transport, how long connected,
 packets and bytes per second over the last 10 s, drops as the agent
 reports them, batches lost, the last sequence received and the lag
-(batches received but not yet acknowledged).`, stderr)
-	addr := fs.String("collector-admin", "", "the collector's --metrics HOST:PORT (required)")
-	raw := fs.Bool("json", false, "print the JSON as the collector serves it")
-	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *addr == "" || fs.NArg() > 0 {
-		return fmt.Errorf("%w: give --collector-admin HOST:PORT and nothing else", errUsage)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+(batches received but not yet acknowledged). The old name of --metrics,
+--collector-admin, is still accepted.`
+
+func statusCommand(s streams) *cobra.Command {
+	return leaf("status --metrics HOST:PORT [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+		addr := fs.String("metrics", "", "the collector's --metrics HOST:PORT (required)")
+		aliases(fs, map[string]string{"collector-admin": "metrics"})
+		raw := fs.Bool("json", false, "print the JSON as the collector serves it")
+		timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+		return func(ctx context.Context, _ []string) error {
+			if *addr == "" {
+				return usageError("status needs --metrics HOST:PORT")
+			}
+			return runStatus(ctx, s, *addr, *raw, *timeout)
+		}
+	})
+}
+
+func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
-		return fmt.Errorf("%w: --collector-admin %q: %w", errUsage, *addr, err)
+		return usageError("--metrics %q: %v", addr, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -96,10 +104,10 @@ reports them, batches lost, the last sequence received and the lag
 		return fmt.Errorf("reading the collector's status: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("collector answered %s (is %s a collector's --metrics listener?)", resp.Status, *addr)
+		return fmt.Errorf("collector answered %s (is %s a collector's --metrics listener?)", resp.Status, addr)
 	}
-	if *raw {
-		_, err := stdout.Write(body)
+	if raw {
+		_, err := s.stdout.Write(body)
 		return err
 	}
 	var st metrics.Status
@@ -109,5 +117,5 @@ reports them, batches lost, the last sequence received and the lag
 	if st.Agents == nil && st.Time.IsZero() {
 		return errors.New("the answer is not a collector's status")
 	}
-	return metrics.WriteTable(stdout, st)
+	return metrics.WriteTable(s.stdout, st)
 }

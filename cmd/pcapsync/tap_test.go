@@ -38,7 +38,7 @@ func TestTapFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{append(coll, "--tap", "7740"), "flag -tap"},
+		{append(coll, "--tap", "7740"), `for "--tap" flag`},
 		{append(coll, "--tap", "127.0.0.1:0=no/such"), "agent"},
 		{append(coll, "--tap-queue", "1M"), "--tap-queue needs --tap"},
 		{append(coll, "--tap", "127.0.0.1:0", "--tap-queue", "1K"), "--tap-queue 1024 out of range"},

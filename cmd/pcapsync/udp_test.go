@@ -40,7 +40,7 @@ func TestUDPFlags(t *testing.T) {
 		{append(agent, "--insecure", "--pprof"), "--pprof needs --metrics"},
 		{[]string{"collector", "--dir", "out", "--insecure", "--pprof"}, "--pprof needs --metrics"},
 		{[]string{"collector", "--dir", "out", "--insecure", "--metrics", "127.0.0.1:0", "--metrics-max-agents", "0"}, "--metrics-max-agents 0"},
-		{[]string{"status"}, "give --collector-admin"},
+		{[]string{"status"}, "status needs --metrics"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

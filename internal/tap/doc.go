@@ -17,7 +17,7 @@
 // Wireshark's TCP@ input, gets its listener's default selection.
 //
 // Stream is the client: it sends a request line and copies the stream
-// that comes back (`pcapsync tail --collector-admin`). Filter, the
+// that comes back (`pcapsync tail --tap`). Filter, the
 // clients' filter, is exported for other readers of batches
 // (redisfeed.Copy), so that a tcpdump expression selects the same
 // packets wherever it runs.

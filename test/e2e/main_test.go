@@ -37,6 +37,10 @@ const testTimeout = 60 * time.Second
 // pcapsyncBin is the binary built once by TestMain.
 var pcapsyncBin string
 
+// gitHead is the commit the binary was built from, "" when it was built
+// without VCS information.
+var gitHead string
+
 // raceBuild: the tests run with -race, so the binary under test is built
 // with it too, and data races in the product fail the end-to-end runs.
 const raceBuild = raceflag.Enabled
@@ -58,7 +62,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	pcapsyncBin = filepath.Join(tmp, "pcapsync")
-	args := []string{"build", "-buildvcs=false", "-o", pcapsyncBin}
+	// Stamp the commit into the binary when this is a git clone, so
+	// that --version can be checked against it. (go build finds a
+	// repository by its .git directory: a "git worktree" checkout, whose
+	// .git is a file, is built without.)
+	vcs := "-buildvcs=false"
+	if fi, err := os.Stat(filepath.Join(root, ".git")); err == nil && fi.IsDir() {
+		if out, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output(); err == nil {
+			gitHead, vcs = strings.TrimSpace(string(out)), "-buildvcs=true"
+		}
+	}
+	args := []string{"build", vcs, "-o", pcapsyncBin}
 	if raceBuild {
 		args = append(args, "-race")
 	}
@@ -181,7 +195,14 @@ func withInsecure(args []string) []string {
 // A collector or agent without security flags gets --insecure.
 func startProc(t *testing.T, ctx context.Context, name, netns string, args ...string) *proc {
 	t.Helper()
-	argv := append([]string{pcapsyncBin}, withInsecure(args)...)
+	return startProcEnv(t, ctx, name, netns, nil, withInsecure(args)...)
+}
+
+// startProcEnv starts pcapsync with args as they are, in namespace netns
+// unless it is "", with env added to the environment.
+func startProcEnv(t *testing.T, ctx context.Context, name, netns string, env []string, args ...string) *proc {
+	t.Helper()
+	argv := append([]string{pcapsyncBin}, args...)
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
@@ -189,9 +210,10 @@ func startProc(t *testing.T, ctx context.Context, name, netns string, args ...st
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
+	p.cmd.Env = append(os.Environ(), env...)
 	if raceBuild && os.Getenv("GORACE") == "" {
 		// A race-enabled binary sleeps 1s at exit by default.
-		p.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=50")
+		p.cmd.Env = append(p.cmd.Env, "GORACE=atexit_sleep_ms=50")
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s (%s): %v", name, strings.Join(argv, " "), err)

@@ -138,7 +138,7 @@ func TestTap(t *testing.T) {
 			fmt.Sprintf("printf 'PCAPSYNC-TAP/1 agent=a1\\n' | nc %s %s | tshark -r - -w %s",
 				strings.Split(tapAny, ":")[0], strings.Split(tapAny, ":")[1], out("nc-tshark"))),
 		startTapClient(t, ctx, "pcapsync tail", out("tail"),
-			fmt.Sprintf("%s tail --collector-admin %s --insecure --agent a2 --filter 'udp and not tcp' > %s", pcapsyncBin, tapAny, out("tail"))),
+			fmt.Sprintf("%s tail --tap %s --insecure --agent a2 --filter 'udp and not tcp' > %s", pcapsyncBin, tapAny, out("tail"))),
 		startTapClient(t, ctx, "nc | tcpdump -r -", out("nc-tcpdump"),
 			fmt.Sprintf("printf 'PCAPSYNC-TAP/1 agent=*\\n' | nc %s %s | tcpdump -r - -w %s",
 				strings.Split(tapAny, ":")[0], strings.Split(tapAny, ":")[1], out("nc-tcpdump"))),
@@ -247,6 +247,7 @@ func TestTapAuth(t *testing.T) {
 	anyAddr := fmt.Sprintf("127.0.0.1:%d", anyPort)
 
 	tail := func(target, flags string) string {
+		// The old name of --tap, still accepted.
 		return fmt.Sprintf("%s tail --collector-admin %s --agent ta1 %s", pcapsyncBin, target, flags)
 	}
 	good := []*tapClient{
