@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,6 +54,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var mf metricsFlags
 	mf.register(fs)
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	summary := addSummaryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -99,8 +101,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sum, err := a.Run(ctx)
 	stopMetrics()
-	fmt.Fprintln(stdout, "pcapsync agent:", sum)
-	return err
+	return errors.Join(err, summary.print(stdout, agentSummary{sum}))
 }
 
 // agentFlagVals are the agent's flags that are no agent.Config field
