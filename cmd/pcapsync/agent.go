@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -59,6 +60,7 @@ func agentCommand(s streams) *cobra.Command {
 		mf.register(fs)
 		var lf logFlags
 		lf.register(fs, true)
+		summary := addSummaryFlag(fs)
 		return func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				if fs.Changed("filter") {
@@ -74,7 +76,9 @@ func agentCommand(s streams) *cobra.Command {
 			if err := flags.apply(fs, &cfg, log); err != nil {
 				return err
 			}
-			return runAgent(ctx, s, cfg, mf, log)
+			return runAgent(ctx, cfg, mf, log, func(sum agent.Summary) error {
+				return summary.print(s.stdout, agentSummary{sum})
+			})
 		}
 	})
 	annotate(c.Flags(), "filter", annPositional)
@@ -82,8 +86,9 @@ func agentCommand(s streams) *cobra.Command {
 }
 
 // runAgent runs an agent with cfg until ctx ends (or its file is sent),
-// with the metrics listener mf describes, and prints its summary.
-func runAgent(ctx context.Context, s streams, cfg agent.Config, mf metricsFlags, log *slog.Logger) error {
+// with the metrics listener mf describes, and hands its summary to
+// printSummary once it ran.
+func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.Logger, printSummary func(agent.Summary) error) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -113,8 +118,7 @@ func runAgent(ctx context.Context, s streams, cfg agent.Config, mf metricsFlags,
 	}
 	sum, err := a.Run(ctx)
 	stopMetrics()
-	fmt.Fprintln(s.stdout, "pcapsync agent:", sum)
-	return err
+	return errors.Join(err, printSummary(sum))
 }
 
 // agentFlagVals are the agent's flags that are no agent.Config field

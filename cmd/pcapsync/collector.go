@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net"
-	"slices"
 	"strconv"
 	"time"
 
@@ -83,6 +80,7 @@ func collectorCommand(s streams) *cobra.Command {
 			var lf logFlags
 			lf.register(fs, true)
 			tapf := addTapFlags(fs)
+			summary := addSummaryFlag(fs)
 			return func(ctx context.Context, _ []string) error {
 				log, err := lf.logger(s.stderr)
 				if err != nil {
@@ -145,7 +143,7 @@ func collectorCommand(s streams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				defer redisOpts.stop(nil) // on an early return; the end prints its summary
+				defer redisOpts.stop() // on an early return; the end stops it before the summary
 				if rf != nil {
 					feeds = append(feeds, rf)
 				}
@@ -237,46 +235,11 @@ func collectorCommand(s streams) *cobra.Command {
 				<-ticked
 				cerr := core.Close()
 				stopMetrics()
-				c, st := &core.Counters, &core.Store().Counters
-				fmt.Fprintf(stdout, "pcapsync collector: sessions %d, rejected %d, protocol errors %d, batches %d, packets %d, bytes %d, duplicates dropped %d, file errors %d, peer timeouts %d, over connection limit %d%s\n",
-					c.Sessions.Load(), c.Rejected.Load(), c.ProtocolErrors.Load(), c.Batches.Load(), c.Packets.Load(), c.Bytes.Load(), c.Duplicates.Load(), st.FileErrors.Load(),
-					c.PeerTimeouts.Load(), c.OverLimit.Load(), udpSummary(stdout, udp))
-				if taps != nil {
-					taps.summary(stdout)
-				}
-				if n := st.Truncated.Load(); n > 0 {
-					fmt.Fprintf(stdout, "pcapsync collector: %d packets truncated to their link type's limit (original length kept)\n", n)
-				}
-				if n := c.MissingBatches.Load(); n > 0 {
-					fmt.Fprintf(stdout, "pcapsync collector: LOST %d batches: agents' sequences skipped them (see the log's \"batches missing\" lines)\n", n)
-				}
-				if n := c.Compressed.Load() + c.BadCompress.Load() + c.TooLargeRaw.Load(); n > 0 {
-					fmt.Fprintf(stdout, "pcapsync collector: compressed batches %d (records %d bytes as received, %d decompressed), refused: corrupt %d, over the size limit %d\n",
-						c.Compressed.Load(), c.WireBytes.Load(), c.RawBytes.Load(), c.BadCompress.Load(), c.TooLargeRaw.Load())
-				}
-				redisOpts.stop(stdout) // after the core closed: no more batches come
-				return errors.Join(serr, uerr, terr, cerr)
+				redisOpts.stop() // after the core closed: no more batches come
+				perr := summary.print(stdout, newCollectorSummary(core, udp, taps, rf))
+				return errors.Join(serr, uerr, terr, cerr, perr)
 			}
 		})
-}
-
-// udpSummary prints a line per UDP agent and returns the UDP totals for
-// the summary line ("" without UDP).
-func udpSummary(stdout io.Writer, udp *collector.UDPServer) string {
-	if udp == nil {
-		return ""
-	}
-	agents := udp.AgentCounts()
-	var total collector.UDPAgentCounts
-	for _, name := range slices.Sorted(maps.Keys(agents)) {
-		a := agents[name]
-		total.Add(a)
-		fmt.Fprintf(stdout, "pcapsync collector: udp agent %s: datagrams %d, lost %d, reordered %d, duplicates %d, late %d, malformed %d, pieces %d, batches reassembled %d, incomplete %d\n",
-			name, a.Received, a.Lost, a.Reordered, a.Duplicates, a.Late, a.Malformed, a.Pieces, a.Reassembled, a.Incomplete)
-	}
-	u := &udp.Counters
-	return fmt.Sprintf(", udp datagrams %d, batch datagrams %d, lost %d, reordered %d, late %d, malformed %d, from unknown sources %d, incomplete batches %d (evicted %d)",
-		u.Datagrams.Load(), total.Received, total.Lost, total.Reordered, total.Late, u.Malformed.Load(), u.Unknown.Load(), total.Incomplete, u.Evicted.Load())
 }
 
 // disabledIfZero maps a user's 0 ("disable") to the Config's negative.

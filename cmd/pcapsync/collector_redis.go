@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -67,10 +66,9 @@ func (r *redisFlags) start(fs *pflag.FlagSet, log *slog.Logger) (*redisfeed.Feed
 	return f, nil
 }
 
-// stop publishes what is queued (for at most 5s), closes the feed and
-// prints its summary line to stdout unless stdout is nil. Safe without a
-// feed and more than once.
-func (r *redisFlags) stop(stdout io.Writer) {
+// stop publishes what is queued (for at most 5s) and closes the feed.
+// Safe without a feed and more than once.
+func (r *redisFlags) stop() {
 	if r.feed == nil {
 		return
 	}
@@ -79,12 +77,6 @@ func (r *redisFlags) stop(stdout io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	f.Close(ctx)
-	if stdout == nil {
-		return
-	}
-	c := &f.Counters
-	fmt.Fprintf(stdout, "pcapsync collector: redis feed: published %d, dropped %d, reconnects %d, records %d bytes stored as %d\n",
-		c.Published.Load(), c.Dropped.Load(), c.Reconnects.Load(), c.RawBytes.Load(), c.SentBytes.Load())
 }
 
 // redisLogger sends go-redis's own messages to the debug log.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -137,13 +136,6 @@ func (ts *taps) finish() error {
 		}
 	}
 	return err
-}
-
-// summary prints the taps' line of the collector's exit summary.
-func (ts *taps) summary(stdout io.Writer) {
-	c := &ts.tap.Counters
-	fmt.Fprintf(stdout, "pcapsync collector: tap clients %d, refused %d, dropped as too slow %d, packets sent %d, bytes sent %d\n",
-		c.Clients.Load(), c.Rejected.Load(), c.DroppedSlow.Load(), c.Packets.Load(), c.Bytes.Load())
 }
 
 // close closes listeners never served (after an error at start).

@@ -19,33 +19,40 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// Summary is what an agent did, for its closing line.
+// Summary is what an agent did: the counters of its closing line,
+// which String renders as that line (without the "pcapsync agent: "
+// prefix). Its JSON form is one object whose keys are the field names
+// in snake_case, every key always present (the UDP ones zero over TCP).
 type Summary struct {
-	Read        uint64 // packets read from the sources
-	Sent        uint64 // packets handed to a connection at least once
-	Acked       uint64 // packets the collector acknowledged
-	Dropped     uint64 // packets dropped because the queue (or spool) was full
-	RateDrops   uint64 // packets dropped by the rate limit (--max-rate)
-	KernelDrops uint64 // packets the kernel dropped (live capture)
-	Unacked     uint64 // packets still queued at exit
-	Reconnects  uint64
+	Read        uint64 `json:"read"`         // packets read from the sources
+	Sent        uint64 `json:"sent"`         // packets handed to a connection at least once
+	Acked       uint64 `json:"acked"`        // packets the collector acknowledged
+	Dropped     uint64 `json:"dropped"`      // packets dropped because the queue (or spool) was full
+	RateDrops   uint64 `json:"rate_drops"`   // packets dropped by the rate limit (--max-rate)
+	KernelDrops uint64 `json:"kernel_drops"` // packets the kernel dropped (live capture)
+	Unacked     uint64 `json:"unacked"`      // packets still queued at exit
+	Reconnects  uint64 `json:"reconnects"`   // connection attempts after the first (TCP)
 
 	// LinkTruncated counts packets cut to the longest captured length
 	// readers accept for their link type (pcapfile.MaxCapLen), their
 	// original length kept.
-	LinkTruncated uint64
+	LinkTruncated uint64 `json:"link_truncated"`
 
 	// Records bytes before and after compression (equal without it).
-	RawBytes, WireBytes uint64
+	RawBytes  uint64 `json:"raw_bytes"`
+	WireBytes uint64 `json:"wire_bytes"`
 
 	// UDP only (nothing is acknowledged there: Acked stays 0).
-	UDP        bool
-	Datagrams  uint64 // datagrams sent
-	SendErrors uint64 // datagrams the kernel refused (ENOBUFS, ...): their batches are lost
-	Pieced     uint64 // batches larger than a datagram (one packet too big for one), sent in pieces
-	Pieces     uint64 // datagrams those pieces took (each also counted in Datagrams)
+	UDP        bool   `json:"udp"`         // the transport was UDP
+	Datagrams  uint64 `json:"datagrams"`   // datagrams sent
+	SendErrors uint64 `json:"send_errors"` // datagrams the kernel refused (ENOBUFS, ...): their batches are lost
+	Pieced     uint64 `json:"pieced"`      // batches larger than a datagram (one packet too big for one), sent in pieces
+	Pieces     uint64 `json:"pieces"`      // datagrams those pieces took (each also counted in Datagrams)
 }
 
+// String renders s as the agent's closing line: the counters always
+// there, then the link truncations and the compression if any, then the
+// UDP counters over UDP.
 func (s Summary) String() string {
 	str := fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)

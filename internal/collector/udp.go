@@ -46,12 +46,13 @@ type UDPCounters struct {
 }
 
 // UDPAgentCounts are one agent name's UDP totals, over its sessions.
+// Its JSON keys (in UDPAgentSummary) are the field names in snake_case.
 type UDPAgentCounts struct {
 	SeqCounts
-	Malformed   uint64 // datagrams from its source dropped as malformed
-	Pieces      uint64 // datagrams that carried a piece of a batch (also in Received)
-	Reassembled uint64 // batches put back together from their pieces
-	Incomplete  uint64 // batches of which pieces arrived but not all in time (or over the reassembly limits): dropped
+	Malformed   uint64 `json:"malformed"`   // datagrams from its source dropped as malformed
+	Pieces      uint64 `json:"pieces"`      // datagrams that carried a piece of a batch (also in Received)
+	Reassembled uint64 `json:"reassembled"` // batches put back together from their pieces
+	Incomplete  uint64 `json:"incomplete"`  // batches of which pieces arrived but not all in time (or over the reassembly limits): dropped
 }
 
 // Add adds o's counts to c.

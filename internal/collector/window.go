@@ -10,11 +10,11 @@ const windowSize = 1024
 // SeqCounts are what a stream of sequence-numbered datagrams (the UDP
 // transport's batches) did, counted exactly.
 type SeqCounts struct {
-	Received   uint64 // batch datagrams that arrived, whatever became of them
-	Lost       uint64 // sequence numbers never received, once they can no longer arrive in time
-	Reordered  uint64 // arrived after a higher sequence number, and written
-	Duplicates uint64 // arrived before (or held before the session began), not written
-	Late       uint64 // arrived more than windowSize below the highest: already counted lost, not written
+	Received   uint64 `json:"received"`   // batch datagrams that arrived, whatever became of them
+	Lost       uint64 `json:"lost"`       // sequence numbers never received, once they can no longer arrive in time
+	Reordered  uint64 `json:"reordered"`  // arrived after a higher sequence number, and written
+	Duplicates uint64 `json:"duplicates"` // arrived before (or held before the session began), not written
+	Late       uint64 `json:"late"`       // arrived more than windowSize below the highest: already counted lost, not written
 }
 
 // Add adds o's counts to c.

@@ -774,12 +774,12 @@ func awaitAgent(p *proc, n uint64) error {
 	if code != 0 {
 		return fmt.Errorf("%s exited with code %d", p.name, code)
 	}
-	m := summaryRE.FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		return fmt.Errorf("%s printed no summary", p.name)
+	s, err := agentSummary(p)
+	if err != nil {
+		return err
 	}
-	if m[3] != strconv.FormatUint(n, 10) || m[6] != "0" {
-		return fmt.Errorf("%s: want %d packets acknowledged, none left: %s", p.name, n, m[0])
+	if s.Acked != n || s.Unacked != 0 {
+		return fmt.Errorf("%s: want %d packets acknowledged, none left: %s", p.name, n, s)
 	}
 	return nil
 }

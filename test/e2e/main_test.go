@@ -12,23 +12,25 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
-	"github.com/pcapsync/pcapsync/internal/testutil"
-
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 // testTimeout bounds every test; a process still running then is killed.
@@ -191,11 +193,27 @@ func withInsecure(args []string) []string {
 	return append([]string{args[0], "--insecure"}, args[1:]...)
 }
 
+// withSummaryJSON adds --summary json to a collector's or agent's
+// command line that chooses no summary format, so that the tests read
+// the summary as JSON (proc.summary, proc.collectorSummary).
+func withSummaryJSON(args []string) []string {
+	if len(args) == 0 || args[0] != "collector" && args[0] != "agent" {
+		return args
+	}
+	for _, a := range args[1:] {
+		if name, _, _ := strings.Cut(a, "="); name == "--summary" || name == "-summary" {
+			return args
+		}
+	}
+	return append([]string{args[0], "--summary", "json"}, args[1:]...)
+}
+
 // startProc starts pcapsync with args, in namespace netns unless it is "".
-// A collector or agent without security flags gets --insecure.
+// A collector or agent without security flags gets --insecure, and
+// without --summary gets --summary json.
 func startProc(t *testing.T, ctx context.Context, name, netns string, args ...string) *proc {
 	t.Helper()
-	return startProcEnv(t, ctx, name, netns, nil, withInsecure(args)...)
+	return startProcEnv(t, ctx, name, netns, nil, withSummaryJSON(withInsecure(args))...)
 }
 
 // startProcEnv starts pcapsync with args as they are, in namespace netns
@@ -337,30 +355,41 @@ func startReplay(t *testing.T, ctx context.Context, addr, name, file string, ext
 	return startProc(t, ctx, "agent "+name, "", args...)
 }
 
-// agentSummary is the agent's closing line.
-type agentSummary struct {
-	Read, Sent, Acked, Dropped, KernelDrops, Unacked, Reconnects uint64
+// decodeSummary decodes a process's --summary json output, which must
+// be its whole stdout: one JSON object, no key unknown to v.
+func decodeSummary(p *proc, v any) error {
+	out := p.stdout.String()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: decoding its summary: %w; stdout:\n%s", p.name, err, out)
+	}
+	if dec.More() {
+		return fmt.Errorf("%s: more than one object on stdout:\n%s", p.name, out)
+	}
+	return nil
 }
 
-var summaryRE = regexp.MustCompile(`pcapsync agent: packets read (\d+), sent (\d+), acknowledged (\d+), dropped by agent (\d+), dropped by kernel (\d+), unacknowledged (\d+), reconnects (\d+)`)
+// agentSummary is proc.summary returning an error, for use off the
+// test goroutine.
+func agentSummary(p *proc) (agent.Summary, error) {
+	var s agent.Summary
+	return s, decodeSummary(p, &s)
+}
 
-// summary parses the agent's summary line from its stdout.
-func (p *proc) summary() agentSummary {
+// summary returns the agent's summary, failing the test without one.
+func (p *proc) summary() agent.Summary {
 	p.t.Helper()
-	m := summaryRE.FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
+	s, err := agentSummary(p)
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	var n [7]uint64
-	for i := range n {
-		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-	}
-	return agentSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6]}
+	return s
 }
 
 // finishReplay waits for a replaying agent to exit 0 and checks that its
 // summary shows want packets read, sent and acknowledged and none lost.
-func finishReplay(t *testing.T, p *proc, want uint64, d time.Duration) agentSummary {
+func finishReplay(t *testing.T, p *proc, want uint64, d time.Duration) agent.Summary {
 	t.Helper()
 	if code := p.wait(d); code != 0 {
 		t.Fatalf("%s exited with code %d, want 0", p.name, code)
@@ -374,38 +403,52 @@ func finishReplay(t *testing.T, p *proc, want uint64, d time.Duration) agentSumm
 
 // expectNoReconnects requires that an agent whose collector ran
 // throughout needed a single connection.
-func expectNoReconnects(t *testing.T, p *proc, s agentSummary) {
+func expectNoReconnects(t *testing.T, p *proc, s agent.Summary) {
 	t.Helper()
 	if s.Reconnects != 0 {
 		t.Errorf("%s reconnected %d times although the collector ran throughout (see its warnings)", p.name, s.Reconnects)
 	}
 }
 
-// collectorSummary is the collector's closing line.
+// collectorSummary is the collector's --summary json object. It
+// restates cmd/pcapsync's collectorSummary, out of reach in package
+// main, from the packages' own types: only this envelope is written
+// twice, and decodeSummary refuses a key it lacks.
 type collectorSummary struct {
-	Sessions, Rejected, ProtocolErrors, Batches, Packets, Bytes, Duplicates, FileErrors uint64
-	PeerTimeouts, OverLimit                                                             uint64
+	collector.Summary
+	Tap   *tap.Summary       `json:"tap"`
+	Redis *redisfeed.Summary `json:"redis"`
 }
 
-var collectorSummaryRE = regexp.MustCompile(`pcapsync collector: sessions (\d+), rejected (\d+), protocol errors (\d+), batches (\d+), packets (\d+), bytes (\d+), duplicates dropped (\d+), file errors (\d+), peer timeouts (\d+), over connection limit (\d+)`)
-
-// collectorSummary parses the collector's summary line from its stdout.
+// collectorSummary returns the collector's summary, failing the test
+// without one, and failing it (going on) if batches were lost: every
+// e2e test's agents resend what was not acknowledged, so a gap in a
+// sequence is a bug wherever it shows.
 func (p *proc) collectorSummary() collectorSummary {
 	p.t.Helper()
-	m := collectorSummaryRE.FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		p.t.Fatalf("%s printed no summary line; stdout:\n%s", p.name, p.stdout.String())
+	var s collectorSummary
+	if err := decodeSummary(p, &s); err != nil {
+		p.t.Fatal(err)
 	}
-	if strings.Contains(p.stdout.String(), "LOST") {
-		// Every e2e test's agents resend what was not acknowledged, so a
-		// gap in a sequence is a bug wherever it shows.
-		p.t.Errorf("%s reports lost batches:\n%s", p.name, p.stdout.String())
+	if s.MissingBatches > 0 {
+		p.t.Errorf("%s reports %d lost batches:\n%s", p.name, s.MissingBatches, p.stdout.String())
 	}
-	var n [10]uint64
-	for i := range n {
-		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	return s
+}
+
+// udpAgent returns the UDP counts of agent name in s, failing the test
+// if s has none.
+func (s collectorSummary) udpAgent(t *testing.T, name string) collector.UDPAgentSummary {
+	t.Helper()
+	if s.UDP != nil {
+		for _, a := range s.UDP.Agents {
+			if a.Name == name {
+				return a
+			}
+		}
 	}
-	return collectorSummary{n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9]}
+	t.Fatalf("the collector's summary has no UDP counts for agent %s: %+v", name, s.UDP)
+	return collector.UDPAgentSummary{}
 }
 
 // dirEntries returns the names in dir, sorted.

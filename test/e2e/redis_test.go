@@ -6,33 +6,24 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/redisfeed/redistest"
 )
 
-// redisSummary is the collector's redis feed line.
-type redisSummary struct{ Published, Dropped, Reconnects uint64 }
-
-var redisSummaryRE = regexp.MustCompile(`pcapsync collector: redis feed: published (\d+), dropped (\d+), reconnects (\d+)`)
-
-func (p *proc) redisSummary() redisSummary {
-	p.t.Helper()
-	var s redisSummary
-	m := redisSummaryRE.FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		p.t.Fatalf("%s printed no redis feed line; stdout:\n%s", p.name, p.stdout.String())
+// redis returns the Redis feed's part of the collector's summary,
+// failing the test without one.
+func (s collectorSummary) redis(t *testing.T) redisfeed.Summary {
+	t.Helper()
+	if s.Redis == nil {
+		t.Fatalf("the collector's summary has no Redis feed: %+v", s)
 	}
-	for i, dst := range []*uint64{&s.Published, &s.Dropped, &s.Reconnects} {
-		*dst, _ = strconv.ParseUint(m[i+1], 10, 64)
-	}
-	return s
+	return *s.Redis
 }
 
 // namedPacket is a packet with the name of its interface.
@@ -160,7 +151,8 @@ func TestRedisTail(t *testing.T) {
 		finishReplay(t, procs[i], count, 30*time.Second)
 	}
 	coll.stop(15 * time.Second)
-	cs, rs := coll.collectorSummary(), coll.redisSummary()
+	cs := coll.collectorSummary()
+	rs := cs.redis(t)
 	if rs.Published != cs.Batches || rs.Dropped != 0 || rs.Reconnects != 0 {
 		t.Errorf("redis feed %+v, collector wrote %d batches: want all published, none dropped", rs, cs.Batches)
 	}
@@ -206,7 +198,8 @@ func TestRedisDown(t *testing.T) {
 	in.finish(t)
 	finishReplay(t, agent, count, 30*time.Second)
 	coll.stop(15 * time.Second)
-	cs, rs := coll.collectorSummary(), coll.redisSummary()
+	cs := coll.collectorSummary()
+	rs := cs.redis(t)
 	r := checkAgentDir(t, filepath.Join(dir, name))
 	r.expectExactlyOnce(t, name, map[uint32]uint64{stream: count})
 	if rs.Dropped == 0 || rs.Reconnects != 1 || rs.Published == 0 || rs.Published+rs.Dropped != cs.Batches {

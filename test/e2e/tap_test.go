@@ -175,8 +175,8 @@ func TestTap(t *testing.T) {
 	for _, c := range clients {
 		c.wait(t)
 	}
-	if !strings.Contains(coll.stdout.String(), "dropped as too slow 1,") {
-		t.Errorf("collector summary does not count one client dropped as too slow:\n%s", coll.stdout.String())
+	if ts := coll.collectorSummary().Tap; ts == nil || ts.DroppedSlow != 1 {
+		t.Errorf("collector summary's tap part %+v: want one client dropped as too slow", ts)
 	}
 
 	a1 := map[uint32]uint64{71: count}
@@ -286,7 +286,7 @@ func TestTapAuth(t *testing.T) {
 		keys, _ := tapKeys(t, c.out)
 		expectInOrder(t, c.name, keys, map[uint32]uint64{73: count})
 	}
-	if !strings.Contains(coll.stdout.String(), fmt.Sprintf("refused %d,", len(bad))) {
-		t.Errorf("collector summary does not count %d refused tap clients:\n%s", len(bad), coll.stdout.String())
+	if ts := coll.collectorSummary().Tap; ts == nil || ts.Rejected != uint64(len(bad)) {
+		t.Errorf("collector summary's tap part %+v: want %d refused tap clients", ts, len(bad))
 	}
 }

@@ -3,14 +3,11 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 )
-
-var udpAgentRE = regexp.MustCompile(`pcapsync collector: udp agent (\S+): datagrams (\d+), lost (\d+), reordered (\d+), duplicates (\d+), late (\d+), malformed (\d+)`)
 
 // TestUDPReplay replays a file over --transport udp to a collector that
 // serves TCP and UDP on the same port number: the agent's goodbye
@@ -36,12 +33,12 @@ func TestUDPReplay(t *testing.T) {
 	}
 	waitNoPart(t, dir, 5*time.Second) // the goodbye closed the file
 	coll.stop(20 * time.Second)
-	if cs := coll.collectorSummary(); cs.Sessions != 1 || cs.Packets != count || cs.ProtocolErrors != 0 || cs.Duplicates != 0 {
+	cs := coll.collectorSummary()
+	if cs.Sessions != 1 || cs.Packets != count || cs.ProtocolErrors != 0 || cs.Duplicates != 0 {
 		t.Errorf("collector summary %+v: want 1 session and %d packets", cs, count)
 	}
-	m := udpAgentRE.FindStringSubmatch(coll.stdout.String())
-	if m == nil || m[1] != "udp-a" || m[2] == "0" || m[3] != "0" || m[4] != "0" || m[5] != "0" || m[6] != "0" || m[7] != "0" {
-		t.Errorf("collector's UDP line %q: want datagrams and no loss, reordering, duplicate, late or malformed one", m)
+	if u := cs.udpAgent(t, "udp-a"); u.Received == 0 || u.Lost != 0 || u.Reordered != 0 || u.Duplicates != 0 || u.Late != 0 || u.Malformed != 0 {
+		t.Errorf("collector's UDP counts %s: want datagrams and no loss, reordering, duplicate, late or malformed one", u)
 	}
 	r := checkAgentDir(t, filepath.Join(dir, "udp-a"))
 	r.expectExactlyOnce(t, "udp-a", map[uint32]uint64{stream: count})

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,19 +88,17 @@ func TestUDPLossThroughRouter(t *testing.T) {
 	if sequenced <= after {
 		t.Fatalf("no datagram passed the router after the drop rule was deleted (%d before, %d at the end): the test cannot tell invisible drops", after, sequenced)
 	}
-	if s := agent.summary(); s.Read != count || s.Sent != count {
-		t.Errorf("agent summary %+v: want %d read and sent", s, count)
+	as := agent.summary()
+	if as.Read != count || as.Sent != count {
+		t.Errorf("agent summary %+v: want %d read and sent", as, count)
 	}
 	if frags != 0 {
 		t.Errorf("%d IP fragments crossed the router, want none", frags)
 	}
-	m := udpAgentRE.FindStringSubmatch(coll.stdout.String())
-	if m == nil {
-		t.Fatalf("no UDP line for the agent in the collector's output:\n%s", coll.stdout.String())
-	}
-	lost, _ := strconv.ParseUint(m[3], 10, 64)
-	if m[1] != "udploss" || lost != dropped || m[4] != "0" || m[5] != "0" || m[6] != "0" || m[7] != "0" {
-		t.Errorf("collector's UDP line %q: want lost = %d (the router's drops), nothing reordered, duplicated, late or malformed", m[0], dropped)
+	u := coll.collectorSummary().udpAgent(t, "udploss")
+	lost := u.Lost
+	if lost != dropped || u.Reordered != 0 || u.Duplicates != 0 || u.Late != 0 || u.Malformed != 0 {
+		t.Errorf("collector's UDP counts %s: want lost = %d (the router's drops), nothing reordered, duplicated, late or malformed", u, dropped)
 	}
 
 	r := checkAgentDir(t, filepath.Join(dir, "udploss"))
@@ -127,12 +124,10 @@ func TestUDPLossThroughRouter(t *testing.T) {
 	if dropped == 0 || lossShare > 1.5*dropShare+slack {
 		t.Errorf("packets missing %.2f%%, over 1.5 x %.2f%% dropped + %.1f%%", 100*lossShare, 100*dropShare, 100*slack)
 	}
-	if m := piecesRE.FindStringSubmatch(agent.stdout.String()); m == nil || m[1] == "0" {
-		t.Errorf("agent summary %q: want batches sent in pieces", agent.stdout.String())
+	if as.Pieced == 0 {
+		t.Errorf("agent summary %+v: want batches sent in pieces", as)
 	}
 }
-
-var piecesRE = regexp.MustCompile(`batches sent in pieces (\d+) \(pieces (\d+)\)`)
 
 // writeIMIXJumbo writes count packets of stream to path: IMIX (64, 576
 // and 1500 bytes, 7:4:1) with every 40th packet a 9000-byte jumbo

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+// summaryFormat is the --summary flag: how the agent and the collector
+// print what they did, on stdout, when they exit.
+type summaryFormat uint8
+
+const (
+	summaryText summaryFormat = iota // lines for people, each "pcapsync PROCESS: ..."
+	summaryJSON                      // one JSON object on one line, for scripts and log shippers
+)
+
+// addSummaryFlag registers --summary on fs; its default is text.
+func addSummaryFlag(fs *pflag.FlagSet) *summaryFormat {
+	f := new(summaryFormat)
+	fs.Var(f, "summary", "print the summary at exit as text (lines for people) or json (one object on one line: see README's Summaries)")
+	return f
+}
+
+func (f *summaryFormat) String() string {
+	if f != nil && *f == summaryJSON {
+		return "json"
+	}
+	return "text"
+}
+
+func (*summaryFormat) Type() string { return "format" }
+
+func (f *summaryFormat) Set(s string) error {
+	switch s {
+	case "text":
+		*f = summaryText
+	case "json":
+		*f = summaryJSON
+	default:
+		return fmt.Errorf("%q: want text or json", s)
+	}
+	return nil
+}
+
+// processSummary is what a process prints at exit: a struct whose JSON
+// form is the json format, and which writes its own text lines.
+type processSummary interface {
+	writeText(w io.Writer) error
+}
+
+// print writes s to w in format f.
+func (f summaryFormat) print(w io.Writer, s processSummary) error {
+	if f == summaryJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			return fmt.Errorf("writing the summary: %w", err)
+		}
+		return nil
+	}
+	if err := s.writeText(w); err != nil {
+		return fmt.Errorf("writing the summary: %w", err)
+	}
+	return nil
+}
+
+// agentSummary is the agent process's summary; its JSON is
+// agent.Summary's.
+type agentSummary struct {
+	agent.Summary
+}
+
+func (s agentSummary) writeText(w io.Writer) error {
+	_, err := fmt.Fprintln(w, "pcapsync agent:", s.Summary)
+	return err
+}
+
+// collectorSummary is the collector process's summary: the core's
+// counters (with the UDP server's), the taps' and the Redis feed's.
+// Its JSON is one object: collector.Summary's keys, then "tap" and
+// "redis", each only when that part ran.
+type collectorSummary struct {
+	collector.Summary
+	Tap   *tap.Summary       `json:"tap,omitempty"`
+	Redis *redisfeed.Summary `json:"redis,omitempty"`
+}
+
+// newCollectorSummary reads the summary of the collector's parts, each
+// of udp, ts and rf nil when it did not run. Call it once they stopped.
+func newCollectorSummary(core *collector.Core, udp *collector.UDPServer, ts *taps, rf *redisfeed.Feed) collectorSummary {
+	s := collectorSummary{Summary: core.Summary()}
+	if udp != nil {
+		u := udp.Summary()
+		s.UDP = &u
+	}
+	if ts != nil {
+		t := ts.tap.Summary()
+		s.Tap = &t
+	}
+	if rf != nil {
+		r := rf.Summary()
+		s.Redis = &r
+	}
+	return s
+}
+
+// writeText writes the collector's lines: one per UDP agent, the
+// totals, the taps', the details the core adds when they are not zero,
+// and the Redis feed's.
+func (s collectorSummary) writeText(w io.Writer) error {
+	const prefix = "pcapsync collector:"
+	var lines []string
+	if s.UDP != nil {
+		for _, a := range s.UDP.Agents {
+			lines = append(lines, a.String())
+		}
+	}
+	lines = append(lines, s.Summary.String())
+	if s.Tap != nil {
+		lines = append(lines, s.Tap.String())
+	}
+	lines = append(lines, s.Details()...)
+	if s.Redis != nil {
+		lines = append(lines, s.Redis.String())
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, prefix, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
