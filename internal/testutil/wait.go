@@ -15,7 +15,7 @@ import (
 // bubble's clock.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	if err := poll(timeout, cond); err != nil {
+	if err := Poll(timeout, cond); err != nil {
 		t.Fatalf("not within %s: %v", timeout, err)
 	}
 }
@@ -32,8 +32,9 @@ func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func(
 	})
 }
 
-// poll returns nil once cond does, or cond's last error after timeout.
-func poll(timeout time.Duration, cond func() error) error {
+// Poll is Eventually for use off the test's goroutine: it returns nil
+// once cond does, or cond's last error once timeout passed.
+func Poll(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
 		err := cond()

@@ -25,7 +25,7 @@ func TestPoll(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				calls := 0
-				err := poll(tt.timeout, func() error {
+				err := Poll(tt.timeout, func() error {
 					calls++
 					if tt.readyAt >= 0 && time.Since(start) >= tt.readyAt {
 						return nil
