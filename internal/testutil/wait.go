@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// ErrGiveUp, wrapped in a condition's error, ends Eventually or Poll at
+// once with that error: the condition can no longer come true (the
+// process that was to do it exited).
+var ErrGiveUp = errors.New("giving up")
+
 // Eventually polls cond until it returns nil and fails t with cond's
 // last error once timeout passed: the error says what is still missing
 // ("3 of 5 files closed"), so a failure explains itself. It polls at
@@ -41,7 +46,7 @@ func Poll(timeout time.Duration, cond func() error) error {
 		if err == nil {
 			return nil
 		}
-		if !time.Now().Before(deadline) {
+		if errors.Is(err, ErrGiveUp) || !time.Now().Before(deadline) {
 			return err
 		}
 		time.Sleep(min(pause, time.Until(deadline))) // the last poll at the deadline

@@ -19,6 +19,7 @@ func TestPoll(t *testing.T) {
 		{"ready later", 50 * time.Millisecond, time.Second, "", 20},
 		{"never", -1, 100 * time.Millisecond, "missing at 100ms", 20},
 		{"zero timeout polls once", -1, 0, "missing at 0s", 1},
+		{"given up", -2, time.Second, "missing at 0s: giving up", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -29,6 +30,9 @@ func TestPoll(t *testing.T) {
 					calls++
 					if tt.readyAt >= 0 && time.Since(start) >= tt.readyAt {
 						return nil
+					}
+					if tt.readyAt == -2 {
+						return fmt.Errorf("missing at %s: %w", time.Since(start), ErrGiveUp)
 					}
 					return fmt.Errorf("missing at %s", time.Since(start))
 				})

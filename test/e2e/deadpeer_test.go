@@ -66,8 +66,13 @@ func (r *deadPeerRig) waitAcked(n int) {
 func waitCount(t *testing.T, p *proc, substr string, n int, d time.Duration) {
 	t.Helper()
 	testutil.Eventually(t, d, func() error {
+		exited := p.exited()
 		if got := strings.Count(p.stderr.String(), substr); got < n {
-			return fmt.Errorf("%s logged %q %d times, want %d (exited: %v)", p.name, substr, got, n, p.exited())
+			err := fmt.Errorf("%s logged %q %d times, want %d", p.name, substr, got, n)
+			if exited {
+				err = fmt.Errorf("%w, and exited: %w", err, testutil.ErrGiveUp)
+			}
+			return err
 		}
 		return nil
 	})
