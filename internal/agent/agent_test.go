@@ -16,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -144,7 +145,7 @@ func TestResendsFromFirstUnacknowledged(t *testing.T) {
 		}
 	}
 	c1.Write(wire.AppendAck(nil, 2))
-	time.Sleep(50 * time.Millisecond)
+	testutil.EventuallyTrue(t, 5*time.Second, "the agent read ack 2", func() bool { return a.q.stats().acked >= 2 })
 	c1.Close()
 
 	c2, fr2, h2 := accept()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -67,19 +68,24 @@ func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 func (rc *realCollector) files(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		out, busy := out[:0], false
+	testutil.Eventually(t, 5*time.Second, func() error {
+		out = out[:0]
+		var busy []string
 		filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
-				busy = busy || strings.HasSuffix(p, store.PartSuffix) || strings.HasSuffix(p, ".tmp")
+				if strings.HasSuffix(p, store.PartSuffix) || strings.HasSuffix(p, ".tmp") {
+					busy = append(busy, d.Name())
+				}
 			}
 			return nil
 		})
-		if !busy || time.Now().After(deadline) {
-			return out
+		if len(busy) > 0 {
+			return fmt.Errorf("files still being closed or saved: %q", busy)
 		}
-	}
+		return nil
+	})
+	return out
 }
 
 // replay runs an agent replaying a generated file of n packets with cfg
@@ -175,13 +181,9 @@ func TestTLSAgent(t *testing.T) {
 				t.Errorf("summary %+v: want no retry and nothing acknowledged", s)
 			}
 			t.Logf("agent: %v", err)
-			deadline := time.Now().Add(5 * time.Second)
-			for tt.coll.core.Counters.Rejected.Load() == rejected || !strings.Contains(tt.coll.log.String(), tt.collSays) {
-				if time.Now().After(deadline) {
-					t.Fatalf("collector did not count and log %q", tt.collSays)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testutil.EventuallyTrue(t, 5*time.Second, fmt.Sprintf("the collector counted and logged %q", tt.collSays), func() bool {
+				return tt.coll.core.Counters.Rejected.Load() > rejected && strings.Contains(tt.coll.log.String(), tt.collSays)
+			})
 			if strings.Contains(log, "INSECURE") != tt.cfg.Insecure {
 				t.Errorf("insecure warning in the agent's log: %v, want %v", !tt.cfg.Insecure, tt.cfg.Insecure)
 			}

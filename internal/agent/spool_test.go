@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -126,10 +128,12 @@ func TestSpoolOverflow(t *testing.T) {
 	}
 	done := make(chan Summary, 1)
 	go func() { s, _ := a.Run(context.Background()); done <- s }()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.q.stats().queuedPackets < 20000 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := a.q.stats().queuedPackets; n < 20000 {
+			return fmt.Errorf("%d of 20000 packets queued with the collector away", n)
+		}
+		return nil
+	})
 	qs := a.q.stats()
 	if qs.queuedPackets != 20000 || a.q.bytes > a.q.limit {
 		t.Fatalf("with the collector away: %d packets queued, %d bytes in memory (limit %d)", qs.queuedPackets, a.q.bytes, a.q.limit)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -206,27 +207,33 @@ func testUDPReplay(t *testing.T, sp compress.Spec) {
 	samePackets(t, readPackets(t, filepath.Join(uc.dir, "u1")), want)
 }
 
-// settle waits until the collector has read what it will: no datagram
-// for 50ms.
-func (uc *udpCollector) settle() {
-	for last := uint64(0); ; last = uc.srv.Counters.Datagrams.Load() {
-		time.Sleep(50 * time.Millisecond)
-		if uc.srv.Counters.Datagrams.Load() == last {
-			return
+// waitEnded waits until agent name's session has ended: at its
+// goodbye, or, if both of its goodbyes were lost, at the peer timeout.
+// Then the collector has read all it will of the agent's datagrams.
+func (uc *udpCollector) waitEnded(t *testing.T, name string) {
+	t.Helper()
+	testutil.Eventually(t, 15*time.Second, func() error {
+		for _, st := range uc.core.AgentStats() {
+			if st.Name == name {
+				if st.Connected {
+					return fmt.Errorf("agent %s still has a session", name)
+				}
+				return nil
+			}
 		}
-	}
+		return fmt.Errorf("agent %s never had a session", name)
+	})
 }
 
 // waitUDP waits until the collector has handled n datagrams.
 func waitUDP(t *testing.T, uc *udpCollector, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for uc.srv.Counters.Datagrams.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("collector handled %d datagrams of %d", uc.srv.Counters.Datagrams.Load(), n)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := uc.srv.Counters.Datagrams.Load(); got < n {
+			return fmt.Errorf("collector handled %d datagrams of %d", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // faultyPath relays datagrams from an agent to a collector over
@@ -484,7 +491,12 @@ func TestUDPCollectorStartsLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := runAsync(context.Background(), a)
-	time.Sleep(500 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, func() error { // streaming to nowhere
+		if n := a.Stats().Datagrams; n < 200 {
+			return fmt.Errorf("the agent sent %d datagrams, want 200 before the collector starts", n)
+		}
+		return nil
+	})
 	uc := startUDPCollectorAt(t, collector.Config{}, addr)
 	var r runResult
 	select {
@@ -495,7 +507,7 @@ func TestUDPCollectorStartsLate(t *testing.T) {
 	if r.err != nil || r.sum.Read != 30000 {
 		t.Fatalf("agent: %+v, %v", r.sum, r.err)
 	}
-	uc.settle()
+	uc.waitEnded(t, "late")
 	uc.stop()
 	got := uc.srv.AgentCounts()["late"]
 	batches := a.q.stats().lastSeq
@@ -564,13 +576,15 @@ func TestUDPPipelineAllocsPerPacket(t *testing.T) {
 		t.Skip("allocation counts mean nothing under the race detector (scripts/test.sh runs this test without it)")
 	}
 	perPacket := pipelineAllocsPerPacket(t, func() func(path string, n uint64) {
-		uc := startUDPCollector(t, collector.Config{})
+		// A short peer timeout: unpaced, some datagrams are lost, at times
+		// both goodbyes, and then the session ends at the timeout.
+		uc := startUDPCollector(t, collector.Config{Heartbeat: 200 * time.Millisecond, PeerTimeout: time.Second})
 		return func(path string, n uint64) {
 			sum := runUDPAgent(t, uc.addr, "allocs", path, Config{QueueBytes: 1 << 20})
 			if sum.Sent != n {
 				t.Fatalf("replay of %d packets: %+v", n, sum)
 			}
-			uc.settle() // unpaced, some datagrams may be lost
+			uc.waitEnded(t, "allocs")
 		}
 	})
 	if perPacket > 0.03 {

@@ -54,8 +54,8 @@ func TestOversizePacketsCutToLinkTypeLimit(t *testing.T) {
 		if sent[i].iface == 0 {
 			want = min(want, pcapfile.MaxCapLenStandard)
 		}
-		if len(p.data) != want || p.orig != uint32(sent[i].size) || p.data[0] != byte(i+1) {
-			t.Errorf("packet %d: %d bytes of original %d (first byte %d), want %d of %d", i, len(p.data), p.orig, p.data[0], want, sent[i].size)
+		if len(p.Data) != want || p.OrigLen != uint32(sent[i].size) || p.Data[0] != byte(i+1) {
+			t.Errorf("packet %d: %d bytes of original %d (first byte %d), want %d of %d", i, len(p.Data), p.OrigLen, p.Data[0], want, sent[i].size)
 		}
 	}
 	if got := c.Store().Counters.Truncated.Load(); got != 2 {

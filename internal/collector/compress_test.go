@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -80,7 +81,7 @@ func TestCompressedBatches(t *testing.T) {
 		t.Fatalf("%d packets written, want 80", len(pkts))
 	}
 	for i, p := range pkts {
-		if p.data[0] != byte(i) || len(p.data) != 60+i%40 || p.orig != uint32(100+i%7) || p.ts != int64(1_700_000_000_000_000_000+i*1000) {
+		if p.Data[0] != byte(i) || len(p.Data) != 60+i%40 || p.OrigLen != uint32(100+i%7) || p.TS != int64(1_700_000_000_000_000_000+i*1000) {
 			t.Fatalf("packet %d: %+v", i, p)
 		}
 	}
@@ -256,11 +257,4 @@ func TestWireZstdGzipFileRepair(t *testing.T) {
 	}
 }
 
-// zeroPacket is a 1500-byte frame of zeros but for its number: the most
-// compressible traffic.
-func zeroPacket(buf []byte, i uint64) []byte {
-	p := buf[:1500]
-	clear(p)
-	p[0], p[1], p[2] = byte(i), byte(i>>8), byte(i>>16)
-	return p
-}
+var zeroPacket = capturetest.ZeroPacket

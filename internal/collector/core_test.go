@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -33,72 +33,14 @@ func newCore(t testing.TB, cfg Config) *Core {
 	return c
 }
 
-func hello(name string, id byte) *wire.Hello {
-	return &wire.Hello{Instance: [16]byte{id}, Name: name, Host: "h1",
-		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "tun0", LinkType: 101, SnapLen: 1500}}}
-}
+// The helpers shared with the store's tests.
+var (
+	hello        = capturetest.Hello
+	batchPayload = capturetest.BatchPayload
+	readDir      = capturetest.ReadDir
+)
 
-// batchPayload builds a batch of n packets whose first byte is their
-// global number first+i, alternating interfaces.
-func batchPayload(seq uint64, first, n int) []byte {
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	for i := range n {
-		k := first + i
-		e.Append(int64(1_700_000_000_000_000_000+k*1000), uint32(k%2), uint32(100+k%7), bytes.Repeat([]byte{byte(k)}, 60+k%40))
-	}
-	return e.Finish(seq)[wire.HeaderSize:]
-}
-
-type readPacket struct {
-	ts    int64
-	iface string
-	orig  uint32
-	data  []byte
-}
-
-// openCapture opens a capture file the collector wrote, decompressing
-// .gz and .zst files.
-func openCapture(t *testing.T, path string) io.ReadCloser {
-	t.Helper()
-	f, err := pcapfile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// readDir reads every closed file of an agent, in name order, and fails
-// on leftover .part files.
-func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), store.PartSuffix) {
-			t.Fatalf("%s still open", e.Name())
-		}
-		f := openCapture(t, filepath.Join(dir, e.Name()))
-		r, err := pcapfile.NewReader(f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			var p pcapfile.Packet
-			if err := r.ReadInto(&p); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", e.Name(), err)
-			}
-			pkts = append(pkts, readPacket{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
-		}
-		f.Close()
-		files++
-	}
-	return pkts, files
-}
+type readPacket = capturetest.Packet
 
 func TestSessionWritesAndDropsDuplicates(t *testing.T) {
 	c := newCore(t, Config{})
@@ -124,7 +66,7 @@ func TestSessionWritesAndDropsDuplicates(t *testing.T) {
 	}
 	for i, p := range pkts {
 		want := []string{"web1:eth0", "web1:tun0"}[i%2]
-		if p.iface != want || p.data[0] != byte(i) || p.orig != uint32(100+i%7) || p.ts != int64(1_700_000_000_000_000_000+i*1000) {
+		if p.Iface != want || p.Data[0] != byte(i) || p.OrigLen != uint32(100+i%7) || p.TS != int64(1_700_000_000_000_000_000+i*1000) {
 			t.Fatalf("packet %d: %+v", i, p)
 		}
 	}
@@ -189,7 +131,7 @@ func TestRotationBySize(t *testing.T) {
 		t.Fatalf("%d packets in %d files, want 200 in several", len(pkts), files)
 	}
 	for i, p := range pkts {
-		if p.data[0] != byte(i) {
+		if p.Data[0] != byte(i) {
 			t.Fatalf("packet %d out of order across rotation", i)
 		}
 	}
@@ -417,7 +359,7 @@ func TestUncheckedBatch(t *testing.T) {
 	}
 	s.end(true)
 	pkts, _ := readDir(t, filepath.Join(c.Dir(), "a1"))
-	if len(pkts) != 1 || pkts[0].orig != 80 {
+	if len(pkts) != 1 || pkts[0].OrigLen != 80 {
 		t.Fatalf("got %d packets, want the one of the unchecked batch", len(pkts))
 	}
 	if got := c.Counters.Unchecked.Load(); got != 1 {

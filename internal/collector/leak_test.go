@@ -2,11 +2,13 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -55,21 +57,27 @@ func TestGoroutinesBackToBaseline(t *testing.T) {
 		cycles[i%len(cycles)](conn)
 		conn.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	after := runtime.NumGoroutine()
-	for after > before && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		after = runtime.NumGoroutine()
-	}
-	if after > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines before 200 fault cycles, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
-	t.Logf("goroutines: %d before, %d after 200 fault cycles", before, after)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if after := runtime.NumGoroutine(); after > before {
+			return goroutinesLeft{before, after}
+		}
+		return nil
+	})
+	t.Logf("goroutines: %d before, %d after 200 fault cycles", before, runtime.NumGoroutine())
 }
 
 // readSome waits for the collector's first reply (welcome or reject).
 func readSome(c net.Conn) {
 	var b [64]byte
 	c.Read(b[:])
+}
+
+// goroutinesLeft says how many goroutines outlived the fault cycles and
+// shows every goroutine's stack; the stacks are taken only when the
+// error is printed.
+type goroutinesLeft struct{ before, after int }
+
+func (g goroutinesLeft) Error() string {
+	buf := make([]byte, 1<<20)
+	return fmt.Sprintf("%d goroutines before 200 fault cycles, %d after:\n%s", g.before, g.after, buf[:runtime.Stack(buf, true)])
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -124,9 +125,12 @@ func TestReadMemoryStalledSessions(t *testing.T) {
 	wg.Wait() // into the collector's socket buffers, read or not
 	holders := int(budget / (1 << 20))
 	mem := func() wire.MemoryStats { return ts.core.ReadMemory() }
-	for deadline := time.Now().Add(5 * time.Second); mem().Waiting != sessions-holders && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if st := mem(); st.Waiting != sessions-holders {
+			return fmt.Errorf("%d sessions wait for read memory, want %d: %+v", st.Waiting, sessions-holders, st)
+		}
+		return nil
+	})
 	heap := heapInUse() - base
 	t.Logf("%d sessions stalled in a 1 MiB frame: heap and stacks grew by %d KiB; read memory %+v", sessions, heap>>10, mem())
 	if heap > budget+16<<20 {
@@ -184,7 +188,7 @@ func TestReadMemoryStalledSessions(t *testing.T) {
 			t.Fatalf("session %d: %d packets written, want %d", i, len(got), len(pkts))
 		}
 		for k := range got {
-			if !bytes.Equal(got[k].data, pkts[k]) {
+			if !bytes.Equal(got[k].Data, pkts[k]) {
 				t.Fatalf("session %d: packet %d differs", i, k)
 			}
 		}
@@ -232,7 +236,12 @@ func TestIdleConnectionsMemory(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	waitFor(t, func() bool { return open() == conns })
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := open(); n != conns {
+			return fmt.Errorf("%d of %d connections accepted", n, conns)
+		}
+		return nil
+	})
 	before := heapInUse() - base
 	t.Logf("%d connections before their hello: %d bytes each", conns, before/conns)
 	if before > conns*perConn {
@@ -251,7 +260,12 @@ func TestIdleConnectionsMemory(t *testing.T) {
 			t.Fatalf("connection %d: %s %v, want a welcome", i, h.Type, err)
 		}
 	}
-	waitFor(t, func() bool { return core.Counters.Sessions.Load() == conns })
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := core.Counters.Sessions.Load(); n != conns {
+			return fmt.Errorf("%d of %d sessions begun", n, conns)
+		}
+		return nil
+	})
 	after := heapInUse() - base
 	t.Logf("%d sessions after their hello: %d bytes each", conns, after/conns)
 	if after > conns*perConn {

@@ -75,7 +75,7 @@ func (h *udpHarness) end() (UDPAgentCounts, []byte) {
 	}
 	pkts, _ := readDir(h.t, h.dir)
 	for _, p := range pkts {
-		marks = append(marks, p.data[0])
+		marks = append(marks, p.Data[0])
 	}
 	return h.u.AgentCounts()["r1"], marks
 }

@@ -377,7 +377,9 @@ func (aw *ackWriter) ack(seq uint64, force bool) error {
 // closed, so that the connection goroutine stops too). It holds a timer,
 // not a goroutine, between beats; after stop returns it writes nothing.
 func (aw *ackWriter) heartbeat(every time.Duration) (stop func()) {
-	var t *time.Timer
+	var t *time.Timer // set under aw.mu: the first beat may come before AfterFunc returns
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
 	t = time.AfterFunc(every, func() {
 		aw.mu.Lock()
 		if aw.stopped {
@@ -390,6 +392,7 @@ func (aw *ackWriter) heartbeat(every time.Duration) (stop func()) {
 			err = aw.write(wire.AppendAck(aw.buf[:0], aw.seq))
 			idle = 0
 		}
+		t := t
 		aw.mu.Unlock()
 		if err != nil {
 			aw.abort()

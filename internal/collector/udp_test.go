@@ -96,7 +96,7 @@ func (a *udpAgent) send(d []byte) {
 	if _, err := a.conn.Write(d); err != nil {
 		a.t.Fatal(err)
 	}
-	waitFor(a.t, func() bool { return a.tu.srv.Counters.Datagrams.Load() > n })
+	testutil.EventuallyTrue(a.t, 5*time.Second, "the server read the datagram", func() bool { return a.tu.srv.Counters.Datagrams.Load() > n })
 }
 
 func udpBatch(seq uint64) []byte {
@@ -140,7 +140,7 @@ func TestUDPServer(t *testing.T) {
 	}
 	var firsts []byte
 	for i := 0; i < len(pkts); i += 10 {
-		firsts = append(firsts, pkts[i].data[0])
+		firsts = append(firsts, pkts[i].Data[0])
 	}
 	if !slices.Equal(firsts, []byte{0, 10, 30, 20, 70}) {
 		t.Errorf("batches in the file start with packets %v, want 0 10 30 20 70 (arrival order)", firsts)
@@ -193,7 +193,7 @@ func TestUDPPeerTimeout(t *testing.T) {
 	a := tu.dial(t)
 	a.send(wire.AppendHello(nil, hello("p1", 1)))
 	a.send(udpBatch(1))
-	waitFor(t, func() bool { return tu.core.Counters.PeerTimeouts.Load() == 1 })
+	testutil.EventuallyTrue(t, 5*time.Second, "the session timed out", func() bool { return tu.core.Counters.PeerTimeouts.Load() == 1 })
 	a.send(udpBatch(2))
 	if got := tu.srv.Counters.Unknown.Load(); got != 1 {
 		t.Fatalf("unknown %d after the timeout, want 1", got)
@@ -324,7 +324,7 @@ func TestUDPLossWarning(t *testing.T) {
 	a.send(wire.AppendHello(nil, hello("w1", 1)))
 	a.send(udpBatch(1))
 	a.send(udpBatch(2 + windowSize)) // 2 leaves the window unseen
-	waitFor(t, func() bool {
+	testutil.EventuallyTrue(t, 5*time.Second, "the loss logged while the session runs", func() bool {
 		return strings.Contains(tu.log.String(), `msg="datagrams lost" transport=udp agent=w1 lost=1 `)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -30,53 +31,63 @@ func pair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
-// TestReaderIdle: a slow but steady stream never times out, silence does.
+// TestReaderIdle: a slow but steady stream never times out, however
+// long it lasts in all; silence does, exactly Timeout after the last
+// Read began. In a synctest bubble over net.Pipe: exact times.
 func TestReaderIdle(t *testing.T) {
-	c, s := pair(t)
-	r := bufio.NewReader(&Reader{Conn: s, Timeout: 150 * time.Millisecond})
-	go func() {
-		for range 6 { // 6 x 60ms: longer than the timeout in all
-			c.Write([]byte{1})
-			time.Sleep(60 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 150 * time.Millisecond
+		c, s := net.Pipe()
+		defer c.Close()
+		defer s.Close()
+		r := bufio.NewReader(&Reader{Conn: s, Timeout: timeout})
+		go func() {
+			for range 6 { // 6 x 140ms: longer than the timeout in all
+				time.Sleep(timeout - 10*time.Millisecond) // the sender's pace is the subject
+				c.Write([]byte{1})
+			}
+		}()
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			t.Fatalf("steady trickle: %v", err)
 		}
-	}()
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		t.Fatalf("steady trickle: %v", err)
-	}
-	start := time.Now()
-	_, err := r.ReadByte()
-	var ne net.Error
-	if !errors.Is(err, ErrPeerTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("silence: %v, want ErrPeerTimeout that is a net.Error timeout", err)
-	}
-	if d := time.Since(start); d < 140*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("timed out after %v, want about 150ms", d)
-	}
+		start := time.Now()
+		_, err := r.ReadByte()
+		var ne net.Error
+		if !errors.Is(err, ErrPeerTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("silence: %v, want ErrPeerTimeout that is a net.Error timeout", err)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Fatalf("timed out after %v, want %v", d, timeout)
+		}
+	})
 }
 
 // TestReaderStop: Stop ends a waiting Read at once, and is not reported
-// as a peer timeout.
+// as a peer timeout; every later Read fails at once too.
 func TestReaderStop(t *testing.T) {
-	_, s := pair(t)
-	var stop atomic.Bool
-	r := &Reader{Conn: s, Timeout: time.Minute, Stop: &stop}
-	done := make(chan error, 1)
-	go func() { _, err := r.Read(make([]byte, 1)); done <- err }()
-	time.Sleep(20 * time.Millisecond)
-	stop.Store(true)
-	s.SetReadDeadline(time.Now())
-	select {
-	case err := <-done:
-		if errors.Is(err, ErrPeerTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s := net.Pipe()
+		defer c.Close()
+		defer s.Close()
+		var stop atomic.Bool
+		r := &Reader{Conn: s, Timeout: time.Minute, Stop: &stop}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := r.Read(make([]byte, 1)); done <- err }()
+		synctest.Wait() // the Read waits
+		stop.Store(true)
+		s.SetReadDeadline(time.Now())
+		if err := <-done; errors.Is(err, ErrPeerTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("stopped read: %v, want a plain deadline error", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Read did not return after Stop")
-	}
-	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read after Stop: %v", err)
-	}
+		if _, err := r.Read(make([]byte, 1)); errors.Is(err, ErrPeerTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after Stop: %v, want a plain deadline error", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("stopped reads took %v, want no time", d)
+		}
+	})
 }
 
 func TestSetUserTimeout(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/redisfeed/redistest"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -140,7 +141,7 @@ func TestFollowLive(t *testing.T) {
 		f.Batch(&ev)
 	}
 	publish(1)
-	waitFor(t, func() bool { return f.Counters.Published.Load() == 1 })
+	testutil.EventuallyTrue(t, 10*time.Second, "1 batch published", func() bool { return f.Counters.Published.Load() == 1 })
 	var seqs []uint64
 	done := make(chan error)
 	go func() {
@@ -155,17 +156,6 @@ func TestFollowLive(t *testing.T) {
 	}
 	if fmt.Sprint(seqs) != "[2 3]" {
 		t.Fatalf("followed %v, want [2 3]", seqs)
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -192,7 +182,7 @@ func TestTrim(t *testing.T) {
 	}
 	byAge := newFeed(t, Config{URL: srv.URL(), MaxAge: 300 * time.Millisecond})
 	push(byAge, "byage", 500)
-	waitFor(t, func() bool { return byAge.Counters.Published.Load() == 500 })
+	testutil.EventuallyTrue(t, 10*time.Second, "500 batches published", func() bool { return byAge.Counters.Published.Load() == 500 })
 	time.Sleep(400 * time.Millisecond)
 	push(byAge, "byage", 1)
 	byAge.Close(ctx)
@@ -221,14 +211,14 @@ func TestRedisDown(t *testing.T) {
 		return worst
 	}
 	push(20)
-	waitFor(t, func() bool { return f.Counters.Published.Load() == 20 })
+	testutil.EventuallyTrue(t, 10*time.Second, "20 batches published", func() bool { return f.Counters.Published.Load() == 20 })
 	srv.Kill()
 	if worst := push(300); worst > 50*time.Millisecond {
 		t.Errorf("Batch took %v with Redis down", worst)
 	}
-	waitFor(t, func() bool { return f.Counters.Dropped.Load() > 0 })
+	testutil.EventuallyTrue(t, 10*time.Second, "a batch dropped", func() bool { return f.Counters.Dropped.Load() > 0 })
 	srv.Restart()
-	waitFor(t, func() bool { push(1); return f.Counters.Published.Load() > 20 })
+	testutil.EventuallyTrue(t, 10*time.Second, "publishing again", func() bool { push(1); return f.Counters.Published.Load() > 20 })
 	if r := f.Counters.Reconnects.Load(); r != 1 {
 		t.Errorf("reconnects %d, want 1", r)
 	}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
 func TestRotationAlignedToWallClock(t *testing.T) {
@@ -22,5 +24,13 @@ func TestRotationAlignedToWallClock(t *testing.T) {
 	}
 	if filepath.Base(af.path) != "w_20261122T123456.000Z.pcapng" {
 		t.Fatalf("file name %s", filepath.Base(af.path))
+	}
+}
+
+// TestPartSuffixShared: the tests' capture reader knows unfinished files
+// by the store's suffix.
+func TestPartSuffixShared(t *testing.T) {
+	if capturetest.PartSuffix != PartSuffix {
+		t.Fatalf("capturetest.PartSuffix %q, store.PartSuffix %q", capturetest.PartSuffix, PartSuffix)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -86,14 +87,7 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 	return af.path + PartSuffix, packets
 }
 
-// zeroPacket is a 1500-byte frame of zeros but for its number: the most
-// compressible traffic.
-func zeroPacket(buf []byte, i uint64) []byte {
-	p := buf[:1500]
-	clear(p)
-	p[0], p[1], p[2] = byte(i), byte(i>>8), byte(i>>16)
-	return p
-}
+var zeroPacket = capturetest.ZeroPacket
 
 // imixPacket is packet i of an IMIX of UDP frames with text payloads.
 func imixPacket(buf []byte, i uint64) []byte {

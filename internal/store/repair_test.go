@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -459,13 +460,13 @@ func TestRepairInBackground(t *testing.T) {
 	s.End(true)
 	unblock()
 	var last uint64
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		s, w, err := c.Begin(hello("crash", 5), func() {})
 		if err == nil {
 			last = w.LastSeq
 			s.End(true)
 		}
-		return err == nil
+		return err
 	})
 	if last < 3 {
 		t.Fatalf("after the repair LastSeq %d, want 3 or more", last)

@@ -1,18 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -137,71 +133,11 @@ func (s *testSession) End(clean bool) {
 	}
 }
 
-func hello(name string, id byte) *wire.Hello {
-	return &wire.Hello{Instance: [16]byte{id}, Name: name, Host: "h1",
-		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "tun0", LinkType: 101, SnapLen: 1500}}}
-}
+// The helpers shared with the collector's tests.
+var (
+	hello        = capturetest.Hello
+	batchPayload = capturetest.BatchPayload
+	readDir      = capturetest.ReadDir
+)
 
-// batchPayload builds a batch of n packets whose first byte is their
-// global number first+i, alternating interfaces.
-func batchPayload(seq uint64, first, n int) []byte {
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	for i := range n {
-		k := first + i
-		e.Append(int64(1_700_000_000_000_000_000+k*1000), uint32(k%2), uint32(100+k%7), bytes.Repeat([]byte{byte(k)}, 60+k%40))
-	}
-	return e.Finish(seq)[wire.HeaderSize:]
-}
-
-type readPacket struct {
-	ts    int64
-	iface string
-	orig  uint32
-	data  []byte
-}
-
-// readDir reads every closed file of an agent, in name order, and fails
-// on leftover .part files.
-func readDir(t *testing.T, dir string) (pkts []readPacket, files int) {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), PartSuffix) {
-			t.Fatalf("%s still open", e.Name())
-		}
-		f, err := pcapfile.Open(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := pcapfile.NewReader(f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			var p pcapfile.Packet
-			if err := r.ReadInto(&p); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", e.Name(), err)
-			}
-			pkts = append(pkts, readPacket{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
-		}
-		f.Close()
-		files++
-	}
-	return pkts, files
-}
-
-// waitFor waits up to 5s for cond.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-	}
-}
+type readPacket = capturetest.Packet

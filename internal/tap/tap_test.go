@@ -3,6 +3,7 @@ package tap
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -91,13 +93,12 @@ func dial(t testing.TB, addr, request string) net.Conn {
 // waitClients waits until n clients are being served.
 func waitClients(t *testing.T, tp *Tap, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for tp.Counters.Connected.Load() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tap clients connected, want %d", tp.Counters.Connected.Load(), n)
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if got := tp.Counters.Connected.Load(); got != n {
+			return fmt.Errorf("%d tap clients connected, want %d", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type streamPacket struct {

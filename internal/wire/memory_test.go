@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/raceflag"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 func TestClassOf(t *testing.T) {
@@ -195,7 +196,7 @@ func TestMemoryWaitAndGrant(t *testing.T) {
 	if _, err := c1.Write(AppendHeader(nil, TypeBatch, 0, n)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool { return mem.Stats().Waiting == 1 })
+	testutil.EventuallyTrue(t, 10*time.Second, "a reader waits for memory", func() bool { return mem.Stats().Waiting == 1 })
 	c1.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
 	if _, err := c1.Write(payload[:1]); err == nil {
 		t.Fatal("a reader waiting for memory read its stream")
@@ -382,15 +383,5 @@ func TestSharedFrameReaderAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per frame, want 0", allocs)
-	}
-}
-
-// waitUntil polls cond for up to 10s.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
 	}
 }

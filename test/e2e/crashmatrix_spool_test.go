@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 const (
@@ -299,14 +301,15 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 	// The agent reconnects (after its backoff) and has everything
 	// acknowledged; then both stop cleanly.
 	var connected, pending, got float64
-	eventually(t, spoolSettle, func() bool {
+	testutil.Eventually(t, spoolSettle, func() error {
 		m := scrape.metrics(metricsAddr)
 		connected = m.Value(t, "pcapsync_agent_connected")
 		pending = m.Value(t, "pcapsync_agent_unacknowledged_batches")
 		got = m.Value(t, "pcapsync_agent_captured_packets_total", "interface=vA")
-		return connected == 1 && pending == 0 && int(got) == sentRun
-	}, func() string {
-		return fmt.Sprintf("cell %s, seed %d: %s: connected %v, unacknowledged batches %v, captured %v of %d; want connected, 0, all",
+		if connected == 1 && pending == 0 && int(got) == sentRun {
+			return nil
+		}
+		return fmt.Errorf("cell %s, seed %d: %s: connected %v, unacknowledged batches %v, captured %v of %d; want connected, 0, all",
 			c, seed, agent.name, connected, pending, got, sentRun)
 	})
 	ran := time.Since(began)

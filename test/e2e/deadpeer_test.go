@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 // detectWithin is how soon, with the default --heartbeat 2s and
@@ -24,18 +26,21 @@ type deadPeerRig struct {
 	coll, agent *proc
 	dir         string
 	port        int
+	metrics     string // the agent's metrics address
+	scrape      *netnsScraper
 }
 
 func newDeadPeerRig(t *testing.T, name string) *deadPeerRig {
 	t.Helper()
 	requireTools(t, checkTools...)
 	r := &deadPeerRig{t: t, vn: newVethNet(t), dir: t.TempDir(), port: 5555}
+	r.metrics, r.scrape = fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, r.vn.A)
 	ctx := testContext(t)
 	udpSink(t, r.vn.A, netip.AddrPortFrom(r.vn.addrA, uint16(r.port)))
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r.coll = startCollector(t, ctx, r.vn.A, addr, r.dir)
 	r.agent = startProc(t, ctx, "agent "+name, r.vn.A, "agent", "--collector", addr, "--name", name,
-		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", r.port))
+		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", r.port), "--metrics", r.metrics)
 	r.coll.waitFor("agent connected", 15*time.Second)
 	return r
 }
@@ -50,16 +55,27 @@ func (r *deadPeerRig) send(stream, n int) {
 	}
 }
 
+// waitAcked waits until the collector acknowledged n packets of the
+// agent's, over all its connections.
+func (r *deadPeerRig) waitAcked(n int) {
+	r.t.Helper()
+	waitMetric(r.t, r.scrape, r.metrics, 20*time.Second, float64(n), "pcapsync_agent_acknowledged_packets_total")
+}
+
 // waitCount waits until p's stderr holds substr n times.
 func waitCount(t *testing.T, p *proc, substr string, n int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for strings.Count(p.stderr.String(), substr) < n {
-		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("%s logged %q %d times within %v, want %d", p.name, substr, strings.Count(p.stderr.String(), substr), d, n)
+	testutil.Eventually(t, d, func() error {
+		exited := p.exited()
+		if got := strings.Count(p.stderr.String(), substr); got < n {
+			err := fmt.Errorf("%s logged %q %d times, want %d", p.name, substr, got, n)
+			if exited {
+				err = fmt.Errorf("%w, and exited: %w", err, testutil.ErrGiveUp)
+			}
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // finish stops agent and collector and checks that both streams
@@ -86,7 +102,7 @@ func (r *deadPeerRig) finish(name string, want map[uint32]uint64) collectorSumma
 func TestCollectorStopped(t *testing.T) {
 	r := newDeadPeerRig(t, "frozencoll")
 	r.send(1, 300)
-	time.Sleep(500 * time.Millisecond) // flushed and acknowledged
+	r.waitAcked(300)
 
 	r.coll.signal(syscall.SIGSTOP)
 	stopped := time.Now()
@@ -106,7 +122,7 @@ func TestCollectorStopped(t *testing.T) {
 func TestAgentStopped(t *testing.T) {
 	r := newDeadPeerRig(t, "frozenagent")
 	r.send(1, 300)
-	time.Sleep(500 * time.Millisecond)
+	r.waitAcked(300)
 
 	r.agent.signal(syscall.SIGSTOP)
 	stopped := time.Now()
@@ -115,7 +131,7 @@ func TestAgentStopped(t *testing.T) {
 	r.agent.signal(syscall.SIGCONT)
 	waitCount(t, r.coll, "agent connected", 2, 20*time.Second)
 	r.send(2, 300)
-	time.Sleep(300 * time.Millisecond)
+	r.waitAcked(600)
 	if s := r.finish("frozenagent", map[uint32]uint64{1: 300, 2: 300}); s.PeerTimeouts != 1 {
 		t.Errorf("collector summary %+v: want 1 peer timeout", s)
 	}

@@ -279,22 +279,16 @@ func (p *proc) waitFor(substr string, d time.Duration) {
 
 // awaitStderr is waitFor returning an error, for use off the test goroutine.
 func (p *proc) awaitStderr(substr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if strings.Contains(p.stderr.String(), substr) {
+	return testutil.Poll(d, func() error {
+		exited := p.exited() // before the look: what it logged before exiting counts
+		switch {
+		case strings.Contains(p.stderr.String(), substr):
 			return nil
+		case exited:
+			return fmt.Errorf("%s exited (%v) before logging %q: %w", p.name, p.cmd.ProcessState, substr, testutil.ErrGiveUp)
 		}
-		if p.exited() {
-			if strings.Contains(p.stderr.String(), substr) {
-				return nil
-			}
-			return fmt.Errorf("%s exited (%v) before logging %q", p.name, p.cmd.ProcessState, substr)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not log %q within %v", p.name, substr, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("%s did not log %q within %v", p.name, substr, d)
+	})
 }
 
 // signal sends sig to the process.
@@ -505,16 +499,10 @@ func treeSize(dir string) int64 {
 // waitNoPart waits up to d until no ".part" file is left below dir.
 func waitNoPart(t *testing.T, dir string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		parts, _ := filepath.Glob(filepath.Join(dir, "*", "*.part"))
-		if len(parts) == 0 {
-			return
+	testutil.Eventually(t, d, func() error {
+		if parts, _ := filepath.Glob(filepath.Join(dir, "*", "*.part")); len(parts) > 0 {
+			return fmt.Errorf("files still open after the agents said goodbye: %v", parts)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("files still open %v after the agents said goodbye: %v", d, parts)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
@@ -98,8 +99,11 @@ func TestMetrics(t *testing.T) {
 		return captured == liveN && acked+queueDrops+rateDrops == captured &&
 			am.Value(t, "pcapsync_agent_unacknowledged_batches") == 0
 	}
-	eventually(t, 20*time.Second, settled, func() string {
-		return fmt.Sprintf("agent lossy: captured %v, acknowledged %v, dropped queue_full %v rate_limit %v, unacknowledged batches %v; want %d captured = the rest",
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if settled() {
+			return nil
+		}
+		return fmt.Errorf("agent lossy: captured %v, acknowledged %v, dropped queue_full %v rate_limit %v, unacknowledged batches %v; want %d captured = the rest",
 			captured, acked, queueDrops, rateDrops, am.Value(t, "pcapsync_agent_unacknowledged_batches"), liveN)
 	})
 	if queueDrops == 0 || rateDrops == 0 || acked == 0 {
@@ -124,8 +128,11 @@ func TestMetrics(t *testing.T) {
 		return cm.Value(t, "pcapsync_collector_agent_dropped_packets_total", "agent=lossy") == queueDrops+rateDrops &&
 			cm.Value(t, "pcapsync_collector_packets_written_total", "agent=lossy") == acked
 	}
-	eventually(t, 10*time.Second, collSettled, func() string {
-		return fmt.Sprintf("collector: lossy written %v (want %v), its reported drops %v (want %v)",
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if collSettled() {
+			return nil
+		}
+		return fmt.Errorf("collector: lossy written %v (want %v), its reported drops %v (want %v)",
 			cm.Value(t, "pcapsync_collector_packets_written_total", "agent=lossy"), acked,
 			cm.Value(t, "pcapsync_collector_agent_dropped_packets_total", "agent=lossy"), queueDrops+rateDrops)
 	})
@@ -207,17 +214,6 @@ func TestMetrics(t *testing.T) {
 	checkAgentDir(t, filepath.Join(dir, "replay1")).expectExactlyOnce(t, "replay1", map[uint32]uint64{2: replayN})
 	t.Logf("live %d: acknowledged %v, dropped queue_full %v, rate_limit %v; replay %d; %v + %v batches",
 		liveN, acked, queueDrops, rateDrops, replayN, batches, replayBatches)
-}
-
-// eventually polls ok every 100ms until it holds, failing the test with
-// why() after d.
-func eventually(t *testing.T, d time.Duration, ok func() bool, why func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, why())
-		}
-	}
 }
 
 // netnsScraper makes HTTP requests from inside a network namespace:

@@ -32,11 +32,12 @@ func TestAgentRestartWithSpool(t *testing.T) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, vn.A)
 
 	startAgent := func(run int) *proc {
 		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
 			"--name", "spooled", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
-			"--spool", spool)
+			"--spool", spool, "--metrics", metrics)
 	}
 	send := func(stream int) {
 		t.Helper()
@@ -52,12 +53,16 @@ func TestAgentRestartWithSpool(t *testing.T) {
 	agent := startAgent(1)
 	agent.waitFor("connected to collector", 15*time.Second)
 	send(1)
-	time.Sleep(300 * time.Millisecond) // stream 1 acknowledged
+	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_acknowledged_packets_total")
 
 	coll.signal(syscall.SIGKILL)
 	coll.wait(10 * time.Second)
 	send(2)
-	time.Sleep(300 * time.Millisecond) // > flush interval: stream 2 sealed into the spool
+	waitMetric(t, scrape, metrics, 20*time.Second, 2*count, "pcapsync_agent_captured_packets_total", "interface=vA")
+	// The last batch is sealed one flush interval (the default, 50ms)
+	// after its first packet, by the agent's own timer; nothing outside
+	// the agent shows it, so this waits four intervals.
+	time.Sleep(4 * 50 * time.Millisecond)
 	agent.signal(syscall.SIGKILL)
 	agent.wait(10 * time.Second)
 

@@ -27,7 +27,8 @@ func TestUDPLiveCapture(t *testing.T) {
 	udpSink(t, vn.A, sink)
 	dir := t.TempDir()
 	addr := netip.AddrPortFrom(vn.addrA, 7733).String()
-	coll := startCollector(t, ctx, vn.A, addr, dir, "--listen-udp", addr)
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	coll := startCollector(t, ctx, vn.A, addr, dir, "--listen-udp", addr, "--metrics", metrics)
 	agent := startProc(t, ctx, "agent udplive", vn.B, "agent", "--collector", addr, "--name", "udplive",
 		"--iface", "vB", "--transport", "udp")
 	coll.waitFor("agent connected", 15*time.Second) // its capture is open by then
@@ -36,7 +37,9 @@ func TestUDPLiveCapture(t *testing.T) {
 	if code := gen.wait(20 * time.Second); code != 0 {
 		t.Fatalf("gen exited with code %d", code)
 	}
-	time.Sleep(200 * time.Millisecond) // the last packets leave the ring (flush interval 50ms)
+	// Every packet written (the last batch sealed by the agent's flush
+	// interval) before the agent stops.
+	waitMetric(t, newNetnsScraper(t, vn.A), metrics, 10*time.Second, count, "pcapsync_collector_packets_written_total", "agent=udplive")
 	agent.stop(20 * time.Second)
 	if s := agent.summary(); s.Read != count || s.Sent != count || s.Dropped != 0 || s.KernelDrops != 0 || s.Unacked != 0 || s.Pieced == 0 {
 		t.Errorf("agent summary %+v: want %d read and sent, nothing dropped, batches sent in pieces (full-size frames)", s, count)

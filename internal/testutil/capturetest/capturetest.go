@@ -1,0 +1,102 @@
+// Package capturetest holds what the tests of the collector and the
+// store share: the batches a test agent sends and a reader of the
+// capture files written for it.
+package capturetest
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// PartSuffix ends the name of a capture file still being written; it is
+// store.PartSuffix (the store's tests check that they agree), written
+// out here so that the store's own tests can import this package.
+const PartSuffix = ".part"
+
+// Hello is agent name's hello, with instance ID {id} and two interfaces:
+// eth0 (Ethernet, snaplen 262144) and tun0 (raw IP, snaplen 1500).
+func Hello(name string, id byte) *wire.Hello {
+	return &wire.Hello{Instance: [16]byte{id}, Name: name, Host: "h1",
+		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "tun0", LinkType: 101, SnapLen: 1500}}}
+}
+
+// BatchPayload builds the payload of batch seq (uncompressed, no frame
+// header) holding n packets. Packet k = first+i has timestamp
+// 1.7e18+k*1000 ns, interface k%2, original length 100+k%7, and 60+k%40
+// bytes of data, every byte k.
+func BatchPayload(seq uint64, first, n int) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		k := first + i
+		e.Append(int64(1_700_000_000_000_000_000+k*1000), uint32(k%2), uint32(100+k%7), bytes.Repeat([]byte{byte(k)}, 60+k%40))
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// ZeroPacket is a 1500-byte frame of zeros but for its number i in the
+// first three bytes: the most compressible traffic. It is built in buf,
+// which must hold 1500 bytes.
+func ZeroPacket(buf []byte, i uint64) []byte {
+	p := buf[:1500]
+	clear(p)
+	p[0], p[1], p[2] = byte(i), byte(i>>8), byte(i>>16)
+	return p
+}
+
+// Packet is a packet read back from a capture file.
+type Packet struct {
+	TS      int64  // timestamp, ns since the epoch
+	Iface   string // the interface's name
+	OrigLen uint32
+	Data    []byte // a copy, the test's to keep
+}
+
+// ReadDir reads every file of an agent's directory dir, in name order
+// (plain, gzip or zstd), and fails t on a leftover .part file.
+func ReadDir(t testing.TB, dir string) (pkts []Packet, files int) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), PartSuffix) {
+			t.Fatalf("%s still open", e.Name())
+		}
+		pkts = append(pkts, ReadFile(t, filepath.Join(dir, e.Name()))...)
+		files++
+	}
+	return pkts, files
+}
+
+// ReadFile reads every packet of one capture file (plain, gzip or zstd).
+func ReadFile(t testing.TB, path string) []Packet {
+	t.Helper()
+	f, err := pcapfile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapfile.NewReader(f, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var pkts []Packet
+	for {
+		var p pcapfile.Packet
+		if err := r.ReadInto(&p); err == io.EOF {
+			return pkts
+		} else if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		pkts = append(pkts, Packet{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
+	}
+}
