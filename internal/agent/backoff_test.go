@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -116,7 +118,9 @@ func (bc *brokenCollector) waitAccepts(t *testing.T, n int, limit time.Duration)
 // TestBackoffGrowsWithoutProgress: a collector that welcomes the agent
 // and drops it at its first batch, every time, must see the agent back
 // ever more slowly (doubling backoff), not every BackoffMin; once a
-// connection gets a batch acknowledged, the backoff starts over.
+// connection gets a batch acknowledged, the backoff starts over. Over
+// real sockets, with lower bounds only: it covers the TCP dial and the
+// socket options; TestBackoffSchedule checks the exact schedule.
 func TestBackoffGrowsWithoutProgress(t *testing.T) {
 	const minB = 10 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "in.pcap")
@@ -169,4 +173,146 @@ func gaps(at []time.Time) []time.Duration {
 		d = append(d, at[i].Sub(at[i-1]).Round(time.Millisecond))
 	}
 	return d
+}
+
+// pipeCollector is brokenCollector in memory, for a testing/synctest
+// bubble: it welcomes every agent and drops it at its first batch. For
+// connection n (from 1), ack(n) says whether it acknowledges that batch
+// first; with remember set, every welcome reports as held the highest
+// batch any connection received, as a collector that stored batches
+// without acknowledging them does. After conns connections it accepts
+// no more and closes done.
+type pipeCollector struct {
+	ln       *testutil.PipeListener
+	ack      func(n int) bool
+	remember bool
+	conns    int
+	done     chan struct{}
+
+	held uint64 // highest batch received
+	// Fields of the accept goroutine, read after done.
+	accept []time.Time
+	drop   []time.Time
+}
+
+func (pc *pipeCollector) run() {
+	defer close(pc.done)
+	for n := 1; n <= pc.conns; n++ {
+		c, err := pc.ln.Accept()
+		if err != nil {
+			return
+		}
+		pc.accept = append(pc.accept, time.Now())
+		pc.serve(c, pc.ack(n))
+		pc.drop = append(pc.drop, time.Now())
+	}
+}
+
+// serve runs one connection to its drop, on the accept goroutine: one
+// connection at a time, as the agent makes them.
+func (pc *pipeCollector) serve(c net.Conn, ack bool) {
+	defer c.Close()
+	fr := wire.NewFrameReader(c, wire.Limits{})
+	if h, _, err := fr.Next(); err != nil || h.Type != wire.TypeHello {
+		return
+	}
+	w := wire.Welcome{MaxFrame: 16 << 20}
+	if pc.remember {
+		w.LastSeq = pc.held
+	}
+	c.Write(wire.AppendWelcome(nil, w))
+	for {
+		h, p, err := fr.Next()
+		if err != nil {
+			return
+		}
+		if h.Type != wire.TypeBatch {
+			continue
+		}
+		b, err := wire.ParseBatch(h.Flags, p, wire.BatchLimits{})
+		if err != nil {
+			return
+		}
+		pc.held = max(pc.held, b.Seq)
+		if ack {
+			c.Write(wire.AppendAck(nil, b.Seq))
+			// The agent has taken the ack in (its reader waits for the
+			// next frame, its writer on this end) before the drop.
+			synctest.Wait()
+		}
+		return
+	}
+}
+
+// TestBackoffSchedule runs the agent's reconnect loop on the bubble's
+// clock against a collector that drops it at every first batch, and
+// checks each pause between a drop and the next connection against
+// the backoff it must have used: the pause is that backoff times a
+// jitter in [0.75, 1.25), and as the backoff doubles these ranges do
+// not overlap, so each pause names its backoff exactly.
+func TestBackoffSchedule(t *testing.T) {
+	const minB, maxB = 100 * time.Millisecond, 800 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "in.pcap")
+	if err := gen.WriteFile(path, gen.FileConfig{Count: 2000, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	never := func(int) bool { return false }
+	tests := []struct {
+		name     string
+		ack      func(n int) bool
+		remember bool
+		want     []int // backoff before each reconnect, in BackoffMin
+	}{
+		{name: "no progress grows to the cap", ack: never, want: []int{1, 2, 4, 8, 8, 8}},
+		// Every welcome holds one batch more than the last: progress
+		// the agent learns at the welcome, not a connection that
+		// delivered anything.
+		{name: "welcome progress only", ack: never, remember: true, want: []int{1, 2, 4, 8, 8}},
+		{name: "acknowledged batch resets", ack: func(n int) bool { return n == 4 || n == 5 },
+			want: []int{1, 2, 4, 1, 1, 2, 4}},
+		{name: "acknowledged batch resets from the cap", ack: func(n int) bool { return n == 6 },
+			want: []int{1, 2, 4, 8, 8, 1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pc := &pipeCollector{ln: testutil.NewPipeListener(), ack: tt.ack, remember: tt.remember,
+					conns: len(tt.want) + 1, done: make(chan struct{})}
+				go pc.run()
+				a, err := New(Config{Collector: "127.0.0.1:9", Name: "b", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
+					BackoffMin: minB, BackoffMax: maxB, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.tr.(*tcpSender).dial = pc.ln.Dial
+				ctx, cancel := context.WithCancel(t.Context())
+				done := runAsync(ctx, a)
+				<-pc.done
+				cancel()
+				pc.ln.Close()
+				<-done
+
+				if len(pc.accept) != pc.conns {
+					t.Fatalf("%d connections, want %d", len(pc.accept), pc.conns)
+				}
+				for i, m := range tt.want {
+					b := time.Duration(m) * minB
+					pause := pc.accept[i+1].Sub(pc.drop[i])
+					if pause < b*3/4 || pause >= b*5/4 {
+						t.Errorf("pause before connection %d is %s, want backoff %s (%s to %s)", i+2, pause, b, b*3/4, b*5/4)
+					}
+				}
+				if tt.remember && pc.held != uint64(pc.conns) {
+					t.Errorf("collector holds batches up to %d after %d connections: the welcomes did not move the agent on", pc.held, pc.conns)
+				}
+				if t.Failed() {
+					var got []time.Duration
+					for i := range tt.want {
+						got = append(got, pc.accept[i+1].Sub(pc.drop[i]))
+					}
+					t.Logf("pauses %v", got)
+				}
+			})
+		})
+	}
 }

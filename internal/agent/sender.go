@@ -25,6 +25,10 @@ const writeTimeout = 30 * time.Second
 type tcpSender struct {
 	a         *Agent
 	lastWrite time.Time // of the last write to the collector
+	// dial, if set, replaces the TCP dial to the collector (tests: an
+	// in-memory connection inside a testing/synctest bubble). Options
+	// that only a socket has are applied only to a *net.TCPConn.
+	dial func(ctx context.Context) (net.Conn, error)
 }
 
 func (t *tcpSender) batchLimits() (batchBytes, bufCap int) {
@@ -119,14 +123,16 @@ func (t *tcpSender) run(ctx context.Context) error {
 
 // link is one connection to the collector.
 type link struct {
-	net.Conn              // TLS, or the TCP connection itself
-	raw      *net.TCPConn // the TCP connection
+	net.Conn          // TLS, or raw itself
+	raw      net.Conn // the connection under TLS: a *net.TCPConn but in tests
 }
 
 // abort closes the connection with a reset, not a FIN (nor a TLS
 // close_notify): the collector must not take it for a goodbye.
 func (c *link) abort() {
-	c.raw.SetLinger(0)
+	if tc, ok := c.raw.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
 	c.raw.Close()
 }
 
@@ -135,15 +141,22 @@ func (c *link) abort() {
 // more at any moment after.
 func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, declared int, err error) {
 	a := t.a
-	d := net.Dialer{Timeout: a.cfg.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", a.addr.String())
+	var nc net.Conn
+	if t.dial != nil {
+		nc, err = t.dial(ctx)
+	} else {
+		d := net.Dialer{Timeout: a.cfg.DialTimeout}
+		nc, err = d.DialContext(ctx, "tcp", a.addr.String())
+	}
 	if err != nil {
 		return nil, w, 0, err
 	}
-	c = &link{Conn: nc, raw: nc.(*net.TCPConn)}
-	c.raw.SetWriteBuffer(4 << 20)
-	if err := liveness.SetUserTimeout(c.raw, a.cfg.PeerTimeout); err != nil {
-		a.log.Debug("TCP_USER_TIMEOUT not set", "err", err)
+	c = &link{Conn: nc, raw: nc}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4 << 20)
+		if err := liveness.SetUserTimeout(tc, a.cfg.PeerTimeout); err != nil {
+			a.log.Debug("TCP_USER_TIMEOUT not set", "err", err)
+		}
 	}
 	fail := func(err error) (*link, wire.Welcome, int, error) {
 		c.abort()

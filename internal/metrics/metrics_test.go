@@ -18,6 +18,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -133,12 +134,9 @@ func TestPipelineMetrics(t *testing.T) {
 	}
 
 	// The agent is gone once the collector ended its session.
-	for deadline := time.Now().Add(5 * time.Second); p.status.Status().Agents[0].Connected; {
-		if time.Now().After(deadline) {
-			t.Fatal("the collector still shows the agent connected 5s after its goodbye")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.EventuallyTrue(t, 5*time.Second, "the collector to show the agent gone after its goodbye", func() bool {
+		return !p.status.Status().Agents[0].Connected
+	})
 	srv := httptest.NewServer(Handler(p.coll.Registry, Options{Status: p.status}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/status")

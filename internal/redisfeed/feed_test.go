@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,8 +100,8 @@ func TestPublishFollow(t *testing.T) {
 				want = append(want, b)
 				ev := collector.BatchEvent{Agent: prefixAgent, Host: "h1", Ifaces: testIfaces, Batch: b}
 				f.Batch(&ev)
-				if seq%50 == 0 {
-					time.Sleep(5 * time.Millisecond) // let the queue drain: no drops wanted here
+				if seq%50 == 0 { // let the queue drain: no drops wanted here
+					testutil.EventuallyTrue(t, 10*time.Second, "the queue drained", func() bool { return f.Counters.Published.Load() == seq })
 				}
 			}
 			if err := f.Close(context.Background()); err != nil {
@@ -148,7 +149,10 @@ func TestFollowLive(t *testing.T) {
 		done <- Follow(t.Context(), c, FollowConfig{Key: Key(DefaultPrefix, "live"), Idle: time.Second, Block: 100 * time.Millisecond, Logger: quietLogger()},
 			func(e *Entry) error { seqs = append(seqs, e.Batch.Seq); return nil })
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Follow has its start (the stream's last entry) once it reads on.
+	testutil.EventuallyTrue(t, 10*time.Second, "Follow reading", func() bool {
+		return strings.Contains(c.ClientList(t.Context()).Val(), "cmd=xread")
+	})
 	publish(2)
 	publish(3)
 	if err := <-done; err != nil {
@@ -165,11 +169,12 @@ func TestTrim(t *testing.T) {
 	c := client(t, srv.URL())
 	ctx := t.Context()
 	push := func(f *Feed, agent string, n int) {
+		base := f.Counters.Published.Load()
 		for i := range n {
 			ev := collector.BatchEvent{Agent: agent, Host: "h", Ifaces: testIfaces, Batch: testBatch(t, uint64(i+1), 1)}
 			f.Batch(&ev)
-			if i%32 == 31 {
-				time.Sleep(2 * time.Millisecond)
+			if want := base + uint64(i) + 1; i%32 == 31 { // let the queue drain: no drops wanted here
+				testutil.EventuallyTrue(t, 10*time.Second, "the queue drained", func() bool { return f.Counters.Published.Load() == want })
 			}
 		}
 	}
@@ -183,7 +188,7 @@ func TestTrim(t *testing.T) {
 	byAge := newFeed(t, Config{URL: srv.URL(), MaxAge: 300 * time.Millisecond})
 	push(byAge, "byage", 500)
 	testutil.EventuallyTrue(t, 10*time.Second, "500 batches published", func() bool { return byAge.Counters.Published.Load() == 500 })
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // the entries' age is the subject: all now older than MaxAge
 	push(byAge, "byage", 1)
 	byAge.Close(ctx)
 	if n := c.XLen(ctx, Key(DefaultPrefix, "byage")).Val(); n > 101 {
@@ -206,7 +211,8 @@ func TestRedisDown(t *testing.T) {
 			start := time.Now()
 			f.Batch(&ev)
 			worst = max(worst, time.Since(start))
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the batches' pace: a steady flow while Redis is down, not a burst
+
 		}
 		return worst
 	}

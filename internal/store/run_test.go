@@ -86,7 +86,7 @@ func TestRunIdleClose(t *testing.T) {
 				dir := filepath.Join(c.Dir(), "lost")
 				write(t, c, "lost", 1).End(false) // Linger
 				if tt.returnedAt > 0 {
-					time.Sleep(tt.returnedAt)
+					time.Sleep(tt.returnedAt)        // the bubble's clock: the agent is back this long after it left
 					write(t, c, "lost", 2).End(true) // goodbye: closed at once
 					synctest.Wait()
 					if open, closed := files(t, dir); open != 0 || closed != tt.wantFiles {
@@ -117,7 +117,7 @@ func TestRunRotatesOnTime(t *testing.T) {
 		const every = 10 * time.Minute
 		c := runCore(t, Config{RotateInterval: every})
 		dir := filepath.Join(c.Dir(), "rot")
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the bubble's clock: the batch comes a minute into the interval
 		s := write(t, c, "rot", 1)
 		time.Sleep(every - time.Minute - 250*time.Millisecond) // the last tick before the rotation
 		synctest.Wait()

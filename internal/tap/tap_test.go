@@ -50,17 +50,29 @@ func event(t testing.TB, agent string, seq uint64, from, to uint64, size int) *c
 // test ends.
 func startTap(t testing.TB, cfg Config, lc ListenConfig) (tp *Tap, addr string, stop func()) {
 	t.Helper()
+	return startTapOn(t, cfg, lc, nil)
+}
+
+// startTapOn is startTap serving on ln, if not nil, which must wrap a
+// loopback TCP listener that startTapOn sets.
+func startTapOn(t testing.TB, cfg Config, lc ListenConfig, ln wrappedListener) (tp *Tap, addr string, stop func()) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	tp = New(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var l net.Listener = tcp
+	if ln != nil {
+		ln.wrap(tcp)
+		l = ln
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- tp.Serve(ctx, ln, lc) }()
+	go func() { done <- tp.Serve(ctx, l, lc) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -71,7 +83,41 @@ func startTap(t testing.TB, cfg Config, lc ListenConfig) (tp *Tap, addr string, 
 		})
 	}
 	t.Cleanup(stop)
-	return tp, ln.Addr().String(), stop
+	return tp, tcp.Addr().String(), stop
+}
+
+// wrappedListener is a net.Listener over one that startTapOn makes.
+type wrappedListener interface {
+	net.Listener
+	wrap(net.Listener)
+}
+
+// readListener closes read at the first Read of a connection it
+// accepted: the tap has begun to read its client.
+type readListener struct {
+	net.Listener
+	read chan struct{}
+	once sync.Once
+}
+
+func (l *readListener) wrap(ln net.Listener) { l.Listener = ln }
+
+func (l *readListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &readConn{Conn: c, l: l}, nil
+}
+
+type readConn struct {
+	net.Conn
+	l *readListener
+}
+
+func (c *readConn) Read(b []byte) (int, error) {
+	c.l.once.Do(func() { close(c.l.read) })
+	return c.Conn.Read(b)
 }
 
 // dial connects and sends request (if not "").
@@ -265,20 +311,18 @@ func TestSlowClientDropped(t *testing.T) {
 		start := time.Now()
 		tp.Batch(ev)
 		slowest = max(slowest, time.Since(start))
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the batches' pace: about 15 MB/s, which the reader keeps up with
 	}
 	// Not 0: a busy machine may deschedule the test for a moment.
 	if slowest > time.Second {
 		t.Errorf("slowest Batch took %v: it waited for a client", slowest)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for tp.Counters.DroppedSlow.Load() != 1 || tp.Counters.Connected.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("dropped %d, connected %d; want the stalled client dropped, the reader kept",
-				tp.Counters.DroppedSlow.Load(), tp.Counters.Connected.Load())
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if d, c := tp.Counters.DroppedSlow.Load(), tp.Counters.Connected.Load(); d != 1 || c != 1 {
+			return fmt.Errorf("dropped %d, connected %d; want the stalled client dropped, the reader kept", d, c)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	// The stalled client's connection is closed: reading it ends.
 	stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.Copy(io.Discard, stalled); err != nil && !isTimeout(err) {
@@ -326,10 +370,10 @@ func TestBatchWithoutClientsAllocs(t *testing.T) {
 	c := dial(t, addr, "")
 	waitClients(t, tp, 1)
 	c.Close()
-	for tp.Counters.Connected.Load() != 0 {
+	testutil.EventuallyTrue(t, 5*time.Second, "the tap to drop the client that left", func() bool {
 		tp.Batch(ev) // the write fails: the client is gone
-		time.Sleep(5 * time.Millisecond)
-	}
+		return tp.Counters.Connected.Load() == 0
+	})
 	if n := testing.AllocsPerRun(100, func() { tp.Batch(ev) }); n != 0 {
 		t.Errorf("Batch after the last client left: %v allocations, want 0", n)
 	}
@@ -372,9 +416,12 @@ func TestTLS(t *testing.T) {
 		}
 		waitClients(t, tp, want)
 		tp.Batch(event(t, "a1", 1, 0, 10, 100))
-		for tp.Counters.Packets.Load() != uint64(10*want) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(t, 5*time.Second, func() error {
+			if got := tp.Counters.Packets.Load(); got != uint64(10*want) {
+				return fmt.Errorf("%d packets sent, want %d", got, 10*want)
+			}
+			return nil
+		})
 		stop()
 		if got := readStreamQuiet(tc); len(got) != 10 {
 			t.Errorf("TLS client (plain %v) got %d packets, want 10", plain, len(got))
@@ -392,9 +439,10 @@ func TestTLS(t *testing.T) {
 // not hold up the tap's shutdown for the handshake timeout.
 func TestShutdownDuringHandshake(t *testing.T) {
 	p := pkitest.New(t)
-	tp, addr, stop := startTap(t, Config{}, ListenConfig{TLS: p.Server(t, false)})
+	ln := &readListener{read: make(chan struct{})}
+	tp, addr, stop := startTapOn(t, Config{}, ListenConfig{TLS: p.Server(t, false)}, ln)
 	dial(t, addr, "\x16\x03\x01") // the start of a ClientHello, never finished
-	time.Sleep(50 * time.Millisecond)
+	<-ln.read                     // the tap is in the handshake
 	start := time.Now()
 	stop()
 	if d := time.Since(start); d > 2*time.Second {

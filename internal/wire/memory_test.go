@@ -245,7 +245,7 @@ func TestMemoryPatience(t *testing.T) {
 		if st := mem.Stats(); st.Reserved != 9 || st.Waiting != 1 {
 			t.Fatalf("%+v", st)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second)    // the bubble's clock: big has now waited the whole patience
 		lateDone := take(&late, 1) // 9+1 fits, but not with big's 8: waits
 		if st := mem.Stats(); st.Reserved != 9 || st.Waiting != 2 {
 			t.Fatalf("after the patience: %+v", st)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -178,8 +179,7 @@ func runBadCase(addr string, coll *proc, bc badCase) error {
 		return fmt.Errorf("waiting for the collector to close the connection: %w", err)
 	}
 	remote := "remote=" + c.LocalAddr().String()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	return testutil.Poll(3*time.Second, func() error {
 		var lines []string
 		for line := range strings.Lines(coll.stderr.String()) {
 			if strings.Contains(line, remote+" ") || strings.HasSuffix(strings.TrimSpace(line), remote) {
@@ -189,11 +189,8 @@ func runBadCase(addr string, coll *proc, bc badCase) error {
 				lines = append(lines, line)
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("collector logged no line with %q for %s; its lines for it:\n%s", bc.reason, remote, strings.Join(lines, ""))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("collector logged no line with %q for %s; its lines for it:\n%s", bc.reason, remote, strings.Join(lines, ""))
+	})
 }
 
 // TestBadInput has raw TCP clients send garbage, truncated, oversized and

@@ -196,12 +196,18 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 	// waitCaptured waits until the agent's run captured n packets.
 	waitCaptured := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(spoolWait)
-		for got := captured(); got < n; got = captured() {
-			if time.Now().After(deadline) || agent.exited() {
-				fail("%s captured %d packets, want %d (exited: %v)", agent.name, got, n, agent.exited())
+		if err := testutil.Poll(spoolWait, func() error {
+			got := captured()
+			if got >= n {
+				return nil
 			}
-			time.Sleep(2 * time.Millisecond)
+			err := fmt.Errorf("%s captured %d packets, want %d", agent.name, got, n)
+			if agent.exited() {
+				err = fmt.Errorf("%w (exited): %w", err, testutil.ErrGiveUp)
+			}
+			return err
+		}); err != nil {
+			fail("%v", err)
 		}
 	}
 	startColl := func() {

@@ -575,7 +575,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 		if ctx.Err() != nil {
 			t.Fatalf("cell %s, seed %d: the agent did not finish within %v (%d kills)", c, seed, crashCellTimeout, kills)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the pace of this loop, which watches several conditions at once
 	}
 	in.finish(t)
 	s := finishReplay(t, agent, count, time.Second)

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -237,7 +238,7 @@ func TestCollectorKill9(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d kills in %v", kills, time.Since(start))
 		}
-		time.Sleep(150*time.Millisecond + time.Duration(rng.Int64N(int64(450*time.Millisecond))))
+		time.Sleep(150*time.Millisecond + time.Duration(rng.Int64N(int64(450*time.Millisecond)))) // the seeded moment of the kill
 		coll.signal(syscall.SIGKILL)
 		if code := coll.wait(10 * time.Second); code != -1 {
 			t.Fatalf("collector exited with code %d before it was killed", code)
@@ -450,7 +451,7 @@ func TestDiskFullE2E(t *testing.T) {
 	// Full: the agent reads the rest of its input, keeps its batches and
 	// retries; were they acknowledged, it would finish.
 	in.finish(t)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a hold proving that nothing happens: the agent must not finish
 	if agent.exited() {
 		t.Fatalf("agent finished while the disk was full (%v); stdout: %s", agent.cmd.ProcessState, agent.stdout.String())
 	}
@@ -575,6 +576,8 @@ func TestFDsBackToBaseline(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--handshake-timeout", "1s")
 	pid := coll.cmd.Process.Pid
+	// A moment for the runtime to start its threads after "listening":
+	// a baseline, not an event; the checks below allow slack over it.
 	time.Sleep(100 * time.Millisecond)
 	baseFDs, baseThreads := fdCount(t, pid), threadCount(t, pid)
 
@@ -658,10 +661,12 @@ func TestFDsBackToBaseline(t *testing.T) {
 	// Connections the collector has not noticed the end of yet close
 	// within a moment (the handshake timeout is 1s).
 	fds := fdCount(t, pid)
-	for end := time.Now().Add(5 * time.Second); fds > baseFDs+2 && time.Now().Before(end); {
-		time.Sleep(50 * time.Millisecond)
-		fds = fdCount(t, pid)
-	}
+	testutil.Poll(5*time.Second, func() error { // the check below reports a count still too high
+		if fds = fdCount(t, pid); fds > baseFDs+2 {
+			return errors.New("descriptors still open")
+		}
+		return nil
+	})
 	threads := threadCount(t, pid)
 	close(stopSampling)
 	<-sampled

@@ -66,7 +66,7 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 		if err := coll.awaitStderr("agent connected", 10*time.Second); err != nil {
 			break // the agent finished before reconnecting
 		}
-		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // the seeded moment of the kill, not a wait for an event
 		if agent.exited() {
 			break
 		}

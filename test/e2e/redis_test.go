@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/redisfeed/redistest"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 // redis returns the Redis feed's part of the collector's summary,
@@ -189,11 +192,19 @@ func TestRedisDown(t *testing.T) {
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 4*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "16K")
 	coll.waitFor("redis feed up", 10*time.Second)
-	time.Sleep(800 * time.Millisecond)
+	// Some batches are published before the outage.
+	key := redisfeed.Key(redisfeed.DefaultPrefix, name)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		out, err := exec.Command("redis-cli", "-u", srv.URL(), "XLEN", key).Output()
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); err != nil || n < 20 {
+			return fmt.Errorf("redis stream %s holds %q entries, want 20 (%v)", key, out, err)
+		}
+		return nil
+	})
 	srv.Kill()
 	coll.waitFor("redis feed down", 10*time.Second)
-	time.Sleep(800 * time.Millisecond)
-	srv.Restart() // empty: what was published before is gone with it
+	time.Sleep(800 * time.Millisecond) // the outage's length, the subject: a fifth of the paced input arrives while Redis is down
+	srv.Restart()                      // empty: what was published before is gone with it
 	waitCount(t, coll, "redis feed up", 2, 10*time.Second)
 	in.finish(t)
 	finishReplay(t, agent, count, 30*time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
 // TestCollectorRestart stops the collector (SIGTERM) in the middle of a
@@ -32,23 +33,22 @@ func TestCollectorRestart(t *testing.T) {
 	coll := startCollector(t, ctx, "", addr, dir)
 	agent := startReplay(t, ctx, addr, "restart1", in)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for treeSize(agentDir) <= threshold {
-		if agent.exited() {
-			t.Fatalf("agent exited before the output reached %d bytes (it holds %d): too fast to interrupt", threshold, treeSize(agentDir))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := treeSize(agentDir); n > threshold {
+			return nil
+		} else if agent.exited() {
+			return fmt.Errorf("agent exited before the output reached %d bytes (it holds %d): too fast to interrupt: %w", threshold, n, testutil.ErrGiveUp)
+		} else {
+			return fmt.Errorf("output at %d bytes, want over %d", n, threshold)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output still at %d bytes after 30s", treeSize(agentDir))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	})
 	t.Logf("stopping the collector at %d output bytes", treeSize(agentDir))
 	coll.stop(20 * time.Second)
 	first := coll.collectorSummary()
 	if agent.exited() {
 		t.Fatalf("agent exited while the collector was down (summary %q); nothing was resent", agent.stdout.String())
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the collector's downtime, the subject: the agent's reconnects fail meanwhile
 	coll2 := startCollector(t, ctx, "", addr, dir)
 
 	s := finishReplay(t, agent, count, 45*time.Second)

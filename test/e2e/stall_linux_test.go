@@ -39,9 +39,9 @@ func TestLiveAgentRidesOutStall(t *testing.T) {
 	gen := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", fmt.Sprint(rate), "--size", fmt.Sprint(size))
 	// The stall's schedule: a third into the stream, for stall.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the schedule, not a wait for an event: gen's pace puts a third of the stream here
 	agent.signal(syscall.SIGSTOP)
-	time.Sleep(stall)
+	time.Sleep(stall) // the stall itself, the subject
 	agent.signal(syscall.SIGCONT)
 	if code := gen.wait(20 * time.Second); code != 0 {
 		t.Fatalf("gen exited with code %d", code)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -69,12 +70,15 @@ func TestUDPLossThroughRouter(t *testing.T) {
 
 	// Once 90% of the fewest datagrams that can carry the stream passed
 	// the router (some 80% of it), the rest pass undropped.
-	for nftCounter(t, ch.R, "sequenced") < lowerBound*9/10 {
-		if agent.exited() {
-			t.Fatalf("agent exited before the router saw %d datagrams:\n%s", lowerBound*9/10, agent.stderr.String())
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if n := nftCounter(t, ch.R, "sequenced"); n >= lowerBound*9/10 {
+			return nil
+		} else if agent.exited() {
+			return fmt.Errorf("agent exited before the router saw %d datagrams:\n%s%w", lowerBound*9/10, agent.stderr.String(), testutil.ErrGiveUp)
+		} else {
+			return fmt.Errorf("the router saw %d datagrams, want %d", n, lowerBound*9/10)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	nft(t, ch.R, "delete", "rule", "ip", "pcs", "loss", "handle", ruleHandle(t, ch.R, "loss"))
 	dropped := nftCounter(t, ch.R, "dropped")
 	after := nftCounter(t, ch.R, "sequenced")
