@@ -48,11 +48,7 @@ elsewhere; --token-file applies (docs/tap.md).`, stderr)
 	rotateSize := int64(store.DefaultRotateSize)
 	fs.Var(sizeFlag{&rotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
 	fs.DurationVar(&cfg.Store.RotateInterval, "rotate-interval", store.DefaultRotateInterval, "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
-	fs.Func("file-compress", "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame) (default none)", func(s string) error {
-		fc, err := store.ParseFileCompress(s)
-		cfg.Store.FileCompress = fc
-		return err
-	})
+	fs.TextVar(&cfg.Store.FileCompress, "file-compress", cfg.Store.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame)")
 	fsync := fs.String("fsync", store.DefaultFsync.String(), "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
 	fs.DurationVar(&cfg.Store.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
 	maxFrame := int64(collector.DefaultMaxFrame)

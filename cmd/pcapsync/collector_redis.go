@@ -10,14 +10,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 )
 
 // redisFlags are the collector's --redis* flags.
 type redisFlags struct {
-	cfg   redisfeed.Config
-	queue int64
-	feed  *redisfeed.Feed
+	cfg      redisfeed.Config
+	queue    int64
+	compress compress.Spec
+	feed     *redisfeed.Feed
 }
 
 // addRedisFlags registers the --redis* flags on fs.
@@ -25,7 +27,8 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	r := &redisFlags{queue: redisfeed.DefaultQueueBytes}
 	fs.StringVar(&r.cfg.URL, "redis", "", "also publish every written batch to a Redis Stream per agent at this URL (redis://[:PASSWORD@]HOST:PORT[/DB], rediss://, unix:///PATH); Redis down or slow never holds up the files: batches are dropped and counted")
 	fs.StringVar(&r.cfg.Prefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")
-	fs.StringVar(&r.cfg.Compress, "redis-compress", "s2", "with --redis: compress the records of each entry: s2, zstd[:1-22] or none")
+	r.compress = redisfeed.DefaultCompress
+	fs.TextVar(&r.compress, "redis-compress", redisfeed.DefaultCompress, "with --redis: compress the records of each entry: s2, zstd[:1-22] or none")
 	fs.Int64Var(&r.cfg.MaxLen, "redis-maxlen", redisfeed.DefaultMaxLen, "with --redis: keep about this many entries per stream (XADD MAXLEN ~)")
 	fs.DurationVar(&r.cfg.MaxAge, "redis-max-age", 0, "with --redis: keep the entries of about this long instead of --redis-maxlen (XADD MINID ~), e.g. 10m")
 	fs.Var(sizeFlag{&r.queue}, "redis-queue", "with --redis: memory for batches waiting to be published; when full, batches are dropped and counted")
@@ -53,6 +56,7 @@ func (r *redisFlags) start(fs *flag.FlagSet, log *slog.Logger) (*redisfeed.Feed,
 		r.cfg.MaxLen = 0
 	}
 	r.cfg.QueueBytes = r.queue
+	r.cfg.Compress = &r.compress
 	r.cfg.Logger = log
 	if err := r.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)

@@ -147,7 +147,7 @@ func New(cfg Config) (*Agent, error) {
 	a.instance = newInstance()
 	var bufCap int
 	a.cfg.BatchBytes, bufCap = a.tr.batchLimits()
-	if c.Compress.Codec != wire.CodecNone {
+	if c.Compress.Codec != compress.None {
 		// A compressed batch is built in a second pool buffer, which
 		// must hold the worst case of the codec.
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
@@ -348,7 +348,7 @@ func (a *Agent) newBuilder(block bool) *builder {
 	bd := &builder{a: a, b: a.q.get(), block: block}
 	bd.enc.Unchecked = a.cfg.unchecked()
 	bd.enc.Reset(bd.b.buf[:0])
-	if a.cfg.Compress.Codec != wire.CodecNone {
+	if a.cfg.Compress.Codec != compress.None {
 		// Validate accepted the spec, so this cannot fail.
 		bd.cz, _ = compress.NewEncoder(a.cfg.Compress)
 	}

@@ -25,6 +25,9 @@ const (
 	DefaultTimeout    = 2 * time.Second
 )
 
+// DefaultCompress is the codec of the records when Config.Compress is nil.
+var DefaultCompress = compress.Spec{Codec: compress.S2}
+
 // Stream entry field names.
 const (
 	FieldHost   = "host"
@@ -43,10 +46,10 @@ type Config struct {
 	URL string
 	// Prefix is put before the agent's name to make its stream's key.
 	Prefix string
-	// Compress is the codec of the records as compress.ParseSpec reads
-	// it: s2 ("" means s2), zstd[:level] or none. A batch that does not
-	// shrink goes uncompressed.
-	Compress string
+	// Compress is the codec of the records: one compress.Entries
+	// allows (s2, zstd[:level] or none). nil means DefaultCompress. A
+	// batch that does not shrink goes uncompressed.
+	Compress *compress.Spec
 	// MaxLen trims each stream to about this many entries (XADD MAXLEN
 	// ~). 0 means DefaultMaxLen unless MaxAge is set.
 	MaxLen int64
@@ -66,8 +69,9 @@ func (c *Config) defaults() {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if c.Compress == "" {
-		c.Compress = "s2"
+	if c.Compress == nil {
+		sp := DefaultCompress
+		c.Compress = &sp
 	}
 	if c.MaxLen == 0 && c.MaxAge == 0 {
 		c.MaxLen = DefaultMaxLen
@@ -93,10 +97,10 @@ func (c *Config) Validate() error {
 	case c.MaxLen > 0 && c.MaxAge > 0:
 		return errors.New("redis feed: trim by length or by age, not both")
 	}
-	if sp, err := compress.ParseSpec(c.Compress); err != nil {
-		return fmt.Errorf("redis feed: %w", err)
-	} else if sp.Auto || sp.Codec == wire.CodecLZ4 {
-		return fmt.Errorf("redis feed: compression %s: choose s2, zstd[:level] or none", c.Compress)
+	if c.Compress != nil {
+		if err := compress.Entries.Check(*c.Compress); err != nil {
+			return fmt.Errorf("redis feed: %w", err)
+		}
 	}
 	if _, err := redis.ParseURL(c.URL); err != nil {
 		return fmt.Errorf("redis feed: %w", err)
@@ -177,8 +181,7 @@ func New(cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp, _ := compress.ParseSpec(cfg.Compress) // checked by Validate
-	enc, err := compress.NewEncoder(sp)
+	enc, err := compress.NewEncoder(*cfg.Compress)
 	if err != nil {
 		return nil, fmt.Errorf("redis feed: %w", err)
 	}

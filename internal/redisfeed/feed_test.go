@@ -91,7 +91,7 @@ func TestPublishFollow(t *testing.T) {
 	for _, spec := range []string{"s2", "zstd", "zstd:9", "none"} {
 		t.Run(spec, func(t *testing.T) {
 			prefixAgent := "pf-" + spec
-			f := newFeed(t, Config{URL: srv.URL(), Compress: spec})
+			f := newFeed(t, Config{URL: srv.URL(), Compress: mustSpec(t, spec)})
 			var want []*wire.Batch
 			for seq := uint64(1); seq <= 300; seq++ {
 				b := testBatch(t, seq, 1+int(seq%20))
@@ -269,9 +269,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{URL: "http://x"}, false},
 		{Config{URL: "redis://x", MaxLen: 5, MaxAge: time.Second}, false},
 		{Config{URL: "redis://x", MaxLen: -1}, false},
-		{Config{URL: "redis://x", Compress: "auto"}, false},
-		{Config{URL: "redis://x", Compress: "lz4"}, false},
-		{Config{URL: "redis://x", Compress: "zstd:3"}, true},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.Auto}}, false},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.LZ4}}, false},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.Zstd, Level: 3}}, true},
 	} {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v: Validate() = %v", tt.cfg, err)
@@ -324,7 +324,7 @@ func TestDecodeEntryBad(t *testing.T) {
 // goodEntry is an entry as the feed writes it, zstd-compressed.
 func goodEntry(t testing.TB) redis.XMessage {
 	b := testBatch(t, 9, 30)
-	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
+	enc, err := compress.NewEncoder(compress.Spec{Codec: compress.Zstd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +369,14 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("accepted batch does not validate: %v", err)
 		}
 	})
+}
+
+// mustSpec parses a compression setting.
+func mustSpec(tb testing.TB, s string) *compress.Spec {
+	tb.Helper()
+	sp, err := compress.ParseSpec(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &sp
 }
