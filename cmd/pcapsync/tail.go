@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -53,7 +51,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := rc.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
-		redis.SetLogger(redisLogger{log})
+		redisfeed.LogClientTo(log)
 		return redisfeed.Copy(ctx, rc, stdout)
 	}
 	tc.Request = tap.Request{Agent: rc.Agent, Iface: rc.Iface, Filter: rc.Filter}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -49,6 +50,10 @@ func newFeed(t testing.TB, cfg Config) *Feed {
 	f, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	go f.Run(context.Background())
+	for !f.ran.Load() { // so that a Close right away drains, as after a while
+		runtime.Gosched()
 	}
 	t.Cleanup(func() { f.Close(context.Background()) })
 	return f
@@ -379,4 +384,29 @@ func mustSpec(tb testing.TB, s string) *compress.Spec {
 		tb.Fatal(err)
 	}
 	return &sp
+}
+
+// TestRunDrains: batches queued before Run are published when Run's
+// context is already over: Run drains the queue before it returns.
+func TestRunDrains(t *testing.T) {
+	srv := redistest.Start(t)
+	f, err := New(Config{URL: srv.URL(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 20; seq++ {
+		ev := collector.BatchEvent{Agent: "drain", Host: "h", Ifaces: testIfaces, Batch: testBatch(t, seq, 3)}
+		f.Batch(&ev)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Counters.Published.Load(); got != 20 {
+		t.Errorf("published %d batches, want 20 (dropped %d)", got, f.Counters.Dropped.Load())
+	}
+	if err := f.Close(context.Background()); err != nil {
+		t.Errorf("Close after Run: %v", err)
+	}
 }

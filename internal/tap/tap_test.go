@@ -51,7 +51,10 @@ func startTap(t testing.TB, cfg Config, lc ListenConfig) (tp *Tap, addr string, 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tp = New(cfg)
+	tp, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
