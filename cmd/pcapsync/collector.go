@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"reflect"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -14,8 +13,10 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
-	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -42,210 +43,126 @@ elsewhere; --token-file applies (docs/tap.md).`
 func collectorCommand(s streams) *cobra.Command {
 	return leaf("collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]",
 		"accept agents and write what they capture into pcapng files", collectorUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-			stdout := s.stdout
-			var cfg collector.Config
-			listen := fs.String("listen", "127.0.0.1:"+DefaultPort, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
-			listenUDP := fs.String("listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
-			fs.StringVar(&cfg.Store.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
-			rotateSize := int64(store.DefaultRotateSize)
-			fs.Var(sizeFlag{&rotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
-			fs.DurationVar(&cfg.Store.RotateInterval, "rotate-interval", store.DefaultRotateInterval, "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
-			fs.Func("file-compress", "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame) (default none)", func(s string) error {
-				fc, err := store.ParseFileCompress(s)
-				cfg.Store.FileCompress = fc
-				return err
-			})
-			fsync := fs.String("fsync", store.DefaultFsync.String(), "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
-			fs.DurationVar(&cfg.Store.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
-			maxFrame := int64(collector.DefaultMaxFrame)
-			fs.Var(sizeFlag{&maxFrame}, "max-frame", "largest frame accepted from an agent")
-			cfg.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
-			fs.Var(sizeFlag{&cfg.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
-			readMemory := int64(collector.DefaultReadMemory)
-			fs.Var(sizeFlag{&readMemory}, "read-memory", "memory for frames being received over TCP, all connections together (at least --max-frame); over it, connections stop reading until memory is free")
-			fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", collector.DefaultHandshakeTimeout, "time a new connection has to complete its handshake")
-			fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", collector.DefaultShutdownTimeout, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
-			tlsCert := fs.String("tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
-			tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
-			clientCA := fs.String("tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
-			tokenFile := fs.String("token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
-			fs.BoolVar(&cfg.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
-			fs.IntVar(&cfg.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
-			fs.DurationVar(&cfg.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
-			fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
-			var mf metricsFlags
-			mf.register(fs)
-			maxAgents := fs.Int("metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
-			redisOpts := addRedisFlags(fs)
+			var cfg serve.Config
+			given := collectorFlags(fs, &cfg)
 			var lf logFlags
 			lf.register(fs, true)
-			tapf := addTapFlags(fs)
 			summary := addSummaryFlag(fs)
 			return func(ctx context.Context, _ []string) error {
+				given.apply(fs)
 				log, err := lf.logger(s.stderr)
 				if err != nil {
 					return err
 				}
 				cfg.Logger = log
-				switch {
-				case *listenUDP != "" && !cfg.Insecure:
-					return fmt.Errorf("%w: --listen-udp: UDP is plaintext (no DTLS): add --insecure (with --tls-cert, TCP keeps TLS and --insecure admits only UDP; --token-file still applies)", errUsage)
-				case *tlsCert == "" && *tlsKey == "" && !cfg.Insecure:
-					return fmt.Errorf("%w: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP", errUsage)
-				case (*tlsCert != "" || *tlsKey != "") && cfg.Insecure && *listenUDP == "":
-					return fmt.Errorf("%w: --insecure and --tls-cert/--tls-key exclude each other (except with --listen-udp: TCP keeps TLS, --insecure admits the plaintext UDP listener)", errUsage)
-				case *clientCA != "" && *tlsCert == "":
-					return fmt.Errorf("%w: --tls-client-ca needs --tls-cert and --tls-key", errUsage)
-				case *tlsCert != "":
-					if cfg.TLS, err = pki.ServerConfig(*tlsCert, *tlsKey, *clientCA); err != nil {
-						return fmt.Errorf("%w: %w", errUsage, err)
-					}
-					logCertificate(log, cfg.TLS, *tlsCert)
-				}
-				if *tokenFile != "" {
-					if cfg.Token, err = readToken(*tokenFile, log); err != nil {
-						return err
-					}
-				}
-				switch *fsync {
-				case "batch":
-					cfg.Store.Fsync = store.FsyncPerBatch
-				case "never":
-					cfg.Store.Fsync = store.FsyncNever
-				default:
-					d, err := time.ParseDuration(*fsync)
-					if err != nil || d <= 0 {
-						return fmt.Errorf("%w: --fsync %q: want batch, never or a positive duration like 1s", errUsage, *fsync)
-					}
-					cfg.Store.Fsync = d
-				}
-				cfg.Store.RotateSize = disabledIfZero(rotateSize)
-				cfg.Store.RotateInterval = time.Duration(disabledIfZero(int64(cfg.Store.RotateInterval)))
-				if maxFrame <= 0 || maxFrame > 1<<30 {
-					return fmt.Errorf("%w: --max-frame %d out of range", errUsage, maxFrame)
-				}
-				cfg.MaxFrame = uint32(maxFrame)
-				if readMemory <= 0 {
-					return fmt.Errorf("%w: --read-memory %d: want a positive size", errUsage, readMemory)
-				}
-				cfg.ReadMemory = readMemory
-				// Live views: each adds itself to feeds (the tap, the Redis feed).
-				var feeds collector.Feeds
-				taps, err := tapf.listen(&cfg, log)
-				if err != nil {
-					return err
-				}
-				defer taps.close()
-				if taps != nil {
-					feeds = append(feeds, taps.tap)
-				}
-				rf, err := redisOpts.start(fs, log)
-				if err != nil {
-					return err
-				}
-				defer redisOpts.stop() // on an early return; the end stops it before the summary
-				if rf != nil {
-					feeds = append(feeds, rf)
-				}
-				if len(feeds) > 0 {
-					cfg.Feed = feeds
-				}
-				if err := cfg.Validate(); err != nil {
-					return fmt.Errorf("%w: %w", errUsage, err)
-				}
-				if err := mf.check(); err != nil {
-					return err
-				}
-				if *maxAgents == 0 || *maxAgents < -1 {
-					return fmt.Errorf("%w: --metrics-max-agents %d: want a positive number, or -1 for no cap", errUsage, *maxAgents)
-				}
-				var m *metrics.Collector
-				if mf.addr != "" {
-					m = metrics.NewCollector(*maxAgents)
-					cfg.BatchWriteLatency, cfg.Store.SyncLatency = m.BatchWrite, m.Sync
-					if taps != nil {
-						m.WatchTap(&taps.tap.Counters)
-					}
-					if rf != nil {
-						m.WatchRedis(&rf.Counters)
-					}
-				}
-				core, err := collector.NewCore(cfg)
-				if err != nil {
-					return err
-				}
-				mln, err := mf.listen()
-				if err != nil {
-					return err
-				}
-				ln, err := net.Listen("tcp", *listen)
-				if err != nil {
-					if mln != nil {
-						mln.Close()
-					}
-					return err
-				}
-				var udp *collector.UDPServer
-				var uconn *net.UDPConn
-				attrs := []any{"addr", ln.Addr().String(), "dir", cfg.Store.Dir, "tls", cfg.TLS != nil,
-					"client_certificates", *clientCA != "", "token", cfg.Token != ""}
-				if *listenUDP != "" {
-					ua, err := net.ResolveUDPAddr("udp", *listenUDP)
-					if err == nil {
-						uconn, err = net.ListenUDP("udp", ua)
-					}
-					if err != nil {
-						ln.Close()
-						if mln != nil {
-							mln.Close()
-						}
-						return fmt.Errorf("--listen-udp: %w", err)
-					}
-					udp = collector.NewUDPServer(core)
-					attrs = append(attrs, "udp", uconn.LocalAddr().String())
-				}
-				if taps != nil {
-					attrs = append(attrs, "tap", taps.addrs())
-					taps.serve()
-				}
-				tickCtx, stopTick := context.WithCancel(context.Background())
-				stopMetrics := func() {}
-				if m != nil {
-					m.Watch(core, udp)
-					page := metrics.NewStatusPage(core, udp)
-					go page.Run(tickCtx)
-					stopMetrics = mf.serve(mln, metrics.Handler(m.Registry, metrics.Options{Status: page, Pprof: mf.pprof}), log)
-				}
-				log.Info("collector listening", attrs...)
-				ticked := make(chan struct{})
-				go func() { core.Run(tickCtx); close(ticked) }()
-				udpDone := make(chan error, 1)
-				if udp != nil {
-					go func() { udpDone <- udp.Serve(ctx, uconn) }()
-				} else {
-					udpDone <- nil
-				}
-				serr := collector.NewServer(core).Serve(ctx, ln)
-				uerr := <-udpDone
-				var terr error
-				if taps != nil {
-					terr = taps.finish()
-				}
-				stopTick()
-				<-ticked
-				cerr := core.Close()
-				stopMetrics()
-				redisOpts.stop() // after the core closed: no more batches come
-				perr := summary.print(stdout, newCollectorSummary(core, udp, taps, rf))
-				return errors.Join(serr, uerr, terr, cerr, perr)
+				return runCollector(ctx, cfg, func(sum serve.Summary) error {
+					return summary.print(s.stdout, collectorSummary{sum})
+				})
 			}
 		})
 }
 
-// disabledIfZero maps a user's 0 ("disable") to the Config's negative.
-func disabledIfZero(v int64) int64 {
-	if v == 0 {
-		return -1
+// runCollector runs the collector cfg describes until ctx ends, and
+// hands its summary to printSummary once it ran.
+func runCollector(ctx context.Context, cfg serve.Config, printSummary func(serve.Summary) error) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	return v
+	svc, err := serve.New(cfg)
+	if errors.Is(err, serve.ErrConfig) {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	err = svc.Run(ctx)
+	return errors.Join(err, printSummary(svc.Summary()))
+}
+
+// collectorFlags defines the collector's flags on fs, each default the
+// package's, writing into cfg. The fields of the flags it returns are
+// set only when their flag is given (apply): left zero, a tap or Redis
+// setting is one the user did not ask for, and means the default.
+func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
+	cc, st := &cfg.Collector, &cfg.Collector.Store
+	fs.StringVar(&cfg.Listen, "listen", serve.DefaultListen, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
+	fs.StringVar(&cfg.ListenUDP, "listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
+	fs.StringVar(&st.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
+	fs.Var(disabledSize{&st.RotateSize, store.DefaultRotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
+	fs.Var(disabledDuration{&st.RotateInterval, store.DefaultRotateInterval}, "rotate-interval", "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
+	fs.TextVar(&st.FileCompress, "file-compress", st.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame)")
+	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
+	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
+	fs.Var(uint32SizeFlag{&cc.MaxFrame, collector.DefaultMaxFrame}, "max-frame", "largest frame accepted from an agent")
+	cc.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
+	fs.Var(sizeFlag{&cc.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
+	cc.ReadMemory = collector.DefaultReadMemory
+	fs.Var(sizeFlag{&cc.ReadMemory}, "read-memory", "memory for frames being received over TCP, all connections together (at least --max-frame); over it, connections stop reading until memory is free")
+	fs.DurationVar(&cc.HandshakeTimeout, "handshake-timeout", collector.DefaultHandshakeTimeout, "time a new connection has to complete its handshake")
+	fs.DurationVar(&cc.ShutdownTimeout, "shutdown-timeout", collector.DefaultShutdownTimeout, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "the key of --tls-cert (PEM)")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
+	fs.BoolVar(&cc.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
+	fs.IntVar(&cc.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
+	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
+	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	metricsFlagsOn(fs, &cfg.Metrics)
+	return feedFlags(fs, cfg)
+}
+
+// metricsFlagsOn defines the collector's metrics flags.
+func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config) {
+	fs.StringVar(&m.Addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
+	fs.BoolVar(&m.Pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
+	fs.IntVar(&m.MaxAgents, "metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
+}
+
+// feedFlags defines the --tap and --redis flags; their settings are
+// given-only.
+func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
+	t, r := &cfg.Tap, &cfg.Redis
+	fs.Func("tap", "serve a live pcapng stream of what is written on HOST:PORT[=AGENT[:IFACE]] (repeatable): `wireshark -k -i TCP@HOST:PORT` sees AGENT (default every agent), `pcapsync tail` asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
+		l, err := tap.ParseListener(s)
+		t.Listen = append(t.Listen, l)
+		return err
+	})
+	t.QueueSize = tap.DefaultQueueSize
+	annotate(fs, "tap", annRepeatable)
+	fs.Var(intSizeFlag{&t.QueueSize}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
+	fs.StringVar(&r.URL, "redis", "", "also publish every written batch to a Redis Stream per agent at this URL (redis://[:PASSWORD@]HOST:PORT[/DB], rediss://, unix:///PATH); Redis down or slow never holds up the files: batches are dropped and counted")
+	fs.StringVar(&r.Prefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")
+	sp := redisfeed.DefaultCompress
+	fs.TextVar(&sp, "redis-compress", redisfeed.DefaultCompress, "with --redis: compress the records of each entry: s2, zstd[:1-22] or none")
+	fs.Int64Var(&r.MaxLen, "redis-maxlen", redisfeed.DefaultMaxLen, "with --redis: keep about this many entries per stream (XADD MAXLEN ~)")
+	fs.DurationVar(&r.MaxAge, "redis-max-age", 0, "with --redis: keep the entries of about this long instead of --redis-maxlen (XADD MINID ~), e.g. 10m")
+	r.QueueBytes = redisfeed.DefaultQueueBytes
+	fs.Var(sizeFlag{&r.QueueBytes}, "redis-queue", "with --redis: memory for batches waiting to be published; when full, batches are dropped and counted")
+	fs.DurationVar(&r.Timeout, "redis-timeout", redisfeed.DefaultTimeout, "with --redis: the longest a connect or one round trip to Redis may take")
+	return givenOnly{"tap-queue": &t.QueueSize, "redis-prefix": &r.Prefix, "redis-maxlen": &r.MaxLen,
+		"redis-max-age": &r.MaxAge, "redis-queue": &r.QueueBytes, "redis-timeout": &r.Timeout,
+		"redis-compress": func() { r.Compress = &sp }}
+}
+
+// givenOnly maps flags to the Config fields (pointers) they set only
+// when given: apply zeroes the others. A func instead runs when its
+// flag was given.
+type givenOnly map[string]any
+
+func (g givenOnly) apply(fs *pflag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
+	for name, v := range g {
+		switch f := v.(type) {
+		case func():
+			if set[name] {
+				f()
+			}
+		default:
+			if !set[name] {
+				reflect.ValueOf(v).Elem().SetZero()
+			}
+		}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -28,39 +27,37 @@ func (m *metricsFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
 }
 
+// config is the metrics.Config of the flags.
+func (m *metricsFlags) config() metrics.Config { return metrics.Config{Addr: m.addr, Pprof: m.pprof} }
+
+// check applies metrics.Config.Validate's rules.
 func (m *metricsFlags) check() error {
-	if m.pprof && m.addr == "" {
-		return usageError("--pprof needs --metrics HOST:PORT (it is served on that listener)")
+	c := m.config()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return nil
 }
 
 // listen opens the metrics listener, if asked, before anything else
 // runs, so that a taken port fails the start; nil without --metrics.
-func (m *metricsFlags) listen() (net.Listener, error) {
+func (m *metricsFlags) listen() (*metrics.Server, error) {
 	if m.addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics: %w", err)
-	}
-	return ln, nil
+	return metrics.Listen(m.config())
 }
 
-// serve serves h on ln (if not nil) until the returned stop is called.
-func (m *metricsFlags) serve(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
-	if ln == nil {
+// serve serves h on srv (if not nil) until the returned stop is called.
+func (m *metricsFlags) serve(srv *metrics.Server, h http.Handler, log *slog.Logger) (stop func()) {
+	if srv == nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	log.Info("metrics listening", "addr", ln.Addr().String(), "pprof", m.pprof)
 	go func() {
 		defer close(done)
-		if err := metrics.Serve(ctx, ln, h, log); err != nil {
-			log.Error("metrics listener failed", "err", err)
-		}
+		srv.Run(ctx, h, log)
 	}()
 	return func() { cancel(); <-done }
 }

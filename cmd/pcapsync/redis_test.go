@@ -20,7 +20,7 @@ func TestRedisFlags(t *testing.T) {
 		{append(coll, "--redis-maxlen", "5"), "--redis-maxlen needs --redis"},
 		{append(coll, "--redis-compress", "zstd"), "--redis-compress needs --redis"},
 		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-maxlen", "5", "--redis-max-age", "1m"), "exclude each other"},
-		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-compress", "lz4"), "compression lz4"},
+		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-compress", "lz4"), "entry compression lz4: want none, s2 or zstd[:1-22]"},
 		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-compress", "zstd:99"), "zstd level"},
 		{append(coll, "--redis", "http://127.0.0.1:1"), "redis feed"},
 		{append(coll, "--redis", "redis://127.0.0.1:1", "--redis-maxlen", "-1"), "negative"},

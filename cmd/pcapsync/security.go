@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -16,48 +16,23 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// readToken reads a shared token from file: its content without
-// surrounding white space (a trailing newline is normal). A file that
-// others than its owner may read is worth a warning.
+// readToken reads a shared token from file (pki.ReadToken); an empty
+// one is a usage error.
 func readToken(file string, log *slog.Logger) (string, error) {
-	b, err := os.ReadFile(file)
+	tok, err := pki.ReadToken(file, log)
+	if errors.Is(err, pki.ErrEmptyToken) {
+		return "", fmt.Errorf("%w: --token-file: %w", errUsage, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%w: --token-file %s is empty", errUsage, file)
-	}
-	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the token file can be read by others than its owner: chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
 	}
 	return tok, nil
 }
 
-// logCertificate logs when the configured certificate expires, and
-// warns when that is less than 30 days away.
+// logCertificate logs when the configured certificate expires
+// (pki.LogCertificates).
 func logCertificate(log *slog.Logger, cfg *tls.Config, file string) {
-	var leafs []*tls.Certificate
-	for i := range cfg.Certificates {
-		leafs = append(leafs, &cfg.Certificates[i])
-	}
-	if cfg.GetClientCertificate != nil {
-		if c, err := cfg.GetClientCertificate(nil); err == nil {
-			leafs = append(leafs, c)
-		}
-	}
-	for _, c := range leafs {
-		if c.Leaf == nil {
-			continue
-		}
-		left := time.Until(c.Leaf.NotAfter)
-		attrs := []any{"file", file, "subject", c.Leaf.Subject.CommonName, "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339)}
-		if left < 30*24*time.Hour {
-			log.Warn("TLS certificate expires soon", append(attrs, "left", left.Round(time.Hour))...)
-		} else {
-			log.Info("TLS certificate", attrs...)
-		}
-	}
+	pki.LogCertificates(log, cfg, file)
 }
 
 // genCertsUsage is gen certs' help: a CA, a collector certificate and

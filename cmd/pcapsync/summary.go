@@ -8,9 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
-	"github.com/pcapsync/pcapsync/internal/collector"
-	"github.com/pcapsync/pcapsync/internal/redisfeed"
-	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/serve"
 )
 
 // summaryFormat is the --summary flag: how the agent and the collector
@@ -83,58 +81,10 @@ func (s agentSummary) writeText(w io.Writer) error {
 	return err
 }
 
-// collectorSummary is the collector process's summary: the core's
-// counters (with the UDP server's), the taps' and the Redis feed's.
-// Its JSON is one object: collector.Summary's keys, then "tap" and
-// "redis", each only when that part ran.
+// collectorSummary is the collector process's summary; its JSON is
+// serve.Summary's.
 type collectorSummary struct {
-	collector.Summary
-	Tap   *tap.Summary       `json:"tap,omitempty"`
-	Redis *redisfeed.Summary `json:"redis,omitempty"`
+	serve.Summary
 }
 
-// newCollectorSummary reads the summary of the collector's parts, each
-// of udp, ts and rf nil when it did not run. Call it once they stopped.
-func newCollectorSummary(core *collector.Core, udp *collector.UDPServer, ts *taps, rf *redisfeed.Feed) collectorSummary {
-	s := collectorSummary{Summary: core.Summary()}
-	if udp != nil {
-		u := udp.Summary()
-		s.UDP = &u
-	}
-	if ts != nil {
-		t := ts.tap.Summary()
-		s.Tap = &t
-	}
-	if rf != nil {
-		r := rf.Summary()
-		s.Redis = &r
-	}
-	return s
-}
-
-// writeText writes the collector's lines: one per UDP agent, the
-// totals, the taps', the details the core adds when they are not zero,
-// and the Redis feed's.
-func (s collectorSummary) writeText(w io.Writer) error {
-	const prefix = "pcapsync collector:"
-	var lines []string
-	if s.UDP != nil {
-		for _, a := range s.UDP.Agents {
-			lines = append(lines, a.String())
-		}
-	}
-	lines = append(lines, s.Summary.String())
-	if s.Tap != nil {
-		lines = append(lines, s.Tap.String())
-	}
-	lines = append(lines, s.Details()...)
-	if s.Redis != nil {
-		lines = append(lines, s.Redis.String())
-	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintln(w, prefix, l); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s collectorSummary) writeText(w io.Writer) error { return s.WriteText(w) }

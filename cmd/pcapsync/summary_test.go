@@ -13,13 +13,14 @@ import (
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/tap"
 )
 
 // fullCollectorSummary has every part and every counter set, each to a
 // value of its own, and two UDP agents.
 func fullCollectorSummary() collectorSummary {
-	return collectorSummary{
+	return collectorSummary{serve.Summary{
 		Summary: collector.Summary{Sessions: 1, Rejected: 2, ProtocolErrors: 3, Batches: 4, Packets: 5, Bytes: 6, Duplicates: 7,
 			FileErrors: 8, PeerTimeouts: 9, OverLimit: 10, Truncated: 11, MissingBatches: 12,
 			Compressed: 13, WireBytes: 14, RawBytes: 15, BadCompress: 16, TooLargeRaw: 17,
@@ -31,7 +32,7 @@ func fullCollectorSummary() collectorSummary {
 				}}},
 		Tap:   &tap.Summary{Clients: 51, Rejected: 52, DroppedSlow: 53, Packets: 54, Bytes: 55},
 		Redis: &redisfeed.Summary{Published: 61, Dropped: 62, Reconnects: 63, RawBytes: 64, SentBytes: 65},
-	}
+	}}
 }
 
 // TestSummaryText pins the processes' closing lines, in their order, as
@@ -44,7 +45,7 @@ func TestSummaryText(t *testing.T) {
 	}{
 		{"agent", agentSummary{agent.Summary{Read: 3000, Sent: 3000, Acked: 3000}},
 			"pcapsync agent: packets read 3000, sent 3000, acknowledged 3000, dropped by agent 0, dropped by kernel 0, unacknowledged 0, reconnects 0, dropped by rate limit 0\n"},
-		{"collector alone", collectorSummary{Summary: collector.Summary{Sessions: 1, Batches: 2, Packets: 3, Bytes: 4}},
+		{"collector alone", collectorSummary{serve.Summary{Summary: collector.Summary{Sessions: 1, Batches: 2, Packets: 3, Bytes: 4}}},
 			"pcapsync collector: sessions 1, rejected 0, protocol errors 0, batches 2, packets 3, bytes 4, duplicates dropped 0, file errors 0, peer timeouts 0, over connection limit 0\n"},
 		{"collector with every part", fullCollectorSummary(), `pcapsync collector: udp agent a1: datagrams 31, lost 32, reordered 33, duplicates 34, late 35, malformed 36, pieces 37, batches reassembled 38, incomplete 39
 pcapsync collector: udp agent b2: datagrams 41, lost 0, reordered 0, duplicates 0, late 0, malformed 0, pieces 0, batches reassembled 0, incomplete 0
@@ -111,7 +112,7 @@ func TestSummaryJSON(t *testing.T) {
 	})
 	t.Run("collector without parts", func(t *testing.T) {
 		var b bytes.Buffer
-		summaryJSON.print(&b, collectorSummary{Summary: collector.Summary{Sessions: 1}})
+		summaryJSON.print(&b, collectorSummary{serve.Summary{Summary: collector.Summary{Sessions: 1}}})
 		for _, key := range []string{"udp", "tap", "redis"} {
 			if strings.Contains(b.String(), `"`+key+`"`) {
 				t.Errorf("%s: a part that did not run has its key %q", b.String(), key)

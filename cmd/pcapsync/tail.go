@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -62,7 +61,7 @@ func runTail(ctx context.Context, s streams, tc tap.StreamConfig, rc redisfeed.C
 		if err := rc.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
-		redis.SetLogger(redisLogger{log})
+		redisfeed.LogClientTo(log)
 		return redisfeed.Copy(ctx, rc, s.stdout)
 	}
 	tc.Request = tap.Request{Agent: rc.Agent, Iface: rc.Iface, Filter: rc.Filter}

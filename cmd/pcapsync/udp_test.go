@@ -37,9 +37,9 @@ func TestUDPFlags(t *testing.T) {
 		// stopped by the missing certificate file.
 		{[]string{"collector", "--dir", "out", "--insecure", "--listen-udp", "127.0.0.1:0", "--tls-cert", "no-such.pem", "--tls-key", "k.pem"}, "no-such.pem"},
 		// The metrics flags (metrics.go).
-		{append(agent, "--insecure", "--pprof"), "--pprof needs --metrics"},
-		{[]string{"collector", "--dir", "out", "--insecure", "--pprof"}, "--pprof needs --metrics"},
-		{[]string{"collector", "--dir", "out", "--insecure", "--metrics", "127.0.0.1:0", "--metrics-max-agents", "0"}, "--metrics-max-agents 0"},
+		{append(agent, "--insecure", "--pprof"), "profiler (--pprof) needs a listener (--metrics HOST:PORT)"},
+		{[]string{"collector", "--dir", "out", "--insecure", "--pprof"}, "profiler (--pprof) needs a listener (--metrics HOST:PORT)"},
+		{[]string{"collector", "--dir", "out", "--insecure", "--metrics", "127.0.0.1:0", "--metrics-max-agents", "-2"}, "max agents -2: want a positive number, or -1 for no cap (--metrics-max-agents)"},
 		{[]string{"status"}, "status needs --metrics"},
 	} {
 		var out, errOut bytes.Buffer

@@ -69,16 +69,6 @@ func (s Summary) String() string {
 	return str
 }
 
-// ErrRejected is returned when the collector refuses the handshake;
-// the error text carries its reason.
-var ErrRejected = errors.New("collector rejected the agent")
-
-// ErrTLS is returned when the first connection fails TLS
-// authentication: the collector's certificate does not verify, the
-// collector refuses the agent's, or one side does not speak TLS. The
-// error text says which.
-var ErrTLS = errors.New("TLS with the collector failed")
-
 // Agent is one running agent. Create it with New, then call Run once.
 type Agent struct {
 	cfg      Config
@@ -154,7 +144,7 @@ func New(cfg Config) (*Agent, error) {
 	a.instance = newInstance()
 	var bufCap int
 	a.cfg.BatchBytes, bufCap = a.tr.batchLimits()
-	if c.Compress.Codec != wire.CodecNone {
+	if c.Compress.Codec != compress.None {
 		// A compressed batch is built in a second pool buffer, which
 		// must hold the worst case of the codec.
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
@@ -355,7 +345,7 @@ func (a *Agent) newBuilder(block bool) *builder {
 	bd := &builder{a: a, b: a.q.get(), block: block}
 	bd.enc.Unchecked = a.cfg.unchecked()
 	bd.enc.Reset(bd.b.buf[:0])
-	if a.cfg.Compress.Codec != wire.CodecNone {
+	if a.cfg.Compress.Codec != compress.None {
 		// Validate accepted the spec, so this cannot fail.
 		bd.cz, _ = compress.NewEncoder(a.cfg.Compress)
 	}

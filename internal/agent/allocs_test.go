@@ -16,7 +16,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // TestBuilderSteadyStateAllocs: the agent's per-packet path (read a
@@ -74,7 +73,7 @@ func testBuilderAllocs(t *testing.T, sp compress.Spec) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per %d packets, want 0", allocs, perRun)
 	}
-	if raw, sent := a.rawBytes.Load(), a.wireBytes.Load(); sp.Codec != wire.CodecNone && sent >= raw {
+	if raw, sent := a.rawBytes.Load(), a.wireBytes.Load(); sp.Codec != compress.None && sent >= raw {
 		t.Errorf("%s: %d bytes sent for %d: nothing was compressed", sp, sent, raw)
 	}
 }

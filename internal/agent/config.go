@@ -49,8 +49,9 @@ type Config struct {
 	// 0 means no limit.
 	MaxRate int
 
-	// Compress compresses every batch's records (see compress.Spec); the
-	// zero value sends them as they are.
+	// Compress compresses every batch's records (see compress.Spec: a
+	// codec compress.Batches allows); the zero value sends them as they
+	// are.
 	Compress compress.Spec
 	// Checksum says which batches carry a CRC-32C (wire.FlagUnchecked);
 	// the zero value is ChecksumAuto.
@@ -317,9 +318,8 @@ func (c *Config) Validate() error {
 		return errors.New("agent: no transport security chosen: set TLS (--tls-ca FILE, the CA of the collector's certificate, or --tls alone for the system's roots; with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires), or Insecure (--insecure) for plain TCP")
 	case c.Checksum > ChecksumNever:
 		return fmt.Errorf("agent: %s is not one of auto, always, never (--checksum)", c.Checksum)
-	case !c.Compress.Codec.Known() || c.Compress.Level < 0 || c.Compress.Level > 22 ||
-		c.Compress.Level != 0 && c.Compress.Codec != wire.CodecZstd || c.Compress.Auto && c.Compress.Codec != wire.CodecS2:
-		return fmt.Errorf("agent: compression %+v is not one of none, lz4, s2, zstd[:1..22], auto (--compress)", c.Compress)
+	case compress.Batches.Check(c.Compress) != nil:
+		return fmt.Errorf("agent: %w (--compress)", compress.Batches.Check(c.Compress))
 	case len(c.Token) > wire.MaxTokenLen:
 		return fmt.Errorf("agent: token of %d bytes, at most %d (--token-file)", len(c.Token), wire.MaxTokenLen)
 	}

@@ -170,7 +170,7 @@ func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, decla
 		}
 		c.Conn = tc
 	}
-	hello := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Codec, Name: a.cfg.Name, Host: a.host,
+	hello := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Wire(), Name: a.cfg.Name, Host: a.host,
 		Token: a.cfg.Token, Interfaces: a.interfaces()}
 	if _, err := c.Write(wire.AppendHello(nil, &hello)); err != nil {
 		return fail(tlsError("sending hello", err))
@@ -192,7 +192,7 @@ func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, decla
 	default:
 		err = fmt.Errorf("unexpected %s frame in handshake: %w", h.Type, wire.ErrUnknownType)
 	}
-	if c := a.cfg.Compress.Codec; err == nil && c != wire.CodecNone && w.Codecs&(1<<c) == 0 {
+	if c := a.cfg.Compress.Wire(); err == nil && c != wire.CodecNone && w.Codecs&(1<<c) == 0 {
 		err = fmt.Errorf("%w: collector does not accept %s-compressed batches (an older version?): run the agent with --compress none",
 			ErrRejected, c)
 	}

@@ -262,7 +262,7 @@ func (u *udpLink) send(d []byte) bool {
 // helloFrame returns a Hello listing every interface declared so far.
 func (u *udpLink) helloFrame() []byte {
 	a := u.a
-	h := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Codec, Name: a.cfg.Name, Host: a.host,
+	h := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Wire(), Name: a.cfg.Name, Host: a.host,
 		Token: a.cfg.Token, Interfaces: a.interfaces()}
 	u.declared = len(h.Interfaces)
 	u.ctl = wire.AppendHello(u.ctl[:0], &h)

@@ -23,11 +23,11 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	for name, fsync := range map[string]time.Duration{"1s": 0, "never": store.FsyncNever, "batch": store.FsyncPerBatch} {
 		t.Run(name, func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{Fsync: fsync}}, compress.Spec{}) })
 	}
-	for _, fc := range []store.FileCompress{{Codec: store.FileGzip}, {Codec: store.FileZstd}} {
+	for _, fc := range []compress.Spec{{Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{FileCompress: fc}}, compress.Spec{}) })
 	}
 	t.Run("feed", func(t *testing.T) { testBatchAllocs(t, Config{Feed: nopFeed{}}, compress.Spec{}) })
-	for _, sp := range []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}} {
+	for _, sp := range []compress.Spec{{Codec: compress.LZ4}, {Codec: compress.S2}, {Codec: compress.Zstd}} {
 		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, Config{}, sp) })
 	}
 	// With the metrics' latency observers: timing a batch and an fsync
@@ -62,7 +62,7 @@ func testBatchAllocs(t *testing.T, cfg Config, sp compress.Spec) {
 	batches := make([]batch, runs+2)
 	for i := range batches {
 		b := &batches[i]
-		if sp.Codec == wire.CodecNone {
+		if sp.Codec == compress.None {
 			b.payload = batchPayload(uint64(i+1), i*perBatch, perBatch)
 		} else {
 			b.flags, b.payload = compressedPayload(t, sp, uint64(i+1), i*perBatch, perBatch)

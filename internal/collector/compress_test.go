@@ -37,7 +37,7 @@ func compressedPayload(t *testing.T, sp compress.Spec, seq uint64, first, n int)
 		t.Fatal(err)
 	}
 	frame, codec := enc.Compress(wire.CompressedFrame(nil), e.Records())
-	if codec != sp.Codec {
+	if codec != sp.Wire() {
 		t.Fatalf("%s did not compress the test batch", sp)
 	}
 	return uint8(codec), e.FinishCompressed(frame, seq, codec)[wire.HeaderSize:]
@@ -55,7 +55,7 @@ func TestCompressedBatches(t *testing.T) {
 	if w.Codecs != acceptedCodecs {
 		t.Fatalf("welcome offers codecs %b", w.Codecs)
 	}
-	specs := []compress.Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}, {Codec: wire.CodecZstd, Level: 19}}
+	specs := []compress.Spec{{Codec: compress.LZ4}, {Codec: compress.S2}, {Codec: compress.Zstd}, {Codec: compress.Zstd, Level: 19}}
 	seq := uint64(0)
 	for i, sp := range specs {
 		seq++
@@ -114,7 +114,7 @@ func TestBadCompressedBatch(t *testing.T) {
 	if _, err := s.batch(uint8(wire.CodecS2), bomb); !errors.Is(err, compress.ErrTooLarge) {
 		t.Fatalf("bomb: err = %v, want ErrTooLarge", err)
 	}
-	flags, p := compressedPayload(t, compress.Spec{Codec: wire.CodecLZ4}, 2, 10, 10)
+	flags, p := compressedPayload(t, compress.Spec{Codec: compress.LZ4}, 2, 10, 10)
 	p = p[:len(p)-5] // the block's end is missing
 	binaryCRC(p)
 	if _, err := s.batch(flags, p); !errors.Is(err, compress.ErrCorrupt) {
@@ -150,7 +150,7 @@ func zeroBatchFrame(t *testing.T, seq uint64, first, n int) []byte {
 	for i := range n {
 		e.Append(int64(1_700_000_000_000_000_000+(first+i)*1000), 0, 1500, zeroPacket(buf, uint64(first+i)))
 	}
-	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
+	enc, err := compress.NewEncoder(compress.Spec{Codec: compress.Zstd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func gzipMemberSizes(t *testing.T, path string) []int64 {
 func TestWireZstdGzipFileRepair(t *testing.T) {
 	const batches, per = 70, 1000 // 105 MB decompressed, a few hundred KB on the wire
 	dir := t.TempDir()
-	cfg := Config{Store: store.Config{Dir: dir, FileCompress: store.FileCompress{Codec: store.FileGzip, Level: 1}}, Insecure: true}
+	cfg := Config{Store: store.Config{Dir: dir, FileCompress: compress.Spec{Codec: compress.Gzip, Level: 1}}, Insecure: true}
 	c := newCore(t, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

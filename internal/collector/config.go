@@ -65,11 +65,12 @@ type Config struct {
 	MaxConns int
 	// Heartbeat: a connection re-sends its last acknowledgement when it
 	// has sent nothing for this long, so that the agent knows it is alive.
-	// 0 means 2s.
+	// 0 means liveness.DefaultHeartbeat.
 	Heartbeat time.Duration
 	// PeerTimeout ends a session whose agent sent nothing (not even its
 	// heartbeat) for this long, as a lost connection; it is also the
-	// sockets' TCP_USER_TIMEOUT on Linux. 0 means 6s.
+	// sockets' TCP_USER_TIMEOUT on Linux. 0 means
+	// liveness.DefaultPeerTimeout.
 	PeerTimeout time.Duration
 	// Logger receives events (never one line per packet). nil means
 	// slog.Default().

@@ -33,7 +33,7 @@ func TestFeedSeesWrittenBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.batch(0, batchPayload(1, 0, 10))
-	flags, p := compressedPayload(t, compress.Spec{Codec: wire.CodecZstd}, 2, 10, 10)
+	flags, p := compressedPayload(t, compress.Spec{Codec: compress.Zstd}, 2, 10, 10)
 	s.batch(flags, p)
 	s.batch(0, batchPayload(1, 0, 10)) // a resend: not passed on
 	s.commit()

@@ -9,13 +9,17 @@
 // uncompressed length the batch declares, itself capped by a limit: a
 // batch that would expand past it is rejected (ErrTooLarge) before the
 // output is allocated.
+//
+// Spec is every compression setting of pcapsync, whatever it
+// compresses: batches on the wire, Redis stream entries, the
+// collector's files (whose gzip and zstd writers are the store's). One
+// syntax, CODEC[:LEVEL], parsed by ParseSpec; a Use says which codecs a
+// setting allows (Use.Check).
 package compress
 
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -24,70 +28,9 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-var (
-	// ErrTooLarge: a batch declares, or decompresses to, more bytes than
-	// the limit (a decompression bomb, or a limit set too low).
-	ErrTooLarge = errors.New("decompressed size over limit")
-	// ErrCorrupt: the compressed bytes do not decode to exactly the
-	// declared length.
-	ErrCorrupt = errors.New("corrupt compressed data")
-)
-
-// Spec is what --compress chose: a codec, a zstd level, or Auto.
-type Spec struct {
-	Codec wire.Codec
-	// Level is the zstd level (1..22) for CodecZstd; 0 means the
-	// library's default (about level 3).
-	Level int
-	// Auto compresses with S2 only the batches that shrink by at least
-	// AutoMinSaving, and tries again less often while they do not.
-	Auto bool
-}
-
 // AutoMinSaving is the fraction of a batch auto compression must save
 // for the compressed form to be sent: 1/8.
 const AutoMinSaving = 8
-
-// ParseSpec parses none|lz4|s2|zstd[:level]|auto.
-func ParseSpec(s string) (Spec, error) {
-	name, level, hasLevel := strings.Cut(s, ":")
-	var sp Spec
-	switch name {
-	case "none", "":
-	case "lz4":
-		sp.Codec = wire.CodecLZ4
-	case "s2":
-		sp.Codec = wire.CodecS2
-	case "zstd":
-		sp.Codec = wire.CodecZstd
-		if hasLevel {
-			n, err := strconv.Atoi(level)
-			if err != nil || n < 1 || n > 22 {
-				return sp, fmt.Errorf("compression %q: zstd level must be 1..22", s)
-			}
-			sp.Level = n
-		}
-		return sp, nil
-	case "auto":
-		sp.Codec, sp.Auto = wire.CodecS2, true
-	default:
-		return sp, fmt.Errorf("compression %q: want none, lz4, s2, zstd[:level] or auto", s)
-	}
-	if hasLevel {
-		return sp, fmt.Errorf("compression %q: only zstd takes a level", s)
-	}
-	return sp, nil
-}
-
-func (sp Spec) String() string {
-	switch {
-	case sp.Auto:
-		return "auto"
-	case sp.Codec == wire.CodecZstd && sp.Level != 0:
-		return "zstd:" + strconv.Itoa(sp.Level)
-	}
-	return sp.Codec.String()
-}
 
 // MaxEncodedLen is the most bytes Compress can append for n input bytes
 // with any codec: size the buffers for it and Compress never allocates.
@@ -97,21 +40,24 @@ func MaxEncodedLen(n int) int {
 
 // Encoder compresses batches with one Spec. Not safe for concurrent use.
 type Encoder struct {
-	spec Spec
-	lz4  *lz4.Compressor
-	zstd *zstd.Encoder
+	spec  Spec
+	codec wire.Codec // spec.Wire()
+	auto  bool       // spec.Codec == Auto
+	lz4   *lz4.Compressor
+	zstd  *zstd.Encoder
 
 	skip, backoff int // auto: batches left to send raw, and the next wait
 }
 
-// NewEncoder returns an encoder for sp.
+// NewEncoder returns an encoder for sp, a codec of batches (Batches
+// or Entries: not Gzip).
 func NewEncoder(sp Spec) (*Encoder, error) {
-	e := &Encoder{spec: sp}
+	e := &Encoder{spec: sp, codec: sp.Wire(), auto: sp.Codec == Auto}
 	switch sp.Codec {
-	case wire.CodecNone, wire.CodecS2:
-	case wire.CodecLZ4:
+	case None, S2, Auto:
+	case LZ4:
 		e.lz4 = new(lz4.Compressor)
-	case wire.CodecZstd:
+	case Zstd:
 		lvl := zstd.SpeedDefault
 		if sp.Level != 0 {
 			lvl = zstd.EncoderLevelFromZstd(sp.Level)
@@ -123,7 +69,7 @@ func NewEncoder(sp Spec) (*Encoder, error) {
 			return nil, fmt.Errorf("zstd encoder: %w", err)
 		}
 	default:
-		return nil, fmt.Errorf("compression: %s: %w", sp.Codec, wire.ErrFlags)
+		return nil, fmt.Errorf("compression %s: no codec of batches: %w", sp, wire.ErrFlags)
 	}
 	return e, nil
 }
@@ -136,15 +82,15 @@ func NewEncoder(sp Spec) (*Encoder, error) {
 // Callers count what they send (the agent and the Redis feed keep their
 // own counters).
 func (e *Encoder) Compress(dst, src []byte) ([]byte, wire.Codec) {
-	if e.spec.Codec == wire.CodecNone || len(src) == 0 {
+	if e.codec == wire.CodecNone || len(src) == 0 {
 		return dst, wire.CodecNone
 	}
-	if e.spec.Auto && e.skip > 0 {
+	if e.auto && e.skip > 0 {
 		e.skip--
 		return dst, wire.CodecNone
 	}
 	var out []byte
-	switch e.spec.Codec {
+	switch e.codec {
 	case wire.CodecS2:
 		need := s2.MaxEncodedLen(len(src))
 		if need < 0 {
@@ -166,7 +112,7 @@ func (e *Encoder) Compress(dst, src []byte) ([]byte, wire.Codec) {
 		out = e.zstd.EncodeAll(src, dst)
 	}
 	size := len(out) - len(dst)
-	if e.spec.Auto {
+	if e.auto {
 		if size > len(src)-len(src)/AutoMinSaving {
 			// Not worth it: send this one raw and try again after 1, 2,
 			// 4 ... 64 batches, so incompressible traffic costs little.
@@ -179,7 +125,7 @@ func (e *Encoder) Compress(dst, src []byte) ([]byte, wire.Codec) {
 	if size >= len(src) {
 		return dst, wire.CodecNone
 	}
-	return out, e.spec.Codec
+	return out, e.codec
 }
 
 // grow returns b with room for n more bytes beyond len(b).

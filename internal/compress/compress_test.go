@@ -36,7 +36,7 @@ func samples() map[string][]byte {
 	}
 }
 
-var specs = []Spec{{Codec: wire.CodecLZ4}, {Codec: wire.CodecS2}, {Codec: wire.CodecZstd}, {Codec: wire.CodecZstd, Level: 19}, {Codec: wire.CodecS2, Auto: true}}
+var specs = []Spec{{Codec: LZ4}, {Codec: S2}, {Codec: Zstd}, {Codec: Zstd, Level: 19}, {Codec: Auto}}
 
 func TestRoundTrip(t *testing.T) {
 	d, err := NewDecoder(4<<20, 2)
@@ -66,8 +66,8 @@ func TestRoundTrip(t *testing.T) {
 					}
 					return
 				}
-				if codec != sp.Codec {
-					t.Fatalf("codec %s, want %s", codec, sp.Codec)
+				if codec != sp.Wire() {
+					t.Fatalf("codec %s, want %s", codec, sp.Wire())
 				}
 				if len(body) >= len(src) {
 					t.Fatalf("compressed %d bytes to %d", len(src), len(body))
@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestAutoSendsIncompressibleRaw(t *testing.T) {
-	e, _ := NewEncoder(Spec{Codec: wire.CodecS2, Auto: true})
+	e, _ := NewEncoder(Spec{Codec: Auto})
 	s := samples()
 	tried := 0
 	for range 200 {
@@ -124,7 +124,7 @@ func TestDecompressRejects(t *testing.T) {
 	big := make([]byte, 1<<20) // 1 MiB of zeros: a small bomb
 	zenc, _ := zstd.NewWriter(nil)
 	lz := func(src []byte) []byte {
-		e, _ := NewEncoder(Spec{Codec: wire.CodecLZ4})
+		e, _ := NewEncoder(Spec{Codec: LZ4})
 		out, _ := e.Compress(nil, src)
 		return out
 	}
@@ -205,22 +205,67 @@ func TestSteadyStateAllocs(t *testing.T) {
 
 func TestParseSpec(t *testing.T) {
 	good := map[string]Spec{
-		"none": {}, "lz4": {Codec: wire.CodecLZ4}, "s2": {Codec: wire.CodecS2},
-		"zstd": {Codec: wire.CodecZstd}, "zstd:1": {Codec: wire.CodecZstd, Level: 1},
-		"zstd:22": {Codec: wire.CodecZstd, Level: 22}, "auto": {Codec: wire.CodecS2, Auto: true},
+		"none": {}, "lz4": {Codec: LZ4}, "s2": {Codec: S2},
+		"zstd": {Codec: Zstd}, "zstd:1": {Codec: Zstd, Level: 1},
+		"zstd:22": {Codec: Zstd, Level: 22}, "auto": {Codec: Auto},
+		"gzip": {Codec: Gzip}, "gzip:1": {Codec: Gzip, Level: 1}, "gzip:9": {Codec: Gzip, Level: 9},
 	}
 	for s, want := range good {
 		got, err := ParseSpec(s)
 		if err != nil || got != want {
 			t.Errorf("ParseSpec(%q) = %+v, %v; want %+v", s, got, err, want)
 		}
-		if s != "none" && got.String() != s {
-			t.Errorf("Spec(%q).String() = %q", s, got.String())
+		var un Spec
+		if err := un.UnmarshalText([]byte(s)); err != nil || un != want {
+			t.Errorf("UnmarshalText(%q) = %+v, %v; want %+v", s, un, err, want)
+		}
+		if b, _ := got.MarshalText(); string(b) != s {
+			t.Errorf("Spec(%q).MarshalText() = %q", s, b)
 		}
 	}
-	for _, s := range []string{"gzip", "zstd:0", "zstd:23", "zstd:x", "s2:3", "auto:1", "LZ4"} {
+	if sp, err := ParseSpec(""); err != nil || sp != (Spec{}) {
+		t.Errorf(`ParseSpec("") = %+v, %v; want none`, sp, err)
+	}
+	for _, s := range []string{"zstd:0", "zstd:23", "zstd:x", "gzip:10", "gzip:0", "s2:3", "auto:1", "none:1", "LZ4", "brotli"} {
 		if _, err := ParseSpec(s); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", s)
+		}
+	}
+}
+
+// TestUse: each use allows its codecs, with their levels, and no other.
+func TestUse(t *testing.T) {
+	for _, tt := range []struct {
+		use  Use
+		good []string
+		bad  []string
+		want string // in the error
+	}{
+		{Batches, []string{"none", "lz4", "s2", "zstd", "zstd:22", "auto"}, []string{"gzip", "gzip:3"},
+			"batch compression gzip: want none, lz4, s2, zstd[:1-22] or auto"},
+		{Entries, []string{"none", "s2", "zstd:3"}, []string{"lz4", "auto", "gzip"},
+			"entry compression lz4: want none, s2 or zstd[:1-22]"},
+		{Files, []string{"none", "gzip", "gzip:9", "zstd:22"}, []string{"lz4", "s2", "auto"},
+			"file compression lz4: want none, gzip[:1-9] or zstd[:1-22]"},
+	} {
+		for _, s := range tt.good {
+			if _, err := tt.use.Parse(s); err != nil {
+				t.Errorf("use %d: %q refused: %v", tt.use, s, err)
+			}
+		}
+		for i, s := range tt.bad {
+			_, err := tt.use.Parse(s)
+			if err == nil {
+				t.Errorf("use %d: %q accepted", tt.use, s)
+			} else if i == 0 && err.Error() != tt.want {
+				t.Errorf("use %d: %q: %q, want %q", tt.use, s, err, tt.want)
+			}
+		}
+	}
+	// Specs made in code are checked as well as parsed ones.
+	for _, sp := range []Spec{{Codec: S2, Level: 1}, {Codec: Zstd, Level: 23}, {Codec: Zstd, Level: -1}, {Codec: numCodecs}} {
+		if Batches.Check(sp) == nil {
+			t.Errorf("Batches.Check(%+v) passed", sp)
 		}
 	}
 }

@@ -23,11 +23,6 @@ const (
 	DefaultPeerTimeout = 6 * time.Second
 )
 
-// ErrPeerTimeout wraps the error of a Read that waited Reader.Timeout
-// without receiving a byte. The error is also a net.Error whose Timeout
-// method reports true.
-var ErrPeerTimeout = errors.New("peer sent nothing")
-
 // Reader reads from Conn with a read deadline of Timeout renewed before
 // every Read: a Read fails only when nothing at all arrives for Timeout,
 // however long a whole message takes. Wrap it in a bufio.Reader, so that

@@ -9,4 +9,6 @@ var (
 	ErrIdentity = errors.New("agent name does not match the client certificate")
 	// ErrExists: a file that would be written already exists.
 	ErrExists = errors.New("file exists")
+	// ErrEmptyToken: a token file holds nothing but white space.
+	ErrEmptyToken = errors.New("token is empty")
 )

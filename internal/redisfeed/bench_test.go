@@ -22,7 +22,7 @@ func BenchmarkPublish(b *testing.B) {
 	batch := mixedBatch(b, 256)
 	for _, codec := range []string{"none", "s2", "zstd"} {
 		b.Run(codec, func(b *testing.B) {
-			f := newFeed(b, Config{URL: srv.URL(), Compress: codec, MaxLen: 1000})
+			f := newFeed(b, Config{URL: srv.URL(), Compress: mustSpec(b, codec), MaxLen: 1000})
 			ev := collector.BatchEvent{Agent: "bench-" + codec, Host: "h", Ifaces: testIfaces, Batch: batch}
 			b.SetBytes(int64(len(batch.Records)))
 			b.ReportAllocs()

@@ -19,11 +19,15 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPrefix     = "pcapsync:"
-	DefaultMaxLen     = 10000
-	DefaultQueueBytes = 64 << 20
-	DefaultTimeout    = 2 * time.Second
+	DefaultPrefix       = "pcapsync:"
+	DefaultMaxLen       = 10000
+	DefaultQueueBytes   = 64 << 20
+	DefaultTimeout      = 2 * time.Second
+	DefaultDrainTimeout = 5 * time.Second
 )
+
+// DefaultCompress is the codec of the records when Config.Compress is nil.
+var DefaultCompress = compress.Spec{Codec: compress.S2}
 
 // Stream entry field names.
 const (
@@ -43,10 +47,10 @@ type Config struct {
 	URL string
 	// Prefix is put before the agent's name to make its stream's key.
 	Prefix string
-	// Compress is the codec of the records as compress.ParseSpec reads
-	// it: s2 ("" means s2), zstd[:level] or none. A batch that does not
-	// shrink goes uncompressed.
-	Compress string
+	// Compress is the codec of the records: one compress.Entries
+	// allows (s2, zstd[:level] or none). nil means DefaultCompress. A
+	// batch that does not shrink goes uncompressed.
+	Compress *compress.Spec
 	// MaxLen trims each stream to about this many entries (XADD MAXLEN
 	// ~). 0 means DefaultMaxLen unless MaxAge is set.
 	MaxLen int64
@@ -57,7 +61,11 @@ type Config struct {
 	// uncompressed); beyond it new batches are dropped and counted.
 	QueueBytes int64
 	// Timeout bounds connecting and each pipelined round trip.
+	// 0 means DefaultTimeout.
 	Timeout time.Duration
+	// DrainTimeout bounds how long Run goes on publishing what is
+	// queued once its context ended. 0 means DefaultDrainTimeout.
+	DrainTimeout time.Duration
 	// Logger receives state changes (Redis down, back up). nil: slog.Default.
 	Logger *slog.Logger
 }
@@ -66,8 +74,9 @@ func (c *Config) defaults() {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if c.Compress == "" {
-		c.Compress = "s2"
+	if c.Compress == nil {
+		sp := DefaultCompress
+		c.Compress = &sp
 	}
 	if c.MaxLen == 0 && c.MaxAge == 0 {
 		c.MaxLen = DefaultMaxLen
@@ -77,6 +86,9 @@ func (c *Config) defaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -88,15 +100,15 @@ func (c *Config) Validate() error {
 	switch {
 	case c.URL == "":
 		return errors.New("redis feed: no URL")
-	case c.MaxLen < 0 || c.MaxAge < 0 || c.QueueBytes < 0 || c.Timeout < 0:
+	case c.MaxLen < 0 || c.MaxAge < 0 || c.QueueBytes < 0 || c.Timeout < 0 || c.DrainTimeout < 0:
 		return errors.New("redis feed: negative limit")
 	case c.MaxLen > 0 && c.MaxAge > 0:
-		return errors.New("redis feed: trim by length or by age, not both")
+		return errors.New("redis feed: a max length (--redis-maxlen) and a max age (--redis-max-age) exclude each other: streams are trimmed by length or by age")
 	}
-	if sp, err := compress.ParseSpec(c.Compress); err != nil {
-		return fmt.Errorf("redis feed: %w", err)
-	} else if sp.Auto || sp.Codec == wire.CodecLZ4 {
-		return fmt.Errorf("redis feed: compression %s: choose s2, zstd[:level] or none", c.Compress)
+	if c.Compress != nil {
+		if err := compress.Entries.Check(*c.Compress); err != nil {
+			return fmt.Errorf("redis feed: %w", err)
+		}
 	}
 	if _, err := redis.ParseURL(c.URL); err != nil {
 		return fmt.Errorf("redis feed: %w", err)
@@ -143,6 +155,7 @@ type Feed struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	ran    atomic.Bool // Run ran, or never will (Close came first)
 
 	// publisher goroutine only
 	down       bool          // connect before publishing
@@ -164,10 +177,8 @@ type item struct {
 
 var _ collector.Feed = (*Feed)(nil)
 
-// New returns a Feed publishing to cfg.URL and starts its publisher,
-// which connects at once. New does not wait for Redis: if Redis is not
-// there yet, the feed logs that it is down and tries again with the
-// next batch (after a backoff).
+// New returns a Feed publishing to cfg.URL once Run runs. Batches
+// given to it before are queued (within QueueBytes).
 func New(cfg Config) (*Feed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -177,8 +188,7 @@ func New(cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp, _ := compress.ParseSpec(cfg.Compress) // checked by Validate
-	enc, err := compress.NewEncoder(sp)
+	enc, err := compress.NewEncoder(*cfg.Compress)
 	if err != nil {
 		return nil, fmt.Errorf("redis feed: %w", err)
 	}
@@ -191,9 +201,33 @@ func New(cfg Config) (*Feed, error) {
 		done: make(chan struct{}),
 	}
 	f.down = true // until the first successful connect
-	go f.run()
 	return f, nil
 }
+
+// Run is the publisher: it connects at once, without waiting for
+// Redis (if Redis is not there yet, it logs that it is down and tries
+// again with the next batch, after a backoff), and publishes until ctx
+// ends or Close is called. Then it publishes what is queued, if Redis
+// is up, for at most DrainTimeout (after ctx) or until Close's context
+// ends, drops the rest (counted), closes the connection and returns.
+// Call it once; after Close it returns at once.
+func (f *Feed) Run(ctx context.Context) error {
+	if !f.ran.CompareAndSwap(false, true) {
+		return nil // closed before it ran, or run twice
+	}
+	defer close(f.done)
+	stop := context.AfterFunc(ctx, func() {
+		f.halt()
+		// Fails the round trip in progress once the drain took too long.
+		time.AfterFunc(f.cfg.DrainTimeout, func() { f.rdb.Close() })
+	})
+	defer stop()
+	f.run()
+	f.rdb.Close()
+	return nil
+}
+
+func (f *Feed) halt() { f.once.Do(func() { close(f.stop) }) }
 
 // Key returns the stream key of agent under prefix.
 func Key(prefix, agent string) string { return prefix + agent }
@@ -233,14 +267,19 @@ func (f *Feed) release(it *item) {
 	it.buf = nil
 }
 
-// Close stops the feed: it publishes what is queued, if Redis is up,
-// until ctx ends, and then drops the rest (counted) and closes the
+// Close stops the feed and returns once Run returned: Run publishes
+// what is queued, if Redis is up, until ctx ends, and then drops the
+// rest (counted) and closes the connection. Without Run it closes the
 // connection. Batch must not be called after Close.
 func (f *Feed) Close(ctx context.Context) error {
-	f.once.Do(func() { close(f.stop) })
+	f.halt()
+	if f.ran.CompareAndSwap(false, true) { // Run never will
+		close(f.done)
+		return f.rdb.Close()
+	}
 	select {
 	case <-f.done:
-		return f.rdb.Close()
+		return nil
 	case <-ctx.Done():
 		f.rdb.Close() // fails the round trip in progress
 		<-f.done
@@ -249,7 +288,6 @@ func (f *Feed) Close(ctx context.Context) error {
 }
 
 func (f *Feed) run() {
-	defer close(f.done)
 	f.connect() // at once, so that a wrong URL or password shows at start
 	batch := make([]item, 0, maxPipeline)
 	backoff := time.Duration(0)
@@ -419,4 +457,15 @@ func (f *Feed) publish(batch []item) {
 		return
 	}
 	f.setDown(err)
+}
+
+// LogClientTo sends go-redis's own messages (a line per failed dial,
+// which the feed reports once per outage itself) to log at debug level.
+// It sets go-redis's process-wide logger.
+func LogClientTo(log *slog.Logger) { redis.SetLogger(clientLogger{log}) }
+
+type clientLogger struct{ log *slog.Logger }
+
+func (l clientLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug("go-redis: " + fmt.Sprintf(format, v...))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,10 @@ func newFeed(t testing.TB, cfg Config) *Feed {
 	if err != nil {
 		t.Fatal(err)
 	}
+	go f.Run(context.Background())
+	for !f.ran.Load() { // so that a Close right away drains, as after a while
+		runtime.Gosched()
+	}
 	t.Cleanup(func() { f.Close(context.Background()) })
 	return f
 }
@@ -93,7 +98,7 @@ func TestPublishFollow(t *testing.T) {
 	for _, spec := range []string{"s2", "zstd", "zstd:9", "none"} {
 		t.Run(spec, func(t *testing.T) {
 			prefixAgent := "pf-" + spec
-			f := newFeed(t, Config{URL: srv.URL(), Compress: spec})
+			f := newFeed(t, Config{URL: srv.URL(), Compress: mustSpec(t, spec)})
 			var want []*wire.Batch
 			for seq := uint64(1); seq <= 300; seq++ {
 				b := testBatch(t, seq, 1+int(seq%20))
@@ -265,9 +270,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{URL: "http://x"}, false},
 		{Config{URL: "redis://x", MaxLen: 5, MaxAge: time.Second}, false},
 		{Config{URL: "redis://x", MaxLen: -1}, false},
-		{Config{URL: "redis://x", Compress: "auto"}, false},
-		{Config{URL: "redis://x", Compress: "lz4"}, false},
-		{Config{URL: "redis://x", Compress: "zstd:3"}, true},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.Auto}}, false},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.LZ4}}, false},
+		{Config{URL: "redis://x", Compress: &compress.Spec{Codec: compress.Zstd, Level: 3}}, true},
 	} {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v: Validate() = %v", tt.cfg, err)
@@ -320,7 +325,7 @@ func TestDecodeEntryBad(t *testing.T) {
 // goodEntry is an entry as the feed writes it, zstd-compressed.
 func goodEntry(t testing.TB) redis.XMessage {
 	b := testBatch(t, 9, 30)
-	enc, err := compress.NewEncoder(compress.Spec{Codec: wire.CodecZstd})
+	enc, err := compress.NewEncoder(compress.Spec{Codec: compress.Zstd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,4 +370,39 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("accepted batch does not validate: %v", err)
 		}
 	})
+}
+
+// mustSpec parses a compression setting.
+func mustSpec(tb testing.TB, s string) *compress.Spec {
+	tb.Helper()
+	sp, err := compress.ParseSpec(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &sp
+}
+
+// TestRunDrains: batches queued before Run are published when Run's
+// context is already over: Run drains the queue before it returns.
+func TestRunDrains(t *testing.T) {
+	srv := redistest.Start(t)
+	f, err := New(Config{URL: srv.URL(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 20; seq++ {
+		ev := collector.BatchEvent{Agent: "drain", Host: "h", Ifaces: testIfaces, Batch: testBatch(t, seq, 3)}
+		f.Batch(&ev)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Counters.Published.Load(); got != 20 {
+		t.Errorf("published %d batches, want 20 (dropped %d)", got, f.Counters.Dropped.Load())
+	}
+	if err := f.Close(context.Background()); err != nil {
+		t.Errorf("Close after Run: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/observe"
 )
 
@@ -33,9 +34,9 @@ type Config struct {
 	// leaves it to the OS. Closed files are always synced except under
 	// FsyncNever. 0 means DefaultFsync.
 	Fsync time.Duration
-	// FileCompress compresses the files written (see FileCompress);
-	// the zero value writes plain pcapng.
-	FileCompress FileCompress
+	// FileCompress compresses the files written: a codec compress.Files
+	// allows (see filecompress.go); the zero value writes plain pcapng.
+	FileCompress compress.Spec
 	// Logger receives events (never one line per packet). nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -65,10 +66,41 @@ const (
 	FsyncNever    time.Duration = -2
 )
 
+// ParseFsync reads a sync policy (Config.Fsync) as the collector's
+// --fsync takes it: batch (FsyncPerBatch), never (FsyncNever) or a
+// positive interval such as 1s.
+func ParseFsync(s string) (time.Duration, error) {
+	switch s {
+	case "batch":
+		return FsyncPerBatch, nil
+	case "never":
+		return FsyncNever, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("fsync %q: want batch, never or a positive duration like 1s", s)
+	}
+	return d, nil
+}
+
+// FormatFsync writes a sync policy as ParseFsync reads it (0: the
+// default's).
+func FormatFsync(d time.Duration) string {
+	switch d {
+	case FsyncPerBatch:
+		return "batch"
+	case FsyncNever:
+		return "never"
+	case 0:
+		d = DefaultFsync
+	}
+	return d.String()
+}
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
-	if err := c.FileCompress.validate(); err != nil {
-		return err
+	if err := compress.Files.Check(c.FileCompress); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	switch {
 	case c.Dir == "":

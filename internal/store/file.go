@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -64,7 +65,7 @@ type agentFile struct {
 	size       int64
 	interval   time.Duration
 	fsync      time.Duration
-	comp       FileCompress
+	comp       compress.Spec
 	saveState  func() error     // persists every instance's high-water mark
 	syncObs    observe.Observer // Config.SyncLatency; nil for none
 	counters   *Counters        // FilesClosed, FilesRotated; nil in some tests
@@ -131,14 +132,14 @@ func (af *agentFile) open(now time.Time) error {
 		return fmt.Errorf("creating %s: %w", af.dir, err)
 	}
 	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
-	ext := ".pcapng" + af.comp.Ext()
+	ext := ".pcapng" + fileExt(af.comp.Codec)
 	path := filepath.Join(af.dir, base+ext)
 	// A name taken in the same millisecond gets _001, _002, ...: '_'
 	// sorts after '.', so names sort in creation order.
 	for n := 1; exists(path) || exists(path+PartSuffix); n++ {
 		path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d%s", base, n, ext))
 	}
-	if af.comp.Codec != FileNone && af.mw == nil {
+	if af.comp.Codec != compress.None && af.mw == nil {
 		mw, err := newMemberWriter(af.comp)
 		if err != nil {
 			return fmt.Errorf("file compression: %w", err)

@@ -3,18 +3,18 @@ package store
 import (
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
 )
 
-// FileCompress is the compression of the files a Store writes
-// (Config.FileCompress, the collector's --file-compress). The zero value writes plain pcapng.
-//
-// What was acknowledged is always a complete stream on disk, which
-// Wireshark, tshark and capinfos read as it is:
+// The files a Store writes are compressed as Config.FileCompress says
+// (a compress.Spec that compress.Files allows: none, gzip[:1-9],
+// zstd[:1-22]; the collector's --file-compress). What was acknowledged
+// is always a complete stream on disk, which Wireshark, tshark and
+// capinfos read as it is:
 //
 //   - gzip: every commit (acknowledgement) ends a gzip member; a file is
 //     a sequence of members, which gzip readers read as one stream. A
@@ -31,61 +31,16 @@ import (
 //     complete batch and ends the frame there with an empty last block
 //     (repairPart), in place. A full disk cuts the open file back to the
 //     last flush and ends the frame the same way.
-type FileCompress struct {
-	Codec FileCodec
-	Level int // gzip 1..9, zstd 1..22; 0 means the codec's default
-}
 
-// FileCodec is a file compression codec.
-type FileCodec uint8
-
-const (
-	FileNone FileCodec = iota
-	FileGzip
-	FileZstd
-)
-
-// ParseFileCompress parses none|gzip[:1-9]|zstd[:1-22].
-func ParseFileCompress(s string) (FileCompress, error) {
-	name, level, hasLevel := strings.Cut(s, ":")
-	var fc FileCompress
-	maxLevel := 0
-	switch name {
-	case "none", "":
-	case "gzip":
-		fc.Codec, maxLevel = FileGzip, 9
-	case "zstd":
-		fc.Codec, maxLevel = FileZstd, 22
-	default:
-		return fc, fmt.Errorf("file compression %q: want none, gzip[:1-9] or zstd[:1-22]", s)
+// fileExt is the extension after ".pcapng" of files compressed with c.
+func fileExt(c compress.Codec) string {
+	switch c {
+	case compress.Gzip:
+		return ".gz"
+	case compress.Zstd:
+		return ".zst"
 	}
-	if hasLevel {
-		n, err := strconv.Atoi(level)
-		if err != nil || n < 1 || n > maxLevel {
-			return fc, fmt.Errorf("file compression %q: level must be 1..%d for %s", s, maxLevel, name)
-		}
-		fc.Level = n
-	}
-	return fc, nil
-}
-
-func (fc FileCompress) String() string {
-	s := [...]string{"none", "gzip", "zstd"}[fc.Codec]
-	if fc.Level != 0 {
-		s += ":" + strconv.Itoa(fc.Level)
-	}
-	return s
-}
-
-// Ext is the extension after ".pcapng".
-func (fc FileCompress) Ext() string { return [...]string{"", ".gz", ".zst"}[fc.Codec] }
-
-func (fc FileCompress) validate() error {
-	if fc.Codec > FileZstd || fc.Level < 0 || fc.Codec == FileGzip && fc.Level > 9 ||
-		fc.Codec == FileZstd && fc.Level > 22 || fc.Codec == FileNone && fc.Level != 0 {
-		return fmt.Errorf("store: file compression %+v: want none, gzip[:1-9] or zstd[:1-22]", fc)
-	}
-	return nil
+	return ""
 }
 
 // memberWriter compresses a file as a sequence of members (gzip) or
@@ -112,10 +67,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func newMemberWriter(fc FileCompress) (*memberWriter, error) {
+func newMemberWriter(fc compress.Spec) (*memberWriter, error) {
 	mw := &memberWriter{}
 	switch fc.Codec {
-	case FileGzip:
+	case compress.Gzip:
 		lvl := gzip.DefaultCompression
 		if fc.Level != 0 {
 			lvl = fc.Level
@@ -125,7 +80,7 @@ func newMemberWriter(fc FileCompress) (*memberWriter, error) {
 			return nil, err
 		}
 		mw.z = z
-	case FileZstd:
+	case compress.Zstd:
 		lvl := zstd.SpeedDefault
 		if fc.Level != 0 {
 			lvl = zstd.EncoderLevelFromZstd(fc.Level)

@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -192,12 +193,12 @@ type repairResult struct {
 // when the scan stops on a read error or the cut fails, they are still
 // in the file (the next repair keeps them), and must count.
 func repairPart(ctx context.Context, path string) (res repairResult, err error) {
-	codec := FileNone
+	codec := compress.None
 	switch name := strings.TrimSuffix(path, PartSuffix); {
 	case strings.HasSuffix(name, ".pcapng.gz"):
-		codec = FileGzip
+		codec = compress.Gzip
 	case strings.HasSuffix(name, ".pcapng.zst"):
-		codec = FileZstd
+		codec = compress.Zstd
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -229,7 +230,7 @@ func repairPart(ctx context.Context, path string) (res repairResult, err error) 
 		return res, os.Remove(path)
 	}
 	var tail []byte
-	if codec == FileZstd && !(sc.complete && sc.cut == res.size) {
+	if codec == compress.Zstd && !(sc.complete && sc.cut == res.size) {
 		if tail, err = zstdTail(f, sc.cut, sc.raw); err != nil {
 			return res, err
 		}
@@ -302,7 +303,7 @@ type scanResult struct {
 // bounded whatever the sizes of blocks, members or frames. A torn or
 // corrupt tail ends the scan without an error; a read error or ctx
 // ending is returned, with the cut found so far.
-func scanPart(ctx context.Context, r io.Reader, codec FileCodec) (scanResult, error) {
+func scanPart(ctx context.Context, r io.Reader, codec compress.Codec) (scanResult, error) {
 	cr := &countingReader{r: r}
 	// The decompressors read from the bufio.Reader itself (flate has a
 	// fast path for it, and zstd reads exactly what it decodes), so the
@@ -313,10 +314,10 @@ func scanPart(ctx context.Context, r io.Reader, codec FileCodec) (scanResult, er
 	w := &scanWriter{ctx: ctx, sc: sc}
 	var err error
 	switch codec {
-	case FileNone:
+	case compress.None:
 		sc.anywhere = true
 		_, err = io.Copy(w, br)
-	case FileGzip:
+	case compress.Gzip:
 		var zr gzip.Reader
 		for {
 			if err = zr.Reset(br); err != nil {
@@ -328,7 +329,7 @@ func scanPart(ctx context.Context, r io.Reader, codec FileCodec) (scanResult, er
 			}
 			sc.boundary(pos()) // a member's end
 		}
-	case FileZstd:
+	case compress.Zstd:
 		// With one goroutine the decoder reads a block, decodes it and
 		// writes its output in one Write, before it reads on: after each
 		// Write the file offset is at the end of that block.

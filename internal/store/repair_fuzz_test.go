@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
 )
 
 // FuzzScanPart feeds repair's scanner arbitrary files of each codec.
@@ -19,7 +21,7 @@ import (
 //     would exhaust the fuzzer's memory).
 func FuzzScanPart(f *testing.F) {
 	dir := f.TempDir()
-	for i, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for i, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		path, _ := writePart(f, dir, partSpec{fc: fc, batches: 3, perBatch: 2, commitEvery: 1, tail: true,
 			packet: func(buf []byte, i uint64) []byte { return buf[:60+i%7] }})
 		b, err := os.ReadFile(path)
@@ -33,7 +35,7 @@ func FuzzScanPart(f *testing.F) {
 	}
 	f.Add(byte(0), []byte{})
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		codec := FileCodec(which % 3)
+		codec := []compress.Codec{compress.None, compress.Gzip, compress.Zstd}[which%3]
 		sc, err := scanPart(context.Background(), bytes.NewReader(data), codec)
 		if err != nil {
 			t.Fatalf("scan of an in-memory file: %v", err)
@@ -48,7 +50,7 @@ func FuzzScanPart(f *testing.F) {
 			return
 		}
 		cut := data[:sc.cut:sc.cut]
-		if codec == FileZstd && !(sc.complete && sc.cut == int64(len(data))) {
+		if codec == compress.Zstd && !(sc.complete && sc.cut == int64(len(data))) {
 			cut = append(cut, zstdLastBlock[:]...)
 		}
 		again, err := scanPart(context.Background(), bytes.NewReader(cut), codec)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
@@ -23,7 +24,7 @@ import (
 
 // partSpec describes an unfinished file for writePart.
 type partSpec struct {
-	fc          FileCompress
+	fc          compress.Spec
 	linkType    uint16
 	batches     int
 	perBatch    int
@@ -139,7 +140,7 @@ func TestScanChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := scanPart(context.Background(), bytes.NewReader(whole), FileNone)
+	ref, err := scanPart(context.Background(), bytes.NewReader(whole), compress.None)
 	if err != nil || ref.cut == 0 || ref.marks[partInstance] != 4 {
 		t.Fatalf("scan: cut %d, marks %v, %v; want batch 4", ref.cut, ref.marks, err)
 	}
@@ -174,7 +175,7 @@ func TestScanChunks(t *testing.T) {
 	for _, d := range damaged {
 		b := bytes.Clone(whole)
 		copy(b[d.at:], d.b)
-		res, _ := scanPart(context.Background(), bytes.NewReader(b), FileNone)
+		res, _ := scanPart(context.Background(), bytes.NewReader(b), compress.None)
 		if d.before && res.cut >= ref.cut || !d.before && res.cut != ref.cut {
 			t.Errorf("%s: cut %d; the undamaged file's is %d", d.name, res.cut, ref.cut)
 		}
@@ -254,13 +255,13 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // scanned is refused before anything is cut.
 func TestZstdTailRefusesBadCut(t *testing.T) {
 	dir := t.TempDir()
-	path, _ := writePart(t, dir, partSpec{fc: FileCompress{Codec: FileZstd}, batches: 3, perBatch: 10, commitEvery: 1, packet: imixPacket})
+	path, _ := writePart(t, dir, partSpec{fc: compress.Spec{Codec: compress.Zstd}, batches: 3, perBatch: 10, commitEvery: 1, packet: imixPacket})
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sc, err := scanPart(context.Background(), f, FileZstd)
+	sc, err := scanPart(context.Background(), f, compress.Zstd)
 	if err != nil || sc.cut == 0 {
 		t.Fatalf("scan: %+v, %v", sc, err)
 	}
@@ -280,7 +281,7 @@ func TestZstdTailRefusesBadCut(t *testing.T) {
 // batches of 1-byte packets survive repair whole.
 func TestRepairPacketSizes(t *testing.T) {
 	sizes := []int{100, 300_000, 1, 1}
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			path, n := writePart(t, dir, partSpec{fc: fc, linkType: 231, batches: 2, perBatch: 2, commitEvery: 1, tail: true,
@@ -302,7 +303,7 @@ func TestRepairPacketSizes(t *testing.T) {
 func TestRepairGzipHugeMember(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now()
-	path, n := writePart(t, dir, partSpec{fc: FileCompress{Codec: FileGzip, Level: 1}, batches: 70, perBatch: 1000, tail: true, packet: zeroPacket})
+	path, n := writePart(t, dir, partSpec{fc: compress.Spec{Codec: compress.Gzip, Level: 1}, batches: 70, perBatch: 1000, tail: true, packet: zeroPacket})
 	written := time.Since(start)
 	res, err := repairPart(context.Background(), path)
 	if err != nil || res.marks[partInstance] != 70 {
@@ -329,7 +330,7 @@ func (c *readCounter) Read(p []byte) (int, error) {
 // TestRepairReadCalls: repair reads a file in large chunks whatever the
 // codec reads at a time (flate reads byte by byte).
 func TestRepairReadCalls(t *testing.T) {
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			path, _ := writePart(t, dir, partSpec{fc: fc, batches: 40, perBatch: 100, commitEvery: 4, packet: randomPacket})
@@ -356,7 +357,7 @@ func TestRepairReadCalls(t *testing.T) {
 // as it was.
 func TestRepairStopsOnContext(t *testing.T) {
 	dir := t.TempDir()
-	path, _ := writePart(t, dir, partSpec{fc: FileCompress{Codec: FileZstd}, batches: 3, perBatch: 10, commitEvery: 1, tail: true, packet: randomPacket})
+	path, _ := writePart(t, dir, partSpec{fc: compress.Spec{Codec: compress.Zstd}, batches: 3, perBatch: 10, commitEvery: 1, tail: true, packet: randomPacket})
 	before, _ := os.ReadFile(path)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -380,7 +381,7 @@ func BenchmarkRepair(b *testing.B) {
 		name string
 		fill func(p []byte, stream uint32, seq uint64)
 	}{{"text", gen.TextPayload}, {"random", gen.Payload}}
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		for _, pl := range payloads {
 			b.Run(fc.String()+"/"+pl.name, func(b *testing.B) {
 				dir := b.TempDir()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -22,7 +23,7 @@ import (
 // crashAfter writes batches 1..n of 10 packets and commits them, then
 // "crashes": the Store is dropped without End or Close, leaving the file
 // as a .part. It returns the .part path.
-func crashAfter(t *testing.T, dir string, n int, fc FileCompress) string {
+func crashAfter(t *testing.T, dir string, n int, fc compress.Spec) string {
 	t.Helper()
 	c := newCore(t, Config{Dir: dir, FileCompress: fc})
 	s, _, err := c.Begin(hello("crash", 5), func() {})
@@ -68,12 +69,12 @@ func randomBatch(seq uint64, n int) []byte {
 }
 
 func TestRepairAfterCrash(t *testing.T) {
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) { testRepairAfterCrash(t, fc) })
 	}
 }
 
-func testRepairAfterCrash(t *testing.T, fc FileCompress) {
+func testRepairAfterCrash(t *testing.T, fc compress.Spec) {
 	tests := []struct {
 		name string
 		tail func(t *testing.T, part string)
@@ -199,12 +200,12 @@ func TestDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
 	}
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) { testDiskFull(t, fc) })
 	}
 }
 
-func testDiskFull(t *testing.T, fc FileCompress) {
+func testDiskFull(t *testing.T, fc compress.Spec) {
 	dir := mountTmpfs(t, 8<<20)
 	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch, FileCompress: fc})
 	// Started with room (Open refuses a full disk): now fill it up.
@@ -292,7 +293,7 @@ func fill(t *testing.T, path string, free int64) {
 // TestRepairLargeDBusPacket: a D-Bus batch (link type 231) ending in a
 // 300 000-byte packet, committed, survives a crash and repair.
 func TestRepairLargeDBusPacket(t *testing.T) {
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			h := &wire.Hello{Instance: [16]byte{9}, Name: "dbus", Host: "h1",
@@ -334,7 +335,7 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 // space left is repaired (in place).
 func TestRepairZstdNearlyFull(t *testing.T) {
 	dir := mountTmpfs(t, 48<<20)
-	fc := FileCompress{Codec: FileZstd}
+	fc := compress.Spec{Codec: compress.Zstd}
 	c := newCore(t, Config{Dir: dir, FileCompress: fc, Fsync: FsyncNever})
 	s, _, err := c.Begin(hello("full", 4), func() {})
 	if err != nil {
@@ -375,7 +376,7 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 // count: saved in the state file, welcomed with the right LastSeq, no
 // batch written twice, none reported missing.
 func TestRepairFailureKeepsMarks(t *testing.T) {
-	for _, fc := range []FileCompress{{}, {Codec: FileGzip}, {Codec: FileZstd}} {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			part := crashAfter(t, dir, 3, fc)
@@ -428,7 +429,7 @@ func TestRepairFailureKeepsMarks(t *testing.T) {
 // served; once done, it is welcomed with the marks its files hold.
 func TestRepairInBackground(t *testing.T) {
 	dir := t.TempDir()
-	crashAfter(t, dir, 3, FileCompress{})
+	crashAfter(t, dir, 3, compress.Spec{})
 	release := make(chan struct{})
 	testRepairStart = func(agent string) {
 		if agent == "crash" {
@@ -477,11 +478,11 @@ func TestRepairInBackground(t *testing.T) {
 // ShutdownTimeout; the next start finds the marks.
 func TestCloseDuringRepair(t *testing.T) {
 	dir := t.TempDir()
-	crashAfter(t, dir, 3, FileCompress{Codec: FileZstd})
+	crashAfter(t, dir, 3, compress.Spec{Codec: compress.Zstd})
 	release := make(chan struct{})
 	testRepairStart = func(string) { <-release }
 	t.Cleanup(func() { testRepairStart = nil })
-	c, err := openCore(Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}})
+	c, err := openCore(Config{Dir: dir, FileCompress: compress.Spec{Codec: compress.Zstd}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +497,7 @@ func TestCloseDuringRepair(t *testing.T) {
 		t.Fatalf("unfinished files after Close: %v", parts)
 	}
 	testRepairStart = nil
-	c2 := newCore(t, Config{Dir: dir, FileCompress: FileCompress{Codec: FileZstd}})
+	c2 := newCore(t, Config{Dir: dir, FileCompress: compress.Spec{Codec: compress.Zstd}})
 	if _, w, err := c2.Begin(hello("crash", 5), func() {}); err != nil || w.LastSeq < 3 {
 		t.Fatalf("LastSeq %d (%v), want 3 or more", w.LastSeq, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
 )
 
 // TestCommitAfterCutBack: batches written and then cut away by a failed
@@ -62,10 +64,11 @@ func TestConfigValidate(t *testing.T) {
 		{"fsync never", Config{Dir: "d", Fsync: FsyncNever}, true},
 		{"fsync negative interval", Config{Dir: "d", Fsync: -3}, false},
 		{"idle close negative", Config{Dir: "d", IdleClose: -time.Second}, false},
-		{"gzip level 9", Config{Dir: "d", FileCompress: FileCompress{Codec: FileGzip, Level: 9}}, true},
-		{"gzip level 10", Config{Dir: "d", FileCompress: FileCompress{Codec: FileGzip, Level: 10}}, false},
-		{"zstd level 22", Config{Dir: "d", FileCompress: FileCompress{Codec: FileZstd, Level: 22}}, true},
-		{"no codec with a level", Config{Dir: "d", FileCompress: FileCompress{Level: 1}}, false},
+		{"gzip level 9", Config{Dir: "d", FileCompress: compress.Spec{Codec: compress.Gzip, Level: 9}}, true},
+		{"gzip level 10", Config{Dir: "d", FileCompress: compress.Spec{Codec: compress.Gzip, Level: 10}}, false},
+		{"zstd level 22", Config{Dir: "d", FileCompress: compress.Spec{Codec: compress.Zstd, Level: 22}}, true},
+		{"no codec with a level", Config{Dir: "d", FileCompress: compress.Spec{Level: 1}}, false},
+		{"lz4 is no file codec", Config{Dir: "d", FileCompress: compress.Spec{Codec: compress.LZ4}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,5 +76,24 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want ok %v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestParseFsync: every policy round-trips through its text, and bad
+// ones are refused.
+func TestParseFsync(t *testing.T) {
+	for s, want := range map[string]time.Duration{"batch": FsyncPerBatch, "never": FsyncNever, "1s": time.Second, "250ms": 250 * time.Millisecond} {
+		got, err := ParseFsync(s)
+		if err != nil || got != want || FormatFsync(got) != s {
+			t.Errorf("ParseFsync(%q) = %v, %v (formats as %q)", s, got, err, FormatFsync(got))
+		}
+	}
+	for _, s := range []string{"", "0s", "-1s", "always", "1"} {
+		if _, err := ParseFsync(s); err == nil {
+			t.Errorf("ParseFsync(%q) accepted", s)
+		}
+	}
+	if FormatFsync(0) != DefaultFsync.String() {
+		t.Errorf("FormatFsync(0) = %q, want the default's", FormatFsync(0))
 	}
 }

@@ -15,7 +15,7 @@ func BenchmarkBatch(b *testing.B) {
 		ev := event(b, "a1", 1, 0, 100, size)
 		for _, clients := range []int{0, 1} {
 			b.Run(fmt.Sprintf("size=%d/clients=%d", size, clients), func(b *testing.B) {
-				tp := New(Config{})
+				tp, _ := New(Config{})
 				var c *client
 				if clients == 1 {
 					c = &client{t: tp, wake: make(chan struct{}, 1), ifcache: map[string][]wire.Interface{}}

@@ -7,7 +7,10 @@ import (
 
 // TestSummary pins the tap's summary line and its JSON keys.
 func TestSummary(t *testing.T) {
-	tp := New(Config{})
+	tp, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &tp.Counters
 	c.Clients.Store(1)
 	c.Rejected.Store(2)

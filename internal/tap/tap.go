@@ -32,13 +32,23 @@ const (
 	DefaultDrainTimeout     = 5 * time.Second
 )
 
-// Config configures a Tap. The zero value means the defaults, no token.
+// Config configures a Tap. The zero value means the defaults, no
+// listener, no token.
 type Config struct {
+	// Listen are the listeners New opens and Run serves; none is a
+	// Tap fed through Serve only.
+	Listen []Listener
+	// TLS, if set, is spoken by the listeners' clients (client
+	// certificates as it requires), as by the collector's agents; a
+	// listener on a loopback address admits plain TCP clients too
+	// (which Wireshark's TCP@ needs). nil: plain TCP everywhere.
+	TLS *tls.Config
 	// Token, if set, must be in every client's request line (compared
 	// with collector.TokenEqual, as the agents' hellos are).
 	Token string
 	// QueueSize bounds the bytes of packets queued for one client; a
 	// client that falls further behind is dropped as too slow.
+	// 0 means DefaultQueueSize; MinQueueSize..MaxQueueSize.
 	QueueSize int
 	// MaxClients bounds the clients served at once, over every listener.
 	MaxClients int
@@ -56,6 +66,12 @@ type Config struct {
 	DrainTimeout time.Duration
 	Logger       *slog.Logger // nil: slog.Default()
 }
+
+// Limits of Config.QueueSize.
+const (
+	MinQueueSize = 64 << 10
+	MaxQueueSize = 1 << 30
+)
 
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
@@ -114,12 +130,30 @@ type Tap struct {
 	mu      sync.Mutex                // serialises changes of clients
 	clients atomic.Pointer[[]*client] // copy on write: Batch reads it without a lock
 	wg      sync.WaitGroup            // connection goroutines
+
+	lns []net.Listener // Config.Listen, opened by New
+	lcs []ListenConfig // theirs
 }
 
-// New returns a Tap without listeners; add them with Serve.
-func New(cfg Config) *Tap {
+// New validates cfg and returns a Tap with its listeners (Config.Listen)
+// open, so that a port already taken fails the start; Run serves them,
+// Close closes them unserved. More listeners can be served with Serve.
+func New(cfg Config) (*Tap, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
-	return &Tap{cfg: cfg, log: cfg.Logger}
+	t := &Tap{cfg: cfg, log: cfg.Logger}
+	for _, l := range cfg.Listen {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("tap: %w", err)
+		}
+		t.lns = append(t.lns, ln)
+		t.lcs = append(t.lcs, t.listenConfig(ln, l.Default))
+	}
+	return t, nil
 }
 
 // Batch implements collector.Feed: it copies the packets each client

@@ -60,7 +60,10 @@ func startTapOn(t testing.TB, cfg Config, lc ListenConfig, ln wrappedListener) (
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tp = New(cfg)
+	tp, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

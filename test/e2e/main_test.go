@@ -27,9 +27,8 @@ import (
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
-	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -404,15 +403,9 @@ func expectNoReconnects(t *testing.T, p *proc, s agent.Summary) {
 	}
 }
 
-// collectorSummary is the collector's --summary json object. It
-// restates cmd/pcapsync's collectorSummary, out of reach in package
-// main, from the packages' own types: only this envelope is written
-// twice, and decodeSummary refuses a key it lacks.
-type collectorSummary struct {
-	collector.Summary
-	Tap   *tap.Summary       `json:"tap"`
-	Redis *redisfeed.Summary `json:"redis"`
-}
+// collectorSummary is the collector's --summary json object, with the
+// tests' helpers.
+type collectorSummary struct{ serve.Summary }
 
 // collectorSummary returns the collector's summary, failing the test
 // without one, and failing it (going on) if batches were lost: every

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/liveness"
+	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/serve"
+	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+// TestCollectorFlagDefaults: every collector flag's default is its
+// package's default (or the zero value, where the package's default is
+// "none"), so that no default is written twice. A flag missing from the
+// table fails too.
+func TestCollectorFlagDefaults(t *testing.T) {
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	want := map[string]string{
+		"listen":             serve.DefaultListen,
+		"listen-udp":         "",
+		"dir":                "",
+		"rotate-size":        itoa(store.DefaultRotateSize),
+		"rotate-interval":    store.DefaultRotateInterval.String(),
+		"file-compress":      "none",
+		"fsync":              store.DefaultFsync.String(),
+		"idle-close":         store.DefaultIdleClose.String(),
+		"max-frame":          itoa(collector.DefaultMaxFrame),
+		"udp-reassembly-mem": itoa(collector.DefaultUDPReassemblyBytes),
+		"read-memory":        itoa(collector.DefaultReadMemory),
+		"handshake-timeout":  collector.DefaultHandshakeTimeout.String(),
+		"shutdown-timeout":   collector.DefaultShutdownTimeout.String(),
+		"tls-cert":           "",
+		"tls-key":            "",
+		"tls-client-ca":      "",
+		"token-file":         "",
+		"insecure":           "false",
+		"max-conns":          strconv.Itoa(collector.DefaultMaxConns),
+		"heartbeat":          liveness.DefaultHeartbeat.String(),
+		"peer-timeout":       liveness.DefaultPeerTimeout.String(),
+		"metrics":            "",
+		"pprof":              "false",
+		"metrics-max-agents": strconv.Itoa(metrics.DefaultMaxAgents),
+		"tap":                "",
+		"tap-queue":          strconv.Itoa(tap.DefaultQueueSize),
+		"redis":              "",
+		"redis-prefix":       redisfeed.DefaultPrefix,
+		"redis-compress":     redisfeed.DefaultCompress.String(),
+		"redis-maxlen":       itoa(redisfeed.DefaultMaxLen),
+		"redis-max-age":      "0s",
+		"redis-queue":        itoa(redisfeed.DefaultQueueBytes),
+		"redis-timeout":      redisfeed.DefaultTimeout.String(),
+	}
+	fs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
+	var cfg serve.Config
+	collectorFlags(fs, &cfg)
+	seen := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		seen[f.Name] = true
+		w, ok := want[f.Name]
+		switch {
+		case !ok:
+			t.Errorf("--%s (default %q) has no row here: add its package default", f.Name, f.DefValue)
+		case f.DefValue != w:
+			t.Errorf("--%s defaults to %q, its package to %q", f.Name, f.DefValue, w)
+		}
+	})
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("the table lists --%s, which the collector does not define", name)
+		}
+	}
+}
+
+// TestCollectorFlagsGivenOnly: the flags not given leave the package
+// Configs at their zero values (the defaults), and a flag's 0 disables
+// rotation.
+func TestCollectorFlagsGivenOnly(t *testing.T) {
+	fs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
+	var cfg serve.Config
+	given := collectorFlags(fs, &cfg)
+	if err := fs.Parse([]string{"--redis", "redis://x", "--redis-maxlen", "5", "--rotate-size", "0", "--fsync", "batch"}); err != nil {
+		t.Fatal(err)
+	}
+	given.apply(fs)
+	r, st := cfg.Redis, cfg.Collector.Store
+	switch {
+	case r.MaxLen != 5 || r.Prefix != "" || r.Compress != nil || r.QueueBytes != 0 || r.Timeout != 0:
+		t.Errorf("redis config %+v: want only URL and MaxLen set", r)
+	case cfg.Tap.QueueSize != 0:
+		t.Errorf("tap queue %d without --tap-queue", cfg.Tap.QueueSize)
+	case st.RotateSize != -1 || st.RotateInterval != 0:
+		t.Errorf("rotate size %d, interval %s: want -1 (disabled) and 0 (default)", st.RotateSize, st.RotateInterval)
+	case st.Fsync != store.FsyncPerBatch:
+		t.Errorf("fsync %s, want FsyncPerBatch", st.Fsync)
+	}
+}

@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a metrics listener (Listen) and, for a collector,
+// the label cap of NewCollector. The zero value means no listener.
+type Config struct {
+	// Addr is the HOST:PORT the metrics are served on; "" for none.
+	Addr string
+	// Pprof also serves Go's profiler at /debug/pprof/ (no
+	// authentication). It needs Addr.
+	Pprof bool
+	// MaxAgents caps the "agent" label values of a collector's metrics
+	// (see NewCollector): 0 means DefaultMaxAgents, -1 no cap.
+	MaxAgents int
+}
+
+// Validate reports the first unusable setting, naming its flag.
+func (c *Config) Validate() error {
+	switch {
+	case c.Pprof && c.Addr == "":
+		return errors.New("metrics: the profiler (--pprof) needs a listener (--metrics HOST:PORT), it is served there")
+	case c.MaxAgents < -1:
+		return fmt.Errorf("metrics: max agents %d: want a positive number, or -1 for no cap (--metrics-max-agents)", c.MaxAgents)
+	}
+	return nil
+}
+
+// Server is a metrics listener. Listen opens it, Run serves it.
+type Server struct {
+	cfg Config
+	ln  net.Listener
+}
+
+// Listen validates cfg and opens its listener (cfg.Addr must be set),
+// so that a port already taken fails the start before anything runs.
+// Run serves it; Close closes it unserved.
+func Listen(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	return &Server{cfg: cfg, ln: ln}, nil
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Handler returns the handler Run should serve for reg: /metrics, the
+// status page if status is not nil, the profiler if Config.Pprof.
+func (s *Server) Handler(reg *prometheus.Registry, status http.Handler) http.Handler {
+	return Handler(reg, Options{Status: status, Pprof: s.cfg.Pprof})
+}
+
+// Run serves h until ctx ends, then shuts the server down (see Serve),
+// logging to log. A failure of the listener is logged and returned.
+func (s *Server) Run(ctx context.Context, h http.Handler, log *slog.Logger) error {
+	log.Info("metrics listening", "addr", s.Addr(), "pprof", s.cfg.Pprof)
+	err := Serve(ctx, s.ln, h, log)
+	if err != nil {
+		log.Error("metrics listener failed", "err", err)
+	}
+	return err
+}
+
+// Close closes a listener that Run never served.
+func (s *Server) Close() error { return s.ln.Close() }

@@ -1,0 +1,134 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Config configures a collector process. The zero value of every field
+// but Collector.Store.Dir, and the transport security (TLS or
+// Insecure), means its default.
+type Config struct {
+	// Collector is the core's and the intakes' configuration, the
+	// store's (Collector.Store) included. Its Feed is set by New (the
+	// tap and the Redis feed), and its TLS from TLSCertFile and
+	// TLSKeyFile when those are given; its Logger defaults to Logger.
+	Collector collector.Config
+	// Listen is the TCP address agents connect to. "" means
+	// DefaultListen.
+	Listen string
+	// ListenUDP, if set, is the UDP address agents of the UDP transport
+	// send to, beside TCP. UDP is plaintext: it needs
+	// Collector.Insecure (with TLS, TCP keeps TLS and Insecure admits
+	// only UDP).
+	ListenUDP string
+
+	// TLSCertFile and TLSKeyFile (PEM), if set, are the collector's
+	// certificate (with its chain) and key: New loads them into
+	// Collector.TLS (see pki.ServerConfig). TLSClientCAFile, if set,
+	// requires and verifies client certificates signed by these CAs.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// TokenFile, if set, holds the shared token every hello must carry
+	// (surrounding white space ignored): New reads it into
+	// Collector.Token.
+	TokenFile string
+
+	// Tap serves live pcapng streams when Tap.Listen is not empty; its
+	// TLS, Token and Logger are the collector's.
+	Tap tap.Config
+	// Redis publishes every written batch when Redis.URL is set; its
+	// Logger is Logger.
+	Redis redisfeed.Config
+	// Metrics serves Prometheus metrics and the status page when
+	// Metrics.Addr is set.
+	Metrics metrics.Config
+
+	// Logger receives events. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultListen is the TCP address of Config.Listen's zero value: the
+// loopback interface, wire.DefaultPort.
+var DefaultListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(wire.DefaultPort))
+
+// Validate reports the first unusable setting, naming its flag: the
+// rules across parts here, then each enabled part's Validate. Every
+// error wraps ErrConfig.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	tls := c.Collector.TLS != nil || c.TLSCertFile != "" || c.TLSKeyFile != ""
+	insecure := c.Collector.Insecure
+	switch {
+	case c.ListenUDP != "" && !insecure:
+		return errors.New("--listen-udp: UDP is plaintext (no DTLS): add --insecure (with --tls-cert, TCP keeps TLS and --insecure admits only UDP; --token-file still applies)")
+	case !tls && !insecure:
+		return errors.New("no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP")
+	case tls && insecure && c.ListenUDP == "":
+		return errors.New("--insecure and --tls-cert/--tls-key exclude each other (except with --listen-udp: TCP keeps TLS, --insecure admits the plaintext UDP listener)")
+	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	case c.TLSCertFile != "" && c.Collector.TLS != nil:
+		return errors.New("a TLS configuration and certificate files exclude each other")
+	case c.TokenFile != "" && c.Collector.Token != "":
+		return errors.New("a token and a token file exclude each other")
+	}
+	if err := c.needs(); err != nil {
+		return err
+	}
+	if err := c.Collector.Validate(); err != nil {
+		return err
+	}
+	if len(c.Tap.Listen) > 0 {
+		if err := c.Tap.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Redis.URL != "" {
+		if err := c.Redis.Validate(); err != nil {
+			return err
+		}
+	}
+	return c.Metrics.Validate()
+}
+
+// needs refuses a setting of a part that is not enabled: it would do
+// nothing.
+func (c *Config) needs() error {
+	t, r := &c.Tap, &c.Redis
+	for _, x := range []struct {
+		set        bool
+		flag, need string
+	}{
+		{t.QueueSize != 0, "--tap-queue", "--tap"},
+		{r.Prefix != "", "--redis-prefix", "--redis"},
+		{r.Compress != nil, "--redis-compress", "--redis"},
+		{r.MaxLen != 0, "--redis-maxlen", "--redis"},
+		{r.MaxAge != 0, "--redis-max-age", "--redis"},
+		{r.QueueBytes != 0, "--redis-queue", "--redis"},
+		{r.Timeout != 0, "--redis-timeout", "--redis"},
+	} {
+		enabled := len(t.Listen) > 0
+		if x.need == "--redis" {
+			enabled = r.URL != ""
+		}
+		if x.set && !enabled {
+			return fmt.Errorf("%s needs %s", x.flag, x.need)
+		}
+	}
+	return nil
+}

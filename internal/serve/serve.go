@@ -1,0 +1,260 @@
+package serve
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+// Service is a collector process built by New; Run runs it once.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	core  *collector.Core
+	ln    net.Listener
+	udp   *collector.UDPServer // nil without ListenUDP
+	uconn *net.UDPConn
+	tap   *tap.Tap        // nil without tap listeners
+	redis *redisfeed.Feed // nil without a Redis URL
+	msrv  *metrics.Server // nil without a metrics address
+	m     *metrics.Collector
+
+	closers []func() // what New opened, in order; undone if New fails
+}
+
+// New validates cfg, reads the files it names, opens the store (see
+// collector.NewCore: unfinished files are repaired in the background)
+// and every listener, and returns the Service ready to Run. On an
+// error everything it opened is closed again.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	s := &Service{cfg: cfg, log: cfg.Logger}
+	if err := s.open(); err != nil {
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			s.closers[i]()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// open does New's work; s.closers undo it.
+func (s *Service) open() error {
+	c := &s.cfg
+	if err := s.loadFiles(); err != nil {
+		return err
+	}
+	cc := &c.Collector
+	cc.Logger = cmp.Or(cc.Logger, c.Logger)
+	if err := cc.Validate(); err != nil { // again, with the token read
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	var feeds collector.Feeds
+	if err := s.openFeeds(&feeds); err != nil {
+		return err
+	}
+	if len(feeds) > 0 {
+		cc.Feed = feeds
+	}
+	if c.Metrics.Addr != "" {
+		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
+		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
+	}
+	core, err := collector.NewCore(*cc)
+	if err != nil {
+		return err
+	}
+	s.core = core
+	s.closers = append(s.closers, func() { core.Close() })
+	return s.listen()
+}
+
+// loadFiles reads the TLS files and the token file into the collector's
+// Config.
+func (s *Service) loadFiles() error {
+	c := &s.cfg
+	if c.TLSCertFile != "" {
+		tc, err := pki.ServerConfig(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		pki.LogCertificates(s.log, tc, c.TLSCertFile)
+		c.Collector.TLS = tc
+	}
+	if c.TokenFile != "" {
+		tok, err := pki.ReadToken(c.TokenFile, s.log)
+		if errors.Is(err, pki.ErrEmptyToken) {
+			err = fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if err != nil {
+			return err
+		}
+		c.Collector.Token = tok
+	}
+	return nil
+}
+
+// openFeeds opens the tap's listeners and makes the Redis feed, adding
+// them to feeds.
+func (s *Service) openFeeds(feeds *collector.Feeds) error {
+	c := &s.cfg
+	if len(c.Tap.Listen) > 0 {
+		tc := c.Tap
+		tc.TLS, tc.Token, tc.Logger = c.Collector.TLS, c.Collector.Token, c.Logger
+		t, err := tap.New(tc)
+		if err != nil {
+			return err
+		}
+		s.tap = t
+		s.closers = append(s.closers, func() { t.Close() })
+		*feeds = append(*feeds, t)
+	}
+	if c.Redis.URL != "" {
+		rc := c.Redis
+		rc.Logger = c.Logger
+		redisfeed.LogClientTo(c.Logger)
+		f, err := redisfeed.New(rc)
+		if err != nil {
+			return err
+		}
+		s.redis = f
+		s.closers = append(s.closers, func() { f.Close(context.Background()) })
+		*feeds = append(*feeds, f)
+	}
+	return nil
+}
+
+// listen opens the metrics listener, then the agents' TCP and UDP ones.
+func (s *Service) listen() error {
+	c := &s.cfg
+	if c.Metrics.Addr != "" {
+		srv, err := metrics.Listen(c.Metrics)
+		if err != nil {
+			return err
+		}
+		s.msrv = srv
+		s.closers = append(s.closers, func() { srv.Close() })
+	}
+	ln, err := net.Listen("tcp", cmp.Or(c.Listen, DefaultListen))
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func() { ln.Close() })
+	if c.ListenUDP != "" {
+		ua, err := net.ResolveUDPAddr("udp", c.ListenUDP)
+		if err == nil {
+			s.uconn, err = net.ListenUDP("udp", ua)
+		}
+		if err != nil {
+			return fmt.Errorf("--listen-udp: %w", err)
+		}
+		s.closers = append(s.closers, func() { s.uconn.Close() })
+		s.udp = collector.NewUDPServer(s.core)
+	}
+	if s.m != nil {
+		s.m.Watch(s.core, s.udp)
+		if s.tap != nil {
+			s.m.WatchTap(&s.tap.Counters)
+		}
+		if s.redis != nil {
+			s.m.WatchRedis(&s.redis.Counters)
+		}
+	}
+	return nil
+}
+
+// Core returns the collector's core: its Counters, its Store's.
+func (s *Service) Core() *collector.Core { return s.core }
+
+// UDP returns the UDP intake, nil without Config.ListenUDP.
+func (s *Service) UDP() *collector.UDPServer { return s.udp }
+
+// Tap returns the tap, nil without tap listeners.
+func (s *Service) Tap() *tap.Tap { return s.tap }
+
+// Redis returns the Redis feed, nil without a Redis URL.
+func (s *Service) Redis() *redisfeed.Feed { return s.redis }
+
+// Addr returns the address agents connect to over TCP.
+func (s *Service) Addr() net.Addr { return s.ln.Addr() }
+
+// Run serves agents until ctx ends, then shuts everything down in
+// order (see the package documentation) and returns the errors of the
+// intakes, the tap and the core's close, joined.
+func (s *Service) Run(ctx context.Context) error {
+	s.logStart()
+	bg := context.Background()
+	tickCtx, stopTick := context.WithCancel(bg)
+	ticked := goRun(func() error { s.core.Run(tickCtx); return nil })
+	stopMetrics := func() {}
+	if s.msrv != nil {
+		page := metrics.NewStatusPage(s.core, s.udp)
+		go page.Run(tickCtx)
+		mctx, cancel := context.WithCancel(bg)
+		done := goRun(func() error { return s.msrv.Run(mctx, s.msrv.Handler(s.m.Registry, page), s.log) })
+		stopMetrics = func() { cancel(); <-done }
+	}
+	stopRedis := func() {}
+	if s.redis != nil {
+		rctx, cancel := context.WithCancel(bg)
+		done := goRun(func() error { return s.redis.Run(rctx) })
+		stopRedis = func() { cancel(); <-done }
+	}
+	stopTap := func() error { return nil }
+	if s.tap != nil {
+		tctx, cancel := context.WithCancel(bg)
+		done := goRun(func() error { return s.tap.Run(tctx) })
+		stopTap = func() error { cancel(); return <-done }
+	}
+	udpDone := goRun(func() error {
+		if s.udp == nil {
+			return nil
+		}
+		return s.udp.Serve(ctx, s.uconn)
+	})
+	serr := collector.NewServer(s.core).Serve(ctx, s.ln)
+	uerr := <-udpDone
+	terr := stopTap() // after the last batch was written
+	stopTick()
+	<-ticked
+	cerr := s.core.Close()
+	stopMetrics()
+	stopRedis() // after the core closed: no more batches come
+	return errors.Join(serr, uerr, terr, cerr)
+}
+
+// goRun runs f on a goroutine of its own; the channel gets its error.
+func goRun(f func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return done
+}
+
+func (s *Service) logStart() {
+	c := &s.cfg.Collector
+	attrs := []any{"addr", s.ln.Addr().String(), "dir", c.Store.Dir, "tls", c.TLS != nil,
+		"client_certificates", c.TLS != nil && c.TLS.ClientAuth == tls.RequireAndVerifyClientCert, "token", c.Token != ""}
+	if s.uconn != nil {
+		attrs = append(attrs, "udp", s.uconn.LocalAddr().String())
+	}
+	if s.tap != nil {
+		attrs = append(attrs, "tap", strings.Join(s.tap.Addrs(), ","))
+	}
+	s.log.Info("collector listening", attrs...)
+}

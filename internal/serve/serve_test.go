@@ -1,0 +1,157 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func base(t *testing.T) Config {
+	return Config{Collector: collector.Config{Store: store.Config{Dir: t.TempDir()}, Insecure: true},
+		Listen: "127.0.0.1:0", Logger: quiet()}
+}
+
+// TestValidate: the rules across parts, each with the flag it names;
+// every error wraps ErrConfig.
+func TestValidate(t *testing.T) {
+	sp := compress.Spec{Codec: compress.Zstd}
+	for _, tt := range []struct {
+		name string
+		edit func(c *Config)
+		want string // "" valid
+	}{
+		{"insecure", func(c *Config) {}, ""},
+		{"udp", func(c *Config) { c.ListenUDP = "127.0.0.1:0" }, ""},
+		{"no security", func(c *Config) { c.Collector.Insecure = false }, "no transport security chosen"},
+		{"udp without insecure", func(c *Config) {
+			c.Collector.Insecure = false
+			c.TLSCertFile, c.TLSKeyFile, c.ListenUDP = "c", "k", ":1"
+		}, "--listen-udp: UDP is plaintext"},
+		{"tls and insecure", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }, "exclude each other (except with --listen-udp"},
+		{"tls and insecure for udp", func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.ListenUDP = "c", "k", ":1" }, ""},
+		{"client ca alone", func(c *Config) { c.Collector.Insecure = false; c.TLSKeyFile, c.TLSClientCAFile = "k", "ca" }, "--tls-client-ca needs --tls-cert"},
+		{"tap queue without tap", func(c *Config) { c.Tap.QueueSize = 1 << 20 }, "--tap-queue needs --tap"},
+		{"tap queue out of range", func(c *Config) { c.Tap.Listen = []tap.Listener{{Addr: ":1"}}; c.Tap.QueueSize = 1 }, "--tap-queue"},
+		{"redis compress without redis", func(c *Config) { c.Redis.Compress = &sp }, "--redis-compress needs --redis"},
+		{"redis max age without redis", func(c *Config) { c.Redis.MaxAge = time.Minute }, "--redis-max-age needs --redis"},
+		{"redis lz4", func(c *Config) {
+			c.Redis.URL = "redis://127.0.0.1:1"
+			c.Redis.Compress = &compress.Spec{Codec: compress.LZ4}
+		}, "entry compression lz4"},
+		{"pprof without metrics", func(c *Config) { c.Metrics.Pprof = true }, "--pprof"},
+		{"collector rule", func(c *Config) { c.Collector.MaxConns = -1 }, "max conns"},
+		{"store rule", func(c *Config) { c.Collector.Store.Dir = "" }, "output directory is required"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base(t)
+			tt.edit(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrConfig)):
+				t.Fatalf("Validate() = %v, want ErrConfig with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNewFails: a bad file or a taken port fails New with what was
+// opened before it closed again (the tap's port can be taken again, the
+// store's root opened again).
+func TestNewFails(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	empty := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	free := freePort(t)
+	for _, tt := range []struct {
+		name   string
+		edit   func(c *Config)
+		config bool // ErrConfig
+	}{
+		{"empty token", func(c *Config) { c.TokenFile = empty }, true},
+		{"missing certificate", func(c *Config) { c.Collector.Insecure = false; c.TLSCertFile, c.TLSKeyFile = "no-such.pem", "k.pem" }, true},
+		{"agents' port taken", func(c *Config) { c.Tap.Listen = []tap.Listener{{Addr: free}}; c.Listen = taken.Addr().String() }, false},
+		{"metrics port taken", func(c *Config) { c.Metrics.Addr = taken.Addr().String() }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base(t)
+			tt.edit(&c)
+			_, err := New(c)
+			if err == nil || errors.Is(err, ErrConfig) != tt.config {
+				t.Fatalf("New() = %v, want an error (ErrConfig: %v)", err, tt.config)
+			}
+			ln, err := net.Listen("tcp", free)
+			if err != nil {
+				t.Fatalf("the tap's listener was left open: %v", err)
+			}
+			ln.Close()
+		})
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestRun: a Service with every part runs and stops when its context
+// ends, its parts' counters readable afterwards.
+func TestRun(t *testing.T) {
+	c := base(t)
+	c.ListenUDP = "127.0.0.1:0"
+	c.Tap.Listen = []tap.Listener{{Addr: "127.0.0.1:0"}}
+	c.Redis = redisfeed.Config{URL: "redis://127.0.0.1:1", Timeout: 100 * time.Millisecond}
+	c.Metrics = metrics.Config{Addr: "127.0.0.1:0"}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.UDP() == nil || s.Tap() == nil || s.Redis() == nil || s.Core() == nil {
+		t.Fatal("a part is missing")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	conn, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatalf("dialing the agents' port: %v", err)
+	}
+	conn.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
