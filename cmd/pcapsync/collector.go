@@ -123,7 +123,7 @@ func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config) {
 // given-only.
 func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	t, r := &cfg.Tap, &cfg.Redis
-	fs.Func("tap", "serve a live pcapng stream of what is written on HOST:PORT[=AGENT[:IFACE]] (repeatable): `wireshark -k -i TCP@HOST:PORT` sees AGENT (default every agent), `pcapsync tail` asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
+	fs.Func("tap", "serve a live pcapng stream of what is written on `HOST:PORT[=AGENT[:IFACE]]` (repeatable): \"wireshark -k -i TCP@HOST:PORT\" sees AGENT (default every agent), \"pcapsync tail\" asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
 		l, err := tap.ParseListener(s)
 		t.Listen = append(t.Listen, l)
 		return err
