@@ -74,7 +74,8 @@ func (rc *realCollector) files(t *testing.T) []string {
 		filepath.WalkDir(rc.dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
-				if strings.HasSuffix(p, store.PartSuffix) || strings.HasSuffix(p, ".tmp") {
+				// A state file being saved is StateFile.tmpNNN until renamed.
+				if strings.HasSuffix(p, store.PartSuffix) || strings.Contains(d.Name(), ".tmp") {
 					busy = append(busy, d.Name())
 				}
 			}
