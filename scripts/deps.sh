@@ -6,15 +6,22 @@
 # tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
-# free loopback port; the package's system service is left alone). Does
-# nothing when all are present.
+# free loopback port; the package's system service is left alone), a Java
+# runtime and Maven (the Kafka broker the Kafka tests start, fetched from
+# Maven Central by scripts/kafka.sh into a cache). Installs only what is
+# missing.
 set -euo pipefail
 pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+if [ ${#missing[@]} -eq 0 ]; then
+	"$(dirname "$0")/kafka.sh" >/dev/null
+	exit 0
+fi
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 echo "installing: ${missing[*]}" >&2
@@ -23,3 +30,4 @@ $sudo apt-get update -qq
 # tshark asks whether non-root users may capture; answer no, quietly.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$(dirname "$0")/kafka.sh" >/dev/null

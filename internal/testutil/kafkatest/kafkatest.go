@@ -1,0 +1,288 @@
+// Package kafkatest runs a throwaway Apache Kafka broker for tests and
+// benchmarks: one JVM in KRaft combined mode (broker and controller),
+// from the jars scripts/kafka.sh fetches from Maven Central, on free
+// loopback ports, with its log in a temporary directory, stopped at the
+// end of the test. It never touches a system Kafka.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// RequireEnv, set to 1, turns a missing Java runtime or missing broker
+// jars into a failure instead of a skip (the project's test script sets
+// it).
+const RequireEnv = "PCAPSYNC_E2E_REQUIRE"
+
+// LibsEnv names the directory of the broker's jars; by default
+// scripts/kafka.sh's cache.
+const LibsEnv = "PCAPSYNC_KAFKA_LIBS"
+
+// Version is the Kafka release scripts/kafka.sh fetches by default.
+const Version = "4.1.1"
+
+// startTimeout bounds a start: about 3 s here, a JVM on a loaded
+// machine can take much longer.
+const startTimeout = 60 * time.Second
+
+// TB is what Start needs of a test, benchmark or command: testing.TB
+// has it all.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
+
+// Broker is one Kafka process.
+type Broker struct {
+	Addr string // the PLAINTEXT listener, 127.0.0.1:port: the bootstrap address
+
+	tb         TB
+	libs, dir  string
+	controller string
+	cmd        *exec.Cmd
+	done       chan struct{}
+}
+
+// Libs returns the directory of the broker's jars, or an error saying
+// how to get them.
+func Libs() (string, error) {
+	dir := os.Getenv(LibsEnv)
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(cache, "pcapsync", "kafka-"+Version, "libs")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		return "", fmt.Errorf("no Kafka broker jars in %s: run scripts/kafka.sh (Maven, Java 17)", dir)
+	}
+	return dir, nil
+}
+
+// Start formats a new log directory and starts a broker on it, and waits
+// until it answers metadata requests. Without java or the jars it skips
+// tb, or fails it when RequireEnv is 1.
+func Start(tb TB) *Broker {
+	tb.Helper()
+	libs, err := Libs()
+	if err == nil {
+		_, err = exec.LookPath("java")
+	}
+	if err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			tb.Fatalf("prerequisite missing (%s=1 makes this a failure): %v", RequireEnv, err)
+		}
+		tb.Skipf("skipping: %v", err)
+	}
+	b := &Broker{tb: tb, libs: libs, dir: tb.TempDir()}
+	b.Addr, b.controller = freePort(tb), freePort(tb)
+	b.writeConfig()
+	b.java(30*time.Second, "kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", b.path("server.properties"))
+	b.start()
+	tb.Cleanup(b.Stop)
+	return b
+}
+
+// Client returns a franz-go client of the broker with opts, closed at the
+// end of the test.
+func (b *Broker) Client(opts ...kgo.Opt) *kgo.Client {
+	b.tb.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
+	if err != nil {
+		b.tb.Fatalf("kafka client: %v", err)
+	}
+	b.tb.Cleanup(cl.Close)
+	return cl
+}
+
+// CreateTopic creates topic with partitions partitions (replication 1).
+func (b *Broker) CreateTopic(topic string, partitions int32) {
+	b.tb.Helper()
+	adm := kadm.NewClient(b.Client())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		b.tb.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
+
+func (b *Broker) path(name string) string { return filepath.Join(b.dir, name) }
+
+func (b *Broker) writeConfig() {
+	b.tb.Helper()
+	props := []string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		"controller.quorum.voters=1@" + b.controller,
+		"listeners=PLAINTEXT://" + b.Addr + ",CONTROLLER://" + b.controller,
+		"advertised.listeners=PLAINTEXT://" + b.Addr,
+		"controller.listener.names=CONTROLLER",
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"inter.broker.listener.name=PLAINTEXT",
+		"log.dirs=" + b.path("data"),
+		"num.partitions=1",
+		"offsets.topic.replication.factor=1",
+		"offsets.topic.num.partitions=4",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"transaction.state.log.num.partitions=4",
+		"share.coordinator.state.topic.replication.factor=1",
+		"share.coordinator.state.topic.min.isr=1",
+		"group.initial.rebalance.delay.ms=0",
+		"auto.create.topics.enable=false",
+	}
+	if err := os.WriteFile(b.path("server.properties"), []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
+		b.tb.Fatalf("writing server.properties: %v", err)
+	}
+}
+
+// javaArgs are the JVM's: a small heap and the serial collector, for a
+// broker that shares two cores with the tests.
+func (b *Broker) javaArgs(class string, args ...string) []string {
+	return append([]string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djava.awt.headless=true", "-cp", filepath.Join(b.libs, "*"), class}, args...)
+}
+
+// java runs a Kafka tool to its end.
+func (b *Broker) java(timeout time.Duration, class string, args ...string) {
+	b.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "java", b.javaArgs(class, args...)...).CombinedOutput()
+	if err != nil {
+		b.tb.Fatalf("java %s %s: %v\n%s", class, strings.Join(args, " "), err, out)
+	}
+}
+
+func (b *Broker) start() {
+	b.tb.Helper()
+	logf, err := os.OpenFile(b.path("kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		b.tb.Fatalf("kafka log: %v", err)
+	}
+	b.cmd = exec.Command("java", b.javaArgs("kafka.Kafka", b.path("server.properties"))...)
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	if err := b.cmd.Start(); err != nil {
+		logf.Close()
+		b.tb.Fatalf("starting kafka: %v", err)
+	}
+	b.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); logf.Close(); close(done) }(b.cmd, b.done)
+	if err := b.waitReady(); err != nil {
+		log, _ := os.ReadFile(b.path("kafka.log"))
+		b.Stop()
+		b.tb.Fatalf("kafka on %s: %v\n%s", b.Addr, err, log)
+	}
+}
+
+// waitReady waits until the broker lists itself in a metadata answer.
+func (b *Broker) waitReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		select {
+		case <-b.done:
+			return fmt.Errorf("exited (%v) before it was ready", b.cmd.ProcessState)
+		default:
+		}
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+		brokers, err := adm.ListBrokers(tctx)
+		tcancel()
+		if err == nil && len(brokers) == 1 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("not ready within %v: %v", startTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond) // a JVM starting: poll gently
+	}
+}
+
+// Kill stops the broker at once (SIGKILL), as a crash would; Restart
+// starts it again on the same ports and log directory.
+func (b *Broker) Kill() {
+	b.tb.Helper()
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Kill()
+	<-b.done
+	b.cmd = nil
+}
+
+// Restart starts a killed or stopped broker again, with its data.
+func (b *Broker) Restart() {
+	b.tb.Helper()
+	b.start()
+}
+
+// Stop ends the broker (SIGTERM, then SIGKILL after 10 s); the test's
+// cleanup does it too. A failed test gets the broker's log.
+func (b *Broker) Stop() {
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		b.cmd.Process.Kill()
+		<-b.done
+	}
+	b.cmd = nil
+	if b.tb.Failed() {
+		if log, err := os.ReadFile(b.path("kafka.log")); err == nil {
+			b.tb.Logf("kafka log (%s):\n%s", b.Addr, log)
+		}
+	}
+}
+
+// clusterID returns a new KRaft cluster id: 16 random bytes in URL-safe
+// base64 without padding, not starting with "-" (as Kafka's own).
+func clusterID() string {
+	for {
+		var u [16]byte
+		rand.Read(u[:])
+		if id := base64.RawURLEncoding.EncodeToString(u[:]); id[0] != '-' {
+			return id
+		}
+	}
+}
+
+func freePort(tb TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("finding a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
