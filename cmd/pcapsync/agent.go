@@ -20,7 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-const agentUsage = `pcapsync agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (TLS flags | --insecure) [flags] [FILTER]
+const agentUsage = `pcapsync agent --collector HOST[:PORT][,HOST[:PORT]...] (-i IF[,IF...] | -r FILE) (TLS flags | --insecure) [flags] [FILTER]
 
 tcpdump's short flags mean what they mean there: -i interfaces, -r file
 to read, -s snaplen, -p no promiscuous mode, -B ring buffer in KiB, -v
@@ -33,7 +33,18 @@ from capture by adding "and not (tcp and host COLLECTOR-IP and port
 COLLECTOR-PORT)" to the filter, so it never captures what it sends; this
 also hides other traffic to that exact address and port. With
 --transport udp it is udp, and IP fragments to and from COLLECTOR-IP are
-hidden too (fragments after the first carry no port).
+hidden too (fragments after the first carry no port). With several
+collectors the clause covers each of them.
+
+--collector A,B,C lists collectors to fail over between: the agent
+stays with the one it is connected to and moves on to the next (after
+the last: the first) when it cannot connect or the connection is lost,
+at once, waiting out the backoff after each round of the list; it
+resends what is unacknowledged to the next, whose files may then hold
+some batches the previous one also wrote (docs/reliability.md). A
+refusal (a reject, a TLS failure of the first connection) stops the
+agent as with one collector. Over UDP it moves on when the collector's
+host reports its port closed or unreachable.
 
 On SIGINT/SIGTERM it stops capturing, sends what it holds and waits up to
 --shutdown-timeout for acknowledgements, then prints a summary and exits 0.
@@ -124,7 +135,7 @@ func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.
 // agentFlagVals are the agent's flags that are no agent.Config field
 // as they are: files to read, and fields set only when given.
 type agentFlagVals struct {
-	iface                                     *string
+	collector, iface                          *string
 	tls                                       *bool
 	tlsCA, tlsCert, tlsKey, serverName, token *string
 	// Given only: left unset, these fields stay zero, which means the
@@ -142,7 +153,7 @@ type agentFlagVals struct {
 // package's, writing into cfg where a flag is a field as it is.
 func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
-	fs.StringVar(&cfg.Collector, "collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default) (required)")
+	f.collector = fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default), or several, comma-separated: the agent stays with the one it is connected to and fails over to the next when it is down (required)")
 	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
 	f.iface = fs.StringP("iface", "i", "", "capture from these interfaces, comma-separated")
 	fs.StringVarP(&cfg.ReadFile, "read", "r", "", "replay this pcap or pcapng file instead of capturing")
@@ -183,7 +194,7 @@ func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 }
 
 // apply sets the Config fields the flags in f stand for, once fs is
-// parsed: the given-only fields, the interfaces, and TLS (chosen by any
+// parsed: the given-only fields, the collectors, the interfaces, and TLS (chosen by any
 // --tls flag, or by --token-file without --insecure) and the token,
 // read from their files. Rules are agent.Config.Validate's.
 func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Logger) error {
@@ -206,6 +217,9 @@ func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Lo
 			cfg.BatchBytes = f.batchSize
 		}
 	})
+	if *f.collector != "" {
+		cfg.Collectors = strings.Split(*f.collector, ",")
+	}
 	if *f.iface != "" {
 		cfg.Interfaces = strings.Split(*f.iface, ",")
 	}

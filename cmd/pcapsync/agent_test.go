@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -66,6 +68,34 @@ func TestAgentFlagDefaults(t *testing.T) {
 	for name := range want {
 		if !seen[name] {
 			t.Errorf("the table lists --%s, which the agent does not define", name)
+		}
+	}
+}
+
+// TestAgentCollectorList: --collector takes one address or several,
+// comma-separated, into Config.Collectors in their order.
+func TestAgentCollectorList(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want []string
+	}{
+		{"coll", []string{"coll"}},
+		{"a:1,b,[::1]:3", []string{"a:1", "b", "[::1]:3"}},
+	} {
+		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+		var cfg agent.Config
+		f := agentFlags(fs, &cfg)
+		if err := fs.Parse([]string{"--collector", tc.arg, "--insecure", "-r", "x.pcap"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.apply(fs, &cfg, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cfg.Collectors, tc.want) {
+			t.Errorf("--collector %s: %q, want %q", tc.arg, cfg.Collectors, tc.want)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("--collector %s: %v", tc.arg, err)
 		}
 	}
 }

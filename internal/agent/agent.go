@@ -32,6 +32,7 @@ type Summary struct {
 	KernelDrops uint64 `json:"kernel_drops"` // packets the kernel dropped (live capture)
 	Unacked     uint64 `json:"unacked"`      // packets still queued at exit
 	Reconnects  uint64 `json:"reconnects"`   // connection attempts after the first (TCP)
+	Failovers   uint64 `json:"failovers"`    // moves to the next collector address (Config.Collectors)
 
 	// LinkTruncated counts packets cut to the longest captured length
 	// readers accept for their link type (pcapfile.MaxCapLen), their
@@ -51,11 +52,14 @@ type Summary struct {
 }
 
 // String renders s as the agent's closing line: the counters always
-// there, then the link truncations and the compression if any, then the
-// UDP counters over UDP.
+// there, then the failovers, the link truncations and the compression if
+// any, then the UDP counters over UDP.
 func (s Summary) String() string {
 	str := fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
+	if s.Failovers > 0 {
+		str += fmt.Sprintf(", failovers to the next collector %d", s.Failovers)
+	}
 	if s.LinkTruncated > 0 {
 		str += fmt.Sprintf(", truncated to the link type's limit %d", s.LinkTruncated)
 	}
@@ -71,12 +75,12 @@ func (s Summary) String() string {
 
 // Agent is one running agent. Create it with New, then call Run once.
 type Agent struct {
-	cfg      Config
-	log      *slog.Logger
-	addr     netip.AddrPort
-	instance [16]byte
-	host     string
-	q        *queue
+	cfg        Config
+	log        *slog.Logger
+	collectors []endpoint // Config.Collectors, resolved; at least one
+	instance   [16]byte
+	host       string
+	q          *queue
 
 	ifMu   sync.Mutex
 	ifaces []wire.Interface // declared so far; append-only
@@ -86,6 +90,7 @@ type Agent struct {
 	sent       atomic.Uint64 // packets sent at least once
 	firstSent  atomic.Uint64 // highest sequence ever sent
 	reconnects atomic.Uint64
+	failovers  atomic.Uint64
 
 	batchesSent, batchesResent atomic.Uint64 // batch writes: first ones, and again after a reconnect
 	connected                  atomic.Bool   // a TCP session with the collector is up
@@ -111,29 +116,59 @@ type source interface {
 	capturedBytes() uint64
 }
 
-// New checks cfg, resolves the collector and opens every source, so
-// that a bad interface, filter or file is reported before anything runs.
+// endpoint is one collector of Config.Collectors.
+type endpoint struct {
+	name string         // HOST:PORT as configured, for logs
+	addr netip.AddrPort // resolved by New
+	tls  *tls.Config    // nil without TLS; its ServerName is this collector's
+}
+
+// resolveCollectors resolves every collector address once and gives
+// each its TLS configuration: Config.TLS, verifying the host part of
+// its address unless TLS.ServerName is set. Two entries that resolve to
+// the same address and port are an error.
+func resolveCollectors(c *Config) ([]endpoint, error) {
+	eps := make([]endpoint, 0, len(c.Collectors))
+	for _, s := range c.Collectors {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			ta, rerr := net.ResolveTCPAddr("tcp", s)
+			if rerr != nil {
+				return nil, fmt.Errorf("agent: collector address %q: %w", s, rerr)
+			}
+			ap = ta.AddrPort()
+		}
+		ep := endpoint{name: s, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+		for _, o := range eps {
+			if o.addr == ep.addr {
+				return nil, fmt.Errorf("agent: collector addresses %q and %q are both %s (--collector)", o.name, s, ep.addr)
+			}
+		}
+		if c.TLS != nil {
+			ep.tls = c.TLS.Clone()
+			ep.tls.MinVersion = max(ep.tls.MinVersion, tls.VersionTLS12)
+			if host, _, err := net.SplitHostPort(s); err == nil && ep.tls.ServerName == "" {
+				ep.tls.ServerName = host
+			}
+		}
+		eps = append(eps, ep)
+	}
+	return eps, nil
+}
+
+// New checks cfg, resolves the collectors and opens every source, so
+// that a bad address, interface, filter or file is reported before
+// anything runs.
 func New(cfg Config) (*Agent, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ap, err := netip.ParseAddrPort(c.Collector)
+	eps, err := resolveCollectors(&c)
 	if err != nil {
-		ta, rerr := net.ResolveTCPAddr("tcp", c.Collector)
-		if rerr != nil {
-			return nil, fmt.Errorf("agent: collector address %q: %w", c.Collector, rerr)
-		}
-		ap = ta.AddrPort()
+		return nil, err
 	}
-	if c.TLS != nil {
-		c.TLS = c.TLS.Clone()
-		c.TLS.MinVersion = max(c.TLS.MinVersion, tls.VersionTLS12)
-		if host, _, err := net.SplitHostPort(c.Collector); err == nil && c.TLS.ServerName == "" {
-			c.TLS.ServerName = host
-		}
-	}
-	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), start: time.Now()}
+	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), collectors: eps, start: time.Now()}
 	if c.Transport == TransportUDP {
 		a.tr = newUDPLink(a)
 	} else {
@@ -302,7 +337,7 @@ func (a *Agent) counters() Stats {
 		s.stats(&ws)
 	}
 	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
-		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(),
+		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(), Failovers: a.failovers.Load(),
 		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load(), LinkTruncated: a.linkTruncated.Load()}
 	for _, is := range ws.Interfaces {
 		sum.Read += is.Captured

@@ -94,7 +94,7 @@ func TestResendsFromFirstUnacknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "t1", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
+	a, err := New(Config{Collectors: []string{ln.Addr().String()}, Name: "t1", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
 		BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -198,7 +198,7 @@ func TestRejectIsFatal(t *testing.T) {
 		wire.NewFrameReader(c, wire.Limits{}).Next()
 		c.Write(wire.AppendReject(nil, "agent name taken"))
 	}()
-	a, err := New(Config{Collector: ln.Addr().String(), Name: "x", ReadFile: path, Insecure: true,
+	a, err := New(Config{Collectors: []string{ln.Addr().String()}, Name: "x", ReadFile: path, Insecure: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestTruncatedFileDeliversWhatWasRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := startCollector(t, collector.Config{Insecure: true})
-	a, err := New(Config{Collector: rc.addr, Name: "cut", ReadFile: path, Logger: quiet, Insecure: true})
+	a, err := New(Config{Collectors: []string{rc.addr}, Name: "cut", ReadFile: path, Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestChecksumChoice(t *testing.T) {
 	if _, err := ParseChecksum("sometimes"); err == nil {
 		t.Error("ParseChecksum accepted sometimes")
 	}
-	cfg := Config{Name: "a", Collector: "127.0.0.1:1", ReadFile: "x.pcap", Insecure: true, Transport: TransportUDP, Checksum: ChecksumNever}
+	cfg := Config{Name: "a", Collectors: []string{"127.0.0.1:1"}, ReadFile: "x.pcap", Insecure: true, Transport: TransportUDP, Checksum: ChecksumNever}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("Validate of UDP with --checksum never: %v, want a checksum error", err)
 	}
@@ -307,7 +307,7 @@ func TestTooManyInterfacesInFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := startCollector(t, collector.Config{Insecure: true})
-	a, err := New(Config{Collector: rc.addr, Name: "many", ReadFile: path, Logger: quiet, Insecure: true})
+	a, err := New(Config{Collectors: []string{rc.addr}, Name: "many", ReadFile: path, Logger: quiet, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

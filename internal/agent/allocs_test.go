@@ -50,7 +50,7 @@ func testBuilderAllocs(t *testing.T, sp compress.Spec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Collector: "127.0.0.1:1", Insecure: true, ReadFile: path,
+	a, err := New(Config{Collectors: []string{"127.0.0.1:1"}, Insecure: true, ReadFile: path,
 		BatchBytes: 64 << 10, QueueBytes: 1 << 30, Compress: sp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestPipelineAllocsPerPacket(t *testing.T) {
 	perPacket := pipelineAllocsPerPacket(t, func() func(path string, n uint64) {
 		rc := startCollector(t, collector.Config{Insecure: true})
 		return func(path string, n uint64) {
-			a, err := New(Config{Collector: rc.addr, Name: "allocs", ReadFile: path, Insecure: true, AckLatency: &acks,
+			a, err := New(Config{Collectors: []string{rc.addr}, Name: "allocs", ReadFile: path, Insecure: true, AckLatency: &acks,
 				BatchBytes: 64 << 10, QueueBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -156,7 +156,7 @@ func TestEarlyAckDoesNotRecycleABufferInUse(t *testing.T) {
 	rc := startCollector(t, collector.Config{Insecure: true})
 	for _, spec := range []string{"none", "s2"} {
 		sp, _ := compress.ParseSpec(spec)
-		s, err, _ := replay(t, Config{Collector: rc.addr, Name: "early-" + spec, Insecure: true,
+		s, err, _ := replay(t, Config{Collectors: []string{rc.addr}, Name: "early-" + spec, Insecure: true,
 			BatchBytes: 16 << 10, QueueBytes: 1 << 20, Compress: sp}, 20_000)
 		if err != nil || s.Acked != 20_000 {
 			t.Fatalf("%s: %+v, %v", spec, s, err)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -129,7 +130,7 @@ func TestBackoffGrowsWithoutProgress(t *testing.T) {
 	}
 	run := func(t *testing.T, bc *brokenCollector) {
 		t.Helper()
-		a, err := New(Config{Collector: bc.ln.Addr().String(), Name: "b", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
+		a, err := New(Config{Collectors: []string{bc.ln.Addr().String()}, Name: "b", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
 			BackoffMin: minB, BackoffMax: 64 * minB, ShutdownTimeout: 50 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
@@ -279,12 +280,12 @@ func TestBackoffSchedule(t *testing.T) {
 				pc := &pipeCollector{ln: testutil.NewPipeListener(), ack: tt.ack, remember: tt.remember,
 					conns: len(tt.want) + 1, done: make(chan struct{})}
 				go pc.run()
-				a, err := New(Config{Collector: "127.0.0.1:9", Name: "b", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
+				a, err := New(Config{Collectors: []string{"127.0.0.1:9"}, Name: "b", ReadFile: path, BatchBytes: 16 << 10, Insecure: true,
 					BackoffMin: minB, BackoffMax: maxB, Logger: quiet})
 				if err != nil {
 					t.Fatal(err)
 				}
-				a.tr.(*tcpSender).dial = pc.ln.Dial
+				a.tr.(*tcpSender).dial = func(ctx context.Context, _ netip.AddrPort) (net.Conn, error) { return pc.ln.Dial(ctx) }
 				ctx, cancel := context.WithCancel(t.Context())
 				done := runAsync(ctx, a)
 				<-pc.done

@@ -36,7 +36,7 @@ func TestReplayCutsToLinkTypeLimit(t *testing.T) {
 			sizes := []int{100, big, 60}
 			writePcap(t, path, tc.linkType, sizes)
 			rc := startCollector(t, collector.Config{Insecure: true})
-			a, err := New(Config{Collector: rc.addr, Name: "big", ReadFile: path, Insecure: true, Logger: quiet})
+			a, err := New(Config{Collectors: []string{rc.addr}, Name: "big", ReadFile: path, Insecure: true, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

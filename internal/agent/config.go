@@ -20,9 +20,16 @@ import (
 )
 
 // Config configures an agent. The zero value of each field but
-// Collector, and one of Interfaces or ReadFile, means its default.
+// Collectors, and one of Interfaces or ReadFile, means its default.
 type Config struct {
-	Collector  string   // HOST:PORT of the collector, or HOST for wire.DefaultPort; required
+	// Collectors are the addresses of the collectors, HOST:PORT or HOST
+	// for wire.DefaultPort, at least one and at most MaxCollectors, each
+	// once; required. Each is resolved once, by New. Over TCP the agent
+	// stays with the collector it is connected to and moves on to the
+	// next in the list (round robin) when a connection to it cannot be
+	// made or is lost; over UDP it moves on when the collector's host
+	// reports the port closed or unreachable (see udp.go).
+	Collectors []string
 	Name       string   // agent name; "" means the host name
 	Interfaces []string // capture live from these
 	ReadFile   string   // or replay this pcap/pcapng file
@@ -100,7 +107,8 @@ type Config struct {
 
 	// TLS, if set, secures the connection (see pki.ClientConfig): the
 	// collector's certificate is verified, against TLS.ServerName or, if
-	// that is empty, the host part of Collector. TLS 1.2 at least.
+	// that is empty, the host part of the collector's address (each its
+	// own). TLS 1.2 at least.
 	TLS *tls.Config
 	// Token is the collector's shared secret, sent in the Hello, at most
 	// wire.MaxTokenLen bytes; "" for none.
@@ -153,6 +161,7 @@ const (
 	MaxBatchBytes = 8 << 20
 	MinMTU        = 576 // the least every IPv4 host must accept
 	MaxMTU        = 65535
+	MaxCollectors = 16 // each adds a clause to the capture filter
 )
 
 // Transports.
@@ -176,8 +185,9 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		d.Name = h
 	}
-	if _, _, err := net.SplitHostPort(d.Collector); err != nil {
-		d.Collector = net.JoinHostPort(strings.Trim(d.Collector, "[]"), strconv.Itoa(wire.DefaultPort))
+	d.Collectors = make([]string, len(c.Collectors))
+	for i, s := range c.Collectors {
+		d.Collectors[i] = withPort(s)
 	}
 	def := func(v *time.Duration, x time.Duration) {
 		if *v == 0 {
@@ -270,8 +280,10 @@ func (c *Config) Validate() error {
 	udp := c.Transport == TransportUDP
 	batch := cmp.Or(c.BatchBytes, DefaultBatchBytes)
 	switch {
-	case c.Collector == "":
+	case len(c.Collectors) == 0:
 		return errors.New("agent: collector address is required (--collector)")
+	case len(c.Collectors) > MaxCollectors:
+		return fmt.Errorf("agent: %d collector addresses, at most %d (--collector)", len(c.Collectors), MaxCollectors)
 	case len(c.Interfaces) == 0 && c.ReadFile == "":
 		return errors.New("agent: give interfaces to capture from (--iface) or a file to read (--read)")
 	case len(c.Interfaces) > 0 && c.ReadFile != "":
@@ -331,12 +343,56 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("agent: %w (set --name)", err)
 		}
 	}
+	addrs := map[string]bool{}
+	for _, s := range c.Collectors {
+		if err := checkCollector(s); err != nil {
+			return fmt.Errorf("agent: collector address %q: %w (--collector)", s, err)
+		}
+		a := withPort(s)
+		if addrs[a] {
+			return fmt.Errorf("agent: collector address %q given twice (--collector)", s)
+		}
+		addrs[a] = true
+	}
 	seen := map[string]bool{}
 	for _, ifc := range c.Interfaces {
 		if ifc == "" || len(ifc) > 255 || seen[ifc] {
 			return fmt.Errorf("agent: interface %q is empty, too long or repeated (--iface)", ifc)
 		}
 		seen[ifc] = true
+	}
+	return nil
+}
+
+// withPort returns the collector address s with wire.DefaultPort added
+// when it has no port.
+func withPort(s string) string {
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s
+	}
+	return net.JoinHostPort(strings.Trim(s, "[]"), strconv.Itoa(wire.DefaultPort))
+}
+
+// checkCollector reports what makes s no collector address: empty, a
+// list (a comma), white space, no host, no port after a colon, or a
+// numeric port outside 1..65535. Whether the host (and a port given by
+// name) resolves is New's to find out.
+func checkCollector(s string) error {
+	if s == "" || strings.ContainsAny(s, ", \t\n") {
+		return errors.New("empty, or holds a comma or white space")
+	}
+	host, port, err := net.SplitHostPort(withPort(s))
+	if err != nil {
+		return err
+	}
+	if strings.Trim(host, "[]") == "" {
+		return errors.New("no host")
+	}
+	if port == "" {
+		return errors.New("no port after the colon")
+	}
+	if n, err := strconv.ParseUint(port, 10, 64); err == nil && (n == 0 || n > 65535) || err != nil && port[0] >= '0' && port[0] <= '9' {
+		return fmt.Errorf("port %q: want a number in 1..65535", port)
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func TestDeadCollectorDetected(t *testing.T) {
 	coll := startCollector(t, collector.Config{Insecure: true, Heartbeat: heartbeat, PeerTimeout: time.Second})
 	px := newFreezer(t, coll.addr, 256<<10)
 	start := time.Now()
-	s, err, log := replay(t, Config{Collector: px.ln.Addr().String(), Name: "frozen", Insecure: true, BatchBytes: 16 << 10,
+	s, err, log := replay(t, Config{Collectors: []string{px.ln.Addr().String()}, Name: "frozen", Insecure: true, BatchBytes: 16 << 10,
 		Heartbeat: heartbeat, PeerTimeout: peerTimeout}, packets)
 	if err != nil || s.Acked != packets || s.Reconnects == 0 {
 		t.Fatalf("summary %+v, err %v: want all %d acknowledged after a reconnect", s, err, packets)
@@ -236,7 +236,7 @@ func TestIdleAgentPings(t *testing.T) {
 			}
 		}()
 	}()
-	s, err, log := replay(t, Config{Collector: ln.Addr().String(), Name: "idle", Insecure: true,
+	s, err, log := replay(t, Config{Collectors: []string{ln.Addr().String()}, Name: "idle", Insecure: true,
 		Heartbeat: heartbeat, PeerTimeout: 3 * heartbeat}, 10)
 	if err != nil || s.Acked != 10 || s.Reconnects != 0 {
 		t.Fatalf("summary %+v, err %v; log:\n%s", s, err, log)

@@ -131,7 +131,7 @@ func TestTLSAgent(t *testing.T) {
 	foreignCert, foreignKey := c.Issue(t, c.Foreign, "foreign", pki.Leaf{CommonName: "web1", Client: true})
 	good := c.Client(t, c.CAFile, goodCert, goodKey, "")
 
-	s, err, _ := replay(t, Config{Collector: mutual.addr, Name: "web1", TLS: good}, 1000)
+	s, err, _ := replay(t, Config{Collectors: []string{mutual.addr}, Name: "web1", TLS: good}, 1000)
 	if err != nil || s.Acked != 1000 || s.Reconnects != 0 {
 		t.Fatalf("good agent: %+v, %v", s, err)
 	}
@@ -143,7 +143,7 @@ func TestTLSAgent(t *testing.T) {
 		t.Errorf("collector received %d unchecked batches of %d; want all of them (TLS agent, --checksum auto)", got, want)
 	}
 	// By DNS name, as given with --tls-server-name.
-	if s, err, _ := replay(t, Config{Collector: mutual.addr, Name: "web1", TLS: c.Client(t, c.CAFile, goodCert, goodKey, pkitest.ServerName)}, 10); err != nil || s.Acked != 10 {
+	if s, err, _ := replay(t, Config{Collectors: []string{mutual.addr}, Name: "web1", TLS: c.Client(t, c.CAFile, goodCert, goodKey, pkitest.ServerName)}, 10); err != nil || s.Acked != 10 {
 		t.Fatalf("good agent, server name collector.test: %+v, %v", s, err)
 	}
 
@@ -173,7 +173,7 @@ func TestTLSAgent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rejected := tt.coll.core.Counters.Rejected.Load()
-			tt.cfg.Collector = tt.coll.addr
+			tt.cfg.Collectors = []string{tt.coll.addr}
 			s, err, log := replay(t, tt.cfg, 10)
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.agentSays) {
 				t.Fatalf("agent: %v; want %v saying %q", err, tt.want, tt.agentSays)
@@ -205,10 +205,10 @@ func TestTokenAgent(t *testing.T) {
 	c := pkitest.New(t)
 	coll := startCollector(t, collector.Config{TLS: c.Server(t, false), Token: token})
 	cli := c.Client(t, c.CAFile, "", "", "")
-	if s, err, _ := replay(t, Config{Collector: coll.addr, Name: "tok", TLS: cli, Token: token}, 100); err != nil || s.Acked != 100 {
+	if s, err, _ := replay(t, Config{Collectors: []string{coll.addr}, Name: "tok", TLS: cli, Token: token}, 100); err != nil || s.Acked != 100 {
 		t.Fatalf("right token: %+v, %v", s, err)
 	}
-	s, err, _ := replay(t, Config{Collector: coll.addr, Name: "tok2", TLS: cli, Token: token + "x"}, 100)
+	s, err, _ := replay(t, Config{Collectors: []string{coll.addr}, Name: "tok2", TLS: cli, Token: token + "x"}, 100)
 	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "wrong token") || s.Acked != 0 {
 		t.Fatalf("wrong token: %+v, %v", s, err)
 	}
@@ -218,7 +218,7 @@ func TestTokenAgent(t *testing.T) {
 }
 
 func TestConfigNeedsTLSOrInsecure(t *testing.T) {
-	cfg := Config{Collector: "127.0.0.1:1", ReadFile: "x", Name: "a"}
+	cfg := Config{Collectors: []string{"127.0.0.1:1"}, ReadFile: "x", Name: "a"}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Insecure") {
 		t.Fatalf("Validate without TLS or Insecure: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,14 +23,17 @@ const writeTimeout = 30 * time.Second
 
 // tcpSender is the TCP transport: one connection at a time (TLS unless
 // Config.Insecure), every batch kept until acknowledged and resent
-// after a reconnect. Its fields belong to the sender goroutine (run).
+// after a reconnect, to the same collector or the next in
+// Config.Collectors. Its fields belong to the sender goroutine (run).
 type tcpSender struct {
 	a         *Agent
+	cur       int       // index in a.collectors of the collector tried or connected
 	lastWrite time.Time // of the last write to the collector
-	// dial, if set, replaces the TCP dial to the collector (tests: an
-	// in-memory connection inside a testing/synctest bubble). Options
-	// that only a socket has are applied only to a *net.TCPConn.
-	dial func(ctx context.Context) (net.Conn, error)
+	// dial, if set, replaces the TCP dial to the collector at addr
+	// (tests: an in-memory connection inside a testing/synctest
+	// bubble). Options that only a socket has are applied only to a
+	// *net.TCPConn.
+	dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 }
 
 func (t *tcpSender) batchLimits() (batchBytes, bufCap int) {
@@ -46,9 +51,11 @@ func (t *tcpSender) prepareQueue(q *queue) {
 	}
 }
 
-// ownTraffic excludes the connection to the collector.
+// ownTraffic excludes the connections to every collector.
 func (t *tcpSender) ownTraffic() string {
-	return fmt.Sprintf("not (tcp and host %s and port %d)", t.a.addr.Addr(), t.a.addr.Port())
+	return t.a.excludeCollectors(func(ap netip.AddrPort) string {
+		return fmt.Sprintf("tcp and host %s and port %d", ap.Addr(), ap.Port())
+	})
 }
 
 func (t *tcpSender) replayRate() float64 { return 0 }
@@ -63,21 +70,32 @@ func (t *tcpSender) warnInsecure(log *slog.Logger) {
 
 // run owns the connection: it dials, shakes hands, sends queued
 // batches in sequence order, reconnects with backoff and resends from the
-// first unacknowledged batch. The backoff doubles after every connection
-// that ends, or fails, without the collector acknowledging a batch beyond
-// what it held at the welcome: a collector that welcomes agents but
-// cannot store their batches (a full disk, an unwritable directory) is
-// retried ever more slowly, up to BackoffMax, not every BackoffMin. It
-// starts again from BackoffMin once a connection makes such progress.
-// It returns nil when ctx ends, or an error
-// wrapping ErrRejected when the collector refuses the agent, or ErrTLS
-// when the first connection fails TLS authentication (a configuration
-// error; once connected, the agent retries instead: the collector may
-// be getting a new certificate).
+// first unacknowledged batch.
+//
+// With several collectors it stays with the one it is connected to
+// and, when a connection to it cannot be made or is lost, moves on to
+// the next in the list (after the last: the first), at once; it waits
+// out the backoff after every round of len(Collectors) attempts that
+// made no progress (with one collector: after every such attempt). The
+// backoff doubles after every such wait, up to BackoffMax, and starts
+// again from BackoffMin once a connection makes progress: the collector
+// acknowledges a batch beyond what it and the queue held at the
+// welcome. So a collector that welcomes agents but cannot store their
+// batches (a full disk, an unwritable directory) is retried ever more
+// slowly, not every BackoffMin.
+//
+// It returns nil when ctx ends, or an error wrapping ErrRejected when a
+// collector refuses the agent, or ErrTLS when TLS authentication fails
+// before any connection succeeded: configuration errors, which no other
+// collector of the list is tried for. Once connected, the agent retries
+// after a TLS failure instead (a collector may be getting a new
+// certificate).
 func (t *tcpSender) run(ctx context.Context) error {
 	a := t.a
+	n := len(a.collectors)
 	backoff := a.cfg.BackoffMin
 	connected := false
+	fails := 0 // attempts without progress since the last progress
 	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return nil
@@ -85,18 +103,21 @@ func (t *tcpSender) run(ctx context.Context) error {
 		if !first {
 			a.reconnects.Add(1)
 		}
-		c, w, declared, err := t.connect(ctx)
+		ep := &a.collectors[t.cur]
+		c, w, declared, err := t.connect(ctx, ep)
+		lost := false
 		if err == nil {
 			connected = true
 			held := max(a.q.stats().acked, w.LastSeq)
-			err = t.session(ctx, c, w, declared)
+			err = t.session(ctx, ep, c, w, declared)
 			if err == nil {
 				return nil
 			}
 			if a.q.stats().acked > held {
 				backoff = a.cfg.BackoffMin
+				fails = 0
 			}
-			a.log.Warn("connection to collector lost", "err", err, "retry_in", backoff.Round(time.Millisecond))
+			lost = true
 		}
 		if errors.Is(err, ErrRejected) || errors.Is(err, ErrTLS) && !connected {
 			return err
@@ -104,21 +125,56 @@ func (t *tcpSender) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && c == nil {
+		fails++
+		var delay time.Duration // 0: the next collector at once
+		if fails%n == 0 {
+			delay = time.Duration(float64(backoff) * (0.75 + 0.5*rand.Float64()))
+		}
+		switch {
+		case lost:
+			a.log.Warn("connection to collector lost", "addr", ep.name, "err", err, "retry_in", delay.Round(time.Millisecond))
+		case c == nil:
 			level := slog.LevelWarn
 			if errors.Is(err, ErrTLS) {
 				level = slog.LevelError
 			}
-			a.log.Log(ctx, level, "cannot reach collector", "addr", a.addr.String(), "err", err, "retry_in", backoff.Round(time.Millisecond))
+			a.log.Log(ctx, level, "cannot reach collector", "addr", ep.name, "err", err, "retry_in", delay.Round(time.Millisecond))
 		}
-		d := time.Duration(float64(backoff) * (0.75 + 0.5*rand.Float64()))
+		if n > 1 {
+			t.cur = (t.cur + 1) % n
+			a.failovers.Add(1)
+			a.log.Warn("failing over to the next collector", "from", ep.name, "to", a.collectors[t.cur].name, "in", delay.Round(time.Millisecond))
+		}
+		if delay == 0 {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(d):
+		case <-time.After(delay):
 		}
 		backoff = min(2*backoff, a.cfg.BackoffMax)
 	}
+}
+
+// excludeCollectors returns a capture filter that excludes the traffic
+// clause(addr) matches for every collector: "not (CLAUSE)" for one,
+// "not ((CLAUSE1) or (CLAUSE2) ...)" for several (pcap-filter's "and"
+// and "or" bind equally, so each clause is parenthesised).
+func (a *Agent) excludeCollectors(clause func(netip.AddrPort) string) string {
+	if len(a.collectors) == 1 {
+		return "not (" + clause(a.collectors[0].addr) + ")"
+	}
+	var b strings.Builder
+	b.WriteString("not (")
+	for i, ep := range a.collectors {
+		if i > 0 {
+			b.WriteString(" or ")
+		}
+		b.WriteString("(" + clause(ep.addr) + ")")
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // link is one connection to the collector.
@@ -139,14 +195,14 @@ func (c *link) abort() {
 // connect dials and shakes hands (TLS, then hello and welcome). declared
 // is the number of interfaces the hello listed: a source may declare
 // more at any moment after.
-func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, declared int, err error) {
+func (t *tcpSender) connect(ctx context.Context, ep *endpoint) (c *link, w wire.Welcome, declared int, err error) {
 	a := t.a
 	var nc net.Conn
 	if t.dial != nil {
-		nc, err = t.dial(ctx)
+		nc, err = t.dial(ctx, ep.addr)
 	} else {
 		d := net.Dialer{Timeout: a.cfg.DialTimeout}
-		nc, err = d.DialContext(ctx, "tcp", a.addr.String())
+		nc, err = d.DialContext(ctx, "tcp", ep.addr.String())
 	}
 	if err != nil {
 		return nil, w, 0, err
@@ -163,8 +219,8 @@ func (t *tcpSender) connect(ctx context.Context) (c *link, w wire.Welcome, decla
 		return nil, w, 0, err
 	}
 	c.raw.SetDeadline(time.Now().Add(a.cfg.DialTimeout))
-	if a.cfg.TLS != nil {
-		tc := tls.Client(c.raw, a.cfg.TLS)
+	if ep.tls != nil {
+		tc := tls.Client(c.raw, ep.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return fail(tlsError("TLS handshake", err))
 		}
@@ -232,7 +288,7 @@ func tlsError(during string, err error) error {
 
 // session runs one connection. It returns nil after a graceful goodbye
 // (ctx ended), or the error that ended the connection.
-func (t *tcpSender) session(ctx context.Context, conn *link, w wire.Welcome, declared int) (err error) {
+func (t *tcpSender) session(ctx context.Context, ep *endpoint, conn *link, w wire.Welcome, declared int) (err error) {
 	a := t.a
 	readErr := make(chan error, 1)
 	defer func() {
@@ -255,7 +311,7 @@ func (t *tcpSender) session(ctx context.Context, conn *link, w wire.Welcome, dec
 	}
 	a.q.ack(w.LastSeq)
 	cursor := max(a.q.stats().acked, w.LastSeq)
-	a.log.Info("connected to collector", "addr", a.addr.String(), "resume_after_seq", cursor)
+	a.log.Info("connected to collector", "addr", ep.name, "resume_after_seq", cursor)
 	a.connected.Store(true)
 	defer a.connected.Store(false)
 

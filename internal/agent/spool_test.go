@@ -121,7 +121,7 @@ func TestSpoolOverflow(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // the collector is down at first
 
-	a, err := New(Config{Collector: addr, Name: "sp", ReadFile: path, QueueBytes: 1 << 20, BatchBytes: 64 << 10, Insecure: true,
+	a, err := New(Config{Collectors: []string{addr}, Name: "sp", ReadFile: path, QueueBytes: 1 << 20, BatchBytes: 64 << 10, Insecure: true,
 		Spool: filepath.Join(dir, "spool"), BackoffMin: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/sockopt"
@@ -32,6 +34,19 @@ import (
 // up to the snaplen travels whole, as a tcpdump user expects; the
 // collector writes a batch sent in pieces once all of them arrived
 // (counted: "batches sent in pieces", and their pieces).
+//
+// With several collectors (Config.Collectors) the agent sends to one at
+// a time and moves on to the next in the list when the socket reports
+// the current one unreachable: ECONNREFUSED (the host answered that no
+// one listens on the port: the collector is down) or EHOSTUNREACH or
+// ENETUNREACH, from the kernel's ICMP errors. A collector whose host is
+// silent too (powered off, cut off) is not noticed: UDP has nothing that
+// would tell. After a move it ignores such errors for a hold-down that
+// starts at BackoffMin and doubles with every move, up to BackoffMax
+// (±25% jitter), and starts again from BackoffMin once a collector was
+// kept for BackoffMax after its hold-down: with every collector down the
+// moves slow down to about one per BackoffMax. Batches sent while the errors come are lost (counted by
+// the collector, which never saw them, as nothing: UDP keeps no queue).
 //
 // The agent has no connection to lose: it sends its Hello (name,
 // instance, every interface) at start, every UDPHelloInterval and in
@@ -74,15 +89,24 @@ type udpLink struct {
 	pieces     atomic.Uint64 // their datagrams
 
 	conn     *net.UDPConn
+	cur      int // index in a.collectors of the collector sent to
 	declared int // interfaces the last hello listed
 	st       wire.Stats
 	ctl      []byte // control frames
 	dgram    []byte // a hello and a batch together
 	errLog   time.Time
+	unreach  chan struct{} // signalled by a send that finds the collector unreachable; nil with one collector
 }
 
+// newUDPLink sizes datagrams for the largest header overhead of the
+// collectors' address families (IPv6's when any is IPv6), so that a
+// move to another collector changes no batch size.
 func newUDPLink(a *Agent) *udpLink {
-	return &udpLink{a: a, mtu: a.cfg.MTU - wire.DatagramOverhead(a.addr.Addr().Is6())}
+	v6 := false
+	for _, ep := range a.collectors {
+		v6 = v6 || ep.addr.Addr().Is6()
+	}
+	return &udpLink{a: a, mtu: a.cfg.MTU - wire.DatagramOverhead(v6)}
 }
 
 // batchLimits: a batch is one datagram, so the MTU sets its size; a
@@ -101,17 +125,19 @@ func (u *udpLink) prepareQueue(q *queue) {
 	q.span = func(frame int) uint64 { return uint64(udpDatagrams(frame, u.mtu)) }
 }
 
-// ownTraffic excludes the datagrams to and from the collector. The
+// ownTraffic excludes the datagrams to and from every collector. The
 // agent keeps its datagrams within the MTU, but a smaller MTU on the
 // path still fragments them, and the fragments after the first carry no
 // ports (over IPv6 none matches "udp": the fragment header comes first),
 // so fragments to and from the collector's address are excluded too.
 func (u *udpLink) ownTraffic() string {
-	host, port := u.a.addr.Addr(), u.a.addr.Port()
-	if host.Is4() {
-		return fmt.Sprintf("not (udp and host %s and (port %d or ip[6:2] & 0x1fff != 0))", host, port)
-	}
-	return fmt.Sprintf("not (host %s and (udp port %d or ip6[6] == 44))", host, port)
+	return u.a.excludeCollectors(func(ap netip.AddrPort) string {
+		host, port := ap.Addr(), ap.Port()
+		if host.Is4() {
+			return fmt.Sprintf("udp and host %s and (port %d or ip[6:2] & 0x1fff != 0)", host, port)
+		}
+		return fmt.Sprintf("host %s and (udp port %d or ip6[6] == 44)", host, port)
+	})
 }
 
 // replayRate: over UDP MaxRate paces a file replay too, since nothing
@@ -134,24 +160,16 @@ func (u *udpLink) warnInsecure(log *slog.Logger) {
 // when the collector refuses the agent.
 func (u *udpLink) run(ctx context.Context) error {
 	a := u.a
-	conn, err := a.udpDial(ctx)
-	if conn == nil {
+	rejected := make(chan error, 1) // only ever a reject
+	unreach := make(chan struct{}, 1)
+	if err := u.open(ctx, rejected, unreach); err != nil || u.conn == nil {
 		return err
 	}
-	defer conn.Close()
-	u.conn = conn
-	if _, snd, err := sockopt.SetBuffers(conn, 0, udpSndBuf); err != nil {
-		a.log.Warn("UDP send buffer not set", "err", err)
-	} else if snd > 0 && snd < udpSndBuf {
-		a.log.Debug("UDP send buffer smaller than asked (not root?)", "bytes", snd, "asked", udpSndBuf)
-	}
-	rejected := make(chan error, 1) // only ever a reject
-	go func() {
-		if err := a.udpReplies(conn); err != nil {
-			rejected <- err
+	defer func() {
+		if u.conn != nil {
+			u.conn.Close()
 		}
 	}()
-	a.log.Info("sending to collector over UDP", "addr", a.addr.String(), "mtu", a.cfg.MTU, "datagram_bytes", u.mtu)
 	u.hello()
 
 	helloTick := time.NewTicker(UDPHelloInterval)
@@ -161,6 +179,9 @@ func (u *udpLink) run(ctx context.Context) error {
 	cursor := a.q.stats().acked
 	ready := make(chan struct{})
 	close(ready)
+	backoff := a.cfg.BackoffMin // of the hold-down after the next move
+	var moved time.Time         // of the last move
+	var hold time.Duration      // after it
 	for {
 		// One select for all: under a steady stream of batches the
 		// hellos (a restarted collector needs them) and stats still go
@@ -181,6 +202,26 @@ func (u *udpLink) run(ctx context.Context) error {
 			u.hello()
 		case <-statsTick.C:
 			u.stats()
+		case <-unreach:
+			since := time.Since(moved)
+			if !moved.IsZero() && since < hold {
+				continue // a stale signal, or the hold-down after the last move
+			}
+			if moved.IsZero() || since >= hold+a.cfg.BackoffMax {
+				backoff = a.cfg.BackoffMin
+			}
+			from := a.collectors[u.cur].name
+			u.conn.Close()
+			u.cur = (u.cur + 1) % len(a.collectors)
+			a.failovers.Add(1)
+			a.log.Warn("collector unreachable, failing over to the next", "from", from, "to", a.collectors[u.cur].name)
+			if err := u.open(ctx, rejected, unreach); err != nil || u.conn == nil {
+				return err
+			}
+			moved = time.Now()
+			hold = time.Duration(float64(backoff) * (0.75 + 0.5*rand.Float64()))
+			backoff = min(2*backoff, a.cfg.BackoffMax)
+			u.hello()
 		case err := <-rejected:
 			return err
 		case <-ctx.Done():
@@ -194,17 +235,54 @@ func (u *udpLink) run(ctx context.Context) error {
 	}
 }
 
-// udpDial makes the socket, connected to the collector (no packet is
+// open makes u.conn, the socket to collector u.cur, and starts its
+// reply reader, which sends a reject to rejected and, with more than one
+// collector, signals unreach when the socket reports the collector
+// unreachable. u.conn stays nil if ctx ended first.
+func (u *udpLink) open(ctx context.Context, rejected chan<- error, unreach chan struct{}) error {
+	a := u.a
+	u.conn = nil
+	ep := &a.collectors[u.cur]
+	conn, err := a.udpDial(ctx, ep)
+	if conn == nil {
+		return err
+	}
+	u.conn = conn
+	if _, snd, err := sockopt.SetBuffers(conn, 0, udpSndBuf); err != nil {
+		a.log.Warn("UDP send buffer not set", "err", err)
+	} else if snd > 0 && snd < udpSndBuf {
+		a.log.Debug("UDP send buffer smaller than asked (not root?)", "bytes", snd, "asked", udpSndBuf)
+	}
+	if len(a.collectors) == 1 {
+		unreach = nil
+	}
+	u.unreach = unreach
+	go func() {
+		if err := a.udpReplies(conn, unreach); err != nil {
+			rejected <- err
+		}
+	}()
+	a.log.Info("sending to collector over UDP", "addr", ep.name, "mtu", a.cfg.MTU, "datagram_bytes", u.mtu)
+	return nil
+}
+
+// unreachable reports whether err says the collector cannot be reached:
+// its port is closed, or its host or network unreachable.
+func unreachable(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+}
+
+// udpDial makes the socket, connected to collector ep (no packet is
 // sent: connecting a UDP socket only picks the route), retrying with
 // backoff while there is no route. conn is nil once ctx ended.
-func (a *Agent) udpDial(ctx context.Context) (*net.UDPConn, error) {
+func (a *Agent) udpDial(ctx context.Context, ep *endpoint) (*net.UDPConn, error) {
 	backoff := a.cfg.BackoffMin
 	for {
-		conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(a.addr))
+		conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(ep.addr))
 		if err == nil {
 			return conn, nil
 		}
-		a.log.Warn("cannot make a UDP socket to the collector", "addr", a.addr.String(), "err", err, "retry_in", backoff)
+		a.log.Warn("cannot make a UDP socket to the collector", "addr", ep.name, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return nil, nil
@@ -216,9 +294,9 @@ func (a *Agent) udpDial(ctx context.Context) (*net.UDPConn, error) {
 
 // udpReplies reads what the collector sends back, which is only ever a
 // Reject; it returns that as an error wrapping ErrRejected, or nil once
-// the socket is closed. ICMP errors (no collector listening yet) and
-// anything else are ignored.
-func (a *Agent) udpReplies(conn *net.UDPConn) error {
+// the socket is closed. An ICMP error that says the collector is
+// unreachable signals unreach (nil: never); anything else is ignored.
+func (a *Agent) udpReplies(conn *net.UDPConn, unreach chan struct{}) error {
 	buf := make([]byte, 2048)
 	for {
 		n, err := conn.Read(buf)
@@ -227,6 +305,9 @@ func (a *Agent) udpReplies(conn *net.UDPConn) error {
 		}
 		if err != nil {
 			// ECONNREFUSED (no collector listening yet) and the like.
+			if unreachable(err) {
+				signal(unreach)
+			}
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -248,6 +329,9 @@ func (a *Agent) udpReplies(conn *net.UDPConn) error {
 func (u *udpLink) send(d []byte) bool {
 	u.conn.SetWriteDeadline(time.Now().Add(udpWriteTimeout))
 	if _, err := u.conn.Write(d); err != nil {
+		if unreachable(err) {
+			signal(u.unreach)
+		}
 		u.sendErrors.Add(1)
 		if now := time.Now(); now.Sub(u.errLog) >= time.Second {
 			u.errLog = now

@@ -138,7 +138,7 @@ func samePackets(t *testing.T, got, want []pcapfile.Packet) {
 func runUDPAgent(t *testing.T, addr, name, path string, cfg Config) Summary {
 	t.Helper()
 	lb := &testutil.Buffer{}
-	cfg.Collector, cfg.Name, cfg.ReadFile, cfg.Insecure, cfg.Transport = addr, name, path, true, TransportUDP
+	cfg.Collectors, cfg.Name, cfg.ReadFile, cfg.Insecure, cfg.Transport = []string{addr}, name, path, true, TransportUDP
 	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
 	a, err := New(cfg)
 	if err != nil {
@@ -485,7 +485,7 @@ func TestUDPCollectorStartsLate(t *testing.T) {
 	if err := gen.WriteFile(path, gen.FileConfig{Count: 30000, Mix: gen.Mix64}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Collector: addr, Name: "late", ReadFile: path, Insecure: true, Transport: TransportUDP,
+	a, err := New(Config{Collectors: []string{addr}, Name: "late", ReadFile: path, Insecure: true, Transport: TransportUDP,
 		MaxRate: 15000, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -527,7 +527,7 @@ func TestUDPRejected(t *testing.T) {
 	if err := gen.WriteFile(path, gen.FileConfig{Count: 20000, Mix: gen.Mix64}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Collector: uc.addr, Name: "nt", ReadFile: path, Insecure: true, Transport: TransportUDP,
+	a, err := New(Config{Collectors: []string{uc.addr}, Name: "nt", ReadFile: path, Insecure: true, Transport: TransportUDP,
 		MaxRate: 5000, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +541,7 @@ func TestUDPRejected(t *testing.T) {
 }
 
 func TestUDPConfig(t *testing.T) {
-	base := Config{Collector: "127.0.0.1:1", ReadFile: "x", Name: "n", Transport: TransportUDP, Insecure: true}
+	base := Config{Collectors: []string{"127.0.0.1:1"}, ReadFile: "x", Name: "n", Transport: TransportUDP, Insecure: true}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)

@@ -54,6 +54,8 @@ var agentFields = []field[agent.Stats]{
 		func(s *agent.Stats) float64 { return float64(s.UnackedBytes) }),
 	counter("pcapsync_agent_reconnects_total", "Connections to the collector made again after the first.",
 		func(s *agent.Stats) float64 { return u(s.Reconnects) }),
+	counter("pcapsync_agent_failovers_total", "Moves to the next collector of --collector's list after the current one could not be reached or its connection was lost.",
+		func(s *agent.Stats) float64 { return u(s.Failovers) }),
 	gauge("pcapsync_agent_connected", "1 while a TCP session with the collector is up.",
 		func(s *agent.Stats) float64 { return b2f(s.Connected) }),
 	counter("pcapsync_agent_compression_input_bytes_total", "Bytes of batch records before compression (equal to the output without --compress).",

@@ -71,7 +71,7 @@ func runPipeline(t *testing.T, packets int) *pipeline {
 		<-served
 		core.Close()
 	})
-	a, err := agent.New(agent.Config{Collector: ln.Addr().String(), Name: "web1", ReadFile: in, Insecure: true,
+	a, err := agent.New(agent.Config{Collectors: []string{ln.Addr().String()}, Name: "web1", ReadFile: in, Insecure: true,
 		BatchBytes: 64 << 10, AckLatency: p.agent.AckLatency, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +98,7 @@ func TestPipelineMetrics(t *testing.T) {
 		{Name: "pcapsync_agent_unacknowledged_batches", Value: 0},
 		{Name: "pcapsync_agent_unacknowledged_bytes", Value: 0},
 		{Name: "pcapsync_agent_reconnects_total", Value: 0},
+		{Name: "pcapsync_agent_failovers_total", Value: 0},
 		{Name: "pcapsync_agent_resent_batches_total", Value: 0},
 		{Name: "pcapsync_agent_compression_ratio", Value: 1},
 		{Name: "pcapsync_agent_connected", Value: 0},
