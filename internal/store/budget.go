@@ -35,7 +35,7 @@ import (
 // choice parks one file in about max/(agents-max) batches instead.
 //
 // Parking does not sync (the interval policy's background sync reopens
-// a parked file to sync it), except batches written and not yet
+// a parked file to sync it, within the budget), except batches written and not yet
 // committed under FsyncPerBatch; it runs on the writing goroutine of the
 // agent that needs the descriptor.
 
@@ -84,6 +84,7 @@ type fileBudget struct {
 	mu         sync.Mutex
 	open       []*agentFile // files holding a descriptor; agentFile.slot indexes it
 	head, tail *agentFile   // the same, most recently written first
+	extra      int          // descriptors on files being repaired or parked files being synced
 
 	nopen atomic.Int64 // len(open), for readers without mu
 }
@@ -96,7 +97,9 @@ func newFileBudget(max int, c *Counters) *fileBudget {
 }
 
 // acquire takes a descriptor for af, which holds none, parking another
-// file when the budget is spent. af's Writer mutex is held. It waits
+// file when the budget is spent. af's Writer mutex is held; af nil takes
+// one for a file being repaired or a parked file's sync (release(nil)
+// gives it back). It waits
 // (polling) while every open file is busy in its Writer.
 func (b *fileBudget) acquire(af *agentFile, now time.Time) {
 	if b == nil {
@@ -104,7 +107,7 @@ func (b *fileBudget) acquire(af *agentFile, now time.Time) {
 	}
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		b.mu.Lock()
-		if len(b.open) < b.max {
+		if len(b.open)+b.extra < b.max {
 			b.add(af, now)
 			b.mu.Unlock()
 			return
@@ -132,7 +135,7 @@ func (b *fileBudget) victim(now time.Time) *agentFile {
 	if t := b.tail; t != nil && now.Sub(t.lastWrite) >= staleAfter && t.mu.TryLock() {
 		return t
 	}
-	for range 8 {
+	for range min(8, len(b.open)) {
 		if v := b.open[rand.IntN(len(b.open))]; v.mu.TryLock() {
 			return v
 		}
@@ -151,7 +154,10 @@ func (b *fileBudget) release(af *agentFile) {
 		return
 	}
 	b.mu.Lock()
-	if af.slot >= 0 {
+	switch {
+	case af == nil:
+		b.extra--
+	case af.slot >= 0:
 		b.remove(af)
 	}
 	b.mu.Unlock()
@@ -174,6 +180,10 @@ func (b *fileBudget) touch(af *agentFile, now time.Time) {
 }
 
 func (b *fileBudget) add(af *agentFile, now time.Time) {
+	if af == nil {
+		b.extra++
+		return
+	}
 	af.slot = len(b.open)
 	b.open = append(b.open, af)
 	af.lastWrite = now
@@ -386,15 +396,17 @@ func (af *agentFile) parkedSyncDue(now time.Time) string {
 }
 
 // syncParked syncs the parked file path of w through a descriptor of
-// its own (outside the budget: one at a time, from Run), without
-// holding w's mutex. A file gone meanwhile was closed, and synced then.
+// its own, taken from the budget, without holding w's mutex. A file gone
+// meanwhile was closed, and synced then.
 func (s *Store) syncParked(w *Writer, path string, start time.Time) error {
+	s.budget.acquire(nil, start)
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	if err == nil {
 		err = errors.Join(syncFile(s.cfg.SyncLatency, f), f.Close())
+	}
+	s.budget.release(nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

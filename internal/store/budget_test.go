@@ -33,6 +33,34 @@ func openDataFiles(t *testing.T, dir string) int {
 	return n
 }
 
+// frozenDataFiles counts the descriptors on capture files below dir
+// while it holds every Writer's mutex, so that none opens or closes a
+// file meanwhile (a listing of /proc/self/fd taken while they run mixes
+// moments). It only tries the mutexes (as the budget does, so that it
+// cannot deadlock with a Writer waiting for a descriptor): ok is false
+// if one was busy.
+func frozenDataFiles(t *testing.T, c *testCore, dir string) (n int, ok bool) {
+	c.mu.Lock()
+	ws := make([]*Writer, 0, len(c.writers))
+	for _, w := range c.writers {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	var locked []*Writer
+	defer func() {
+		for _, w := range locked {
+			w.mu.Unlock()
+		}
+	}()
+	for _, w := range ws {
+		if !w.mu.TryLock() {
+			return 0, false
+		}
+		locked = append(locked, w)
+	}
+	return openDataFiles(t, dir), true
+}
+
 // budgetAgents writes rounds of batches for agents agent00.. in turn,
 // committing each, and checks after every batch that at most max data
 // files are open. It returns the sessions; batch r of every agent holds
@@ -253,7 +281,7 @@ func TestBudgetConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			if n := openDataFiles(t, dir); n > max {
+			if n, ok := frozenDataFiles(t, c, dir); ok && n > max {
 				select {
 				case over <- n:
 				default:
