@@ -80,7 +80,8 @@ func benchFaninCommand(s streams) *cobra.Command {
 			secs := fs.Float64("seconds", 10, "sending time once every agent is connected")
 			fs.StringVar(&c.Dir, "dir", "", "collector output directory (default: a temporary one, removed afterwards)")
 			md := fs.Bool("markdown", false, "print a Markdown table")
-			prof := fs.String("cpuprofile", "", "write a CPU profile of the sending window to `FILE` (labels side=collector|agent: go tool pprof -tags FILE)")
+			prof := fs.String("cpuprofile", "", "write a CPU profile of the sending window to `FILE` (labels side=collector|agent: go tool pprof -tags FILE; with --collector-process, the collector's alone)")
+			sep := fs.Bool("collector-process", false, "run the collector as a child process (this binary's collector subcommand, default --max-open-files) instead of in this process: each process then needs a descriptor per agent, not three, and the collector's CPU and memory are measured alone")
 			return func(ctx context.Context, _ []string) error {
 				if c.Agents < 1 || c.Rate < 1 || c.Size < 1 || *secs <= 0 {
 					return usageError("--agents, --rate, --size and --seconds must be positive")
@@ -94,6 +95,15 @@ func benchFaninCommand(s streams) *cobra.Command {
 					c.CPUProfile = f
 				}
 				c.Duration = time.Duration(*secs * float64(time.Second))
+				where := "in this process"
+				if *sep {
+					exe, err := os.Executable()
+					if err != nil {
+						return err
+					}
+					c.CollectorCommand = []string{exe, "collector"}
+					where = "the collector in a child process"
+				}
 				res, err := bench.Fanin(ctx, c)
 				if err != nil {
 					if res.Connected > 0 {
@@ -101,7 +111,7 @@ func benchFaninCommand(s streams) *cobra.Command {
 					}
 					return err
 				}
-				fmt.Fprintf(s.stdout, "one collector and %d simulated agents in this process, loopback TCP, --insecure, fsync never:\n\n", c.Agents)
+				fmt.Fprintf(s.stdout, "one collector and %d simulated agents, %s, loopback TCP, --insecure, fsync never:\n\n", c.Agents, where)
 				return bench.WriteFanin(s.stdout, c, res, *md)
 			}
 		})

@@ -93,6 +93,7 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.TextVar(&st.FileCompress, "file-compress", st.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame)")
 	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
 	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
+	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
 	fs.Var(uint32SizeFlag{&cc.MaxFrame, collector.DefaultMaxFrame}, "max-frame", "largest frame accepted from an agent")
 	cc.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
 	fs.Var(sizeFlag{&cc.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")

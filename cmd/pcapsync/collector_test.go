@@ -30,6 +30,7 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"file-compress":      "none",
 		"fsync":              store.DefaultFsync.String(),
 		"idle-close":         store.DefaultIdleClose.String(),
+		"max-open-files":     "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
 		"max-frame":          itoa(collector.DefaultMaxFrame),
 		"udp-reassembly-mem": itoa(collector.DefaultUDPReassemblyBytes),
 		"read-memory":        itoa(collector.DefaultReadMemory),

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
-	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -41,6 +40,15 @@ type FaninConfig struct {
 	// simulated agents side=agent ("go tool pprof -tags" splits them);
 	// the Go runtime's own work (GC) carries none.
 	CPUProfile io.Writer
+	// CollectorCommand, if set, is the command line of a "pcapsync
+	// collector" (binary and subcommand) that Fanin starts as a child
+	// process (adding --listen, --dir, --insecure, --fsync never,
+	// --max-conns, --summary json, --metrics and --pprof) instead of
+	// running Core and Server in this process: each process then needs
+	// one descriptor per agent for its sockets (the collector its files
+	// too, within its --max-open-files), and the collector's CPU, memory
+	// and profile are its own (CPUProfile comes from its /debug/pprof).
+	CollectorCommand []string
 }
 
 func (c FaninConfig) withDefaults() FaninConfig {
@@ -93,6 +101,12 @@ type FaninResult struct {
 	Drain                                    time.Duration // from the end of sending to the last ack
 	Stop                                     time.Duration // goodbyes and collector shutdown (files closed)
 	CollectorErrors                          uint64        // collector protocol, file and peer-timeout errors
+
+	// With CollectorCommand: the collector process's CPU over the window,
+	// its VmHWM before it is stopped and VmRSS at the end of
+	// the window; CPU and memory above are then the agents' alone.
+	CollectorCPUUser, CollectorCPUSys time.Duration
+	CollectorPeakRSS, CollectorRSS    int64
 }
 
 // CPUPercent returns the process's CPU time over the window as a
@@ -138,8 +152,12 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	cfg = cfg.withDefaults()
 	res := FaninResult{Agents: cfg.Agents}
 	// Per agent: its socket, the collector's socket and its file; plus
-	// slack for the runtime, listeners and logs.
+	// slack for the runtime, listeners and logs. Only the agents' sockets
+	// with the collector in its own process.
 	need := uint64(3*cfg.Agents + fdSlack)
+	if len(cfg.CollectorCommand) > 0 {
+		need = uint64(cfg.Agents + fdSlack)
+	}
 	nofile, err := raiseNoFile(need)
 	res.NoFile = nofile
 	if err != nil && nofile < need {
@@ -152,31 +170,20 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	core, err := collector.NewCore(collector.Config{
-		Store:    store.Config{Dir: dir, Fsync: store.FsyncNever},
-		Insecure: true,
-		MaxConns: cfg.Agents + 64, Logger: cfg.Logger,
-	})
+	var coll faninCollector
+	if len(cfg.CollectorCommand) > 0 {
+		coll, err = startProcCollector(ctx, cfg.CollectorCommand, dir, cfg.Agents)
+	} else {
+		coll, err = startLocalCollector(cfg, dir)
+	}
 	if err != nil {
 		return res, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return res, err
-	}
-	tickCtx, stopTick := context.WithCancel(context.Background())
-	ticked := make(chan struct{})
-	collectorSide := pprof.Labels("side", "collector")
-	go pprof.Do(tickCtx, collectorSide, func(ctx context.Context) { core.Run(ctx); close(ticked) })
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go pprof.Do(srvCtx, collectorSide, func(ctx context.Context) { served <- collector.NewServer(core).Serve(ctx, ln) })
+	var collSum collector.Summary
 	stopCollector := func() error {
-		stopSrv()
-		serr := <-served
-		stopTick()
-		<-ticked
-		return errors.Join(serr, core.Close())
+		var err error
+		collSum, err = coll.stop()
+		return err
 	}
 
 	// Connect every agent; idle ones ping so the collector's peer
@@ -212,7 +219,7 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 		dialing.Add(1)
 		go pprof.Do(ctx, pprof.Labels("side", "agent"), func(ctx context.Context) {
 			defer func() { <-sem; dialing.Done() }()
-			a, err := connectAgent(ctx, ln.Addr().String(), i, perBatch)
+			a, err := connectAgent(ctx, coll.addr(), i, perBatch)
 			if err != nil {
 				dialMu.Lock()
 				if dialErr == nil {
@@ -260,7 +267,17 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if cfg.CPUProfile != nil {
+	cu0, cs0, err := coll.cpu()
+	if err != nil {
+		return res, err
+	}
+	profiled := make(chan error, 1)
+	switch {
+	case cfg.CPUProfile == nil:
+		profiled <- nil
+	case len(cfg.CollectorCommand) > 0:
+		go func() { profiled <- coll.profile(ctx, cfg.Duration, cfg.CPUProfile) }()
+	default:
 		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
 			return res, err
 		}
@@ -270,8 +287,9 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	close(start.ch)
 	senders.Wait()
 	res.Window = time.Since(begin)
-	if cfg.CPUProfile != nil {
+	if cfg.CPUProfile != nil && len(cfg.CollectorCommand) == 0 {
 		pprof.StopCPUProfile()
+		profiled <- nil
 	}
 	u1, s1, err := cpuTimes()
 	if err != nil {
@@ -279,6 +297,14 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 	}
 	res.CPUUser, res.CPUSys = u1-u0, s1-s0
 	res.PeakRSSSending, res.RSS, _ = memStatus()
+	if len(cfg.CollectorCommand) > 0 {
+		cu1, cs1, err := coll.cpu()
+		if err != nil {
+			return res, err
+		}
+		res.CollectorCPUUser, res.CollectorCPUSys = cu1-cu0, cs1-cs0
+		_, res.CollectorRSS = coll.mem()
+	}
 	res.Batches, res.Sent = batches.Load(), packets.Load()
 
 	// Wait for the last acknowledgements, then say goodbye (FIN).
@@ -298,13 +324,17 @@ func Fanin(ctx context.Context, cfg FaninConfig) (FaninResult, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	res.Drain = time.Since(t1)
+	perr := <-profiled
 	t2 := time.Now()
 	closeAll()
 	readers.Wait()
-	cerr := stopCollector()
+	if len(cfg.CollectorCommand) > 0 {
+		res.CollectorPeakRSS, _ = coll.mem() // before it exits: VmHWM goes with it
+	}
+	cerr := errors.Join(stopCollector(), perr)
 	res.Stop = time.Since(t2)
-	res.Written = core.Counters.Packets.Load()
-	res.CollectorErrors = core.Counters.ProtocolErrors.Load() + core.Store().Counters.FileErrors.Load() + core.Counters.PeerTimeouts.Load()
+	res.Written = collSum.Packets
+	res.CollectorErrors = collSum.ProtocolErrors + collSum.FileErrors + collSum.PeerTimeouts
 	res.PeakRSS, _, _ = memStatus()
 	res.AgentErrors, res.FirstError = int(failed.Load()), firstErr
 

@@ -87,13 +87,25 @@ func WriteFanin(w io.Writer, cfg FaninConfig, r FaninResult, markdown bool) erro
 		{"ack latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s", fmtDur(r.AckP50), fmtDur(r.AckP99), fmtDur(r.AckMax)), "p99 < 100 ms: " + yes(r.AckP99 > 0 && r.AckP99 < 100*time.Millisecond)},
 		{"  first batch of each agent (opens its file) p50 / p99", fmt.Sprintf("%s / %s", fmtDur(r.FirstP50), fmtDur(r.FirstP99)), ""},
 		{"  batches sent after the first second p50 / p99", fmt.Sprintf("%s / %s", fmtDur(r.SteadyP50), fmtDur(r.SteadyP99)), "p99 < 100 ms: " + yes(r.SteadyP99 > 0 && r.SteadyP99 < 100*time.Millisecond)},
-		{"process CPU user + sys (collector and agents)", fmt.Sprintf("%.2f + %.2f s = %.0f%% of one core", r.CPUUser.Seconds(), r.CPUSys.Seconds(), r.CPUPercent()), ""},
-		{"peak RSS, VmHWM, shutdown included (collector and agents)", fmtBytes(r.PeakRSS), "< 1 GiB: " + yes(r.PeakRSS > 0 && r.PeakRSS < 1<<30)},
+		{"this process CPU user + sys (collector and agents, or agents alone)", fmt.Sprintf("%.2f + %.2f s = %.0f%% of one core", r.CPUUser.Seconds(), r.CPUSys.Seconds(), r.CPUPercent()), ""},
+		{"this process peak RSS, VmHWM, shutdown included", fmtBytes(r.PeakRSS), "< 1 GiB: " + yes(r.PeakRSS > 0 && r.PeakRSS < 1<<30)},
 		{"  peak RSS up to the end of sending / RSS then", fmt.Sprintf("%s / %s", fmtBytes(r.PeakRSSSending), fmtBytes(r.RSS)), ""},
+		{"collector process CPU user + sys / peak RSS before shutdown / RSS at the end of sending", collectorRow(r), ""},
 		{"after sending: last ack / goodbyes and collector stop", fmt.Sprintf("%s / %s", fmtDur(r.Drain), fmtDur(r.Stop)), ""},
 		{"errors: agents / collector", fmt.Sprintf("%d / %d", r.AgentErrors, r.CollectorErrors), "0 / 0"},
 	}
 	return table(w, rows, markdown)
+}
+
+// collectorRow is the collector process's CPU and memory, when it ran
+// as one (FaninConfig.CollectorCommand).
+func collectorRow(r FaninResult) string {
+	if r.CollectorPeakRSS == 0 {
+		return "in this process"
+	}
+	cpu := r.CollectorCPUUser + r.CollectorCPUSys
+	return fmt.Sprintf("%.2f + %.2f s = %.0f%% of one core / %s / %s", r.CollectorCPUUser.Seconds(), r.CollectorCPUSys.Seconds(),
+		100*cpu.Seconds()/r.Window.Seconds(), fmtBytes(r.CollectorPeakRSS), fmtBytes(r.CollectorRSS))
 }
 
 func fmtRate(x float64) string {

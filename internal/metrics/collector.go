@@ -73,6 +73,7 @@ type coreSnap struct {
 	fsSize                        uint64
 	fsFree                        uint64
 	fsOK                          bool
+	openFiles, maxOpenFiles       int
 }
 
 var coreFields = []field[coreSnap]{
@@ -94,6 +95,14 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.st.FilesRotated.Load()) }),
 	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
 		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
+	gauge("pcapsync_collector_open_files", "Agent data files holding a file descriptor now (at most --max-open-files).",
+		func(s *coreSnap) float64 { return float64(s.openFiles) }),
+	gauge("pcapsync_collector_max_open_files", "The open-file budget in force (--max-open-files, or its default from RLIMIT_NOFILE); -1 for none.",
+		func(s *coreSnap) float64 { return float64(max(s.maxOpenFiles, -1)) }),
+	counter("pcapsync_collector_budget_parks_total", "Agent files closed to stay within --max-open-files while still in progress (kept .part, reopened when their agent writes again).",
+		func(s *coreSnap) float64 { return u(s.st.BudgetParks.Load()) }),
+	counter("pcapsync_collector_budget_reopens_total", "Parked agent files reopened for append.",
+		func(s *coreSnap) float64 { return u(s.st.BudgetReopens.Load()) }),
 	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
 	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",
@@ -188,7 +197,8 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := &c.core.Counters
 	agents := agentSnaps(c.core, c.udp)
-	s := coreSnap{c: cnt, st: &c.core.Store().Counters, mem: c.core.ReadMemory()}
+	s := coreSnap{c: cnt, st: &c.core.Store().Counters, mem: c.core.ReadMemory(),
+		openFiles: c.core.Store().OpenFiles(), maxOpenFiles: c.core.Store().MaxOpenFiles()}
 	if c.udp != nil {
 		uc := &c.udp.Counters
 		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()

@@ -238,6 +238,15 @@ func (w *NgWriter) WriteStats(ifIndex int, st InterfaceStats) error {
 // Section Header Block.
 func (w *NgWriter) Written() int64 { return w.n }
 
+// Interfaces returns the number of interfaces added so far.
+func (w *NgWriter) Interfaces() int { return w.nIfaces }
+
+// SetWriter makes dst the destination of what is written next: the
+// stream continues there, with the same interfaces and byte count (a
+// file closed and reopened for append goes on this way). A sticky
+// error stays.
+func (w *NgWriter) SetWriter(dst io.Writer) { w.w = dst }
+
 // writeBlock finishes a block built in w.meta style (header with a zero
 // total length, body, no trailer): it appends the trailer, patches the
 // length and writes it.

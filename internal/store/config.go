@@ -37,6 +37,13 @@ type Config struct {
 	// FileCompress compresses the files written: a codec compress.Files
 	// allows (see filecompress.go); the zero value writes plain pcapng.
 	FileCompress compress.Spec
+	// MaxOpenFiles bounds the agent files open at once: beyond it, the
+	// least recently written file (or, when every file is in use, one
+	// at random) is closed, kept .part with its marks, and reopened for
+	// append when its agent writes again (see budget.go). 0 means
+	// DefaultMaxOpenFiles of the process's RLIMIT_NOFILE at Open;
+	// negative means no budget.
+	MaxOpenFiles int
 	// Logger receives events (never one line per packet). nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -111,6 +118,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: rotate interval %s is below the minimum of %s", c.RotateInterval, MinRotateInterval)
 	case c.Fsync < 0 && c.Fsync != FsyncPerBatch && c.Fsync != FsyncNever:
 		return fmt.Errorf("store: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
+	case c.MaxOpenFiles > 0 && c.MaxOpenFiles < MinMaxOpenFiles:
+		return fmt.Errorf("store: max open files %d is below the minimum of %d", c.MaxOpenFiles, MinMaxOpenFiles)
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	}
@@ -130,6 +139,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.IdleClose == 0 {
 		d.IdleClose = DefaultIdleClose
+	}
+	if d.MaxOpenFiles == 0 {
+		d.MaxOpenFiles = DefaultMaxOpenFiles(noFileLimit())
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +72,16 @@ type agentFile struct {
 	syncObs    observe.Observer // Config.SyncLatency; nil for none
 	counters   *Counters        // FilesClosed, FilesRotated; nil in some tests
 	diskBytes  *atomic.Uint64   // bytes that reached the files; nil in some tests
+	log        *slog.Logger     // nil in some tests
+
+	// The open-file budget (budget.go); budget is nil for none.
+	budget     *fileBudget
+	mu         *sync.Mutex // the Writer's, which guards this agentFile
+	slot       int         // index in budget.open; -1 without a descriptor
+	prev, next *agentFile  // budget's list, guarded by budget.mu
+	lastWrite  time.Time   // guarded by budget.mu
+	parked     bool        // path is a file in progress whose descriptor the budget took
+	syncing    *os.File    // f while a background sync of it runs
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -101,7 +113,7 @@ func (af *agentFile) addIface(ifc wire.Interface) (int, error) {
 		}
 	}
 	af.ifaces = append(af.ifaces, fileIface{ifc: ifc})
-	if af.w != nil {
+	if af.f != nil {
 		if _, err := af.w.AddInterface(af.idb(len(af.ifaces) - 1)); err != nil {
 			return 0, fmt.Errorf("writing interface block to %s: %w", af.path, err)
 		}
@@ -146,8 +158,10 @@ func (af *agentFile) open(now time.Time) error {
 		}
 		af.mw = mw
 	}
+	af.budget.acquire(af, now)
 	f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
+		af.budget.release(af)
 		return fmt.Errorf("creating output file: %w", err)
 	}
 	var dst io.Writer = f
@@ -155,7 +169,7 @@ func (af *agentFile) open(now time.Time) error {
 		af.mw.reset(f)
 		dst = af.mw
 	}
-	bw := bufio.NewWriterSize(dst, 1<<20)
+	bw := getBuf(dst)
 	w, err := pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
 		OS:       "Linux",
 		UserAppl: "pcapsync collector",
@@ -172,6 +186,7 @@ func (af *agentFile) open(now time.Time) error {
 	}
 	if err != nil {
 		f.Close()
+		af.budget.release(af)
 		os.Remove(path + PartSuffix)
 		return fmt.Errorf("writing headers of %s: %w", path, err)
 	}
@@ -202,7 +217,7 @@ func exists(path string) bool {
 
 // due reports whether the open file must be rotated before more is written.
 func (af *agentFile) due(now time.Time) bool {
-	return af.f != nil && (af.size > 0 && af.onDisk() >= af.size ||
+	return (af.f != nil || af.parked) && (af.size > 0 && af.onDisk() >= af.size ||
 		!af.rotateAt.IsZero() && !now.Before(af.rotateAt))
 }
 
@@ -213,6 +228,9 @@ func (af *agentFile) writable(now time.Time) error {
 		if err := af.close(now); err != nil {
 			return err
 		}
+	}
+	if af.parked {
+		return af.resume(now)
 	}
 	if af.f == nil {
 		return af.open(now)
@@ -331,13 +349,17 @@ func (af *agentFile) syncDue(now time.Time) *os.File {
 		return nil
 	}
 	af.dirty = false // data flushed from now on sets it again
+	af.syncing = af.f
 	return af.f
 }
 
 // synced records the end of a sync of f started at start.
 func (af *agentFile) synced(f *os.File, start time.Time, err error) error {
+	if af.syncing == f {
+		af.syncing = nil
+	}
 	if af.f != f {
-		return nil // closed (and synced by close) meanwhile
+		return nil // closed (and synced by close) or parked (dirty again) meanwhile
 	}
 	if err != nil {
 		af.dirty = true
@@ -365,6 +387,11 @@ func (af *agentFile) close(now time.Time) error {
 // failure it cuts the file back (abandon, which publishes it itself) and
 // returns "".
 func (af *agentFile) closeFile(now time.Time) (part string, err error) {
+	if af.parked {
+		if err := af.resume(now); err != nil {
+			return "", err
+		}
+	}
 	if af.f == nil {
 		return "", nil
 	}
@@ -403,6 +430,8 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	}
 	part = af.path + PartSuffix
 	err = af.f.Close()
+	af.budget.release(af)
+	putBuf(af.bw)
 	af.f, af.bw, af.w = nil, nil, nil
 	if err != nil {
 		return "", fmt.Errorf("closing %s: %w", part, err)
@@ -455,6 +484,7 @@ func (af *agentFile) abandon() error {
 	if t := af.mw.terminator(); err == nil && len(t) > 0 && af.committedEnd > 0 {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
+	af.budget.release(af)
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
 		af.f.Close()

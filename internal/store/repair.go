@@ -119,7 +119,9 @@ func (c *Store) repairAgent(ctx context.Context, j repairJob) {
 	var kept, failed int
 	marked := false
 	for _, p := range j.parts {
+		c.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 		res, err := repairPart(ctx, p)
+		c.budget.release(nil)
 		for id, seq := range res.marks {
 			c.Instance(id, j.name).raise(seq)
 			marked = true

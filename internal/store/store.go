@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,12 @@ type Counters struct {
 	FilesClosed  atomic.Uint64 // data files closed complete (rotation, goodbye, idle close, shutdown)
 	FilesRotated atomic.Uint64 // of which closed because they reached RotateSize or RotateInterval
 	Truncated    atomic.Uint64 // packets written cut to their link type's limit (pcapfile.MaxCapLen), original length kept
+
+	// The open-file budget (Config.MaxOpenFiles): files parked (their
+	// descriptor closed, the file kept .part) to open another agent's,
+	// and parked files reopened for append.
+	BudgetParks   atomic.Uint64
+	BudgetReopens atomic.Uint64
 }
 
 // Store owns an output root: the agents' files, their batch marks and
@@ -45,6 +53,8 @@ type Store struct {
 	instances map[[16]byte]*Instance
 	saved     map[[16]byte]savedMark // what the state file holds
 	saver     stateSaver
+
+	budget *fileBudget // nil: no budget
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -101,6 +111,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{},
 		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{}}
+	s.budget = newFileBudget(c.MaxOpenFiles, &s.Counters)
 	if err := s.loadState(); err != nil {
 		return nil, err
 	}
@@ -158,6 +169,7 @@ func (s *Store) Writer(name string) (*Writer, error) {
 			fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
 			syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
 		w.file.diskBytes = &w.diskBytes
+		w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
 		s.writers[name] = w
 	}
 	return w, nil
@@ -196,6 +208,7 @@ func (s *Store) tick(now time.Time) {
 		var err error
 		var part string
 		var syncF *os.File
+		var syncPath string
 		if w.file.due(now) || !w.lingerUntil.IsZero() && now.After(w.lingerUntil) {
 			if w.file.due(now) {
 				w.file.rotated()
@@ -204,10 +217,14 @@ func (s *Store) tick(now time.Time) {
 			part, err = w.file.closeFile(now)
 		} else {
 			syncF = w.file.syncDue(now)
+			syncPath = w.file.parkedSyncDue(now)
 		}
 		w.mu.Unlock()
 		if part != "" {
 			parts = append(parts, part)
+		}
+		if syncPath != "" {
+			err = s.syncParked(w, syncPath, now)
 		}
 		if syncF != nil {
 			serr := syncFile(s.cfg.SyncLatency, syncF)
@@ -256,6 +273,11 @@ func (s *Store) Close(ctx context.Context) error {
 	parts := s.unpublished
 	s.unpublished = nil
 	s.mu.Unlock()
+	// Open files first: their descriptors then serve the parked ones,
+	// which are reopened to be closed.
+	slices.SortStableFunc(ws, func(a, b *Writer) int {
+		return cmp.Compare(b2i(a.isParked()), b2i(b.isParked()))
+	})
 	var errs []error
 	for _, w := range ws {
 		w.mu.Lock()

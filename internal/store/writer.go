@@ -83,9 +83,11 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	af := &w.file
-	if err := af.writable(time.Now()); err != nil {
+	now := time.Now()
+	if err := af.writable(now); err != nil {
 		return 0, w.failed(err)
 	}
+	w.st.budget.touch(af, now)
 	var r wire.Record
 	it := b.Iter(uint32(len(ifmap)))
 	for i := uint32(1); it.Next(&r) == nil; i++ {

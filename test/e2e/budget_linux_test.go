@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// TestMaxOpenFiles: 200 agents into a collector allowed 50 open files
+// (--max-open-files 50), the collector SIGKILLed and restarted while
+// they send. The collector never holds more than 50 capture files open;
+// no acknowledged batch is lost (every reconnect is welcomed at or above
+// the highest batch acknowledged before); every packet is in the files
+// exactly once; every file is complete and read to the same count by
+// pcapfile, capinfos and tshark. Plain and zstd files (a parked zstd
+// file must stay one frame for tshark 4.0).
+func TestMaxOpenFiles(t *testing.T) {
+	requireTools(t, checkTools...)
+	for _, fc := range []string{"none", "zstd:1"} {
+		t.Run(fc, func(t *testing.T) { testMaxOpenFiles(t, fc) })
+	}
+}
+
+func testMaxOpenFiles(t *testing.T, fileCompress string) {
+	const (
+		agents  = 200
+		budget  = 50
+		batches = 120 // per agent, 2 packets each
+		period  = 25 * time.Millisecond
+	)
+	ctx := testContext(t)
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	start := func() *proc {
+		return startCollector(t, ctx, "", addr, dir, "--max-open-files", strconv.Itoa(budget),
+			"--file-compress", fileCompress, "--fsync", "1s")
+	}
+	coll := start()
+	var collMu sync.Mutex
+	maxOpen := 0
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { // the collector's descriptors on capture files, sampled
+		defer close(watched)
+		for watchCtx.Err() == nil {
+			collMu.Lock()
+			pid := coll.cmd.Process.Pid
+			collMu.Unlock()
+			// Stopped, the collector's descriptors hold still: a listing
+			// taken while it runs mixes descriptors of different moments.
+			syscall.Kill(pid, syscall.SIGSTOP)
+			n := openCaptureFiles(pid, dir)
+			syscall.Kill(pid, syscall.SIGCONT)
+			maxOpen = max(maxOpen, n)
+			time.Sleep(20 * time.Millisecond) // a sampling period
+		}
+	}()
+
+	var sent atomic.Int64
+	errs := make(chan error, agents)
+	var wg sync.WaitGroup
+	for i := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- runBudgetAgent(ctx, addr, uint32(i), batches, period, &sent)
+		}()
+	}
+	// Kill once about a third of the batches are sent, then restart.
+	if err := testutil.Poll(60*time.Second, func() error {
+		if sent.Load() < agents*batches/3 {
+			return errors.New("not a third sent yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	coll.signal(syscall.SIGKILL)
+	coll.wait(10 * time.Second)
+	collMu.Lock()
+	coll = start()
+	collMu.Unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	stopWatch()
+	<-watched
+	coll.stop(30 * time.Second)
+	if t.Failed() {
+		return
+	}
+	if maxOpen > budget {
+		t.Errorf("the collector held %d capture files open at once; --max-open-files %d", maxOpen, budget)
+	}
+	t.Logf("at most %d capture files open (sampled), budget %d", maxOpen, budget)
+
+	r := &dirReport{Counts: map[key]int{}, Lens: map[key]int{}, IfNames: map[string]int{}}
+	perFile := map[string]int{}
+	for i := range agents {
+		adir := filepath.Join(dir, budgetAgentName(uint32(i)))
+		for _, name := range dirEntries(t, adir) {
+			if strings.HasSuffix(name, ".part") {
+				t.Fatalf("%s/%s left unfinished", adir, name)
+			}
+			path := filepath.Join(adir, name)
+			perFile[path] = r.readFile(t, path)
+		}
+	}
+	want := map[uint32]uint64{}
+	for i := range agents {
+		want[uint32(i)] = 2 * batches
+	}
+	r.expectExactlyOnce(t, "200 agents", want)
+	checkFilesWithTools(t, perFile)
+	t.Logf("%d files of %d agents, every packet once", len(perFile), agents)
+}
+
+// budgetAgentName is simulated agent i's name.
+func budgetAgentName(i uint32) string { return fmt.Sprintf("fan%03d", i) }
+
+// openCaptureFiles counts process pid's descriptors on capture files
+// below dir.
+func openCaptureFiles(pid int, dir string) int {
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+		if err == nil && strings.HasPrefix(l, dir+"/") && strings.Contains(filepath.Base(l), ".pcapng") {
+			n++
+		}
+	}
+	return n
+}
+
+// runBudgetAgent is simulated agent i: it sends batches 1..n of two
+// generated packets (stream i, seq 2(b-1) and 2(b-1)+1), one per period,
+// over a connection it re-establishes after each failure, resending
+// from the batch after the one the Welcome names. A Welcome below the
+// highest batch acknowledged before is an error: an acknowledged batch
+// was lost. It ends with a goodbye (FIN) once batch n is acknowledged.
+func runBudgetAgent(ctx context.Context, addr string, i uint32, n int, period time.Duration, sent *atomic.Int64) error {
+	h := wire.Hello{Name: budgetAgentName(i), Host: "e2e",
+		Interfaces: []wire.Interface{{Name: "sim0", LinkType: gen.LinkTypeEthernet, SnapLen: 65535}}}
+	h.Instance[0], h.Instance[1], h.Instance[2] = 0xb0, byte(i), byte(i>>8)
+	var acked atomic.Uint64
+	pkt := make([]byte, 200)
+	var enc wire.BatchEncoder
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil || attempt > 200 {
+			return fmt.Errorf("agent %d: gave up after %d connections, %d acknowledged", i, attempt, acked.Load())
+		}
+		conn, last, err := budgetHandshake(ctx, addr, &h)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond) // the collector restarts or repairs: a retry pause
+			continue
+		}
+		if a := acked.Load(); last < a {
+			conn.Close()
+			return fmt.Errorf("agent %d: welcomed at batch %d, %d was acknowledged before: acknowledged batches lost", i, last, a)
+		}
+		acked.Store(last)
+		readErr := make(chan error, 1)
+		go func() { readErr <- readAcks(conn, &acked) }()
+		err = nil
+		for b := last + 1; b <= uint64(n) && err == nil; b++ {
+			enc.Reset(nil)
+			for k := range uint64(2) {
+				seq := 2*(b-1) + k
+				enc.Append(time.Now().UnixNano(), 0, uint32(len(pkt)), gen.Frame(pkt, gen.LinkTypeEthernet, i, seq))
+			}
+			if _, err = conn.Write(enc.Finish(b)); err == nil && attempt == 0 {
+				sent.Add(1)
+			}
+			time.Sleep(period) // the agent's sending pace
+		}
+		if err == nil {
+			err = testutil.Poll(30*time.Second, func() error {
+				if acked.Load() < uint64(n) {
+					return fmt.Errorf("agent %d: %d of %d acknowledged", i, acked.Load(), n)
+				}
+				return nil
+			})
+			if err == nil {
+				conn.(*frameConn).Conn.(*net.TCPConn).CloseWrite() // goodbye
+				<-readErr
+				conn.Close()
+				return nil
+			}
+		}
+		conn.Close()
+		<-readErr
+	}
+}
+
+// budgetHandshake connects and says hello; it returns the Welcome's mark.
+func budgetHandshake(ctx context.Context, addr string, h *wire.Hello) (net.Conn, uint64, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(wire.AppendHello(nil, h)); err != nil {
+		conn.Close()
+		return nil, 0, err
+	}
+	fr := wire.NewFrameReader(bufio.NewReader(conn), wire.Limits{})
+	hd, p, err := fr.Next()
+	if err == nil && hd.Type != wire.TypeWelcome {
+		err = fmt.Errorf("got %s, want welcome", hd.Type)
+	}
+	var w wire.Welcome
+	if err == nil {
+		w, err = wire.ParseWelcome(p)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, 0, err
+	}
+	conn.SetDeadline(time.Time{})
+	return &frameConn{Conn: conn, fr: fr}, w.LastSeq, nil
+}
+
+// frameConn is a connection whose reads go through the FrameReader
+// that read its Welcome.
+type frameConn struct {
+	net.Conn
+	fr *wire.FrameReader
+}
+
+// readAcks raises acked with every Ack until the connection ends.
+func readAcks(conn net.Conn, acked *atomic.Uint64) error {
+	fr := conn.(*frameConn).fr
+	for {
+		h, p, err := fr.Next()
+		if err != nil {
+			return err
+		}
+		if h.Type != wire.TypeAck {
+			continue
+		}
+		seq, err := wire.ParseAck(p)
+		if err != nil {
+			return err
+		}
+		if seq > acked.Load() {
+			acked.Store(seq)
+		}
+	}
+}
+
+// checkFilesWithTools has capinfos count the packets of all files in
+// one run, which must be the counts pcapfile read (want), and tshark
+// read a sample of them to the end, without error.
+func checkFilesWithTools(t *testing.T, want map[string]int) {
+	t.Helper()
+	files := slices.Sorted(maps.Keys(want))
+	out := runTool(t, "capinfos", append([]string{"-T", "-M", "-c", "-r"}, files...)...)
+	if corruptionRE.MatchString(out) {
+		t.Fatalf("capinfos reports a bad file:\n%s", out)
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, n, _ := strings.Cut(line, "\t")
+		got[name], _ = strconv.Atoi(strings.TrimSpace(n))
+	}
+	for _, f := range files {
+		if got[f] != want[f] {
+			t.Errorf("%s: capinfos counts %d packets, pcapfile.Reader %d", f, got[f], want[f])
+		}
+	}
+	for k := 0; k < len(files); k += 20 {
+		if n := tsharkCheck(t, files[k], map[string]int{}); n != want[files[k]] {
+			t.Errorf("%s: tshark read %d packets, pcapfile.Reader %d", files[k], n, want[files[k]])
+		}
+	}
+}
