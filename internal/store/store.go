@@ -45,6 +45,8 @@ type Store struct {
 	instances map[[16]byte]*Instance
 	saved     map[[16]byte]savedMark // what the state file holds
 	saver     stateSaver
+
+	ret *retainer // retention (retention.go)
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -105,6 +107,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	keepReserve(dir, 0)
+	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
 	if err := s.startRepairs(); err != nil {
 		return nil, err
 	}
@@ -158,6 +161,7 @@ func (s *Store) Writer(name string) (*Writer, error) {
 			fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
 			syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
 		w.file.diskBytes = &w.diskBytes
+		w.file.ret = s.ret.agent(name)
 		s.writers[name] = w
 	}
 	return w, nil
@@ -165,11 +169,20 @@ func (s *Store) Writer(name string) (*Writer, error) {
 
 // Run rotates files on time, closes idle ones (Writer.Linger), syncs
 // open files under an interval policy and retries publishing closed
-// files, every 250 ms until ctx ends; then it returns. Call Close
-// after Run returned.
+// files, every 250 ms, and deletes files for retention (Config.Retain)
+// on a goroutine of its own, until ctx ends; then it returns. Call
+// Close after Run returned.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	if !s.cfg.Retain.Off() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.ret.run(ctx, s.repairDone)
+		}()
+		defer func() { <-done }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
