@@ -215,7 +215,7 @@ func (r *retainer) freeLimit(size int64) int64 {
 }
 
 // setStep sets the bytes written between two wake-ups: an eighth of
-// the smallest margin (see watermarks), at least 64 KiB.
+// the smallest margin (see watermarks), at least MinRotateSize.
 func (r *retainer) setStep(fsSize int64) {
 	step := int64(1) << 62
 	for _, limit := range []int64{r.cfg.MaxBytes, r.cfg.AgentBytes, r.freeLimit(fsSize)} {
@@ -224,7 +224,7 @@ func (r *retainer) setStep(fsSize int64) {
 			step = min(step, 2*(hi-lo)/8)
 		}
 	}
-	r.step.Store(max(step, 64<<10))
+	r.step.Store(max(step, MinRotateSize))
 }
 
 // run enforces the rules until ctx ends: at start it rebuilds the

@@ -283,5 +283,6 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
+	s.ret.saveIndexes(true)
 	return errors.Join(errs...)
 }
