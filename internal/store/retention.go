@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,6 +62,13 @@ type retainer struct {
 	kick    chan struct{} // capacity 1: wakes run
 	step    atomic.Int64  // bytes written between two wake-ups
 	pending atomic.Int64  // bytes written since the last wake-up
+	written atomic.Int64  // bytes written since Open
+
+	// The write rate (bytes/s; its recent peak) and where it was last
+	// measured: the goroutine of enforce only.
+	rate    float64
+	rateAt  time.Time
+	rateSum int64
 
 	mu     sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize
 	agents map[string]*retAgent
@@ -132,6 +140,7 @@ func (r *retainer) agentLocked(name string) *retAgent {
 // allocation.
 func (a *retAgent) wrote(n, first int64) {
 	a.open.Add(n)
+	a.r.written.Add(n)
 	if first != 0 {
 		a.openFirst.Store(first)
 	}
@@ -192,14 +201,41 @@ func (a *retAgent) remove(name string) {
 func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() }
 
 // watermarks returns where deletion for a limit starts (hi) and where
-// it stops (lo): below the limit by half the margin and by the margin,
-// a tenth of the limit or one rotation file, whichever is smaller.
+// it stops (lo). The margin is a tenth of the limit or one rotation
+// file, whichever is smaller; hi is below the limit by half the margin
+// or by what the writers write in deleteLead at their recent peak rate
+// (at most a quarter of the limit), whichever is more, and lo is half
+// the margin below hi.
 func (r *retainer) watermarks(limit int64) (hi, lo int64) {
 	m := limit / 10
 	if r.rotate > 0 {
 		m = min(m, r.rotate)
 	}
-	return limit - m/2, limit - m
+	lead := min(int64(r.rate*deleteLead.Seconds()), limit/4)
+	hi = limit - max(m/2, lead)
+	return hi, hi - m/2
+}
+
+// deleteLead is how long deleting may lag behind writing: at a high
+// write rate deletion starts that much earlier. A deletion on a busy
+// machine waits for a CPU after its unlink; tens of milliseconds are
+// seen with every core busy writing.
+const deleteLead = 100 * time.Millisecond
+
+// measureRate updates the write rate: the rate since the last
+// measurement, or the recent peak decaying over 10 s, whichever is
+// higher.
+func (r *retainer) measureRate(now time.Time) {
+	w := r.written.Load()
+	dt := now.Sub(r.rateAt).Seconds()
+	switch {
+	case r.rateAt.IsZero():
+	case dt < 0.01:
+		return // too short to measure
+	default:
+		r.rate = max(float64(w-r.rateSum)/dt, r.rate*math.Exp(-dt/10))
+	}
+	r.rateAt, r.rateSum = now, w
 }
 
 // freeLimit returns the most the filesystem of size bytes may hold
@@ -259,6 +295,7 @@ func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
 // enforce applies every rule that is on, in the order age, agent, size,
 // free.
 func (r *retainer) enforce(now time.Time) {
+	r.measureRate(now)
 	c := &r.cfg
 	skip := map[string]bool{} // files that could not be deleted in this round
 	if c.MaxAge > 0 {
