@@ -109,8 +109,17 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.IntVar(&cc.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	retainFlagsOn(fs, &st.Retain)
 	metricsFlagsOn(fs, &cfg.Metrics)
 	return feedFlags(fs, cfg)
+}
+
+// retainFlagsOn defines the collector's retention flags.
+func retainFlagsOn(fs *pflag.FlagSet, rc *store.RetainConfig) {
+	fs.Var(retainFreeFlag{rc}, "retain-free", "keep at least this much of the filesystem holding --dir free, as a percentage (10%) or a size (20G), by deleting the oldest closed files (by last packet, all agents; each agent's newest stays); counts every program's use of the disk; 0 turns it off")
+	fs.Var(sizeFlag{&rc.MaxBytes}, "retain-size", "keep the agents' files below --dir at most this large, deleting the oldest closed files (by last packet, all agents; each agent's newest stays); 0: no limit")
+	fs.DurationVar(&rc.MaxAge, "retain-age", 0, "delete the files whose last packet is older than this, e.g. 720h; 0: none")
+	fs.Var(sizeFlag{&rc.AgentBytes}, "retain-agent-size", "keep each agent's files at most this large, deleting its own oldest, so that one busy agent cannot push out the others' history; 0: no limit")
 }
 
 // metricsFlagsOn defines the collector's metrics flags.

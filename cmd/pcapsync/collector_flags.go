@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -95,6 +96,38 @@ func (f fsyncFlag) Set(s string) error {
 		return err
 	}
 	*f.d = d
+	return nil
+}
+
+// retainFreeFlag is a pflag.Value for the free-space rule of a
+// store.RetainConfig: "PCT%" or a size; 0 turns it off.
+type retainFreeFlag struct{ rc *store.RetainConfig }
+
+func (f retainFreeFlag) String() string {
+	if f.rc == nil {
+		return ""
+	}
+	return store.FormatRetainFree(*f.rc)
+}
+
+func (retainFreeFlag) Type() string { return "pct|size" }
+
+func (f retainFreeFlag) Set(s string) error {
+	var pct float64
+	var n int64
+	var err error
+	if p, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		pct, err = strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || pct < 0 || pct > store.MaxRetainFreePercent {
+			return fmt.Errorf("%q: want a percentage from 0%% to %d%% or a size like 20G", s, store.MaxRetainFreePercent)
+		}
+	} else if n, err = parseSize(s); err != nil {
+		return fmt.Errorf("want a percentage like 10%% or a size like 20G: %w", err)
+	}
+	f.rc.FreePercent, f.rc.FreeBytes = pct, n
+	if pct == 0 && n == 0 {
+		f.rc.FreePercent, f.rc.FreeBytes = -1, -1
+	}
 	return nil
 }
 

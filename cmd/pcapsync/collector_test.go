@@ -31,6 +31,10 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"fsync":              store.DefaultFsync.String(),
 		"idle-close":         store.DefaultIdleClose.String(),
 		"max-open-files":     "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
+		"retain-free":        strconv.Itoa(store.DefaultRetainFreePercent) + "%",
+		"retain-size":        "0",
+		"retain-age":         "0s",
+		"retain-agent-size":  "0",
 		"max-frame":          itoa(collector.DefaultMaxFrame),
 		"udp-reassembly-mem": itoa(collector.DefaultUDPReassemblyBytes),
 		"read-memory":        itoa(collector.DefaultReadMemory),
@@ -99,5 +103,42 @@ func TestCollectorFlagsGivenOnly(t *testing.T) {
 		t.Errorf("rotate size %d, interval %s: want -1 (disabled) and 0 (default)", st.RotateSize, st.RotateInterval)
 	case st.Fsync != store.FsyncPerBatch:
 		t.Errorf("fsync %s, want FsyncPerBatch", st.Fsync)
+	case st.Retain != store.RetainConfig{}:
+		t.Errorf("retention %+v without a --retain flag: want the zero value (the defaults)", st.Retain)
+	}
+}
+
+// TestRetainFreeFlag: --retain-free takes a percentage or a size, and 0
+// (either way) turns the rule off.
+func TestRetainFreeFlag(t *testing.T) {
+	tests := []struct {
+		in    string
+		pct   float64
+		bytes int64
+		ok    bool
+	}{
+		{"10%", 10, 0, true},
+		{"2.5%", 2.5, 0, true},
+		{"20G", 0, 20 << 30, true},
+		{"0", -1, -1, true},
+		{"0%", -1, -1, true},
+		{"95%", 0, 0, false},
+		{"-1%", 0, 0, false},
+		{"lots", 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var rc store.RetainConfig
+			err := retainFreeFlag{&rc}.Set(tt.in)
+			if (err == nil) != tt.ok {
+				t.Fatalf("Set(%q) = %v, want ok %v", tt.in, err, tt.ok)
+			}
+			if tt.ok && (rc.FreePercent != tt.pct || rc.FreeBytes != tt.bytes) {
+				t.Errorf("Set(%q): %g%%, %d bytes; want %g%%, %d", tt.in, rc.FreePercent, rc.FreeBytes, tt.pct, tt.bytes)
+			}
+			if tt.ok && tt.pct < 0 && !rc.Off() {
+				t.Errorf("Set(%q) left retention on", tt.in)
+			}
+		})
 	}
 }

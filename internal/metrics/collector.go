@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"slices"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -144,6 +147,56 @@ var (
 		[]string{"limit"}, nil)
 )
 
+// Retention (store.RetainStats, store.RetainCounters).
+var (
+	retainDeletedFiles = prometheus.NewDesc("pcapsync_collector_retention_deleted_files_total",
+		"Closed files deleted by retention, by the rule that chose them: age (--retain-age), agent (--retain-agent-size), size (--retain-size), free (--retain-free).",
+		[]string{"rule"}, nil)
+	retainDeletedBytes = prometheus.NewDesc("pcapsync_collector_retention_deleted_bytes_total",
+		"Bytes of the files deleted by retention, by rule.", []string{"rule"}, nil)
+	retainShort = prometheus.NewDesc("pcapsync_collector_retention_short",
+		"1 while a retention rule is over its limit with nothing more it may delete (each agent's newest file and the open ones are kept): on a full disk writes fail and nothing unwritten is acknowledged.",
+		[]string{"rule"}, nil)
+	retainShortTotal = prometheus.NewDesc("pcapsync_collector_retention_short_total",
+		"Times a retention rule became unable to free enough.", nil, nil)
+	retainRootBytes = prometheus.NewDesc("pcapsync_collector_retention_root_bytes",
+		"Bytes of the agents' data files below --dir, closed and open, as retention counts them.", nil, nil)
+	retainOldest = prometheus.NewDesc("pcapsync_collector_agent_oldest_packet_timestamp_seconds",
+		"Unix time of the oldest packet still kept in the agent's files (for the other agents: the oldest of them).", []string{"agent"}, nil)
+)
+
+// collectRetention emits retention's metrics; the agent label values
+// are capped as the other per-agent metrics are.
+func (c *coreCollector) collectRetention(ch chan<- prometheus.Metric) {
+	st := c.core.Store()
+	rc, rs := st.Retention(), st.RetainStats()
+	for rule := range store.NumRules {
+		name := rule.String()
+		ch <- prometheus.MustNewConstMetric(retainDeletedFiles, prometheus.CounterValue, u(rc.Files[rule].Load()), name)
+		ch <- prometheus.MustNewConstMetric(retainDeletedBytes, prometheus.CounterValue, u(rc.Bytes[rule].Load()), name)
+		short := 0.0
+		if slices.Contains(rs.Short, name) {
+			short = 1
+		}
+		ch <- prometheus.MustNewConstMetric(retainShort, prometheus.GaugeValue, short, name)
+	}
+	ch <- prometheus.MustNewConstMetric(retainShortTotal, prometheus.CounterValue, u(rc.Short.Load()))
+	ch <- prometheus.MustNewConstMetric(retainRootBytes, prometheus.GaugeValue, float64(rs.RootBytes))
+	var other time.Time
+	for i, a := range rs.Agents {
+		switch {
+		case a.Oldest.IsZero():
+		case c.maxAgents < 0 || i < c.maxAgents:
+			ch <- prometheus.MustNewConstMetric(retainOldest, prometheus.GaugeValue, unixSeconds(a.Oldest), a.Name)
+		case other.IsZero() || a.Oldest.Before(other):
+			other = a.Oldest
+		}
+	}
+	if !other.IsZero() {
+		ch <- prometheus.MustNewConstMetric(retainOldest, prometheus.GaugeValue, unixSeconds(other), OtherAgents)
+	}
+}
+
 // agentSnap is one "agent" label value's numbers.
 type agentSnap struct {
 	collector.AgentStats
@@ -192,6 +245,9 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	describe(ownAgentFields, ch)
 	ch <- decodeErrors
 	ch <- batchesRejected
+	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainRootBytes, retainOldest} {
+		ch <- d
+	}
 }
 
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
@@ -222,6 +278,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLarge.Load()), "frame_size")
 	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLargeRaw.Load()), "decompressed_size")
+	c.collectRetention(ch)
 
 	var other agentSnap
 	others := 0

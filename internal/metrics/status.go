@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // Status is the collector's status page (GET /status), a JSON object.
@@ -17,6 +18,17 @@ type Status struct {
 	// DefaultRateWindow, or since the collector started if shorter.
 	RateWindow float64       `json:"rate_window_seconds"`
 	Agents     []AgentStatus `json:"agents"`
+	// Retention is what retention keeps and whether it keeps up.
+	Retention RetentionStatus `json:"retention"`
+}
+
+// RetentionStatus is the retention part of Status.
+type RetentionStatus struct {
+	RootBytes int64 `json:"root_bytes"` // the agents' data files, closed and open
+	// Short names the rules over their limit with nothing more they may
+	// delete (on a full disk, writes fail: nothing unwritten is
+	// acknowledged); empty when retention keeps up.
+	Short []string `json:"short,omitempty"`
 }
 
 // AgentStatus is one agent name's row. Counters are since the collector
@@ -49,6 +61,12 @@ type AgentStatus struct {
 	AckedSeq  uint64    `json:"acked_seq"`
 	Lag       uint64    `json:"lag_batches"`
 	LastBatch time.Time `json:"last_batch,omitzero"`
+
+	// OldestPacket is the time of the oldest packet still kept in the
+	// agent's files (retention deletes from the oldest); KeptBytes
+	// their size, closed and open.
+	OldestPacket time.Time `json:"oldest_packet,omitzero"`
+	KeptBytes    int64     `json:"kept_bytes"`
 }
 
 // DefaultRateWindow is the span status rates are measured over.
@@ -109,14 +127,21 @@ func (p *StatusPage) Status() Status {
 	p.samples = append(p.samples, cur)
 	p.mu.Unlock()
 
-	st := Status{Time: now.UTC(), Agents: make([]AgentStatus, len(agents))}
+	rs := p.core.Store().RetainStats()
+	kept := make(map[string]store.AgentRetention, len(rs.Agents))
+	for _, a := range rs.Agents {
+		kept[a.Name] = a
+	}
+	st := Status{Time: now.UTC(), Agents: make([]AgentStatus, len(agents)),
+		Retention: RetentionStatus{RootBytes: rs.RootBytes, Short: rs.Short}}
 	dt := now.Sub(base.at).Seconds()
 	st.RateWindow = dt
 	for i, a := range agents {
 		row := AgentStatus{Name: a.Name, Host: a.Host, Address: a.Peer.Addr, Transport: a.Peer.Transport,
 			Connected: a.Connected, Since: a.Since.UTC(), Packets: a.Packets, Bytes: a.Bytes, DiskBytes: a.DiskBytes,
 			KernelDrops: a.KernelDrops, AgentDrops: a.AgentDrops, LostBatches: a.lost, Duplicates: a.Duplicates,
-			LastSeq: a.LastSeqReceived, AckedSeq: a.LastSeqAcked, Lag: a.Lag, LastBatch: a.LastBatch.UTC()}
+			LastSeq: a.LastSeqReceived, AckedSeq: a.LastSeqAcked, Lag: a.Lag, LastBatch: a.LastBatch.UTC(),
+			OldestPacket: kept[a.Name].Oldest, KeptBytes: kept[a.Name].Bytes}
 		if prev := base.count[a.Name]; dt > 0 { // an agent new in the window started from 0
 			row.PacketsPerSecond = float64(a.Packets-prev[0]) / dt
 			row.BytesPerSecond = float64(a.Bytes-prev[1]) / dt

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -11,16 +12,16 @@ import (
 // connected ones first (the status page sorts by name).
 func WriteTable(w io.Writer, st Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG")
+	fmt.Fprintln(tw, "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG\tOLDEST KEPT")
 	for pass := range 2 {
 		for _, a := range st.Agents {
 			if a.Connected != (pass == 0) {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
 				a.Name, orDash(a.Address), orDash(a.Transport), state(a, st.Time),
 				a.PacketsPerSecond, humanBytes(a.BytesPerSecond), a.Packets, a.KernelDrops, a.AgentDrops,
-				a.LostBatches, a.LastSeq, a.Lag)
+				a.LostBatches, a.LastSeq, a.Lag, oldest(a.OldestPacket))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -28,7 +29,19 @@ func WriteTable(w io.Writer, st Status) error {
 	}
 	_, err := fmt.Fprintf(w, "%d agents, %d connected; rates over the last %.1fs; drops as the agents last reported them; at %s\n",
 		len(st.Agents), connected(st), st.RateWindow, st.Time.Format(time.RFC3339))
+	if err == nil && len(st.Retention.Short) > 0 {
+		_, err = fmt.Fprintf(w, "RETENTION CANNOT FREE ENOUGH (rules: %s): only each agent's newest file and the open ones are left; on a full disk nothing more is written or acknowledged\n",
+			strings.Join(st.Retention.Short, ", "))
+	}
 	return err
+}
+
+// oldest is the oldest kept packet's time, to the second, or "-".
+func oldest(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
 }
 
 // state is "up 1h2m3s" (since the session began) or "down 4m" (since

@@ -51,6 +51,10 @@ type Config struct {
 	// file. It is called once per sync: Observe must be quick and safe
 	// for concurrent use (a prometheus.Histogram fits).
 	SyncLatency observe.Observer
+	// Retain is retention: which closed files are deleted to keep the
+	// disk from filling (RetainConfig; its zero value keeps 10% of the
+	// filesystem free).
+	Retain RetainConfig
 }
 
 // Defaults of the Config fields, and the smallest values accepted.
@@ -123,7 +127,11 @@ func (c *Config) Validate() error {
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	}
-	return nil
+	rotate := c.RotateSize
+	if rotate == 0 {
+		rotate = DefaultRotateSize
+	}
+	return c.Retain.validate(rotate)
 }
 
 func (c *Config) withDefaults() Config {

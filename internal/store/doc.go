@@ -13,6 +13,15 @@
 // (Writer.Close) or an idle time (Writer.Linger), and lose their suffix
 // once the marks they hold are saved (publish).
 //
+// # Retention
+//
+// Config.Retain (RetainConfig) deletes closed files, oldest first by
+// their last packet, to keep the filesystem's free space, the root's
+// size, each agent's size and the files' age within limits; Store.Run
+// runs it on a goroutine of its own, and Dir/RetainDir holds its index
+// of closed files. Retention.go states its rules and guarantees;
+// Store.Hold keeps a file from it while a reader needs it.
+//
 // # Marks and delivery
 //
 // The last packet of every batch carries a mark (a pcapng custom

@@ -82,6 +82,7 @@ type agentFile struct {
 	lastWrite  time.Time   // guarded by budget.mu
 	parked     bool        // path is a file in progress whose descriptor the budget took
 	syncing    *os.File    // f while a background sync of it runs
+	ret        *retAgent   // retention's record of the agent; nil in some tests
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -100,6 +101,8 @@ type agentFile struct {
 	cuts         uint64    // times abandon cut uncommitted batches away
 	unpublished  []string  // closed part files whose publish failed
 	dirty        bool      // flushed but not synced
+	ts           tsRange   // of the packets written to the open file
+	tsFlushed    tsRange   // ts at the last successful flush
 	lastSync     time.Time
 	markBuf      [markSize]byte
 }
@@ -193,6 +196,7 @@ func (af *agentFile) open(now time.Time) error {
 	af.f, af.bw, af.w, af.path = f, bw, w, path
 	af.marked = af.marked[:0]
 	af.markEnd, af.committedEnd, af.diskEnd = 0, 0, 0
+	af.ts, af.tsFlushed = tsRange{}, tsRange{}
 	af.dirty, af.lastSync = true, now
 	af.rotateAt = time.Time{}
 	if af.interval > 0 {
@@ -240,6 +244,7 @@ func (af *agentFile) writable(now time.Time) error {
 
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
+	af.ts.add(r.Timestamp)
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
 
@@ -265,6 +270,7 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq 
 	b = append(b, inst.id[:]...)
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	af.fit(ifIndex, r)
+	af.ts.add(r.Timestamp)
 	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, markPEN, b); err != nil {
 		return err
 	}
@@ -294,6 +300,7 @@ func (af *agentFile) flush() error {
 		}
 	}
 	af.committedEnd = af.markEnd
+	af.tsFlushed = af.ts
 	af.addDisk()
 	af.dirty = true
 	if af.fsync == FsyncPerBatch {
@@ -308,6 +315,9 @@ func (af *agentFile) addDisk() {
 	end := af.onDisk()
 	if af.diskBytes != nil && end > af.diskEnd {
 		af.diskBytes.Add(uint64(end - af.diskEnd))
+	}
+	if af.ret != nil && end > af.diskEnd {
+		af.ret.wrote(end-af.diskEnd, af.tsFlushed.min)
 	}
 	af.diskEnd = end
 }
@@ -421,7 +431,11 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	if err != nil {
 		return "", errors.Join(fmt.Errorf("closing %s: %w", af.path, err), af.abandon())
 	}
+	af.tsFlushed = af.ts
 	af.addDisk()
+	if af.ret != nil {
+		af.ret.closed(filepath.Base(af.path), af.diskEnd, af.ts, true)
+	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
 	}
@@ -485,6 +499,9 @@ func (af *agentFile) abandon() error {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	af.budget.release(af)
+	if af.ret != nil {
+		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(af.mw.terminator())), af.tsFlushed, af.committedEnd > 0)
+	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
 		af.f.Close()

@@ -195,13 +195,7 @@ type repairResult struct {
 // when the scan stops on a read error or the cut fails, they are still
 // in the file (the next repair keeps them), and must count.
 func repairPart(ctx context.Context, path string) (res repairResult, err error) {
-	codec := compress.None
-	switch name := strings.TrimSuffix(path, PartSuffix); {
-	case strings.HasSuffix(name, ".pcapng.gz"):
-		codec = compress.Gzip
-	case strings.HasSuffix(name, ".pcapng.zst"):
-		codec = compress.Zstd
-	}
+	codec := codecOf(path)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return res, err
@@ -257,6 +251,18 @@ func repairPart(ctx context.Context, path string) (res repairResult, err error) 
 	return res, nil
 }
 
+// codecOf returns the compression of a data file by its name (with or
+// without PartSuffix).
+func codecOf(path string) compress.Codec {
+	switch name := strings.TrimSuffix(path, PartSuffix); {
+	case strings.HasSuffix(name, ".pcapng.gz"):
+		return compress.Gzip
+	case strings.HasSuffix(name, ".pcapng.zst"):
+		return compress.Zstd
+	}
+	return compress.None
+}
+
 // zstdTail returns what must follow the first cut bytes of a zstd file
 // for them to be a complete stream decoding to raw bytes: the empty last
 // block when the cut falls inside a frame (the usual case: a flush),
@@ -294,6 +300,7 @@ type scanResult struct {
 	cut      int64               // file offset of the cut; 0 when no mark was found
 	raw      int64               // decompressed offset of the cut
 	complete bool                // the whole file is a complete compressed stream
+	times    tsRange             // the earliest and latest packet of every whole packet block
 }
 
 // scanPart reads a file r written with codec as one stream, in chunks
@@ -343,7 +350,7 @@ func scanPart(ctx context.Context, r io.Reader, codec compress.Codec) (scanResul
 		w.afterWrite = func() { sc.boundary(pos()) }
 		_, err = dec.WriteTo(w)
 	}
-	res := scanResult{marks: sc.marks, cut: sc.cutOff, raw: sc.cutRaw, complete: err == nil || err == io.EOF}
+	res := scanResult{marks: sc.marks, cut: sc.cutOff, raw: sc.cutRaw, complete: err == nil || err == io.EOF, times: sc.times}
 	if cr.err != nil {
 		return res, fmt.Errorf("reading at offset %d: %w", cr.n, cr.err)
 	}
@@ -438,6 +445,9 @@ type blockScanner struct {
 	first   bool
 	stopped bool
 
+	ts    int64   // the timestamp of the packet block being read (if_tsresol 9, as the Store writes)
+	times tsRange // of every whole packet block
+
 	clean   bool  // a mark was seen and no packet block since
 	end     int64 // offset after the last marked block, or after blocks without packets that follow it
 	pending map[[16]byte]uint64
@@ -495,6 +505,7 @@ func (s *blockScanner) next() {
 				s.st, s.need = stBody, s.blen-12
 			}
 		case stFixed:
+			s.ts = int64(le.Uint32(s.buf[12:]))<<32 | int64(le.Uint32(s.buf[16:]))
 			caplen := int64(le.Uint32(s.buf[20:]))
 			data := caplen + (-caplen & 3)
 			s.optLen = s.blen - 32 - data
@@ -526,6 +537,7 @@ func (s *blockScanner) blockDone() {
 	s.first = false
 	switch {
 	case s.typ == blockEPB:
+		s.times.add(s.ts)
 		if id, seq, ok := markIn(s.opts); ok {
 			s.pending[id] = max(s.pending[id], seq)
 			s.clean, s.end = true, s.off

@@ -55,6 +55,7 @@ type Store struct {
 	saver     stateSaver
 
 	budget *fileBudget // nil: no budget
+	ret    *retainer   // retention (retention.go)
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -116,6 +117,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	keepReserve(dir, 0)
+	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
 	if err := s.startRepairs(); err != nil {
 		return nil, err
 	}
@@ -170,6 +172,7 @@ func (s *Store) Writer(name string) (*Writer, error) {
 			syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
 		w.file.diskBytes = &w.diskBytes
 		w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
+		w.file.ret = s.ret.agent(name)
 		s.writers[name] = w
 	}
 	return w, nil
@@ -177,11 +180,20 @@ func (s *Store) Writer(name string) (*Writer, error) {
 
 // Run rotates files on time, closes idle ones (Writer.Linger), syncs
 // open files under an interval policy and retries publishing closed
-// files, every 250 ms until ctx ends; then it returns. Call Close
-// after Run returned.
+// files, every 250 ms, and deletes files for retention (Config.Retain)
+// on a goroutine of its own, until ctx ends; then it returns. Call
+// Close after Run returned.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	if !s.cfg.Retain.Off() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.ret.run(ctx, s.repairDone)
+		}()
+		defer func() { <-done }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -292,5 +304,6 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
+	s.ret.saveIndexes(true)
 	return errors.Join(errs...)
 }

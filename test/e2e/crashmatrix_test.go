@@ -103,6 +103,9 @@ func (c crashCell) collectorFlags() []string {
 	if c.smallRotate {
 		args = append(args, "--rotate-size", "4M")
 	}
+	if c.full {
+		args = append(args, "--retain-free", "0") // repair short of space is the subject, not retention
+	}
 	return args
 }
 

@@ -436,7 +436,7 @@ func TestDiskFullE2E(t *testing.T) {
 	t.Logf("tmpfs %s: %d bytes free after the filler", mnt, avail(t, mnt))
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	coll := startCollector(t, ctx, "", addr, dir)
+	coll := startCollector(t, ctx, "", addr, dir, "--retain-free", "0") // a full disk, not retention, is the subject
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 2*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "64K")
 	coll.waitFor("storage error", 20*time.Second)

@@ -453,8 +453,9 @@ func dirEntries(t *testing.T, dir string) []string {
 }
 
 // agentDirs returns the agent directories in a collector's output
-// directory, sorted. The collector's own state file (store.StateFile)
-// and disk reserve (store.ReserveFile) are allowed beside them; anything else that is not a directory is a
+// directory, sorted. The collector's own state file (store.StateFile),
+// disk reserve (store.ReserveFile) and retention index (store.RetainDir)
+// are allowed beside them; anything else that is not a directory is a
 // test error.
 func agentDirs(t *testing.T, dir string) []string {
 	t.Helper()
@@ -465,6 +466,7 @@ func agentDirs(t *testing.T, dir string) []string {
 		case err != nil:
 			t.Errorf("%s: %v", dir, err)
 		case (name == store.StateFile || name == store.ReserveFile) && fi.Mode().IsRegular():
+		case name == store.RetainDir && fi.IsDir():
 		case !fi.IsDir():
 			t.Errorf("%s: unexpected %v %q in the collector's directory", dir, fi.Mode().Type(), name)
 		default:
