@@ -132,20 +132,35 @@ func (b *fileBudget) acquire(af *agentFile, now time.Time) {
 // victim returns an open file to park, its Writer mutex locked, or nil
 // if every one is busy. b.mu is held.
 func (b *fileBudget) victim(now time.Time) *agentFile {
-	if t := b.tail; t != nil && now.Sub(t.lastWrite) >= staleAfter && t.mu.TryLock() {
+	if t := b.tail; t != nil && now.Sub(t.lastWrite) >= staleAfter && t.lockIdle() {
 		return t
 	}
 	for range min(8, len(b.open)) {
-		if v := b.open[rand.IntN(len(b.open))]; v.mu.TryLock() {
+		if v := b.open[rand.IntN(len(b.open))]; v.lockIdle() {
 			return v
 		}
 	}
 	for v := b.tail; v != nil; v = v.prev {
-		if v.mu.TryLock() {
+		if v.lockIdle() {
 			return v
 		}
 	}
 	return nil
+}
+
+// lockIdle locks af's Writer mutex if it is free and no background sync
+// of af's descriptor runs: closing a descriptor that an fsync still uses
+// frees it only when the fsync returns, so parking it then would hold
+// one descriptor more than the budget.
+func (af *agentFile) lockIdle() bool {
+	if !af.mu.TryLock() {
+		return false
+	}
+	if af.syncing != nil {
+		af.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // release gives back af's descriptor (it was closed).
@@ -276,7 +291,7 @@ func (af *agentFile) park() error {
 		return errors.Join(fmt.Errorf("parking %s: %w", af.path, err), af.abandon())
 	}
 	if af.syncing == af.f {
-		af.syncing = nil // its sync may fail on the closed descriptor: done again later
+		af.syncing = nil // its descriptor is freed when that fsync returns
 	}
 	err = af.f.Close()
 	putBuf(af.bw)

@@ -118,7 +118,9 @@ func (r *retainer) loadAgent(ctx context.Context, name string) (added, scanned i
 		}
 		f, ok := saved[e.Name()]
 		if !ok || f.Bytes != info.Size() {
+			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 			f, err = scanTimes(ctx, filepath.Join(r.dir, name, e.Name()))
+			r.budget.release(nil)
 			scanned++
 			if err != nil {
 				// Unreadable or without a packet: its modification time

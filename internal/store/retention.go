@@ -55,6 +55,7 @@ type retainer struct {
 	log    *slog.Logger
 	errs   *atomic.Uint64 // Counters.FileErrors
 	statfs func(dir string) (size, avail int64, err error)
+	budget *fileBudget // the open-file budget, which a scan's descriptor counts in; nil for none
 
 	// Counters may be read at any time.
 	Counters RetainCounters

@@ -118,6 +118,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	keepReserve(dir, 0)
 	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
+	s.ret.budget = s.budget
 	if err := s.startRepairs(); err != nil {
 		return nil, err
 	}
