@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,7 +138,11 @@ func runPcapsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
 	if err != nil {
 		return PipelineRun{}, err
 	}
-	if err := checkPackets(env.cfg.Packets, files...); err != nil {
+	check := checkPackets
+	if retains(env.cfg.CollectorArgs) {
+		check = func(want int, files ...string) error { return checkRetained(want, coll.stdout.String(), files...) }
+	}
+	if err := check(env.cfg.Packets, files...); err != nil {
 		return PipelineRun{}, fmt.Errorf("%w; agent: %s; collector: %s%s", err, strings.TrimSpace(ag.stdout.String()), coll.stdout.String(), coll.stderr.String())
 	}
 	cu := coll.usage
@@ -320,6 +325,42 @@ func checkPackets(want int, files ...string) error {
 	}
 	if n != want {
 		return fmt.Errorf("%d packets in %v, want %d", n, files, want)
+	}
+	return nil
+}
+
+// retains reports whether collector flags turn on a retention rule that
+// deletes files during the run (--retain-size, --retain-age,
+// --retain-agent-size; --retain-free only when the disk is that full).
+func retains(collectorArgs []string) bool {
+	for _, a := range collectorArgs {
+		if strings.HasPrefix(a, "--retain-") && !strings.HasPrefix(a, "--retain-free") {
+			return true
+		}
+	}
+	return false
+}
+
+var collectorPacketsRE = regexp.MustCompile(`pcapsync collector: sessions \d+, .*, packets (\d+), .*, file errors (\d+),`)
+
+// checkRetained is checkPackets for a collector whose retention deletes
+// files as it goes: the collector's summary must count want packets
+// written and no file error, and the files left must hold at most want
+// packets, every one readable.
+func checkRetained(want int, collectorStdout string, files ...string) error {
+	m := collectorPacketsRE.FindStringSubmatch(collectorStdout)
+	if m == nil {
+		return fmt.Errorf("no collector summary line in %q", collectorStdout)
+	}
+	if m[1] != strconv.Itoa(want) || m[2] != "0" {
+		return fmt.Errorf("collector wrote %s packets with %s file errors, want %d and 0", m[1], m[2], want)
+	}
+	n, err := countPackets(files...)
+	if err != nil {
+		return err
+	}
+	if n > want {
+		return fmt.Errorf("%d packets in %v, more than the %d sent", n, files, want)
 	}
 	return nil
 }
