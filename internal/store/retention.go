@@ -468,9 +468,14 @@ func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[strin
 func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[string]bool) bool {
 	path := filepath.Join(r.dir, a.name, f.Name)
 	err := os.Remove(path)
-	if errors.Is(err, fs.ErrNotExist) && exists(path+PartSuffix) {
-		skip[filepath.Join(a.name, f.Name)] = true
-		return false
+	if errors.Is(err, fs.ErrNotExist) {
+		if exists(path + PartSuffix) {
+			skip[filepath.Join(a.name, f.Name)] = true
+			return false
+		}
+		// Published between the two looks (the index learns of a file
+		// just before its .part is renamed): it is there now.
+		err = os.Remove(path)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		skip[filepath.Join(a.name, f.Name)] = true
