@@ -178,6 +178,24 @@ func (b *fileBudget) release(af *agentFile) {
 	b.mu.Unlock()
 }
 
+// handOff turns af's slot into one a background sync of af's closed
+// descriptor holds (the descriptor stays open until that fsync
+// returns); the sync gives it back with release(nil). It reports
+// whether af had a slot.
+func (b *fileBudget) handOff(af *agentFile) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if af.slot < 0 {
+		return false
+	}
+	b.remove(af)
+	b.extra++
+	return true
+}
+
 // touch notes a write to af, which holds a descriptor.
 func (b *fileBudget) touch(af *agentFile, now time.Time) {
 	if b == nil {

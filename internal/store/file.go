@@ -82,6 +82,7 @@ type agentFile struct {
 	lastWrite  time.Time   // guarded by budget.mu
 	parked     bool        // path is a file in progress whose descriptor the budget took
 	syncing    *os.File    // f while a background sync of it runs
+	owed       *os.File    // a closed descriptor a background sync still uses: synced releases its slot
 	ret        *retAgent   // retention's record of the agent; nil in some tests
 
 	ifaces     []fileIface
@@ -363,8 +364,23 @@ func (af *agentFile) syncDue(now time.Time) *os.File {
 	return af.f
 }
 
+// releaseFD gives back the budget slot of af.f, just closed: at once,
+// or, while a background sync still uses the descriptor (it stays open
+// until that fsync returns), when the sync reports back (synced).
+func (af *agentFile) releaseFD() {
+	if af.syncing != nil && af.syncing == af.f && af.budget.handOff(af) {
+		af.owed = af.f
+		return
+	}
+	af.budget.release(af)
+}
+
 // synced records the end of a sync of f started at start.
 func (af *agentFile) synced(f *os.File, start time.Time, err error) error {
+	if af.owed == f {
+		af.owed = nil
+		af.budget.release(nil)
+	}
 	if af.syncing == f {
 		af.syncing = nil
 	}
@@ -444,7 +460,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	}
 	part = af.path + PartSuffix
 	err = af.f.Close()
-	af.budget.release(af)
+	af.releaseFD()
 	putBuf(af.bw)
 	af.f, af.bw, af.w = nil, nil, nil
 	if err != nil {
@@ -498,13 +514,13 @@ func (af *agentFile) abandon() error {
 	if t := af.mw.terminator(); err == nil && len(t) > 0 && af.committedEnd > 0 {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
-	af.budget.release(af)
 	if af.ret != nil {
 		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(af.mw.terminator())), af.tsFlushed, af.committedEnd > 0)
 	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
 		af.f.Close()
+		af.releaseFD()
 		rerr := os.Remove(af.path + PartSuffix)
 		af.f, af.bw, af.w = nil, nil, nil
 		return errors.Join(err, rerr)
@@ -516,6 +532,7 @@ func (af *agentFile) abandon() error {
 	if cerr := af.f.Close(); err == nil {
 		err = cerr
 	}
+	af.releaseFD()
 	af.f, af.bw, af.w = nil, nil, nil
 	if err == nil {
 		if perr := publish(af.saveState, af.fsync != FsyncNever, []string{part}); perr != nil {
