@@ -196,8 +196,11 @@ func TestTLSAgent(t *testing.T) {
 	if f := plain.files(t); len(f) != 0 {
 		t.Errorf("refused agents left files: %q", f)
 	}
-	if f := mutual.files(t); len(f) != 3 || f[0] != "/web1" {
-		t.Errorf("collector holds %q, want only web1's directory and its two files", f)
+	// web1's two replays make one file each, or one file when the second
+	// connects before the first session ended (it replaces it and goes on
+	// writing the same file).
+	if f := mutual.files(t); len(f) < 2 || len(f) > 3 || f[0] != "/web1" || !strings.HasPrefix(f[len(f)-1], "/web1/") {
+		t.Errorf("collector holds %q, want only web1's directory and its one or two files", f)
 	}
 }
 
