@@ -54,6 +54,13 @@ func TestAgentFlagDefaults(t *testing.T) {
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	var cfg agent.Config
 	agentFlags(fs, &cfg)
+	checkFlagDefaults(t, fs, want)
+}
+
+// checkFlagDefaults fails t for every flag of fs whose default is not
+// want's, and for every flag one of them lacks.
+func checkFlagDefaults(t *testing.T, fs *pflag.FlagSet, want map[string]string) {
+	t.Helper()
 	seen := map[string]bool{}
 	fs.VisitAll(func(f *pflag.Flag) {
 		seen[f.Name] = true
@@ -62,12 +69,12 @@ func TestAgentFlagDefaults(t *testing.T) {
 		case !ok:
 			t.Errorf("--%s (default %q) has no row here: add its package default", f.Name, f.DefValue)
 		case f.DefValue != w:
-			t.Errorf("--%s defaults to %q, the agent package to %q", f.Name, f.DefValue, w)
+			t.Errorf("--%s defaults to %q, its package to %q", f.Name, f.DefValue, w)
 		}
 	})
 	for name := range want {
 		if !seen[name] {
-			t.Errorf("the table lists --%s, which the agent does not define", name)
+			t.Errorf("the table lists --%s, which the %s does not define", name, fs.Name())
 		}
 	}
 }

@@ -64,22 +64,7 @@ func TestCollectorFlagDefaults(t *testing.T) {
 	fs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
 	var cfg serve.Config
 	collectorFlags(fs, &cfg)
-	seen := map[string]bool{}
-	fs.VisitAll(func(f *pflag.Flag) {
-		seen[f.Name] = true
-		w, ok := want[f.Name]
-		switch {
-		case !ok:
-			t.Errorf("--%s (default %q) has no row here: add its package default", f.Name, f.DefValue)
-		case f.DefValue != w:
-			t.Errorf("--%s defaults to %q, its package to %q", f.Name, f.DefValue, w)
-		}
-	})
-	for name := range want {
-		if !seen[name] {
-			t.Errorf("the table lists --%s, which the collector does not define", name)
-		}
-	}
+	checkFlagDefaults(t, fs, want)
 }
 
 // TestCollectorFlagsGivenOnly: the flags not given leave the package
