@@ -159,6 +159,10 @@ var (
 		[]string{"rule"}, nil)
 	retainShortTotal = prometheus.NewDesc("pcapsync_collector_retention_short_total",
 		"Times a retention rule became unable to free enough.", nil, nil)
+	retainHolds = prometheus.NewDesc("pcapsync_collector_retention_write_holds_total",
+		"Batch writes that waited at retention's write gate for deletion to catch up (usage near a --retain-size or --retain-free limit).", nil, nil)
+	retainHeld = prometheus.NewDesc("pcapsync_collector_retention_write_held_seconds_total",
+		"Seconds batch writes waited at retention's write gate, in all.", nil, nil)
 	retainRootBytes = prometheus.NewDesc("pcapsync_collector_retention_root_bytes",
 		"Bytes of the agents' data files below --dir, closed and open, as retention counts them.", nil, nil)
 	retainOldest = prometheus.NewDesc("pcapsync_collector_agent_oldest_packet_timestamp_seconds",
@@ -181,6 +185,8 @@ func (c *coreCollector) collectRetention(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(retainShort, prometheus.GaugeValue, short, name)
 	}
 	ch <- prometheus.MustNewConstMetric(retainShortTotal, prometheus.CounterValue, u(rc.Short.Load()))
+	ch <- prometheus.MustNewConstMetric(retainHolds, prometheus.CounterValue, u(rc.Holds.Load()))
+	ch <- prometheus.MustNewConstMetric(retainHeld, prometheus.CounterValue, float64(rc.HeldNanos.Load())/1e9)
 	ch <- prometheus.MustNewConstMetric(retainRootBytes, prometheus.GaugeValue, float64(rs.RootBytes))
 	var other time.Time
 	for i, a := range rs.Agents {
@@ -245,7 +251,7 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	describe(ownAgentFields, ch)
 	ch <- decodeErrors
 	ch <- batchesRejected
-	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainRootBytes, retainOldest} {
+	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainHolds, retainHeld, retainRootBytes, retainOldest} {
 		ch <- d
 	}
 }

@@ -317,8 +317,11 @@ func (af *agentFile) addDisk() {
 	if af.diskBytes != nil && end > af.diskEnd {
 		af.diskBytes.Add(uint64(end - af.diskEnd))
 	}
-	if af.ret != nil && end > af.diskEnd {
-		af.ret.wrote(end-af.diskEnd, af.tsFlushed.min)
+	if af.ret != nil {
+		if end > af.diskEnd {
+			af.ret.wrote(end-af.diskEnd, af.tsFlushed.min)
+		}
+		af.ret.flushed()
 	}
 	af.diskEnd = end
 }

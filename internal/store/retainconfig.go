@@ -106,4 +106,9 @@ type RetainCounters struct {
 	Files [NumRules]atomic.Uint64 // files deleted, by rule
 	Bytes [NumRules]atomic.Uint64 // their bytes
 	Short atomic.Uint64           // times a rule found nothing more it may delete while still over its limit
+
+	// The write gate (retaingate.go): writes that waited for deletion
+	// to catch up, and how long they waited in all.
+	Holds     atomic.Uint64
+	HeldNanos atomic.Uint64
 }

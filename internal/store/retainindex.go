@@ -73,6 +73,7 @@ func (r *retainer) load(ctx context.Context) {
 		}
 		n, sc, b := r.loadAgent(ctx, e.Name())
 		files, scanned, bytes = files+n, scanned+sc, bytes+b
+		r.setAllowance() // the free rule's, while the rest loads
 		if ctx.Err() != nil {
 			return
 		}

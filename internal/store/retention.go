@@ -40,7 +40,9 @@ import (
 // is smaller. Deletion runs on its own goroutine (started by
 // Store.Run), woken every tick and whenever the writers have written a
 // step of bytes (an atomic add and a non-blocking send on the write
-// path; a write never waits for an unlink).
+// path; a write never waits for an unlink). Only when deletion falls
+// behind by more than the watermarks allow does a write wait, at the
+// write gate (retaingate.go), until usage is back under the limit.
 //
 // The index of closed files (agent, name, bytes, first and last packet)
 // is kept in memory, recorded when the Store closes a file, and saved
@@ -61,6 +63,8 @@ type retainer struct {
 	Counters RetainCounters
 
 	kick    chan struct{} // capacity 1: wakes run
+	gate    *writeGate    // holds writers back when deletion falls behind (retaingate.go)
+	loaded  atomic.Bool   // the index was rebuilt from the directory (load)
 	step    atomic.Int64  // bytes written between two wake-ups
 	pending atomic.Int64  // bytes written since the last wake-up
 	written atomic.Int64  // bytes written since Open
@@ -84,7 +88,9 @@ type retAgent struct {
 	r    *retainer
 	name string
 
-	open      atomic.Int64 // bytes of the open file
+	open      atomic.Int64 // bytes of the open file, as of its last flush
+	admitted  atomic.Int64 // bytes let through the write gate since then: written, or about to be, not yet flushed
+	buffered  atomic.Int64 // bytes in the file's write buffer after the last batch: not yet on the filesystem
 	openFirst atomic.Int64 // first packet of the open file (Unix ns); 0: none
 
 	files       []retFile // closed files, oldest first (by last, then name); guarded by retainer.mu
@@ -116,6 +122,7 @@ func newRetainer(c Config, dir string, errs *atomic.Uint64) *retainer {
 	r := &retainer{cfg: c.Retain.withDefaults(), dir: dir, rotate: c.RotateSize, log: c.Logger, errs: errs,
 		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{}}
 	r.step.Store(1 << 20)
+	r.gate = newWriteGate(&r.Counters)
 	return r
 }
 
@@ -148,10 +155,7 @@ func (a *retAgent) wrote(n, first int64) {
 	r := a.r
 	if r.pending.Add(n) >= r.step.Load() {
 		r.pending.Store(0)
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+		r.wake()
 	}
 }
 
@@ -159,6 +163,7 @@ func (a *retAgent) wrote(n, first int64) {
 // its final name, with bytes and its packets' times) or removed.
 func (a *retAgent) closed(name string, bytes int64, t tsRange, kept bool) {
 	a.open.Store(0)
+	a.admitted.Store(0)
 	a.openFirst.Store(0)
 	if !kept {
 		return
@@ -198,8 +203,9 @@ func (a *retAgent) remove(name string) {
 	}
 }
 
-// usage is the agent's bytes, closed and open; retainer.mu must be held.
-func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() }
+// usage is the agent's bytes, closed and open (with what was written
+// since the last flush); retainer.mu must be held.
+func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() + a.admitted.Load() }
 
 // watermarks returns where deletion for a limit starts (hi) and where
 // it stops (lo). The margin is a tenth of the limit or one rotation
@@ -274,11 +280,14 @@ func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
 		r.mu.Unlock()
 		r.setStep(size)
 	}
+	r.setAllowance()
 	r.load(ctx)
+	r.loaded.Store(true)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
 		r.enforce(time.Now())
+		r.setAllowance()
 		r.saveIndexes(false)
 		select {
 		case <-ctx.Done():
@@ -382,7 +391,9 @@ func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool,
 		if !ok {
 			return u > limit
 		}
-		r.delete(pa, f, rule, skip)
+		if r.delete(pa, f, rule, skip) {
+			r.setAllowance()
+		}
 		u = usage()
 	}
 	return false
@@ -406,6 +417,7 @@ func (r *retainer) shrinkCounting(rule RetainRule, limit int64, usage func() int
 		}
 		if r.delete(pa, f, rule, skip) {
 			*deleted += f.Bytes
+			r.setAllowance()
 		}
 		u = usage()
 	}

@@ -80,6 +80,9 @@ func (w *Writer) AddInterface(ifc wire.Interface) (int, error) {
 // full disk, an I/O error) the file is cut back to its last Commit and
 // closed, still readable; the error is counted in Counters.FileErrors.
 func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes uint64, err error) {
+	if ret := w.file.ret; ret != nil {
+		ret.admit(int64(len(b.Records))) // retention's write gate: usually no wait
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	af := &w.file
@@ -103,6 +106,9 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 		bytes += uint64(len(r.Data))
 	}
 	w.cuts = af.cuts
+	if af.ret != nil && af.bw != nil {
+		af.ret.buffered.Store(int64(af.bw.Buffered()))
+	}
 	return bytes, nil
 }
 

@@ -78,10 +78,12 @@ func peak(usage func() int64) (stop func() int64) {
 }
 
 // TestRetention: three agents stream several times a 64 MiB tmpfs
-// through one collector with retention on, each at 25 MB/s (paced:
-// unpaced, the three write about 800 MB/s into the tmpfs on two busy
-// cores, a 2 MiB file every 2.5 ms, while a deletion waits milliseconds
-// for a CPU, and peaks of up to two files over the limit were seen). No agent drops or
+// through one collector with retention on, each at 25 MB/s (paced,
+// where the watermarks alone keep usage under the limit) or as fast as
+// they go (about 800 MB/s into the tmpfs on two busy cores, a 2 MiB
+// file every 2.5 ms, where the write gate holds writers back while a
+// deletion waits for a CPU), and once with the collector killed and
+// restarted onto the nearly full disk. No agent drops or
 // reconnects for lack of space, the collector reports no file error,
 // usage never exceeds its limit by more than one rotation file, what
 // is left of each agent is exactly its newest packets, contiguous, and
@@ -107,6 +109,10 @@ func TestRetention(t *testing.T) {
 		{name: "free", flags: []string{"--retain-free", "10%"}, rule: "free", pace: 3 * time.Second,
 			usage: usedBytes, limit: func(string) int64 { return retainTmpfs * 9 / 10 }},
 		{name: "size", flags: []string{"--retain-size", "24M"}, rule: "size", pace: 3 * time.Second,
+			usage: treeSize, limit: func(string) int64 { return 24 << 20 }},
+		{name: "free-unpaced", flags: []string{"--retain-free", "10%"}, rule: "free",
+			usage: usedBytes, limit: func(string) int64 { return retainTmpfs * 9 / 10 }},
+		{name: "size-unpaced", flags: []string{"--retain-size", "24M"}, rule: "size",
 			usage: treeSize, limit: func(string) int64 { return 24 << 20 }},
 		{name: "free-restart", flags: []string{"--retain-free", "10%"}, rule: "free", restart: true, pace: 3 * time.Second,
 			usage: usedBytes, limit: func(string) int64 { return retainTmpfs * 9 / 10 }},
@@ -273,9 +279,11 @@ func TestRetentionFiller(t *testing.T) {
 		t.Fatalf("retention deleted files before the filler")
 	}
 
-	// The filler takes 20 MiB: over the high watermark, the oldest go.
+	// The filler leaves 1 MiB less free than the rule keeps: over the
+	// limit (so over the high watermark whatever the recent write rate
+	// made it), the oldest go.
 	filler := filepath.Join(mnt, "filler")
-	fill(t, filler, 20<<20)
+	fill(t, filler, retainTmpfs-usedBytes(mnt)-(retainTmpfs/10-1<<20))
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(coll.stderr.String(), "rule=free") {
 			return fmt.Errorf("nothing deleted yet")
