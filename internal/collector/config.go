@@ -49,7 +49,11 @@ type Config struct {
 	// Subject CN or a DNS name of its certificate.
 	TLS *tls.Config
 	// Feed, if set, sees every batch written (see Feed): live views.
+	// An ingest collector (Sink) writes none and feeds nothing.
 	Feed Feed
+	// Sink, if set, makes this an ingest collector: frames go to the
+	// sink (Kafka) instead of a store, and Store is not used (see Sink).
+	Sink Sink
 	// Token, if set, is a shared secret that every Hello must carry,
 	// MinTokenLen to wire.MaxTokenLen bytes.
 	Token string
@@ -156,8 +160,10 @@ const MinTokenLen = 16
 
 // Validate reports the first unusable setting, the Store's included.
 func (c *Config) Validate() error {
-	if err := c.Store.Validate(); err != nil {
-		return err
+	if c.Sink == nil {
+		if err := c.Store.Validate(); err != nil {
+			return err
+		}
 	}
 	switch {
 	case c.MaxFrame != 0 && (c.MaxFrame < 64<<10 || c.MaxFrame > 1<<30):

@@ -93,6 +93,9 @@ func NewCore(cfg Config) (*Core, error) {
 	if core.dec, err = compress.NewDecoder(int(c.MaxFrame), runtime.GOMAXPROCS(0)); err != nil {
 		return nil, err
 	}
+	if c.Sink != nil {
+		return core, nil // an ingest collector: no store
+	}
 	if core.st, err = store.Open(c.Store); err != nil {
 		core.dec.Close()
 		return nil, err
@@ -100,7 +103,8 @@ func NewCore(cfg Config) (*Core, error) {
 	return core, nil
 }
 
-// Store returns the store the core writes to.
+// Store returns the store the core writes to; nil for an ingest
+// collector (Config.Sink).
 func (c *Core) Store() *store.Store { return c.st }
 
 // session is one agent connection's view of the core. Its methods are
@@ -133,6 +137,9 @@ type session struct {
 
 	peer  Peer      // set by begin, then read-only
 	since time.Time // when begin accepted it
+
+	sink       *sinkSession // an ingest collector's (Config.Sink); nil: writing to the store
+	maxPayload uint32       // the largest batch payload accepted (the Welcome's MaxFrame)
 }
 
 // Peer says where a session comes from, for AgentStats.
@@ -158,7 +165,10 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 		}
 	}
 	s := &session{core: c, hello: *h, kick: kick, done: make(chan struct{}),
-		log: c.log.With("agent", h.Name), peer: peer}
+		log: c.log.With("agent", h.Name), peer: peer, maxPayload: c.cfg.MaxFrame}
+	if c.cfg.Sink != nil {
+		return c.beginSink(s)
+	}
 
 	w, err := c.st.Writer(h.Name)
 	if errors.Is(err, store.ErrBusy) {
@@ -257,6 +267,9 @@ func (s *session) batch(flags uint8, payload []byte) (dup bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if s.sink != nil {
+		return false, s.sinkBatch(&b, flags, payload)
+	}
 	return s.write(&b, true)
 }
 
@@ -345,6 +358,9 @@ func (s *session) storageFailed(err error) error {
 // policy is per batch) and returns the sequence number to acknowledge:
 // every batch up to it is in the file.
 func (s *session) commit() (uint64, error) {
+	if s.sink != nil {
+		return s.sink.status()
+	}
 	ag := s.ag
 	s.uncommittedRaw = 0
 	if err := ag.w.Commit(); err != nil {
@@ -371,7 +387,7 @@ func (s *session) iface(payload []byte) error {
 }
 
 // addIface declares interface idx, which must be the next one.
-func (s *session) addIface(idx uint32, ifc wire.Interface) error {
+func (s *session) addIface(idx uint32, ifc wire.Interface) (err error) {
 	if ifc.SnapLen == 0 || ifc.Name == "" {
 		return fmt.Errorf("iface %d (%q): empty name or zero snaplen: %w", idx, ifc.Name, wire.ErrMalformed)
 	}
@@ -381,8 +397,10 @@ func (s *session) addIface(idx uint32, ifc wire.Interface) error {
 	if len(s.ifmap) >= wire.MaxInterfaces {
 		return fmt.Errorf("iface: more than %d interfaces: %w", wire.MaxInterfaces, wire.ErrTooLarge)
 	}
-	fi, err := s.ag.w.AddInterface(ifc)
-	if err != nil {
+	fi := len(s.ifmap) // an ingest collector's records keep the agent's numbering
+	if s.sink != nil {
+		s.sink.hello = encodeHello(&s.hello, append(slices.Clip(s.ifaces), ifc))
+	} else if fi, err = s.ag.w.AddInterface(ifc); err != nil {
 		return err
 	}
 	s.ifmap = append(s.ifmap, fi)
@@ -397,6 +415,9 @@ func (s *session) addIface(idx uint32, ifc wire.Interface) error {
 func (s *session) recordStats(payload []byte) error {
 	if err := wire.ParseStats(payload, &s.stats); err != nil {
 		return err
+	}
+	if s.sink != nil {
+		return s.sinkStats(payload)
 	}
 	grew, err := s.ag.w.RecordStats(&s.stats, s.ifmap)
 	if err != nil {
@@ -413,7 +434,7 @@ func (s *session) recordStats(payload []byte) error {
 // a reconnect continues it; after a takeover the new session owns it.
 func (s *session) end(clean bool) {
 	c, ag := s.core, s.ag
-	if !s.kicked.Load() {
+	if !s.kicked.Load() && s.sink == nil {
 		if clean {
 			if err := ag.w.Close(); err != nil {
 				s.log.Error("closing file", "err", err)
@@ -433,7 +454,13 @@ func (s *session) end(clean bool) {
 // Run rotates files on time, closes idle ones and syncs open ones
 // (store.Store.Run) until ctx ends, then returns. Call Close after the
 // transports have stopped.
-func (c *Core) Run(ctx context.Context) { c.st.Run(ctx) }
+func (c *Core) Run(ctx context.Context) {
+	if c.st == nil {
+		<-ctx.Done()
+		return
+	}
+	c.st.Run(ctx)
+}
 
 // Close lets the repair of unfinished files finish for up to
 // ShutdownTimeout and then stops it (the file it was on stays
@@ -443,7 +470,10 @@ func (c *Core) Run(ctx context.Context) { c.st.Run(ctx) }
 func (c *Core) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
 	defer cancel()
-	err := c.st.Close(ctx)
+	var err error
+	if c.st != nil {
+		err = c.st.Close(ctx)
+	}
 	c.dec.Close()
 	return err
 }

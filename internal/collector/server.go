@@ -229,6 +229,11 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	}
 	log = log.With("agent", hello.Name)
 	aw := &ackWriter{conn: conn, abort: func() { abort(net.ErrClosed) }, seq: welcome.LastSeq}
+	if sess.sink != nil {
+		// The sink makes batches durable after serve handled them:
+		// acknowledge as it does.
+		sess.sink.onAck = func(seq uint64) { aw.ack(seq, false) }
+	}
 	aw.mu.Lock()
 	err = aw.write(wire.AppendWelcome(nil, welcome))
 	aw.mu.Unlock()
@@ -264,6 +269,8 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	case errors.Is(err, liveness.ErrPeerTimeout):
 		s.core.Counters.PeerTimeouts.Add(1)
 		log.Warn("agent silent: peer timeout, ending the session (its file stays open for the idle-close time)", "peer_timeout", cfg.PeerTimeout)
+	case errors.Is(err, ErrSink):
+		log.Error("sink error: nothing more acknowledged, connection dropped; the agent will resend", "err", err)
 	case errors.Is(err, ErrStorage):
 		// Checked before network errors: an errno such as ENOSPC also
 		// satisfies net.Error.
@@ -361,10 +368,12 @@ func (aw *ackWriter) write(b []byte) error {
 }
 
 // ack acknowledges every batch up to seq, unless that was the last ack
-// sent and force is false.
+// sent and force is false. Acknowledgements never go back: an ingest
+// collector's sink raises seq from another goroutine.
 func (aw *ackWriter) ack(seq uint64, force bool) error {
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
+	seq = max(seq, aw.seq)
 	if seq == aw.seq && !force {
 		return nil
 	}

@@ -67,10 +67,18 @@ func (c *Core) AgentStats() []AgentStats {
 		}
 		if s := e.last; s != nil {
 			st.Peer, st.Since, st.Host = s.peer, s.since, s.hello.Host
-			st.LastSeqAcked = s.inst.LastSeq()
+			if s.sink != nil {
+				st.LastSeqAcked = s.sink.acked.Load()
+			} else {
+				st.LastSeqAcked = s.inst.LastSeq()
+			}
 		}
 		if st.LastSeqReceived > st.LastSeqAcked {
 			st.Lag = st.LastSeqReceived - st.LastSeqAcked
+		}
+		if ag.w == nil { // an ingest collector: no files
+			out = append(out, st)
+			continue
 		}
 		ws := ag.w.Stats()
 		st.DiskBytes, st.AgentDrops, st.Captured, st.KernelDrops, st.ReportTime = ws.DiskBytes, ws.AgentDrops, ws.Captured, ws.KernelDrops, ws.ReportTime
@@ -81,7 +89,12 @@ func (c *Core) AgentStats() []AgentStats {
 }
 
 // Dir returns the absolute output directory.
-func (c *Core) Dir() string { return c.st.Dir() }
+func (c *Core) Dir() string {
+	if c.st == nil {
+		return ""
+	}
+	return c.st.Dir()
+}
 
 // ReadMemory returns the state of the TCP connections' frame memory
 // (Config.ReadMemory): bytes reserved, connections waiting for memory.

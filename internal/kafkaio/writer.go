@@ -1,0 +1,389 @@
+package kafkaio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// Opts connect to the brokers (kafkaconn.Config.Opts).
+	Opts []kgo.Opt
+	// Topic is consumed as a member of Group.
+	Topic, Group string
+	// Core writes the records' batches: a store-backed collector core,
+	// its store shared with the group's other writers (store.Config.Shared).
+	Core *collector.Core
+	// Release, if set, gives an agent up once the writer ended its
+	// session (its partition was revoked or lost): store.Store.Release,
+	// so that the writer taking the partition over may write its files.
+	Release func(agent string) error
+	// MaxFrame is the largest frame payload accepted in a record. 0
+	// means wire.DefaultMaxFrame.
+	MaxFrame uint32
+	// SessionTimeout is the group session timeout: a writer silent for
+	// this long is taken for dead and its partitions move. 0 means
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// BusyWait bounds how long the writer waits for an agent another
+	// writer still holds (a rebalance in progress) before it starts
+	// over from the committed offsets. 0 means DefaultBusyWait.
+	BusyWait time.Duration
+	Logger   *slog.Logger
+}
+
+// Defaults of WriterConfig.
+const (
+	// DefaultSessionTimeout, with a heartbeat every second, lets the
+	// group move a dead writer's partitions within about 10 s, the
+	// collector's dead-peer bound (the broker's
+	// group.min.session.timeout.ms is 6 s by default).
+	DefaultSessionTimeout = 8 * time.Second
+	DefaultBusyWait       = 60 * time.Second
+)
+
+// WriterCounters are a Writer's totals. Safe for concurrent use.
+type WriterCounters struct {
+	Records    atomic.Uint64 // records consumed
+	Bytes      atomic.Uint64 // their values' bytes
+	BadRecords atomic.Uint64 // records skipped: malformed, or refused by the core
+	Rebalances atomic.Uint64 // partition assignments received
+	Commits    atomic.Uint64 // offset commits that succeeded
+	Restarts   atomic.Uint64 // times the consumer started over from the committed offsets
+}
+
+// PartitionState is one assigned partition as the writer sees it.
+type PartitionState struct {
+	Partition int32
+	Offset    int64 // the next offset to consume; -1: none consumed yet
+	Lag       int64 // records between it and the end of the partition, as of the last fetch
+}
+
+// Writer consumes records of a topic as a member of a consumer group
+// and writes each agent's frames through the core, as a collector
+// writes its agents' sessions. A partition's offset is committed only
+// once the batches of the records before it were committed by the core
+// (written and, as --fsync promises, durable); a writer that starts
+// from a committed offset drops by the marks in the files what another
+// writer already wrote after it.
+type Writer struct {
+	cfg WriterConfig
+	log *slog.Logger
+	lim wire.Limits
+
+	Counters WriterCounters
+
+	mu     sync.Mutex // guards agents, parts: the poll loop and the rebalance callbacks
+	agents map[string]*wagent
+	parts  map[int32]*PartitionState
+	bad    time.Time // when a bad record was last logged
+}
+
+// wagent is an agent the writer has a session for.
+type wagent struct {
+	name      string
+	sess      *collector.Session
+	hello     wire.Hello
+	helloRaw  []byte
+	partition int32
+}
+
+// NewWriter returns a Writer; Run consumes.
+func NewWriter(cfg WriterConfig) (*Writer, error) {
+	if cfg.Topic == "" || cfg.Group == "" || cfg.Core == nil {
+		return nil, errors.New("kafka writer: a topic, a group and a core are required")
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.BusyWait == 0 {
+		cfg.BusyWait = DefaultBusyWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Writer{cfg: cfg, log: cfg.Logger, lim: wire.Limits{MaxFrame: cfg.MaxFrame},
+		agents: map[string]*wagent{}, parts: map[int32]*PartitionState{}}, nil
+}
+
+// Run consumes until ctx ends. After a storage error, or when an agent
+// stays held by another writer for BusyWait, it ends every session,
+// leaves the group and starts over from the committed offsets, with a
+// growing pause.
+func (w *Writer) Run(ctx context.Context) error {
+	pause := time.Second
+	for {
+		err := w.consume(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.Counters.Restarts.Add(1)
+		w.log.Error("kafka writer: starting over from the committed offsets", "err", err, "in", pause)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 30*time.Second)
+	}
+}
+
+// consume is one membership of the group: until ctx ends (nil) or a
+// write fails (the error).
+func (w *Writer) consume(ctx context.Context) (err error) {
+	opts := append(slices.Clip(w.cfg.Opts),
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), // committed here, once durable
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(time.Second),
+		kgo.OnPartitionsAssigned(w.assigned),
+		kgo.OnPartitionsRevoked(w.revoked),
+		kgo.OnPartitionsLost(w.lost),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka writer: %w", err)
+	}
+	defer func() {
+		// Commit what is durable, give every agent up, leave the group.
+		if err == nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			w.commit(cctx, cl)
+			cancel()
+		}
+		w.endAll(func(*wagent) bool { return true })
+		cl.Close()
+	}()
+	var recs []*kgo.Record
+	for {
+		fs := cl.PollRecords(ctx, 4096)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				w.log.Warn("kafka writer: fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		recs = recs[:0]
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			recs = append(recs, p.Records...)
+			w.mu.Lock()
+			if ps := w.parts[p.Partition]; ps != nil && len(p.Records) > 0 {
+				ps.Offset = p.Records[len(p.Records)-1].Offset + 1
+				ps.Lag = max(p.HighWatermark-ps.Offset, 0)
+			}
+			w.mu.Unlock()
+		})
+		if err := w.write(ctx, recs); err != nil {
+			return err
+		}
+		cl.MarkCommitRecords(recs...)
+		w.commit(ctx, cl)
+		cl.AllowRebalance()
+	}
+}
+
+// write writes recs and commits every session they touched.
+func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	touched := map[*wagent]bool{}
+	for _, rec := range recs {
+		w.Counters.Records.Add(1)
+		w.Counters.Bytes.Add(uint64(len(rec.Value)))
+		a, err := w.handle(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			touched[a] = true
+		}
+	}
+	for a := range touched {
+		if _, err := a.sess.Commit(); err != nil {
+			return fmt.Errorf("agent %s: %w", a.name, err)
+		}
+	}
+	return nil
+}
+
+// handle writes one record; it returns the agent it wrote to (nil for
+// a record skipped) and an error only when the writer must start over.
+// w.mu must be held.
+func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
+	r, err := ParseRecord(rec, w.lim)
+	if err != nil {
+		w.skip(rec, err)
+		return nil, nil
+	}
+	a := w.agents[r.Agent]
+	if a == nil || !bytes.Equal(a.helloRaw, r.HelloRaw) {
+		if a, err = w.session(ctx, a, &r, rec); a == nil || err != nil {
+			return nil, err
+		}
+	}
+	a.partition = rec.Partition
+	if _, err := a.sess.Frame(r.Type, r.Flags, r.Payload); err != nil {
+		if errors.Is(err, collector.ErrStorage) {
+			return nil, err
+		}
+		w.skip(rec, err)
+		return nil, nil
+	}
+	return a, nil
+}
+
+// session returns the agent's session for r's hello: the current one
+// with the interfaces r's hello adds declared, or a new one (the agent
+// restarted, or was not seen yet). It returns nil for a record whose
+// hello the core refuses.
+func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Record) (*wagent, error) {
+	if a != nil && a.hello.Instance == r.Hello.Instance && a.hello.Host == r.Hello.Host &&
+		len(r.Hello.Interfaces) > len(a.hello.Interfaces) &&
+		slices.Equal(r.Hello.Interfaces[:len(a.hello.Interfaces)], a.hello.Interfaces) {
+		for i := len(a.hello.Interfaces); i < len(r.Hello.Interfaces); i++ {
+			f := wire.AppendIface(nil, uint32(i), &r.Hello.Interfaces[i])
+			if _, err := a.sess.Frame(wire.TypeIface, 0, f[wire.HeaderSize:]); err != nil {
+				w.skip(rec, err)
+				return nil, nil
+			}
+		}
+		a.hello, a.helloRaw = r.Hello, r.HelloRaw
+		return a, nil
+	}
+	if a != nil {
+		a.sess.End(false) // a new instance: its session continues the file
+		delete(w.agents, a.name)
+	}
+	peer := collector.Peer{Addr: fmt.Sprintf("%s/%d", rec.Topic, rec.Partition), Transport: "kafka"}
+	deadline := time.Now().Add(w.cfg.BusyWait)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		sess, _, err := w.cfg.Core.Begin(&r.Hello, peer, func() {})
+		switch {
+		case err == nil:
+			a = &wagent{name: r.Agent, sess: sess, hello: r.Hello, helloRaw: r.HelloRaw}
+			w.agents[r.Agent] = a
+			return a, nil
+		case errors.Is(err, collector.ErrRejected):
+			w.skip(rec, err)
+			return nil, nil
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("agent %s still busy after %s: %w", r.Agent, w.cfg.BusyWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// skip counts and logs (at most once a second) a record that cannot
+// be written: it is malformed or refused, and will be for ever.
+func (w *Writer) skip(rec *kgo.Record, err error) {
+	w.Counters.BadRecords.Add(1)
+	if now := time.Now(); now.Sub(w.bad) >= time.Second {
+		w.bad = now
+		w.log.Error("kafka writer: skipping a record that cannot be written", "topic", rec.Topic,
+			"partition", rec.Partition, "offset", rec.Offset, "err", err)
+	}
+}
+
+// commit commits the marked offsets.
+func (w *Writer) commit(ctx context.Context, cl *kgo.Client) {
+	if len(cl.MarkedOffsets()) == 0 {
+		return
+	}
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			w.log.Warn("kafka writer: committing offsets", "err", err)
+		}
+		return
+	}
+	w.Counters.Commits.Add(1)
+}
+
+func (w *Writer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.Counters.Rebalances.Add(1)
+	w.mu.Lock()
+	for _, p := range m[w.cfg.Topic] {
+		w.parts[p] = &PartitionState{Partition: p, Offset: -1}
+	}
+	w.mu.Unlock()
+	w.log.Info("kafka writer: partitions assigned", "topic", w.cfg.Topic, "partitions", fmt.Sprint(m[w.cfg.Topic]))
+}
+
+// revoked gives up the agents of partitions that move to another
+// writer, after committing what is durable.
+func (w *Writer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	w.commit(ctx, cl)
+	w.drop(m, "revoked")
+}
+
+// lost gives the agents of partitions up without a commit: the group
+// already moved them.
+func (w *Writer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.drop(m, "lost")
+}
+
+func (w *Writer) drop(m map[string][]int32, how string) {
+	ps := m[w.cfg.Topic]
+	w.mu.Lock()
+	for _, p := range ps {
+		delete(w.parts, p)
+	}
+	w.mu.Unlock()
+	n := w.endAll(func(a *wagent) bool { return slices.Contains(ps, a.partition) })
+	w.log.Info("kafka writer: partitions "+how, "topic", w.cfg.Topic, "partitions", fmt.Sprint(ps), "agents_given_up", n)
+}
+
+// endAll ends the sessions of the agents match selects, closing their
+// files, and releases the agents; it returns how many.
+func (w *Writer) endAll(match func(*wagent) bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for name, a := range w.agents {
+		if !match(a) {
+			continue
+		}
+		a.sess.End(true)
+		delete(w.agents, name)
+		n++
+		if w.cfg.Release != nil {
+			if err := w.cfg.Release(name); err != nil {
+				w.log.Error("kafka writer: giving an agent up", "agent", name, "err", err)
+			}
+		}
+	}
+	return n
+}
+
+// Partitions returns the partitions assigned now, sorted.
+func (w *Writer) Partitions() []PartitionState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]PartitionState, 0, len(w.parts))
+	for _, p := range w.parts {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
+}
