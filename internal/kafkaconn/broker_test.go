@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,10 +232,58 @@ func TestBroker(t *testing.T) {
 		if got, err := MaxRecordBytes(ctx, cl, "small"); err != nil || got != 1048588 {
 			t.Fatalf("MaxRecordBytes of a topic with the broker's default = %d, %v; want 1048588", got, err)
 		}
+		// The fallback for brokers whose topics do not report the
+		// setting (Kafka's always do).
+		if got, err := brokerMaxRecordBytes(ctx, kadm.NewClient(cl)); err != nil || got != 1048588 {
+			t.Fatalf("the brokers' message.max.bytes = %d, %v; want 1048588", got, err)
+		}
 		if _, err := MaxRecordBytes(ctx, cl, "absent"); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 			t.Fatalf("MaxRecordBytes of an absent topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 		}
 	})
+
+	// Last, as it stops the broker: EnsureTopic started while the broker
+	// is down waits for it to come back (Restart takes seconds: without
+	// the wait, EnsureTopic would fail at once with a refused
+	// connection).
+	c := Config{Brokers: []string{s.Addr}, Topic: "after-restart"}
+	cl := newClient(t, c)
+	s.Stop()
+	type result struct {
+		created bool
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		created, err := EnsureTopic(opCtx(t), cl, c)
+		done <- result{created, err}
+	}()
+	start := time.Now()
+	s.Restart()
+	t.Logf("broker restarted in %v", time.Since(start).Round(time.Millisecond))
+	if r := <-done; r.err != nil || !r.created {
+		t.Fatalf("EnsureTopic across a broker restart: created %v, %v", r.created, r.err)
+	}
+	t.Logf("EnsureTopic across a broker restart: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestUnreachable: with no broker listening, EnsureTopic keeps trying
+// until its context ends, and then says what it last got.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := Config{Brokers: []string{addr}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = EnsureTopic(ctx, newClient(t, c), c)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("EnsureTopic with no broker: %v, want the deadline and the refused connection", err)
+	}
+	t.Log(err)
 }
 
 func isErr(target error) func(error) bool {

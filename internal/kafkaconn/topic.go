@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,16 +36,21 @@ const leaderPoll = 50 * time.Millisecond
 // Partitions and Replication (created true). Another client creating
 // the topic at the same time is not an error (created false). It
 // returns once every partition of the topic has a leader, or when ctx
-// ends. cl must reach the brokers of c (c.Opts). Refusals name what
-// was refused: a missing permission wraps ErrNotAuthorized, the
-// broker's errors wrap their kerr.Error (kerr.InvalidReplicationFactor:
-// more replicas than brokers).
+// ends. While no broker can be reached (refused connections, timeouts:
+// brokers starting or restarting) it retries, with a backoff of up to
+// 2 s, until ctx ends. cl must reach the brokers of c (c.Opts).
+//
+// Refusals (TLS, SASL, permissions, a bad replication factor) end it at
+// once and name what was refused: a missing permission wraps
+// ErrNotAuthorized, the broker's errors wrap their kerr.Error
+// (kerr.SaslAuthenticationFailed, kerr.InvalidReplicationFactor: more
+// replicas than brokers), TLS errors the crypto/x509 ones.
 func EnsureTopic(ctx context.Context, cl *kgo.Client, c Config) (created bool, err error) {
 	c = c.WithDefaults()
 	if err := CheckTopic(c.Topic); err != nil {
 		return false, err
 	}
-	_, err = describe(ctx, cl, c.Topic)
+	err = lookup(ctx, cl, c.Topic)
 	switch {
 	case err == nil:
 		return false, waitLeaders(ctx, cl, c.Topic)
@@ -65,6 +72,47 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, c Config) (created bool, e
 			c.Topic, c.Partitions, repl, err, detail(resp.ErrMessage))
 	}
 	return true, waitLeaders(ctx, cl, c.Topic)
+}
+
+// Backoff between attempts to reach the brokers.
+const (
+	minRetry = 100 * time.Millisecond
+	maxRetry = 2 * time.Second
+)
+
+// lookup is describe's error, once a broker answered: it retries while
+// none can be reached. Refusals (TLS, SASL, permissions) end it at
+// once.
+func lookup(ctx context.Context, cl *kgo.Client, topic string) error {
+	wait := minRetry
+	for {
+		_, err := describe(ctx, cl, topic)
+		if !unreachable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: no broker reachable: %w (%w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxRetry)
+	}
+}
+
+// unreachable reports whether err is a network failure that a broker
+// starting or coming back ends: refused or reset connections, hosts or
+// networks unreachable, timeouts.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }
 
 // describe returns topic's metadata (partitions with their leaders),
