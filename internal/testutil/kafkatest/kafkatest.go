@@ -52,12 +52,48 @@ type TB interface {
 // Broker is one Kafka process.
 type Broker struct {
 	Addr string // the PLAINTEXT listener, 127.0.0.1:port: the bootstrap address
+	// TLSAddr is the SSL listener (Options.CertFile), SASLAddr the
+	// SASL_SSL or SASL_PLAINTEXT one (Options.SCRAM); "" when not
+	// configured. Each is a bootstrap address of its own: the broker
+	// advertises, on a listener, that listener's address.
+	TLSAddr, SASLAddr string
 
 	tb         TB
+	opts       Options
 	libs, dir  string
 	controller string
 	cmd        *exec.Cmd
 	done       chan struct{}
+}
+
+// Options add secured listeners to a broker, besides the PLAINTEXT one
+// that Start always has (Addr: the test's own administration, and the
+// traffic between broker and controller).
+type Options struct {
+	// CertFile and KeyFile, PEM (a certificate chain and an unencrypted
+	// PKCS#8 key, as internal/pki writes them), give the broker an SSL
+	// listener at TLSAddr, and put SASL (if any) over TLS.
+	CertFile, KeyFile string
+	// ClientCAFile, PEM, makes the SSL listener require a client
+	// certificate signed by one of its CAs (ssl.client.auth=required).
+	ClientCAFile string
+	// SCRAM users are created when the storage is formatted (the
+	// StorageTool's --add-scram); any user gives the broker a SASL
+	// listener at SASLAddr with SCRAM-SHA-256 and SCRAM-SHA-512,
+	// SASL_SSL when CertFile is set, else SASL_PLAINTEXT.
+	SCRAM []SCRAMUser
+	// SuperUsers, when set, turn authorization on (the StandardAuthorizer
+	// with no ACLs): only these principals ("User:alice", or "User:" and
+	// a client certificate's subject) and the PLAINTEXT listener's
+	// User:ANONYMOUS may do anything; every other request is refused.
+	SuperUsers []string
+}
+
+// SCRAMUser is a SASL/SCRAM credential: Mechanism is "SCRAM-SHA-256" or
+// "SCRAM-SHA-512". Name and Password must not hold ',', '[', ']' or '='
+// (the StorageTool's syntax).
+type SCRAMUser struct {
+	Mechanism, Name, Password string
 }
 
 // Libs returns the directory of the broker's jars, or an error saying
@@ -82,6 +118,12 @@ func Libs() (string, error) {
 // tb, or fails it when RequireEnv is 1.
 func Start(tb TB) *Broker {
 	tb.Helper()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with secured listeners as o says.
+func StartWith(tb TB, o Options) *Broker {
+	tb.Helper()
 	libs, err := Libs()
 	if err == nil {
 		_, err = exec.LookPath("java")
@@ -92,10 +134,28 @@ func Start(tb TB) *Broker {
 		}
 		tb.Skipf("skipping: %v", err)
 	}
-	b := &Broker{tb: tb, libs: libs, dir: tb.TempDir()}
+	b := &Broker{tb: tb, opts: o, libs: libs, dir: tb.TempDir()}
 	b.Addr, b.controller = freePort(tb), freePort(tb)
+	if o.CertFile != "" || o.KeyFile != "" {
+		if o.CertFile == "" || o.KeyFile == "" {
+			tb.Fatalf("kafkatest: a certificate and its key go together")
+		}
+		b.TLSAddr = freePort(tb)
+	} else if o.ClientCAFile != "" {
+		tb.Fatalf("kafkatest: client certificates need a TLS listener (CertFile, KeyFile)")
+	}
+	if len(o.SCRAM) > 0 {
+		b.SASLAddr = freePort(tb)
+	}
 	b.writeConfig()
-	b.java(30*time.Second, "kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", b.path("server.properties"))
+	format := []string{"format", "-t", clusterID(), "-c", b.path("server.properties")}
+	for _, u := range o.SCRAM {
+		if strings.ContainsAny(u.Name+u.Password, ",[]=") {
+			tb.Fatalf("kafkatest: SCRAM user %q: name or password holds one of ,[]=", u.Name)
+		}
+		format = append(format, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", u.Mechanism, u.Name, u.Password))
+	}
+	b.java(30*time.Second, "kafka.tools.StorageTool", format...)
 	b.start()
 	tb.Cleanup(b.Stop)
 	return b
@@ -132,14 +192,70 @@ func (b *Broker) path(name string) string { return filepath.Join(b.dir, name) }
 
 func (b *Broker) writeConfig() {
 	b.tb.Helper()
+	listeners, advertised := "PLAINTEXT://"+b.Addr, "PLAINTEXT://"+b.Addr
+	protocols := "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+	var secure []string
+	o := b.opts
+	// keystore: the broker's key and chain in one PEM file, which
+	// Kafka reads with ssl.keystore.type=PEM (no password: the key is
+	// not encrypted).
+	tlsProps := func(listener string) []string {
+		p := "listener.name." + listener + "."
+		return []string{
+			p + "ssl.keystore.type=PEM",
+			p + "ssl.keystore.location=" + b.path("keystore.pem"),
+		}
+	}
+	if b.TLSAddr != "" {
+		var pem []byte
+		for _, f := range []string{o.KeyFile, o.CertFile} {
+			c, err := os.ReadFile(f)
+			if err != nil {
+				b.tb.Fatalf("kafkatest: %v", err)
+			}
+			pem = append(append(pem, c...), '\n')
+		}
+		if err := os.WriteFile(b.path("keystore.pem"), pem, 0o600); err != nil {
+			b.tb.Fatalf("kafkatest: %v", err)
+		}
+		listeners += ",TLS://" + b.TLSAddr
+		advertised += ",TLS://" + b.TLSAddr
+		protocols += ",TLS:SSL"
+		secure = append(secure, tlsProps("tls")...)
+		if o.ClientCAFile != "" {
+			secure = append(secure,
+				"listener.name.tls.ssl.client.auth=required",
+				"listener.name.tls.ssl.truststore.type=PEM",
+				"listener.name.tls.ssl.truststore.location="+o.ClientCAFile)
+		}
+	}
+	if b.SASLAddr != "" {
+		listeners += ",SASL://" + b.SASLAddr
+		advertised += ",SASL://" + b.SASLAddr
+		if b.TLSAddr != "" {
+			protocols += ",SASL:SASL_SSL"
+			secure = append(secure, tlsProps("sasl")...)
+		} else {
+			protocols += ",SASL:SASL_PLAINTEXT"
+		}
+		secure = append(secure, "listener.name.sasl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512")
+		for _, m := range []string{"scram-sha-256", "scram-sha-512"} {
+			secure = append(secure, "listener.name.sasl."+m+".sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;")
+		}
+	}
+	if len(o.SuperUsers) > 0 {
+		secure = append(secure,
+			"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users="+strings.Join(append([]string{"User:ANONYMOUS"}, o.SuperUsers...), ";"))
+	}
 	props := []string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		"controller.quorum.voters=1@" + b.controller,
-		"listeners=PLAINTEXT://" + b.Addr + ",CONTROLLER://" + b.controller,
-		"advertised.listeners=PLAINTEXT://" + b.Addr,
+		"listeners=" + listeners + ",CONTROLLER://" + b.controller,
+		"advertised.listeners=" + advertised,
 		"controller.listener.names=CONTROLLER",
-		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"listener.security.protocol.map=" + protocols,
 		"inter.broker.listener.name=PLAINTEXT",
 		"log.dirs=" + b.path("data"),
 		"num.partitions=1",
@@ -153,6 +269,7 @@ func (b *Broker) writeConfig() {
 		"group.initial.rebalance.delay.ms=0",
 		"auto.create.topics.enable=false",
 	}
+	props = append(props, secure...)
 	if err := os.WriteFile(b.path("server.properties"), []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
 		b.tb.Fatalf("writing server.properties: %v", err)
 	}
