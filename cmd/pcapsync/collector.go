@@ -87,13 +87,7 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	cc, st := &cfg.Collector, &cfg.Collector.Store
 	fs.StringVar(&cfg.Listen, "listen", serve.DefaultListen, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
 	fs.StringVar(&cfg.ListenUDP, "listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
-	fs.StringVar(&st.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
-	fs.Var(disabledSize{&st.RotateSize, store.DefaultRotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
-	fs.Var(disabledDuration{&st.RotateInterval, store.DefaultRotateInterval}, "rotate-interval", "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
-	fs.TextVar(&st.FileCompress, "file-compress", st.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame)")
-	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
-	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
-	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
+	storeFlagsOn(fs, st)
 	fs.Var(uint32SizeFlag{&cc.MaxFrame, collector.DefaultMaxFrame}, "max-frame", "largest frame accepted from an agent")
 	cc.UDPReassemblyBytes = collector.DefaultUDPReassemblyBytes
 	fs.Var(sizeFlag{&cc.UDPReassemblyBytes}, "udp-reassembly-mem", "with --listen-udp: memory for batches arriving in pieces (a packet larger than a datagram), all agents together; over it the oldest incomplete one is dropped and counted")
@@ -109,8 +103,8 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.IntVar(&cc.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
-	retainFlagsOn(fs, &st.Retain)
 	metricsFlagsOn(fs, &cfg.Metrics)
+	kafkaFlagsOn(fs, &cfg.Kafka, "produce every batch to Kafka instead of writing files (an ingest collector: no --dir; `pcapsync writer` writes the files)")
 	return feedFlags(fs, cfg)
 }
 

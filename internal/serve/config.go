@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -52,6 +53,17 @@ type Config struct {
 	// Metrics.Addr is set.
 	Metrics metrics.Config
 
+	// Kafka, when Kafka.Brokers is set, puts the process on Kafka
+	// (docs/scale-out.md). Without Group it is an ingest collector: it
+	// takes agents as always but produces every batch to Kafka.Topic
+	// (created when absent) instead of writing files, and keeps nothing
+	// on disk (Collector.Store.Dir must be empty). With Group it is a
+	// writer: it takes no agents, and writes the records of the
+	// partitions it is assigned as a member of Group into
+	// Collector.Store.Dir, shared with the group's other writers.
+	Kafka kafkaconn.Config
+	Group string
+
 	// Logger receives events. nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -71,6 +83,12 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateKafka(); err != nil {
+		return err
+	}
+	if c.Writer() {
+		return c.validateParts()
+	}
 	tls := c.Collector.TLS != nil || c.TLSCertFile != "" || c.TLSKeyFile != ""
 	insecure := c.Collector.Insecure
 	switch {
@@ -87,10 +105,19 @@ func (c *Config) validate() error {
 	case c.TokenFile != "" && c.Collector.Token != "":
 		return errors.New("a token and a token file exclude each other")
 	}
+	return c.validateParts()
+}
+
+// validateParts validates each enabled part.
+func (c *Config) validateParts() error {
 	if err := c.needs(); err != nil {
 		return err
 	}
-	if err := c.Collector.Validate(); err != nil {
+	cc := c.Collector
+	if c.Ingest() {
+		cc.Sink = pendingSink{} // New sets the producer
+	}
+	if err := cc.Validate(); err != nil {
 		return err
 	}
 	if len(c.Tap.Listen) > 0 {
@@ -132,3 +159,35 @@ func (c *Config) needs() error {
 	}
 	return nil
 }
+
+// Ingest reports an ingest collector: agents in, Kafka out.
+func (c *Config) Ingest() bool { return len(c.Kafka.Brokers) > 0 && c.Group == "" }
+
+// Writer reports a writer: Kafka in, files out.
+func (c *Config) Writer() bool { return len(c.Kafka.Brokers) > 0 && c.Group != "" }
+
+// validateKafka checks the settings of the Kafka roles.
+func (c *Config) validateKafka() error {
+	if len(c.Kafka.Brokers) == 0 {
+		if c.Group != "" {
+			return errors.New("--group needs --kafka")
+		}
+		return nil
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Ingest() && c.Collector.Store.Dir != "":
+		return errors.New("--dir: a collector with --kafka writes no files (the writers do, `pcapsync writer`): drop --dir")
+	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != ""):
+		return errors.New("--tap and --redis show what is written: with --kafka this collector writes nothing; give them to the writers")
+	case c.Ingest() && c.ListenUDP != "":
+		return errors.New("--listen-udp: a collector with --kafka takes agents over TCP only (UDP has no acknowledgement to wait for Kafka's)")
+	}
+	return nil
+}
+
+// pendingSink stands for the Kafka producer an ingest collector's
+// Config gets in New, so that Validate checks it as one. Never called.
+type pendingSink struct{ collector.Sink }

@@ -9,8 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
+	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
@@ -30,6 +35,10 @@ type Service struct {
 	redis *redisfeed.Feed // nil without a Redis URL
 	msrv  *metrics.Server // nil without a metrics address
 	m     *metrics.Collector
+
+	kopts  []kgo.Opt         // the Kafka connection's options
+	prod   *kafkaio.Producer // an ingest collector's; nil otherwise
+	writer *kafkaio.Writer   // a writer's; nil otherwise
 
 	closers []func() // what New opened, in order; undone if New fails
 }
@@ -61,6 +70,9 @@ func (s *Service) open() error {
 	}
 	cc := &c.Collector
 	cc.Logger = cmp.Or(cc.Logger, c.Logger)
+	if err := s.openKafka(); err != nil {
+		return err
+	}
 	if err := cc.Validate(); err != nil { // again, with the token read
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -81,6 +93,13 @@ func (s *Service) open() error {
 	}
 	s.core = core
 	s.closers = append(s.closers, func() { core.Close() })
+	if c.Writer() {
+		s.writer, err = kafkaio.NewWriter(kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
+			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Logger: c.Logger})
+		if err != nil {
+			return err
+		}
+	}
 	return s.listen()
 }
 
@@ -149,6 +168,12 @@ func (s *Service) listen() error {
 		}
 		s.msrv = srv
 		s.closers = append(s.closers, func() { srv.Close() })
+	}
+	if c.Writer() {
+		if s.m != nil {
+			s.m.Watch(s.core, nil)
+		}
+		return nil // takes no agents
 	}
 	ln, err := net.Listen("tcp", cmp.Or(c.Listen, DefaultListen))
 	if err != nil {
@@ -228,7 +253,15 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return s.udp.Serve(ctx, s.uconn)
 	})
-	serr := collector.NewServer(s.core).Serve(ctx, s.ln)
+	var serr error
+	if s.writer != nil {
+		serr = s.writer.Run(ctx)
+	} else {
+		serr = collector.NewServer(s.core).Serve(ctx, s.ln)
+	}
+	if s.prod != nil { // what the sessions sent is answered, or fails
+		serr = errors.Join(serr, s.prod.Close(s.cfg.Collector.ShutdownTimeout))
+	}
 	uerr := <-udpDone
 	terr := stopTap() // after the last batch was written
 	stopTick()
@@ -248,6 +281,11 @@ func goRun(f func() error) <-chan error {
 
 func (s *Service) logStart() {
 	c := &s.cfg.Collector
+	if s.writer != nil {
+		s.log.Info("writer consuming", "brokers", strings.Join(s.cfg.Kafka.Brokers, ","), "topic", s.cfg.Kafka.Topic,
+			"group", s.cfg.Group, "dir", c.Store.Dir)
+		return
+	}
 	attrs := []any{"addr", s.ln.Addr().String(), "dir", c.Store.Dir, "tls", c.TLS != nil,
 		"client_certificates", c.TLS != nil && c.TLS.ClientAuth == tls.RequireAndVerifyClientCert, "token", c.Token != ""}
 	if s.uconn != nil {
@@ -258,3 +296,51 @@ func (s *Service) logStart() {
 	}
 	s.log.Info("collector listening", attrs...)
 }
+
+// openKafka connects an ingest collector or a writer to Kafka: it
+// creates the topic when absent and, for an ingest collector, makes the
+// producer the core's sink, its records as large as the topic takes.
+func (s *Service) openKafka() error {
+	c := &s.cfg
+	if len(c.Kafka.Brokers) == 0 {
+		return nil
+	}
+	opts, err := c.Kafka.Opts()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s.kopts = opts
+	cl, err := c.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
+	defer cancel()
+	created, err := kafkaconn.EnsureTopic(ctx, cl, c.Kafka)
+	if err != nil {
+		return fmt.Errorf("kafka topic %q: %w", c.Kafka.WithDefaults().Topic, err)
+	}
+	kc := c.Kafka.WithDefaults()
+	if created {
+		s.log.Info("kafka topic created", "topic", kc.Topic, "partitions", kc.Partitions, "replication", kc.Replication)
+	}
+	if !c.Ingest() {
+		return nil
+	}
+	maxRecord, err := kafkaconn.MaxRecordBytes(ctx, cl, kc.Topic)
+	if err != nil {
+		return fmt.Errorf("kafka topic %q: reading its record size limit: %w", kc.Topic, err)
+	}
+	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.prod = p
+	s.closers = append(s.closers, func() { p.Close(time.Second) })
+	c.Collector.Sink = p
+	return nil
+}
+
+// kafkaStartTimeout bounds the wait for the brokers at start.
+const kafkaStartTimeout = 60 * time.Second

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
+	"github.com/pcapsync/pcapsync/internal/serve"
+	"github.com/pcapsync/pcapsync/internal/store"
+)
+
+// kafkaFlagsOn defines the flags that connect to Kafka (docs/kafka.md).
+func kafkaFlagsOn(fs *pflag.FlagSet, k *kafkaconn.Config, role string) {
+	fs.Func("kafka", "`BROKERS`: "+role+" (comma-separated HOST:PORT list of bootstrap brokers)", func(s string) error {
+		for _, b := range strings.Split(s, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				k.Brokers = append(k.Brokers, b)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&k.Topic, "kafka-topic", kafkaconn.DefaultTopic, "with --kafka: the topic of the records (created when absent)")
+	fs.Int32Var(&k.Partitions, "kafka-partitions", kafkaconn.DefaultPartitions, "with --kafka: partitions of the topic when it is created (an agent's records stay in one; do not add partitions to a topic in use)")
+	fs.Int16Var(&k.Replication, "kafka-replication", kafkaconn.DefaultReplication, "with --kafka: replication factor of the topic when it is created; -1: the brokers' default")
+	fs.BoolVar(&k.TLS, "kafka-tls", false, "with --kafka: speak TLS to the brokers (implied by the other --kafka-tls-* flags; the system's CAs unless --kafka-tls-ca)")
+	fs.StringVar(&k.CAFile, "kafka-tls-ca", "", "with --kafka: trust the brokers' certificates signed by these CAs (PEM)")
+	fs.StringVar(&k.CertFile, "kafka-tls-cert", "", "with --kafka: client certificate for the brokers (PEM)")
+	fs.StringVar(&k.KeyFile, "kafka-tls-key", "", "with --kafka: the key of --kafka-tls-cert (PEM)")
+	fs.StringVar(&k.ServerName, "kafka-tls-server-name", "", "with --kafka: the name the brokers' certificates must carry (default: each broker's host)")
+	fs.StringVar(&k.SASL, "kafka-sasl", "", "with --kafka: SASL mechanism: SCRAM-SHA-256 or SCRAM-SHA-512 (needs --kafka-user and --kafka-password-file)")
+	fs.StringVar(&k.User, "kafka-user", "", "with --kafka-sasl: the user name")
+	fs.StringVar(&k.PasswordFile, "kafka-password-file", "", "with --kafka-sasl: a file holding the password (surrounding white space ignored)")
+}
+
+const writerUsage = `Consumes the records that ingest collectors (pcapsync collector --kafka)
+or agents (pcapsync agent --kafka) produce to a Kafka topic, as a member
+of a consumer group, and writes each agent's packets below --dir exactly
+as a collector does: the same files, marks, rotation, retention, taps,
+Redis feed and metrics. Several writers of one group share one --dir
+(one machine, or one shared filesystem): each writes the agents of the
+partitions it is assigned, at most one writer an agent at a time; a
+partition's offset is committed once what came before it is as durable
+as --fsync promises, so a writer that dies is replaced by another that
+resumes there and drops by the marks what is already in a file
+(docs/scale-out.md).`
+
+func writerCommand(s streams) *cobra.Command {
+	return leaf("writer --kafka BROKERS --group GROUP --dir DIR [--kafka-topic TOPIC] [flags]",
+		"write the records of a Kafka topic into pcapng files, as a member of a consumer group", writerUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var cfg serve.Config
+			given := writerFlags(fs, &cfg)
+			var lf logFlags
+			lf.register(fs, true)
+			summary := addSummaryFlag(fs)
+			return func(ctx context.Context, _ []string) error {
+				given.apply(fs)
+				if len(cfg.Kafka.Brokers) == 0 || cfg.Group == "" {
+					return fmt.Errorf("%w: a writer needs --kafka BROKERS and --group GROUP", errUsage)
+				}
+				log, err := lf.logger(s.stderr)
+				if err != nil {
+					return err
+				}
+				cfg.Logger = log
+				return runCollector(ctx, cfg, func(sum serve.Summary) error {
+					return summary.print(s.stdout, collectorSummary{sum})
+				})
+			}
+		})
+}
+
+// writerFlags defines a writer's flags: Kafka's, the store's, the
+// feeds' and metrics.
+func writerFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
+	kafkaFlagsOn(fs, &cfg.Kafka, "consume from these brokers (required)")
+	fs.StringVar(&cfg.Group, "group", "pcapsync-writers", "the consumer group: the writers of one group share the topic's partitions and one --dir")
+	cfg.Collector.Store.Shared = true
+	storeFlagsOn(fs, &cfg.Collector.Store)
+	metricsFlagsOn(fs, &cfg.Metrics)
+	return feedFlags(fs, cfg)
+}
+
+// storeFlagsOn defines the flags of the files written.
+func storeFlagsOn(fs *pflag.FlagSet, st *store.Config) {
+	fs.StringVar(&st.Dir, "dir", "", "output root: files go to DIR/<agent>/<agent>_<UTC start>.pcapng (required)")
+	fs.Var(disabledSize{&st.RotateSize, store.DefaultRotateSize}, "rotate-size", "start a new file once one reaches this size, e.g. 100M, 1G; 0 disables")
+	fs.Var(disabledDuration{&st.RotateInterval, store.DefaultRotateInterval}, "rotate-interval", "start a new file at every wall-clock multiple of this interval (UTC; 1h turns over on the hour); 0 disables")
+	fs.TextVar(&st.FileCompress, "file-compress", st.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or zstd frame)")
+	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
+	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
+	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
+	retainFlagsOn(fs, &st.Retain)
+}
