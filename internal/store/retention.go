@@ -76,7 +76,9 @@ type retainer struct {
 	held   map[string]int // paths held by readers
 	short  [NumRules]time.Time
 	fsSize int64
-	saved  time.Time // when dirty indexes were last saved (run's goroutine only)
+	saved  time.Time // when dirty indexes were last saved (guarded by shared.saveMu)
+
+	shared sharedRetainer // Shared mode (retainshared.go)
 }
 
 // retAgent is one agent's files as retention sees them.
@@ -86,6 +88,7 @@ type retAgent struct {
 
 	open      atomic.Int64 // bytes of the open file
 	openFirst atomic.Int64 // first packet of the open file (Unix ns); 0: none
+	shared    sharedAgent  // Shared mode (retainshared.go)
 
 	files       []retFile // closed files, oldest first (by last, then name); guarded by retainer.mu
 	closedBytes int64     // their bytes; guarded by retainer.mu
@@ -114,7 +117,8 @@ func statfsDir(dir string) (size, avail int64, err error) {
 
 func newRetainer(c Config, dir string, errs *atomic.Uint64) *retainer {
 	r := &retainer{cfg: c.Retain.withDefaults(), dir: dir, rotate: c.RotateSize, log: c.Logger, errs: errs,
-		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{}}
+		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{},
+		shared: sharedRetainer{on: c.Shared}}
 	r.step.Store(1 << 20)
 	return r
 }
@@ -199,7 +203,7 @@ func (a *retAgent) remove(name string) {
 }
 
 // usage is the agent's bytes, closed and open; retainer.mu must be held.
-func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() }
+func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() + a.shared.foreign.Load() }
 
 // watermarks returns where deletion for a limit starts (hi) and where
 // it stops (lo). The margin is a tenth of the limit or one rotation
@@ -268,6 +272,10 @@ func (r *retainer) setStep(fsSize int64) {
 // index, then it checks every tick and whenever the writers wake it;
 // once repaired is closed it adds the files the repair finished.
 func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
+	if r.shared.on {
+		r.runShared(ctx)
+		return
+	}
 	if size, _, err := r.statfs(r.dir); err == nil {
 		r.mu.Lock()
 		r.fsSize = size
