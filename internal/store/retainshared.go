@@ -104,18 +104,23 @@ func (r *retainer) runShared(ctx context.Context) {
 				r.errs.Add(1)
 				r.log.Error("retention: taking the leader's lock; retrying", "err", err)
 			case !busy:
-				r.shared.leader.Store(true)
+				// Every file is read before the first deletion, young
+				// ones too: an index missing the others' oldest files
+				// would make the leader delete newer ones first.
 				r.log.Info("retention: this process now deletes for the shared root (leader)", "dir", r.dir)
-				listed = time.Time{}
+				r.refresh(ctx, true, time.Time{})
+				listed, checked = now, now
+				r.shared.leader.Store(true)
 			}
 		}
 		if r.shared.leader.Load() {
+			young := now.Add(-sharedScanGrace)
 			switch {
 			case now.Sub(listed) >= sharedRelist:
-				r.refresh(ctx, true)
+				r.refresh(ctx, true, young)
 				listed, checked = now, now
 			case now.Sub(checked) >= sharedIndexCheck:
-				r.refresh(ctx, false)
+				r.refresh(ctx, false, young)
 				checked = now
 			}
 			r.enforce(now)
@@ -134,8 +139,9 @@ func (r *retainer) runShared(ctx context.Context) {
 
 // refresh brings the leader's index up to date: every agent directory
 // when all, else the agents whose saved index changed since the last
-// refresh.
-func (r *retainer) refresh(ctx context.Context, all bool) {
+// refresh; files no index lists modified after young are left for a
+// later refresh (see loadAgent).
+func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 	if r.shared.stamps == nil {
 		r.shared.stamps = map[string]indexStamp{}
 	}
@@ -170,7 +176,6 @@ func (r *retainer) refresh(ctx context.Context, all bool) {
 			}
 		}
 	}
-	young := time.Now().Add(-sharedScanGrace)
 	for _, name := range names {
 		if ctx.Err() != nil {
 			return

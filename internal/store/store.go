@@ -185,6 +185,8 @@ func (s *Store) Writer(name string) (*Writer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.cfg.Shared && s.closed:
+		return nil, fmt.Errorf("agent %q: store closed: %w", name, ErrReleased)
 	case s.repairing[name]:
 		return nil, fmt.Errorf("agent %q: files being repaired: %w", name, ErrBusy)
 	case s.moving[name]:
@@ -192,9 +194,6 @@ func (s *Store) Writer(name string) (*Writer, error) {
 	}
 	w := s.writers[name]
 	if w == nil && s.cfg.Shared {
-		if s.closed {
-			return nil, fmt.Errorf("agent %q: store closed: %w", name, ErrReleased)
-		}
 		s.moving[name] = true
 		s.mu.Unlock()
 		w, err := s.take(name)
