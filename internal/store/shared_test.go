@@ -294,7 +294,8 @@ type sharedFile struct {
 // agents first, never a .part; once the leader is closed the other
 // takes over and deletes, again oldest first across all agents.
 func TestSharedRetentionLeader(t *testing.T) {
-	defer func(c, l time.Duration) { sharedIndexCheck, sharedRelist = c, l }(sharedIndexCheck, sharedRelist)
+	check, relist := sharedIndexCheck, sharedRelist
+	t.Cleanup(func() { sharedIndexCheck, sharedRelist = check, relist }) // after the Stores' cleanups
 	sharedIndexCheck, sharedRelist = 100*time.Millisecond, 500*time.Millisecond
 	const limit = 64 << 10
 	cfg := Config{RotateSize: 32 << 10, Fsync: FsyncNever, Retain: RetainConfig{MaxBytes: limit, FreePercent: -1}}
