@@ -55,6 +55,17 @@ type Config struct {
 	// disk from filling (RetainConfig; its zero value keeps 10% of the
 	// filesystem free).
 	Retain RetainConfig
+	// Shared says that Dir is shared with other processes (or other
+	// Stores) that use it with Shared too, each writing its own agents:
+	// an agent is written by one of them at a time, the one holding its
+	// lock (Store.Writer takes it, Store.Release gives it back), its
+	// marks are kept in a state file of its own, loaded when it is
+	// taken, its unfinished files are repaired when it is taken (not at
+	// Open), and one of them, the retention leader, deletes for
+	// retention (see shared.go and retainshared.go). The zero value,
+	// exclusive mode, assumes one Store on Dir: a root is used in one
+	// mode at a time.
+	Shared bool
 }
 
 // Defaults of the Config fields, and the smallest values accepted.

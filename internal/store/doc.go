@@ -22,6 +22,19 @@
 // of closed files. Retention.go states its rules and guarantees;
 // Store.Hold keeps a file from it while a reader needs it.
 //
+// # Shared roots
+//
+// With Config.Shared several processes (Kafka writers) write one root,
+// each its own agents (shared.go): Writer takes an agent's lock
+// (Dir/LockDir/<agent>.lock, an flock; held elsewhere: ErrBusy), loads
+// its marks from its own state file (Dir/AgentStateDir/<agent>.json)
+// and repairs its .part files before it returns; Release (and Close)
+// publishes its file, saves its marks and gives the lock back. One of
+// the processes, the holder of Dir/RetainLockFile, deletes for
+// retention, learning of the others' files from their indexes and
+// from listings (retainshared.go). Hold, the reserve and the open-file
+// budget are per process.
+//
 // # Marks and delivery
 //
 // The last packet of every batch carries a mark (a pcapng custom
@@ -45,6 +58,7 @@
 //	bytes, err := w.WriteBatch(&batch, ifmap, inst)
 //	err = w.Commit()                              // then acknowledge inst.LastSeq()
 //	w.Close()                                     // or w.Linger() when the peer was lost
+//	st.Release(name)                              // Shared: give the agent to another process
 //	st.Close(ctx)                                 // after Run returned and the last Writer call
 //
 // # Contracts

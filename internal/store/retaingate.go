@@ -23,7 +23,9 @@ import (
 // and not at all once retention has not looked for maxHold (a stalled
 // index rebuild): the gate bounds overshoot, it never stops ingest.
 //
-// The agent rule is not gated: its watermarks bound it.
+// The agent rule is not gated: its watermarks bound it. Nor is a shared
+// root (Config.Shared): its one deleting process cannot hold the others'
+// writes, so there the watermarks alone bound usage.
 type writeGate struct {
 	allow  atomic.Int64 // bytes writers may write before they wait
 	looked atomic.Int64 // when the allowance was last set, Unix ns; 0: never
@@ -111,8 +113,8 @@ func (c *RetainConfig) gated() bool {
 // root's usage is not known).
 func (r *retainer) setAllowance() {
 	c := &r.cfg
-	if !c.gated() {
-		return
+	if !c.gated() || r.shared.on {
+		return // a shared root's retention leader cannot hold the other processes' writes: no gate
 	}
 	r.mu.Lock()
 	sizeShort, freeShort := !r.short[RuleSize].IsZero(), !r.short[RuleFree].IsZero()

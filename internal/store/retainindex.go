@@ -71,7 +71,7 @@ func (r *retainer) load(ctx context.Context) {
 		if !e.IsDir() || wire.ValidateName(e.Name()) != nil {
 			continue
 		}
-		n, sc, b := r.loadAgent(ctx, e.Name())
+		n, sc, b := r.loadAgent(ctx, e.Name(), time.Time{})
 		files, scanned, bytes = files+n, scanned+sc, bytes+b
 		r.setAllowance() // the free rule's, while the rest loads
 		if ctx.Err() != nil {
@@ -85,8 +85,10 @@ func (r *retainer) load(ctx context.Context) {
 }
 
 // loadAgent is load for one agent directory; it returns the files it
-// added, how many of them it scanned and their bytes.
-func (r *retainer) loadAgent(ctx context.Context, name string) (added, scanned int, bytes int64) {
+// added, how many of them it scanned and their bytes. A file the saved
+// index does not list and that was modified after young (when not zero)
+// is left for a later call: its writer is about to list it.
+func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
 	saved := map[string]retFile{}
 	if b, err := os.ReadFile(filepath.Join(r.dir, RetainDir, name+".json")); err == nil {
 		var doc indexDoc
@@ -118,6 +120,9 @@ func (r *retainer) loadAgent(ctx context.Context, name string) (added, scanned i
 			continue
 		}
 		f, ok := saved[e.Name()]
+		if !ok && !young.IsZero() && info.ModTime().After(young) {
+			continue
+		}
 		if !ok || f.Bytes != info.Size() {
 			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 			f, err = scanTimes(ctx, filepath.Join(r.dir, name, e.Name()))
@@ -163,6 +168,8 @@ func scanTimes(ctx context.Context, path string) (retFile, error) {
 // most once per indexSaveInterval unless force. A failed write is
 // tried again next time.
 func (r *retainer) saveIndexes(force bool) {
+	r.shared.saveMu.Lock()
+	defer r.shared.saveMu.Unlock()
 	if !force && time.Since(r.saved) < indexSaveInterval {
 		return
 	}
@@ -174,7 +181,7 @@ func (r *retainer) saveIndexes(force bool) {
 	var jobs []job
 	r.mu.Lock()
 	for _, a := range r.agents {
-		if a.dirty {
+		if a.dirty && (!r.shared.on || a.shared.held.Load()) { // Shared: only the holder writes an agent's index
 			a.dirty = false
 			jobs = append(jobs, job{a, indexDoc{Version: 1, Files: append([]retFile(nil), a.files...)}})
 		}
@@ -189,6 +196,9 @@ func (r *retainer) saveIndexes(force bool) {
 		return
 	}
 	for _, j := range jobs {
+		if r.shared.on {
+			j.doc.Files = r.mergeIndex(j.a.name, j.doc.Files)
+		}
 		b, err := json.Marshal(&j.doc)
 		if err == nil {
 			err = writeFileNoSync(dir, filepath.Join(dir, j.a.name+".json"), b)

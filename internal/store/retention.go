@@ -80,7 +80,9 @@ type retainer struct {
 	held   map[string]int // paths held by readers
 	short  [NumRules]time.Time
 	fsSize int64
-	saved  time.Time // when dirty indexes were last saved (run's goroutine only)
+	saved  time.Time // when dirty indexes were last saved (guarded by shared.saveMu)
+
+	shared sharedRetainer // Shared mode (retainshared.go)
 }
 
 // retAgent is one agent's files as retention sees them.
@@ -92,6 +94,7 @@ type retAgent struct {
 	admitted  atomic.Int64 // bytes let through the write gate since then: written, or about to be, not yet flushed
 	buffered  atomic.Int64 // bytes in the file's write buffer after the last batch: not yet on the filesystem
 	openFirst atomic.Int64 // first packet of the open file (Unix ns); 0: none
+	shared    sharedAgent  // Shared mode (retainshared.go)
 
 	files       []retFile // closed files, oldest first (by last, then name); guarded by retainer.mu
 	closedBytes int64     // their bytes; guarded by retainer.mu
@@ -120,7 +123,8 @@ func statfsDir(dir string) (size, avail int64, err error) {
 
 func newRetainer(c Config, dir string, errs *atomic.Uint64) *retainer {
 	r := &retainer{cfg: c.Retain.withDefaults(), dir: dir, rotate: c.RotateSize, log: c.Logger, errs: errs,
-		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{}}
+		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{},
+		shared: sharedRetainer{on: c.Shared}}
 	r.step.Store(1 << 20)
 	r.gate = newWriteGate(&r.Counters)
 	return r
@@ -204,8 +208,11 @@ func (a *retAgent) remove(name string) {
 }
 
 // usage is the agent's bytes, closed and open (with what was written
-// since the last flush); retainer.mu must be held.
-func (a *retAgent) usage() int64 { return a.closedBytes + a.open.Load() + a.admitted.Load() }
+// since the last flush, and other processes' open files in a shared
+// root); retainer.mu must be held.
+func (a *retAgent) usage() int64 {
+	return a.closedBytes + a.open.Load() + a.admitted.Load() + a.shared.foreign.Load()
+}
 
 // watermarks returns where deletion for a limit starts (hi) and where
 // it stops (lo). The margin is a tenth of the limit or one rotation
@@ -274,6 +281,10 @@ func (r *retainer) setStep(fsSize int64) {
 // index, then it checks every tick and whenever the writers wake it;
 // once repaired is closed it adds the files the repair finished.
 func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
+	if r.shared.on {
+		r.runShared(ctx)
+		return
+	}
 	if size, _, err := r.statfs(r.dir); err == nil {
 		r.mu.Lock()
 		r.fsSize = size

@@ -265,7 +265,7 @@ func TestRetentionIndexRestart(t *testing.T) {
 		t.Helper()
 		var errs atomic.Uint64
 		r := newRetainer(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, dir, &errs)
-		_, scanned, _ = r.loadAgent(t.Context(), "idx")
+		_, scanned, _ = r.loadAgent(t.Context(), "idx", time.Time{})
 		if got := sortedIndex(r); !slices.Equal(got, before) {
 			t.Errorf("%s: rebuilt index\n%v\nwant\n%v", name, got, before)
 		}

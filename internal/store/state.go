@@ -58,12 +58,14 @@ type stateDoc struct {
 func (c *Store) loadState() error {
 	path := filepath.Join(c.dir, StateFile)
 	// A crash during saveState (or keepReserve) leaves its temporary
-	// file behind.
+	// file behind. In Shared mode another process may be writing one
+	// now: only those old enough to be left by a crash go.
+	var older time.Time
+	if c.cfg.Shared {
+		older = time.Now().Add(-staleTemp)
+	}
 	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*", filepath.Join(c.dir, probePrefix) + "*"} {
-		tmps, _ := filepath.Glob(pat)
-		for _, t := range tmps {
-			os.Remove(t)
-		}
+		removeTemps(pat, older)
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -146,6 +148,9 @@ func (c *Store) saveState() error {
 // 0), forgetting those not seen for stateTTL. It writes nothing when
 // the file already holds the same marks (see seenRefresh).
 func (c *Store) writeState() error {
+	if c.cfg.Shared {
+		return c.saveAgentStates(nil)
+	}
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
 	now := time.Now()
@@ -176,20 +181,47 @@ func (c *Store) writeState() error {
 	if err := os.MkdirAll(c.dir, 0o750); err != nil {
 		return err
 	}
-	path := filepath.Join(c.dir, StateFile)
-	err = writeFileAtomic(c.dir, path, b)
+	if err := c.writeStateFile(c.dir, filepath.Join(c.dir, StateFile), b); err != nil {
+		return err
+	}
+	c.saved = marks
+	return nil
+}
+
+// writeStateFile writes a state file atomically; on a full disk it
+// releases the reserve and tries again. After a save it (re)creates the
+// reserve.
+func (c *Store) writeStateFile(dir, path string, b []byte) error {
+	err := writeFileAtomic(dir, path, b)
 	if errors.Is(err, syscall.ENOSPC) && os.Remove(filepath.Join(c.dir, ReserveFile)) == nil {
 		// A full disk: the reserve makes room for the state, so that
 		// closed files can still be published and the marks kept.
 		c.log.Warn("disk full: released the reserve to save the state file", "reserve", filepath.Join(c.dir, ReserveFile))
-		err = writeFileAtomic(c.dir, path, b)
+		err = writeFileAtomic(dir, path, b)
 	}
 	if err != nil {
 		return fmt.Errorf("saving state to %s: %w", path, err)
 	}
-	c.saved = marks
 	keepReserve(c.dir, len(b))
 	return nil
+}
+
+// staleTemp: in Shared mode, a temporary file this old was left by a
+// crash, not being written by another process.
+const staleTemp = time.Minute
+
+// removeTemps removes the files matching pat, of those modified before
+// older when it is not zero.
+func removeTemps(pat string, older time.Time) {
+	tmps, _ := filepath.Glob(pat) // the patterns are valid
+	for _, t := range tmps {
+		if !older.IsZero() {
+			if st, err := os.Stat(t); err != nil || st.ModTime().After(older) {
+				continue
+			}
+		}
+		os.Remove(t)
+	}
 }
 
 // minFree is the free space the output root must have at start: the

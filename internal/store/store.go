@@ -42,17 +42,22 @@ type Store struct {
 	// Counters may be read at any time.
 	Counters Counters
 
-	mu          sync.Mutex // guards writers, unpublished, repairing
+	mu          sync.Mutex // guards writers, unpublished, repairing, moving, closed
 	writers     map[string]*Writer
 	unpublished []string        // closed part files whose publish failed
 	repairing   map[string]bool // agents whose unfinished files are being repaired
+	moving      map[string]bool // agents being taken (Shared) or released
+	closed      bool            // Close ran (Shared: Writer refuses)
 	repairDone  chan struct{}   // closed when the background repair ended
 	stopRepairs func()          // cancels it; nil if none ran
 
-	instMu    sync.Mutex // a leaf lock: guards instances, Instance.seen, saved
-	instances map[[16]byte]*Instance
-	saved     map[[16]byte]savedMark // what the state file holds
-	saver     stateSaver
+	instMu     sync.Mutex // a leaf lock: guards instances, Instance.seen, saved, savedAgent, held
+	instances  map[[16]byte]*Instance
+	saved      map[[16]byte]savedMark            // what the state file holds
+	savedAgent map[string]map[[16]byte]savedMark // Shared: what each held agent's state file holds
+	held       map[string]bool                   // Shared: the agents this Store holds the lock of
+	saver      stateSaver
+	pubMu      sync.RWMutex // Shared: a tick's publish (read) against an agent's release (write)
 
 	budget *fileBudget // nil: no budget
 	ret    *retainer   // retention (retention.go)
@@ -95,9 +100,10 @@ func (in *Instance) raise(seq uint64) {
 // cannot write to, or on a disk already full, with an error that says
 // which and why; it loads the state file and (re)creates the reserve.
 // Files a previous run left unfinished are repaired in the background;
-// until an agent's are done, Writer refuses it with ErrBusy. Call Run
-// for rotation by time, idle close and interval syncs, and Close at the
-// end.
+// until an agent's are done, Writer refuses it with ErrBusy (in Shared
+// mode Open repairs nothing: Writer repairs an agent's files when it
+// takes the agent). Call Run for rotation by time, idle close and
+// interval syncs, and Close at the end.
 func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -110,8 +116,9 @@ func Open(cfg Config) (*Store, error) {
 	if err := checkRoot(dir); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{},
-		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{}}
+	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{}, moving: map[string]bool{},
+		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{},
+		savedAgent: map[string]map[[16]byte]savedMark{}, held: map[string]bool{}}
 	s.budget = newFileBudget(c.MaxOpenFiles, &s.Counters)
 	if err := s.loadState(); err != nil {
 		return nil, err
@@ -119,6 +126,12 @@ func Open(cfg Config) (*Store, error) {
 	keepReserve(dir, 0)
 	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
 	s.ret.budget = s.budget
+	if c.Shared {
+		// Repairs run when an agent is taken (Writer).
+		s.repairing, s.repairDone = map[string]bool{}, make(chan struct{})
+		close(s.repairDone)
+		return s, nil
+	}
 	if err := s.startRepairs(); err != nil {
 		return nil, err
 	}
@@ -137,7 +150,10 @@ func (s *Store) Repaired() <-chan struct{} { return s.repairDone }
 // (its mark then starts at 0), and notes that it was seen now (the
 // state file forgets instances not seen for a week). An instance keeps
 // the name it was first seen with: the caller compares Name with the
-// name it expects.
+// name it expects. In Shared mode the marks of an agent's instances are
+// loaded when Writer takes the agent, so call Writer(name) first; an id
+// is checked against the names this Store has seen or loaded (the state
+// files of agents it never took are not read).
 func (s *Store) Instance(id [16]byte, name string) *Instance {
 	s.instMu.Lock()
 	defer s.instMu.Unlock()
@@ -151,32 +167,65 @@ func (s *Store) Instance(id [16]byte, name string) *Instance {
 }
 
 // Writer returns the Writer of agent name, created at the first call;
-// every later call returns the same one. It fails with an error
-// wrapping ErrBusy while the agent's unfinished files are being
-// repaired, and refuses a name that is not a valid agent name
-// (wire.ValidateName), which keeps every file below Dir/<name>/.
+// every later call returns the same one until Release. It fails with an
+// error wrapping ErrBusy while the agent's unfinished files are being
+// repaired or it is being released, and refuses a name that is not a
+// valid agent name (wire.ValidateName), which keeps every file below
+// Dir/<name>/.
+//
+// In Shared mode the first call takes the agent (see shared.go): it
+// locks it, failing at once with ErrBusy when another process or Store
+// holds it, loads its marks and repairs its unfinished files before it
+// returns (for as long as that takes; other calls for the agent get
+// ErrBusy meanwhile). After Close it fails with ErrReleased.
 func (s *Store) Writer(name string) (*Writer, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("store: agent name: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.repairing[name] {
-		return nil, fmt.Errorf("agent %q: %w", name, ErrBusy)
+	switch {
+	case s.cfg.Shared && s.closed:
+		return nil, fmt.Errorf("agent %q: store closed: %w", name, ErrReleased)
+	case s.repairing[name]:
+		return nil, fmt.Errorf("agent %q: files being repaired: %w", name, ErrBusy)
+	case s.moving[name]:
+		return nil, fmt.Errorf("agent %q: being taken or released: %w", name, ErrBusy)
 	}
 	w := s.writers[name]
+	if w == nil && s.cfg.Shared {
+		s.moving[name] = true
+		s.mu.Unlock()
+		w, err := s.take(name)
+		s.mu.Lock()
+		delete(s.moving, name)
+		if err != nil {
+			return nil, err
+		}
+		s.writers[name] = w
+		return w, nil
+	}
 	if w == nil {
-		w = &Writer{st: s, name: name, file: agentFile{
-			dir: filepath.Join(s.dir, name), name: name,
-			size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
-			fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
-			syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
-		w.file.diskBytes = &w.diskBytes
-		w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
-		w.file.ret = s.ret.agent(name)
+		w = s.newWriter(name)
 		s.writers[name] = w
 	}
 	return w, nil
+}
+
+// newWriter returns a new Writer of agent name.
+func (s *Store) newWriter(name string) *Writer {
+	w := &Writer{st: s, name: name, file: agentFile{
+		dir: filepath.Join(s.dir, name), name: name,
+		size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
+		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
+		syncObs: s.cfg.SyncLatency, counters: &s.Counters}}
+	w.file.diskBytes = &w.diskBytes
+	w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
+	w.file.ret = s.ret.agent(name)
+	if s.cfg.Shared {
+		w.file.saveState = func() error { return s.saveAgentStates([]string{name}) }
+	}
+	return w
 }
 
 // Run rotates files on time, closes idle ones (Writer.Linger), syncs
@@ -216,6 +265,10 @@ func (s *Store) tick(now time.Time) {
 	s.mu.Unlock()
 	for _, w := range ws {
 		w.mu.Lock()
+		if w.released { // Release took its files
+			w.mu.Unlock()
+			continue
+		}
 		parts = append(parts, w.file.unpublished...) // retried every tick
 		w.file.unpublished = nil
 		var err error
@@ -254,7 +307,7 @@ func (s *Store) tick(now time.Time) {
 		}
 	}
 	if len(parts) > 0 {
-		if err := publish(s.saveState, s.cfg.Fsync != FsyncNever, parts); err != nil {
+		if err := s.publishParts(parts); err != nil {
 			s.Counters.FileErrors.Add(1)
 			s.log.Error("publishing closed files; retrying next tick", "files", len(parts), "err", err)
 			s.mu.Lock()
@@ -306,5 +359,17 @@ func (s *Store) Close(ctx context.Context) error {
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
 	s.ret.saveIndexes(true)
+	if s.cfg.Shared {
+		// Every agent's marks and index are saved: give the agents back.
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		for _, w := range ws {
+			w.mu.Lock()
+			w.released = true
+			w.mu.Unlock()
+			s.unlockAgent(w)
+		}
+	}
 	return errors.Join(errs...)
 }

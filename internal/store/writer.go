@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,15 +15,18 @@ import (
 // for concurrent use (a mutex per Writer); batches written by several
 // goroutines at once land in the file in the order the calls took the
 // lock, so a caller that needs an order (a session's) writes from one
-// goroutine.
+// goroutine. Once its agent is released (Store.Release; Store.Close in
+// Shared mode) every method that writes fails with ErrReleased.
 type Writer struct {
 	st   *Store
 	name string
+	lock *os.File // Shared: holds the agent's lock; nil otherwise
 
-	mu          sync.Mutex // guards file, lingerUntil, cuts
+	mu          sync.Mutex // guards file, lingerUntil, cuts, released
 	file        agentFile
 	lingerUntil time.Time
 	cuts        uint64 // file.cuts after the last write
+	released    bool
 
 	diskBytes atomic.Uint64 // bytes that reached the agent's files
 }
@@ -47,8 +51,10 @@ func (w *Writer) Name() string { return w.name }
 // cancelled, so the session continues the open file.
 func (w *Writer) Start(host string) {
 	w.mu.Lock()
-	w.file.host = host
-	w.lingerUntil = time.Time{}
+	if !w.released {
+		w.file.host = host
+		w.lingerUntil = time.Time{}
+	}
 	w.mu.Unlock()
 }
 
@@ -59,6 +65,9 @@ func (w *Writer) Start(host string) {
 func (w *Writer) AddInterface(ifc wire.Interface) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.released {
+		return 0, fmt.Errorf("agent %q: %w", w.name, ErrReleased)
+	}
 	i, err := w.file.addIface(ifc)
 	if err != nil {
 		w.st.Counters.FileErrors.Add(1)
@@ -85,6 +94,9 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.released {
+		return 0, fmt.Errorf("agent %q: %w", w.name, ErrReleased)
+	}
 	af := &w.file
 	now := time.Now()
 	if err := af.writable(now); err != nil {
@@ -132,6 +144,9 @@ func (w *Writer) failed(err error) error {
 func (w *Writer) Commit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.released {
+		return fmt.Errorf("agent %q: %w", w.name, ErrReleased)
+	}
 	af := &w.file
 	if err := af.flush(); err != nil {
 		return w.failed(err)
@@ -155,6 +170,9 @@ func (w *Writer) Commit() error {
 func (w *Writer) RecordStats(st *wire.Stats, ifmap []int) (grew bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.released {
+		return false, fmt.Errorf("agent %q: %w", w.name, ErrReleased)
+	}
 	af := &w.file
 	grew = st.AgentDrops > af.agentDrops
 	af.agentDrops = st.AgentDrops
@@ -174,6 +192,9 @@ func (w *Writer) RecordStats(st *wire.Stats, ifmap []int) (grew bool, err error)
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.released {
+		return fmt.Errorf("agent %q: %w", w.name, ErrReleased)
+	}
 	err := w.file.close(time.Now())
 	if err != nil {
 		w.st.Counters.FileErrors.Add(1)
@@ -186,7 +207,9 @@ func (w *Writer) Close() error {
 // lost, and a quick reconnect continues the file.
 func (w *Writer) Linger() {
 	w.mu.Lock()
-	w.lingerUntil = time.Now().Add(w.st.cfg.IdleClose)
+	if !w.released {
+		w.lingerUntil = time.Now().Add(w.st.cfg.IdleClose)
+	}
 	w.mu.Unlock()
 }
 
