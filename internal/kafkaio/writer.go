@@ -161,13 +161,10 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		return fmt.Errorf("kafka writer: %w", err)
 	}
 	defer func() {
-		// Commit what is durable, give every agent up, leave the group.
-		if err == nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			w.commit(cctx, cl)
-			cancel()
-		}
+		// Every poll committed what it wrote: give every agent up, leave
+		// the group.
 		w.endAll(func(*wagent) bool { return true })
+		cl.AllowRebalance() // a poll may have blocked it: leaving the group waits for that
 		cl.Close()
 	}()
 	var recs []*kgo.Record
@@ -194,8 +191,7 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		if err := w.write(ctx, recs); err != nil {
 			return err
 		}
-		cl.MarkCommitRecords(recs...)
-		w.commit(ctx, cl)
+		w.commit(cl, recs)
 		cl.AllowRebalance()
 	}
 }
@@ -306,15 +302,18 @@ func (w *Writer) skip(rec *kgo.Record, err error) {
 	}
 }
 
-// commit commits the marked offsets.
-func (w *Writer) commit(ctx context.Context, cl *kgo.Client) {
-	if len(cl.MarkedOffsets()) == 0 {
+// commit commits the offsets past recs, whose batches are durable. A
+// commit that fails is logged: the records after the last commit are
+// consumed again by whoever gets their partition, and dropped as
+// written by their marks.
+func (w *Writer) commit(cl *kgo.Client, recs []*kgo.Record) {
+	if len(recs) == 0 {
 		return
 	}
-	if err := cl.CommitMarkedOffsets(ctx); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			w.log.Warn("kafka writer: committing offsets", "err", err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.CommitRecords(ctx, recs...); err != nil {
+		w.log.Warn("kafka writer: committing offsets", "err", err)
 		return
 	}
 	w.Counters.Commits.Add(1)
@@ -331,9 +330,8 @@ func (w *Writer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 }
 
 // revoked gives up the agents of partitions that move to another
-// writer, after committing what is durable.
-func (w *Writer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-	w.commit(ctx, cl)
+// writer (every poll committed what it wrote already).
+func (w *Writer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	w.drop(m, "revoked")
 }
 

@@ -123,6 +123,7 @@ func (s *Store) loadAgentState(name string) error {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		err = nil // an agent no one wrote yet
 	case err != nil:
 		return fmt.Errorf("store: agent %q: reading %s: %w", name, path, err)
 	default:

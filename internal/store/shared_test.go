@@ -2,14 +2,19 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,7 +92,9 @@ func checkPackets(t *testing.T, dir string, n int) {
 // raised.
 func TestSharedAgentLock(t *testing.T) {
 	dir := t.TempDir()
-	a := newShared(t, dir, Config{})
+	var logA bytes.Buffer // written by a's goroutines: read only after a wrote
+	var logMu sync.Mutex
+	a := newShared(t, dir, Config{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logA}, nil))})
 	b := newShared(t, dir, Config{})
 	h := hello("web", 1)
 	sa, _, err := a.Begin(h, func() {})
@@ -95,6 +102,11 @@ func TestSharedAgentLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeBatches(t, sa, 1, 3)
+	logMu.Lock()
+	if strings.Contains(logA.String(), "damaged") {
+		t.Errorf("taking an agent no one wrote yet reported its (missing) state file damaged:\n%s", logA.String())
+	}
+	logMu.Unlock()
 	if _, _, err := b.Begin(h, func() {}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("B takes an agent A holds: %v, want ErrBusy", err)
 	}
@@ -442,4 +454,16 @@ func TestSharedRetentionLeader(t *testing.T) {
 			t.Errorf("%s lost every file", agents[leader])
 		}
 	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

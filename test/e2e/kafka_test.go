@@ -58,30 +58,23 @@ func (k *kafkaPipeline) waitCaughtUp(d time.Duration) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	testutil.Eventually(k.t, d, func() error {
-		ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		lags, err := adm.Lag(ctx, k.group)
+		ends, err := adm.ListEndOffsets(ctx, k.topic)
 		if err != nil {
-			return err
+			return fmt.Errorf("listing end offsets: %w", err)
 		}
-		l, ok := lags[k.group]
-		if !ok {
-			return fmt.Errorf("group %s not described", k.group)
+		commits, err := adm.FetchOffsets(ctx, k.group)
+		if err != nil {
+			return fmt.Errorf("fetching the group's offsets: %w", err)
 		}
-		if err := l.Error(); err != nil {
-			return err
-		}
-		var total int64
-		parts := 0
-		for _, ml := range l.Lag[k.topic] {
-			if ml.Err != nil {
-				return ml.Err
-			}
-			total += ml.Lag
-			parts++
-		}
-		if parts == 0 || total > 0 {
-			return fmt.Errorf("group lag %d records over %d partitions", total, parts)
+		var behind int64
+		ends.Each(func(o kadm.ListedOffset) {
+			c, _ := commits.Lookup(o.Topic, o.Partition)
+			behind += max(o.Offset-max(c.At, 0), 0)
+		})
+		if behind > 0 {
+			return fmt.Errorf("the group's commits are %d records behind the topic's end", behind)
 		}
 		return nil
 	})
