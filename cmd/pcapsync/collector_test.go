@@ -1,12 +1,14 @@
 package main
 
 import (
+	"maps"
 	"strconv"
 	"testing"
 
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
@@ -61,10 +63,48 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"redis-queue":        itoa(redisfeed.DefaultQueueBytes),
 		"redis-timeout":      redisfeed.DefaultTimeout.String(),
 	}
+	maps.Copy(want, kafkaFlagDefaults)
 	fs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
 	var cfg serve.Config
 	collectorFlags(fs, &cfg)
 	checkFlagDefaults(t, fs, want)
+}
+
+// kafkaFlagDefaults are the defaults of kafkaFlagsOn's flags.
+var kafkaFlagDefaults = map[string]string{
+	"kafka":                 "",
+	"kafka-topic":           kafkaconn.DefaultTopic,
+	"kafka-partitions":      strconv.Itoa(int(kafkaconn.DefaultPartitions)),
+	"kafka-replication":     strconv.Itoa(int(kafkaconn.DefaultReplication)),
+	"kafka-tls":             "false",
+	"kafka-tls-ca":          "",
+	"kafka-tls-cert":        "",
+	"kafka-tls-key":         "",
+	"kafka-tls-server-name": "",
+	"kafka-sasl":            "",
+	"kafka-user":            "",
+	"kafka-password-file":   "",
+}
+
+// TestWriterFlagDefaults: the writer's flags are the collector's store,
+// retention, metrics and feed flags, Kafka's, and --group.
+func TestWriterFlagDefaults(t *testing.T) {
+	cfs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
+	var ccfg serve.Config
+	collectorFlags(cfs, &ccfg)
+	want := map[string]string{"group": "pcapsync-writers"}
+	cfs.VisitAll(func(f *pflag.Flag) { want[f.Name] = f.DefValue })
+	for _, agentsOnly := range []string{"listen", "listen-udp", "max-frame", "udp-reassembly-mem", "read-memory", "handshake-timeout",
+		"shutdown-timeout", "tls-cert", "tls-key", "tls-client-ca", "token-file", "insecure", "max-conns", "heartbeat", "peer-timeout"} {
+		delete(want, agentsOnly)
+	}
+	fs := pflag.NewFlagSet("writer", pflag.ContinueOnError)
+	var cfg serve.Config
+	writerFlags(fs, &cfg)
+	checkFlagDefaults(t, fs, want)
+	if !cfg.Collector.Store.Shared {
+		t.Errorf("a writer's store is not shared: writers of one group share --dir")
+	}
 }
 
 // TestCollectorFlagsGivenOnly: the flags not given leave the package

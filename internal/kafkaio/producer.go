@@ -74,7 +74,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with idempotence, franz-go's default
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecord)),
 		kgo.MaxBufferedBytes(int(max(cfg.MaxBuffered, int64(cfg.MaxRecord)))),
-		kgo.ProducerLinger(0), // a batch is already a batch: send at once
+		kgo.ProducerLinger(0),                             // a batch is already a batch: send at once
 		kgo.ProducerBatchCompression(kgo.NoCompression()), // agents compress, or chose not to
 	)
 	cl, err := kgo.NewClient(opts...)
