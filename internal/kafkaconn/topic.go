@@ -57,7 +57,9 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, c Config) (created bool, e
 	case !errors.Is(err, kerr.UnknownTopicOrPartition):
 		return false, err
 	}
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, c.Partitions, c.Replication, nil, c.Topic)
+	maxBytes := strconv.Itoa(CreatedMaxMessageBytes)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, c.Partitions, c.Replication,
+		map[string]*string{topicMaxBytes: &maxBytes}, c.Topic)
 	switch {
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		return false, waitLeaders(ctx, cl, c.Topic)
@@ -253,3 +255,9 @@ func detail(msg string) string {
 	}
 	return ": " + msg
 }
+
+// CreatedMaxMessageBytes is the max.message.bytes of a topic EnsureTopic
+// creates: a record holds one frame of up to the collector's default
+// 16 MiB limit with its key and hello, where Kafka's own default (about
+// 1 MB) would refuse the agents' default 1 MiB batches.
+const CreatedMaxMessageBytes = 17 << 20

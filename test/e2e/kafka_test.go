@@ -100,7 +100,7 @@ func TestKafkaPipeline(t *testing.T) {
 	for i := range agents {
 		src := filepath.Join(tmp, fmt.Sprintf("in%d.pcap", i))
 		writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: uint32(100 + i), Seed: uint64(100 + i)})
-		agents[i] = startReplay(t, ctx, orders[i], fmt.Sprintf("k%d", i), src, "--batch-size", "256K")
+		agents[i] = startReplay(t, ctx, orders[i], fmt.Sprintf("k%d", i), src) // default batches: the topic pcapsync creates takes them
 	}
 	for _, a := range agents {
 		s := finishReplay(t, a, count, 120*time.Second)
