@@ -55,10 +55,11 @@ type sent struct {
 	durable func() // counts the batch once durable; nil for Stats
 }
 
-// encodeHello returns the Hello frame of h with ifaces as its interfaces.
+// encodeHello returns the Hello frame of h with ifaces as its
+// interfaces, without its token: the shared secret stays out of Kafka.
 func encodeHello(h *wire.Hello, ifaces []wire.Interface) []byte {
 	hc := *h
-	hc.Interfaces = ifaces
+	hc.Interfaces, hc.Token = ifaces, ""
 	return wire.AppendHello(nil, &hc)
 }
 

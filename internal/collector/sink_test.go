@@ -1,0 +1,88 @@
+package collector
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// fakeSink holds what it was sent until the test completes it.
+type fakeSink struct {
+	mu     sync.Mutex
+	frames [][]byte
+	hellos [][]byte
+	dones  []func(error)
+	max    uint32
+}
+
+func (f *fakeSink) Send(agent string, hello, frame []byte, done func(error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frames = append(f.frames, append([]byte(nil), frame...))
+	f.hellos = append(f.hellos, append([]byte(nil), hello...))
+	f.dones = append(f.dones, done)
+}
+
+func (f *fakeSink) MaxFrame(string, []byte) uint32 { return f.max }
+
+// TestSinkSession: an ingest collector hands each batch over unchanged,
+// with a hello without the token; it acknowledges a batch only once it
+// and every one before it are durable, in order; a failure ends the
+// session and nothing after it is acknowledged; the frame limit
+// follows the sink's.
+func TestSinkSession(t *testing.T) {
+	sink := &fakeSink{max: 1 << 20}
+	c, err := NewCore(Config{Sink: sink, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := hello("web1", 1)
+	h.Token = "a-secret-token-of-16"
+	kicked := 0
+	s, w, err := c.begin(h, Peer{}, func() { kicked++ })
+	if err != nil || w.LastSeq != 0 || w.MaxFrame != 1<<20-wire.HeaderSize {
+		t.Fatalf("begin: %v %+v: want LastSeq 0 and the sink's frame limit", err, w)
+	}
+	var acks []uint64
+	s.sink.onAck = func(seq uint64) { acks = append(acks, seq) }
+	payloads := make([][]byte, 3)
+	for i := range payloads {
+		payloads[i] = batchPayload(uint64(i+1), 10*i, 10)
+		if _, err := s.batch(0, payloads[i]); err != nil {
+			t.Fatalf("batch %d: %v", i+1, err)
+		}
+	}
+	for i, f := range sink.frames {
+		if string(f[wire.HeaderSize:]) != string(payloads[i]) {
+			t.Fatalf("frame %d is not the batch as sent", i)
+		}
+		hl, err := wire.ParseHello(sink.hellos[i][wire.HeaderSize:])
+		if err != nil || hl.Name != "web1" || hl.Token != "" || len(hl.Interfaces) != len(h.Interfaces) {
+			t.Fatalf("hello of frame %d: %+v %v: want the session's, without its token", i, hl, err)
+		}
+	}
+	sink.dones[1](nil) // batch 2 durable before batch 1: nothing to acknowledge yet
+	if seq, err := s.commit(); seq != 0 || err != nil || len(acks) != 0 {
+		t.Fatalf("after batch 2 only: commit %d %v, acks %v; want nothing acknowledged", seq, err, acks)
+	}
+	sink.dones[0](nil)
+	if seq, _ := s.commit(); seq != 2 || len(acks) != 1 || acks[0] != 2 {
+		t.Fatalf("after batches 1 and 2: commit %d, acks %v; want 2", seq, acks)
+	}
+	if got := c.Counters.Batches.Load(); got != 2 {
+		t.Errorf("%d batches counted, want the 2 durable", got)
+	}
+	sink.dones[2](errors.New("broker gone"))
+	if seq, err := s.commit(); seq != 2 || !errors.Is(err, ErrSink) || kicked != 1 {
+		t.Fatalf("after a failure: commit %d %v, kicked %d; want 2, ErrSink, the session ended", seq, err, kicked)
+	}
+	if _, err := s.batch(0, batchPayload(4, 30, 10)); !errors.Is(err, ErrSink) {
+		t.Errorf("a batch after the failure: %v, want ErrSink", err)
+	}
+	s.end(false)
+}
