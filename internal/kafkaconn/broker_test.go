@@ -224,9 +224,16 @@ func TestBroker(t *testing.T) {
 		if err := cl.ProduceSync(ctx, tooBig).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
 			t.Fatalf("a record of MaxRecordBytes: %v, want the broker's MESSAGE_TOO_LARGE", err)
 		}
-		// A topic without its own limit has the broker's (Kafka's
+		// A topic EnsureTopic creates takes CreatedMaxMessageBytes; one
+		// created without its own limit has the broker's (Kafka's
 		// default message.max.bytes).
-		if _, err := EnsureTopic(ctx, cl, Config{Topic: "small"}); err != nil {
+		if _, err := EnsureTopic(ctx, cl, Config{Topic: "ours"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := MaxRecordBytes(ctx, cl, "ours"); err != nil || got != CreatedMaxMessageBytes {
+			t.Fatalf("MaxRecordBytes of a topic EnsureTopic created = %d, %v; want %d", got, err, CreatedMaxMessageBytes)
+		}
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, "small"); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := MaxRecordBytes(ctx, cl, "small"); err != nil || got != 1048588 {
