@@ -42,24 +42,36 @@ elsewhere; --token-file applies (docs/tap.md).`
 
 func collectorCommand(s streams) *cobra.Command {
 	return leaf("collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]",
-		"accept agents and write what they capture into pcapng files", collectorUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-			var cfg serve.Config
-			given := collectorFlags(fs, &cfg)
-			var lf logFlags
-			lf.register(fs, true)
-			summary := addSummaryFlag(fs)
-			return func(ctx context.Context, _ []string) error {
-				given.apply(fs)
-				log, err := lf.logger(s.stderr)
-				if err != nil {
+		"accept agents and write what they capture into pcapng files", collectorUsage, noArgs, serveFlags(s, collectorFlags, nil))
+}
+
+// serveFlags returns the flags-and-run of a command that runs a
+// serve.Service (the collector, the writer): flags defines its own
+// flags, check (if set) refuses what they cannot express.
+func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, check func(*serve.Config) error) func(*pflag.FlagSet) runFunc {
+	return func(fs *pflag.FlagSet) runFunc {
+		var cfg serve.Config
+		given := flags(fs, &cfg)
+		var lf logFlags
+		lf.register(fs, true)
+		summary := addSummaryFlag(fs)
+		return func(ctx context.Context, _ []string) error {
+			given.apply(fs)
+			if check != nil {
+				if err := check(&cfg); err != nil {
 					return err
 				}
-				cfg.Logger = log
-				return runCollector(ctx, cfg, func(sum serve.Summary) error {
-					return summary.print(s.stdout, collectorSummary{sum})
-				})
 			}
-		})
+			log, err := lf.logger(s.stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return runCollector(ctx, cfg, func(sum serve.Summary) error {
+				return summary.print(s.stdout, collectorSummary{sum})
+			})
+		}
+	}
 }
 
 // runCollector runs the collector cfg describes until ctx ends, and

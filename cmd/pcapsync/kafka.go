@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -50,27 +49,13 @@ resumes there and drops by the marks what is already in a file
 
 func writerCommand(s streams) *cobra.Command {
 	return leaf("writer --kafka BROKERS --group GROUP --dir DIR [--kafka-topic TOPIC] [flags]",
-		"write the records of a Kafka topic into pcapng files, as a member of a consumer group", writerUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-			var cfg serve.Config
-			given := writerFlags(fs, &cfg)
-			var lf logFlags
-			lf.register(fs, true)
-			summary := addSummaryFlag(fs)
-			return func(ctx context.Context, _ []string) error {
-				given.apply(fs)
-				if len(cfg.Kafka.Brokers) == 0 || cfg.Group == "" {
-					return fmt.Errorf("%w: a writer needs --kafka BROKERS and --group GROUP", errUsage)
-				}
-				log, err := lf.logger(s.stderr)
-				if err != nil {
-					return err
-				}
-				cfg.Logger = log
-				return runCollector(ctx, cfg, func(sum serve.Summary) error {
-					return summary.print(s.stdout, collectorSummary{sum})
-				})
+		"write the records of a Kafka topic into pcapng files, as a member of a consumer group", writerUsage, noArgs,
+		serveFlags(s, writerFlags, func(cfg *serve.Config) error {
+			if len(cfg.Kafka.Brokers) == 0 || cfg.Group == "" {
+				return fmt.Errorf("%w: a writer needs --kafka BROKERS and --group GROUP", errUsage)
 			}
-		})
+			return nil
+		}))
 }
 
 // writerFlags defines a writer's flags: Kafka's, the store's, the
