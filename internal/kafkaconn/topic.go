@@ -182,25 +182,48 @@ func waitLeaders(ctx context.Context, cl *kgo.Client, topic string) error {
 // and should not exceed it); one record of key and value up to this
 // minus RecordOverhead always fits. Consumers need their fetch limits
 // (kgo.FetchMaxPartitionBytes, kgo.BrokerMaxReadBytes) at least this.
+//
+// A topic created a moment ago may be unknown to the broker answering
+// for a short while: MaxRecordBytes asks again until ctx ends.
 func MaxRecordBytes(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	adm := kadm.NewClient(cl)
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil {
-		var rc kadm.ResourceConfig
-		if rc, err = rcs.On(topic, nil); err == nil && rc.Err != nil {
-			err = fmt.Errorf("%w%s", rc.Err, detail(rc.ErrMessage))
-		}
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		rc, err := describeTopic(ctx, adm, topic)
 		if err == nil {
 			if n, ok, err := configInt(rc, topicMaxBytes); ok || err != nil {
 				return n, err
 			}
 			return brokerMaxRecordBytes(ctx, adm)
 		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, maxRecordErr(topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, maxRecordErr(topic, err)
+		case <-time.After(wait):
+		}
 	}
+}
+
+// describeTopic returns topic's configuration.
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.ResourceConfig, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return kadm.ResourceConfig{}, err
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil && rc.Err != nil {
+		err = fmt.Errorf("%w%s", rc.Err, detail(rc.ErrMessage))
+	}
+	return rc, err
+}
+
+func maxRecordErr(topic string, err error) error {
 	if isAuthErr(err) {
-		return 0, fmt.Errorf("kafka: reading the configuration of topic %q: %w: %w", topic, ErrNotAuthorized, err)
+		return fmt.Errorf("kafka: reading the configuration of topic %q: %w: %w", topic, ErrNotAuthorized, err)
 	}
-	return 0, fmt.Errorf("kafka: reading the configuration of topic %q: %w", topic, err)
+	return fmt.Errorf("kafka: reading the configuration of topic %q: %w", topic, err)
 }
 
 func brokerMaxRecordBytes(ctx context.Context, adm *kadm.Client) (int, error) {
