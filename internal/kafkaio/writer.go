@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -42,7 +44,10 @@ type WriterConfig struct {
 	// writer still holds (a rebalance in progress) before it starts
 	// over from the committed offsets. 0 means DefaultBusyWait.
 	BusyWait time.Duration
-	Logger   *slog.Logger
+	// Delay, if set, observes for each record the seconds from its
+	// timestamp (when it was produced) to the commit of its offset.
+	Delay  observe.Observer
+	Logger *slog.Logger
 }
 
 // Defaults of WriterConfig.
@@ -69,8 +74,25 @@ type WriterCounters struct {
 type PartitionState struct {
 	Partition int32
 	Offset    int64 // the next offset to consume; -1: none consumed yet
-	Lag       int64 // records between it and the end of the partition, as of the last fetch
+	Committed int64 // the group's committed offset; -1: none known
+	End       int64 // the partition's end offset (high watermark) as last seen; -1: not seen yet
+	// Lag is the records between the committed offset (the start of
+	// the partition if none) and End: consumed or not, not yet durable
+	// in files. -1 until End and a starting point are known.
+	Lag int64
+
+	start int64 // the partition's start offset, while nothing is committed; -1: not known
 }
+
+// LagInterval is how often a writer lists its partitions' end offsets
+// for PartitionState.Lag (a fetch with records updates it too).
+const LagInterval = 5 * time.Second
+
+// Topic returns the topic the writer consumes.
+func (w *Writer) Topic() string { return w.cfg.Topic }
+
+// Group returns the writer's consumer group.
+func (w *Writer) Group() string { return w.cfg.Group }
 
 // Writer consumes records of a topic as a member of a consumer group
 // and writes each agent's frames through the core, as a collector
@@ -86,10 +108,13 @@ type Writer struct {
 
 	Counters WriterCounters
 
-	mu     sync.Mutex // guards agents, parts: the poll loop and the rebalance callbacks
+	mu     sync.Mutex // guards agents: the poll loop and the rebalance callbacks
 	agents map[string]*wagent
-	parts  map[int32]*PartitionState
 	bad    time.Time // when a bad record was last logged
+
+	pmu   sync.Mutex // guards parts, apart from mu so that Partitions never waits for a write
+	parts map[int32]*PartitionState
+	list  chan struct{} // asks watchEnds to list the offsets now (an assignment)
 }
 
 // wagent is an agent the writer has a session for.
@@ -116,7 +141,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Writer{cfg: cfg, log: cfg.Logger, lim: wire.Limits{MaxFrame: cfg.MaxFrame},
-		agents: map[string]*wagent{}, parts: map[int32]*PartitionState{}}, nil
+		agents: map[string]*wagent{}, parts: map[int32]*PartitionState{}, list: make(chan struct{}, 1)}, nil
 }
 
 // Run consumes until ctx ends. After a storage error, or when an agent
@@ -167,6 +192,9 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		cl.AllowRebalance() // a poll may have blocked it: leaving the group waits for that
 		cl.Close()
 	}()
+	lagCtx, stopLag := context.WithCancel(ctx)
+	defer stopLag()
+	go w.watchEnds(lagCtx, cl)
 	var recs []*kgo.Record
 	for {
 		fs := cl.PollRecords(ctx, 4096)
@@ -181,12 +209,13 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		recs = recs[:0]
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			recs = append(recs, p.Records...)
-			w.mu.Lock()
+			w.pmu.Lock()
 			if ps := w.parts[p.Partition]; ps != nil && len(p.Records) > 0 {
 				ps.Offset = p.Records[len(p.Records)-1].Offset + 1
-				ps.Lag = max(p.HighWatermark-ps.Offset, 0)
+				ps.End = max(ps.End, p.HighWatermark)
+				ps.lag()
 			}
-			w.mu.Unlock()
+			w.pmu.Unlock()
 		})
 		if err := w.write(ctx, recs); err != nil {
 			return err
@@ -317,15 +346,33 @@ func (w *Writer) commit(cl *kgo.Client, recs []*kgo.Record) {
 		return
 	}
 	w.Counters.Commits.Add(1)
+	w.pmu.Lock()
+	for _, r := range recs {
+		if ps := w.parts[r.Partition]; ps != nil {
+			ps.Committed = max(ps.Committed, r.Offset+1)
+			ps.lag()
+		}
+	}
+	w.pmu.Unlock()
+	if w.cfg.Delay != nil {
+		now := time.Now()
+		for _, r := range recs {
+			w.cfg.Delay.Observe(now.Sub(r.Timestamp).Seconds())
+		}
+	}
 }
 
 func (w *Writer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	w.Counters.Rebalances.Add(1)
-	w.mu.Lock()
+	w.pmu.Lock()
 	for _, p := range m[w.cfg.Topic] {
-		w.parts[p] = &PartitionState{Partition: p, Offset: -1}
+		w.parts[p] = &PartitionState{Partition: p, Offset: -1, Committed: -1, End: -1, Lag: -1, start: -1}
 	}
-	w.mu.Unlock()
+	w.pmu.Unlock()
+	select {
+	case w.list <- struct{}{}:
+	default:
+	}
 	w.log.Info("kafka writer: partitions assigned", "topic", w.cfg.Topic, "partitions", fmt.Sprint(m[w.cfg.Topic]))
 }
 
@@ -343,11 +390,11 @@ func (w *Writer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 
 func (w *Writer) drop(m map[string][]int32, how string) {
 	ps := m[w.cfg.Topic]
-	w.mu.Lock()
+	w.pmu.Lock()
 	for _, p := range ps {
 		delete(w.parts, p)
 	}
-	w.mu.Unlock()
+	w.pmu.Unlock()
 	n := w.endAll(func(a *wagent) bool { return slices.Contains(ps, a.partition) })
 	w.log.Info("kafka writer: partitions "+how, "topic", w.cfg.Topic, "partitions", fmt.Sprint(ps), "agents_given_up", n)
 }
@@ -376,12 +423,63 @@ func (w *Writer) endAll(match func(*wagent) bool) int {
 
 // Partitions returns the partitions assigned now, sorted.
 func (w *Writer) Partitions() []PartitionState {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
 	out := make([]PartitionState, 0, len(w.parts))
 	for _, p := range w.parts {
 		out = append(out, *p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out
+}
+
+// watchEnds lists the partitions' start and end offsets and learns the
+// group's committed offsets every LagInterval and after an assignment
+// until ctx ends, so that the lag of a partition with nothing to fetch
+// is known too.
+func (w *Writer) watchEnds(ctx context.Context, cl *kgo.Client) {
+	adm := kadm.NewClient(cl)
+	t := time.NewTicker(LagInterval)
+	defer t.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, LagInterval)
+		starts, serr := adm.ListStartOffsets(lctx, w.cfg.Topic)
+		ends, eerr := adm.ListEndOffsets(lctx, w.cfg.Topic)
+		cancel()
+		committed := cl.CommittedOffsets()[w.cfg.Topic]
+		w.pmu.Lock()
+		for p, ps := range w.parts {
+			if o, ok := committed[p]; ok && o.Offset >= 0 {
+				ps.Committed = max(ps.Committed, o.Offset)
+			}
+			if e, ok := ends.Lookup(w.cfg.Topic, p); eerr == nil && ok && e.Err == nil {
+				ps.End = max(ps.End, e.Offset)
+			}
+			if s, ok := starts.Lookup(w.cfg.Topic, p); serr == nil && ok && s.Err == nil {
+				ps.start = s.Offset
+			}
+			ps.lag()
+		}
+		w.pmu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.list:
+		}
+	}
+}
+
+// lag recomputes Lag from End and the committed offset (or the
+// partition's start offset before any commit).
+func (ps *PartitionState) lag() {
+	from := ps.Committed
+	if from < 0 {
+		from = ps.start
+	}
+	if ps.End < 0 || from < 0 {
+		ps.Lag = -1
+		return
+	}
+	ps.Lag = max(ps.End-from, 0)
 }

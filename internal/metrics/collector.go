@@ -27,7 +27,10 @@ type Collector struct {
 	Registry   *prometheus.Registry
 	BatchWrite prometheus.Histogram
 	Sync       prometheus.Histogram
-	maxAgents  int
+	// Produce and RecordDelay are registered by WatchProducer and
+	// WatchWriter.
+	Produce, RecordDelay prometheus.Histogram
+	maxAgents            int
 }
 
 // NewCollector returns a collector's registry, holding the Go and
@@ -49,6 +52,7 @@ func NewCollector(maxAgents int) *Collector {
 			Buckets: steps(1e-4, 10),
 		})}
 	m.Registry.MustRegister(m.BatchWrite, m.Sync)
+	m.Produce, m.RecordDelay = newKafkaHistograms()
 	return m
 }
 
@@ -90,22 +94,6 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.c.OverLimit.Load()) }),
 	counter("pcapsync_collector_peer_timeouts_total", "Sessions ended because the agent sent nothing for --peer-timeout.",
 		func(s *coreSnap) float64 { return u(s.c.PeerTimeouts.Load()) }),
-	counter("pcapsync_collector_file_errors_total", "Failed file operations (writes, syncs, closes, state saves).",
-		func(s *coreSnap) float64 { return u(s.st.FileErrors.Load()) }),
-	counter("pcapsync_collector_files_closed_total", "Data files closed complete (rotation, goodbye, idle close, shutdown).",
-		func(s *coreSnap) float64 { return u(s.st.FilesClosed.Load()) }),
-	counter("pcapsync_collector_files_rotated_total", "Data files closed because they reached --rotate-size or --rotate-interval.",
-		func(s *coreSnap) float64 { return u(s.st.FilesRotated.Load()) }),
-	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
-		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
-	gauge("pcapsync_collector_open_files", "Agent data files holding a file descriptor now (at most --max-open-files).",
-		func(s *coreSnap) float64 { return float64(s.openFiles) }),
-	gauge("pcapsync_collector_max_open_files", "The open-file budget in force (--max-open-files, or its default from RLIMIT_NOFILE); -1 for none.",
-		func(s *coreSnap) float64 { return float64(max(s.maxOpenFiles, -1)) }),
-	counter("pcapsync_collector_budget_parks_total", "Agent files closed to stay within --max-open-files while still in progress (kept .part, reopened when their agent writes again).",
-		func(s *coreSnap) float64 { return u(s.st.BudgetParks.Load()) }),
-	counter("pcapsync_collector_budget_reopens_total", "Parked agent files reopened for append.",
-		func(s *coreSnap) float64 { return u(s.st.BudgetReopens.Load()) }),
 	counter("pcapsync_collector_compressed_batches_total", "Compressed batches received, duplicates included.",
 		func(s *coreSnap) float64 { return u(s.c.Compressed.Load()) }),
 	counter("pcapsync_collector_unchecked_batches_total", "Batches received without a checksum (agents inside TLS, or --checksum never), duplicates included.",
@@ -128,6 +116,27 @@ var coreFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.udpEvicted) }),
 	gauge("pcapsync_collector_udp_reassembly_bytes", "Memory held by batches in pieces being put back together.",
 		func(s *coreSnap) float64 { return float64(s.udpReassemblyBytes) }),
+}
+
+// Fields of the store: a collector writing files, a writer; not an
+// ingest collector.
+var storeFields = []field[coreSnap]{
+	counter("pcapsync_collector_file_errors_total", "Failed file operations (writes, syncs, closes, state saves).",
+		func(s *coreSnap) float64 { return u(s.st.FileErrors.Load()) }),
+	counter("pcapsync_collector_files_closed_total", "Data files closed complete (rotation, goodbye, idle close, shutdown).",
+		func(s *coreSnap) float64 { return u(s.st.FilesClosed.Load()) }),
+	counter("pcapsync_collector_files_rotated_total", "Data files closed because they reached --rotate-size or --rotate-interval.",
+		func(s *coreSnap) float64 { return u(s.st.FilesRotated.Load()) }),
+	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
+		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
+	gauge("pcapsync_collector_open_files", "Agent data files holding a file descriptor now (at most --max-open-files).",
+		func(s *coreSnap) float64 { return float64(s.openFiles) }),
+	gauge("pcapsync_collector_max_open_files", "The open-file budget in force (--max-open-files, or its default from RLIMIT_NOFILE); -1 for none.",
+		func(s *coreSnap) float64 { return float64(max(s.maxOpenFiles, -1)) }),
+	counter("pcapsync_collector_budget_parks_total", "Agent files closed to stay within --max-open-files while still in progress (kept .part, reopened when their agent writes again).",
+		func(s *coreSnap) float64 { return u(s.st.BudgetParks.Load()) }),
+	counter("pcapsync_collector_budget_reopens_total", "Parked agent files reopened for append.",
+		func(s *coreSnap) float64 { return u(s.st.BudgetReopens.Load()) }),
 }
 
 var fsFields = []field[coreSnap]{
@@ -246,6 +255,7 @@ var ownAgentFields = []field[agentSnap]{
 
 func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	describe(coreFields, ch)
+	describe(storeFields, ch)
 	describe(fsFields, ch)
 	describe(perAgentFields, ch)
 	describe(ownAgentFields, ch)
@@ -259,8 +269,11 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := &c.core.Counters
 	agents := agentSnaps(c.core, c.udp)
-	s := coreSnap{c: cnt, st: &c.core.Store().Counters, mem: c.core.ReadMemory(),
-		openFiles: c.core.Store().OpenFiles(), maxOpenFiles: c.core.Store().MaxOpenFiles()}
+	s := coreSnap{c: cnt, mem: c.core.ReadMemory()}
+	st := c.core.Store() // nil for an ingest collector
+	if st != nil {
+		s.st, s.openFiles, s.maxOpenFiles = &st.Counters, st.OpenFiles(), st.MaxOpenFiles()
+	}
 	if c.udp != nil {
 		uc := &c.udp.Counters
 		s.udpDgrams, s.udpUnknown, s.udpBad = uc.Datagrams.Load(), uc.Unknown.Load(), uc.Malformed.Load()
@@ -271,10 +284,12 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 			s.connected++
 		}
 	}
-	s.fsSize, s.fsFree, s.fsOK = statfs(c.core.Dir())
 	emit(coreFields, &s, ch)
-	if s.fsOK {
-		emit(fsFields, &s, ch)
+	if st != nil {
+		emit(storeFields, &s, ch)
+		if s.fsSize, s.fsFree, s.fsOK = statfs(c.core.Dir()); s.fsOK {
+			emit(fsFields, &s, ch)
+		}
 	}
 	for _, kv := range []struct {
 		kind string
@@ -284,7 +299,9 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLarge.Load()), "frame_size")
 	ch <- prometheus.MustNewConstMetric(batchesRejected, prometheus.CounterValue, u(cnt.TooLargeRaw.Load()), "decompressed_size")
-	c.collectRetention(ch)
+	if st != nil {
+		c.collectRetention(ch)
+	}
 
 	var other agentSnap
 	others := 0

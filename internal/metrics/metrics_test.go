@@ -25,6 +25,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -176,8 +177,11 @@ func exported(t *testing.T) map[string]bool {
 	feeds := NewCollector(0) // the live views' counters, registered when --tap or --redis is on
 	feeds.WatchTap(&tap.Counters{})
 	feeds.WatchRedis(&redisfeed.Counters{})
+	kafka := NewCollector(0) // an ingest collector's and a writer's
+	kafka.WatchProducer(&kafkaio.ProducerCounters{})
+	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})
 	names := map[string]bool{}
-	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry} {
+	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry, kafka.Registry} {
 		for name := range metricstest.Gather(t, reg) {
 			if strings.HasPrefix(name, "pcapsync_") {
 				names[name] = true

@@ -20,6 +20,27 @@ type Status struct {
 	Agents     []AgentStatus `json:"agents"`
 	// Retention is what retention keeps and whether it keeps up.
 	Retention RetentionStatus `json:"retention"`
+	// Kafka is a writer's consumer; absent for a collector.
+	Kafka *KafkaStatus `json:"kafka,omitempty"`
+}
+
+// KafkaStatus is a writer's part of Status: the partitions of the topic
+// assigned to it now and how far behind it is.
+type KafkaStatus struct {
+	Topic      string            `json:"topic"`
+	Group      string            `json:"group"`
+	Partitions []PartitionStatus `json:"partitions"`
+	// Lag is the sum of the partitions' known lags, in records.
+	Lag int64 `json:"lag_records"`
+}
+
+// PartitionStatus is one assigned partition (kafkaio.PartitionState;
+// -1 where not known yet).
+type PartitionStatus struct {
+	Partition int32 `json:"partition"`
+	Committed int64 `json:"committed_offset"`
+	End       int64 `json:"end_offset"`
+	Lag       int64 `json:"lag_records"`
 }
 
 // RetentionStatus is the retention part of Status.
@@ -76,8 +97,9 @@ const DefaultRateWindow = 10 * time.Second
 // once a second for the rates; without it, rates are since the first
 // request.
 type StatusPage struct {
-	core *collector.Core
-	udp  *collector.UDPServer
+	core  *collector.Core
+	udp   *collector.UDPServer
+	kafka Consumer // a writer's; nil for a collector
 
 	mu      sync.Mutex
 	samples []sample // oldest first, spanning at most DefaultRateWindow
@@ -92,6 +114,9 @@ type sample struct {
 func NewStatusPage(core *collector.Core, udp *collector.UDPServer) *StatusPage {
 	return &StatusPage{core: core, udp: udp}
 }
+
+// WatchWriter adds a writer's partitions to the status.
+func (p *StatusPage) WatchWriter(w Consumer) { p.kafka = w }
 
 // Run samples the counters every second until ctx ends.
 func (p *StatusPage) Run(ctx context.Context) {
@@ -127,13 +152,19 @@ func (p *StatusPage) Status() Status {
 	p.samples = append(p.samples, cur)
 	p.mu.Unlock()
 
-	rs := p.core.Store().RetainStats()
+	var rs store.RetainStats
+	if st := p.core.Store(); st != nil { // nil for an ingest collector
+		rs = st.RetainStats()
+	}
 	kept := make(map[string]store.AgentRetention, len(rs.Agents))
 	for _, a := range rs.Agents {
 		kept[a.Name] = a
 	}
 	st := Status{Time: now.UTC(), Agents: make([]AgentStatus, len(agents)),
 		Retention: RetentionStatus{RootBytes: rs.RootBytes, Short: rs.Short}}
+	if p.kafka != nil {
+		st.Kafka = kafkaStatus(p.kafka)
+	}
 	dt := now.Sub(base.at).Seconds()
 	st.RateWindow = dt
 	for i, a := range agents {
@@ -157,4 +188,13 @@ func (p *StatusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(p.Status())
+}
+
+func kafkaStatus(w Consumer) *KafkaStatus {
+	ks := &KafkaStatus{Topic: w.Topic(), Group: w.Group(), Partitions: []PartitionStatus{}}
+	for _, p := range w.Partitions() {
+		ks.Partitions = append(ks.Partitions, PartitionStatus{Partition: p.Partition, Committed: p.Committed, End: p.End, Lag: p.Lag})
+		ks.Lag += max(p.Lag, 0)
+	}
+	return ks
 }

@@ -29,6 +29,9 @@ func WriteTable(w io.Writer, st Status) error {
 	}
 	_, err := fmt.Fprintf(w, "%d agents, %d connected; rates over the last %.1fs; drops as the agents last reported them; at %s\n",
 		len(st.Agents), connected(st), st.RateWindow, st.Time.Format(time.RFC3339))
+	if err == nil && st.Kafka != nil {
+		err = writeKafka(w, st.Kafka)
+	}
 	if err == nil && len(st.Retention.Short) > 0 {
 		_, err = fmt.Fprintf(w, "RETENTION CANNOT FREE ENOUGH (rules: %s): only each agent's newest file and the open ones are left; on a full disk nothing more is written or acknowledged\n",
 			strings.Join(st.Retention.Short, ", "))
@@ -99,4 +102,27 @@ func humanBytes(v float64) string {
 		return fmt.Sprintf("%.1f%c", v, units[i])
 	}
 	return fmt.Sprintf("%.0f%c", v, units[i])
+}
+
+// writeKafka prints a writer's partitions: one row each, "-" where not
+// known yet.
+func writeKafka(w io.Writer, k *KafkaStatus) error {
+	if _, err := fmt.Fprintf(w, "\nkafka topic %s, group %s: %d partitions assigned, lag %d records\n",
+		k.Topic, k.Group, len(k.Partitions), k.Lag); err != nil || len(k.Partitions) == 0 {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tCOMMITTED\tEND\tLAG")
+	for _, p := range k.Partitions {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Partition, known(p.Committed), known(p.End), known(p.Lag))
+	}
+	return tw.Flush()
+}
+
+// known prints v, or "-" for -1 (not known yet).
+func known(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
 }

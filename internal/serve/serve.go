@@ -70,6 +70,10 @@ func (s *Service) open() error {
 	}
 	cc := &c.Collector
 	cc.Logger = cmp.Or(cc.Logger, c.Logger)
+	if c.Metrics.Addr != "" {
+		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
+		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
+	}
 	if err := s.openKafka(); err != nil {
 		return err
 	}
@@ -83,10 +87,6 @@ func (s *Service) open() error {
 	if len(feeds) > 0 {
 		cc.Feed = feeds
 	}
-	if c.Metrics.Addr != "" {
-		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
-		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
-	}
 	core, err := collector.NewCore(*cc)
 	if err != nil {
 		return err
@@ -94,8 +94,12 @@ func (s *Service) open() error {
 	s.core = core
 	s.closers = append(s.closers, func() { core.Close() })
 	if c.Writer() {
-		s.writer, err = kafkaio.NewWriter(kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
-			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Logger: c.Logger})
+		wc := kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
+			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Logger: c.Logger}
+		if s.m != nil {
+			wc.Delay = s.m.RecordDelay
+		}
+		s.writer, err = kafkaio.NewWriter(wc)
 		if err != nil {
 			return err
 		}
@@ -172,6 +176,7 @@ func (s *Service) listen() error {
 	if c.Writer() {
 		if s.m != nil {
 			s.m.Watch(s.core, nil)
+			s.m.WatchWriter(&s.writer.Counters, s.writer)
 		}
 		return nil // takes no agents
 	}
@@ -199,6 +204,9 @@ func (s *Service) listen() error {
 		}
 		if s.redis != nil {
 			s.m.WatchRedis(&s.redis.Counters)
+		}
+		if s.prod != nil {
+			s.m.WatchProducer(&s.prod.Counters)
 		}
 	}
 	return nil
@@ -230,6 +238,9 @@ func (s *Service) Run(ctx context.Context) error {
 	stopMetrics := func() {}
 	if s.msrv != nil {
 		page := metrics.NewStatusPage(s.core, s.udp)
+		if s.writer != nil {
+			page.WatchWriter(s.writer)
+		}
 		go page.Run(tickCtx)
 		mctx, cancel := context.WithCancel(bg)
 		done := goRun(func() error { return s.msrv.Run(mctx, s.msrv.Handler(s.m.Registry, page), s.log) })
@@ -332,7 +343,11 @@ func (s *Service) openKafka() error {
 	if err != nil {
 		return fmt.Errorf("kafka topic %q: reading its record size limit: %w", kc.Topic, err)
 	}
-	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Logger: s.log})
+	pc := kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Logger: s.log}
+	if s.m != nil {
+		pc.Latency = s.m.Produce
+	}
+	p, err := kafkaio.NewProducer(pc)
 	if err != nil {
 		return err
 	}

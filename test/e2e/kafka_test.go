@@ -93,8 +93,12 @@ func TestKafkaPipeline(t *testing.T) {
 	tmp := t.TempDir()
 	addrA := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	addrB := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ingA, ingB := k.ingest(addrA), k.ingest(addrB)
-	w1, w2 := k.writer("1"), k.writer("2")
+	mAddrs := make([]string, 4) // ingest A, B; writers 1, 2
+	for i := range mAddrs {
+		mAddrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	ingA, ingB := k.ingest(addrA, "--metrics", mAddrs[0]), k.ingest(addrB, "--metrics", mAddrs[1])
+	w1, w2 := k.writer("1", "--metrics", mAddrs[2]), k.writer("2", "--metrics", mAddrs[3])
 	orders := []string{addrA + "," + addrB, addrB + "," + addrA, addrA + "," + addrB}
 	agents := make([]*proc, 3)
 	for i := range agents {
@@ -107,6 +111,7 @@ func TestKafkaPipeline(t *testing.T) {
 		expectNoReconnects(t, a, s)
 	}
 	k.waitCaughtUp(60 * time.Second)
+	checkKafkaMetrics(t, k, mAddrs[:2], mAddrs[2:], 6)
 	for _, p := range []*proc{ingA, ingB, w1, w2} {
 		p.stop(30 * time.Second)
 	}
