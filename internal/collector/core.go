@@ -178,13 +178,7 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 		c.Counters.Rejected.Add(1)
 		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	c.mu.Lock()
-	ag := c.agents[h.Name]
-	if ag == nil {
-		ag = &agent{name: h.Name, w: w}
-		c.agents[h.Name] = ag
-	}
-	c.mu.Unlock()
+	ag := c.agentNamed(h.Name, w)
 	inst := c.st.Instance(h.Instance, h.Name)
 	if inst.Name() != h.Name {
 		c.Counters.Rejected.Add(1)
@@ -193,18 +187,8 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 
 	ag.handover.Lock()
 	defer ag.handover.Unlock()
-	c.mu.Lock()
-	old := ag.active
-	c.mu.Unlock()
-	if old != nil {
-		s.log.Info("new connection replaces the current one")
-		old.kicked.Store(true)
-		old.kick()
-		select {
-		case <-old.done:
-		case <-time.After(10 * time.Second):
-			return nil, wire.Welcome{}, fmt.Errorf("%w: the previous connection of %q did not end within 10s", ErrBusy, h.Name)
-		}
+	if err := c.replace(ag, s); err != nil {
+		return nil, wire.Welcome{}, err
 	}
 
 	ag.w.Start(h.Host)
@@ -215,14 +199,53 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 			return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 	}
-	last := inst.LastSeq()
+	s.inst = inst
+	c.activate(ag, s)
+	return s, wire.Welcome{LastSeq: inst.LastSeq(), MaxFrame: c.cfg.MaxFrame, Codecs: acceptedCodecs}, nil
+}
 
-	s.ag, s.inst, s.since = ag, inst, time.Now()
+// agentNamed returns the agent of name, made with w if it is new (w is
+// nil for an ingest collector).
+func (c *Core) agentNamed(name string, w *store.Writer) *agent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ag := c.agents[name]
+	if ag == nil {
+		ag = &agent{name: name, w: w}
+		c.agents[name] = ag
+	}
+	return ag
+}
+
+// replace ends the agent's active session, if any, so that s can take
+// its place: the newer connection wins. It waits up to 10 s for the
+// old session to end (ErrBusy after). ag.handover must be held.
+func (c *Core) replace(ag *agent, s *session) error {
+	c.mu.Lock()
+	old := ag.active
+	c.mu.Unlock()
+	if old == nil {
+		return nil
+	}
+	s.log.Info("new connection replaces the current one")
+	old.kicked.Store(true)
+	old.kick()
+	select {
+	case <-old.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%w: the previous connection of %q did not end within 10s", ErrBusy, ag.name)
+	}
+}
+
+// activate makes s the agent's active session. ag.handover must be
+// held.
+func (c *Core) activate(ag *agent, s *session) {
+	s.ag, s.since = ag, time.Now()
 	c.mu.Lock()
 	ag.active, ag.last = s, s
 	c.mu.Unlock()
 	c.Counters.Sessions.Add(1)
-	return s, wire.Welcome{LastSeq: last, MaxFrame: c.cfg.MaxFrame, Codecs: acceptedCodecs}, nil
 }
 
 // acceptedCodecs are the codecs the collector decompresses, one bit per

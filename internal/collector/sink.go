@@ -160,32 +160,15 @@ func (c *Core) beginSink(s *session) (*session, wire.Welcome, error) {
 	}
 	s.sink = ss
 
-	c.mu.Lock()
-	ag := c.agents[h.Name]
-	if ag == nil {
-		ag = &agent{name: h.Name}
-		c.agents[h.Name] = ag
-	}
-	c.mu.Unlock()
+	ag := c.agentNamed(h.Name, nil)
 	ag.handover.Lock()
 	defer ag.handover.Unlock()
-	c.mu.Lock()
-	old := ag.active
-	c.mu.Unlock()
-	if old != nil {
-		// The newer connection wins, as with a store; the older one's
-		// frames in flight still complete, and the writers drop
-		// whatever arrives twice.
-		s.log.Info("new connection replaces the current one")
-		old.kicked.Store(true)
-		old.kick()
-		<-old.done
+	// The older connection's frames in flight still complete; the
+	// writers drop whatever arrives twice.
+	if err := c.replace(ag, s); err != nil {
+		return nil, wire.Welcome{}, err
 	}
-	s.ag, s.since = ag, time.Now()
-	c.mu.Lock()
-	ag.active, ag.last = s, s
-	c.mu.Unlock()
-	c.Counters.Sessions.Add(1)
+	c.activate(ag, s)
 	return s, wire.Welcome{LastSeq: 0, MaxFrame: s.maxPayload, Codecs: acceptedCodecs}, nil
 }
 
