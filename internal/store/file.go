@@ -144,17 +144,6 @@ func InterfaceBlock(agent, host string, ifc wire.Interface) pcapfile.Interface {
 
 // open starts a new file: section header and every known interface.
 func (af *agentFile) open(now time.Time) error {
-	if err := os.MkdirAll(af.dir, 0o750); err != nil {
-		return fmt.Errorf("creating %s: %w", af.dir, err)
-	}
-	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
-	ext := ".pcapng" + fileExt(af.comp.Codec)
-	path := filepath.Join(af.dir, base+ext)
-	// A name taken in the same millisecond gets _001, _002, ...: '_'
-	// sorts after '.', so names sort in creation order.
-	for n := 1; exists(path) || exists(path+PartSuffix); n++ {
-		path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d%s", base, n, ext))
-	}
 	if af.comp.Codec != compress.None && af.mw == nil {
 		mw, err := newMemberWriter(af.comp)
 		if err != nil {
@@ -163,10 +152,10 @@ func (af *agentFile) open(now time.Time) error {
 		af.mw = mw
 	}
 	af.budget.acquire(af, now)
-	f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	f, path, err := af.create(now)
 	if err != nil {
 		af.budget.release(af)
-		return fmt.Errorf("creating output file: %w", err)
+		return err
 	}
 	var dst io.Writer = f
 	if af.mw != nil {
@@ -204,6 +193,42 @@ func (af *agentFile) open(now time.Time) error {
 		af.rotateAt = now.Truncate(af.interval).Add(af.interval)
 	}
 	return nil
+}
+
+// create creates the .part of a new file named after now and returns
+// it with the file's final name. A name taken in the same millisecond
+// (by a file, or by a .part: O_EXCL) gets _001, _002, ...: '_' sorts
+// after '.', so names sort in creation order. The agent's directory is
+// made only when missing (at its first file, or removed by hand): a
+// file opened costs one lstat and one open.
+func (af *agentFile) create(now time.Time) (*os.File, string, error) {
+	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
+	ext := ".pcapng" + fileExt(af.comp.Codec)
+	made := false
+	for n := 0; ; {
+		path := filepath.Join(af.dir, base+ext)
+		if n > 0 {
+			path = filepath.Join(af.dir, fmt.Sprintf("%s_%03d%s", base, n, ext))
+		}
+		if exists(path) {
+			n++
+			continue
+		}
+		f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		switch {
+		case err == nil:
+			return f, path, nil
+		case errors.Is(err, fs.ErrExist):
+			n++
+		case errors.Is(err, fs.ErrNotExist) && !made:
+			if err := os.MkdirAll(af.dir, 0o750); err != nil {
+				return nil, "", fmt.Errorf("creating %s: %w", af.dir, err)
+			}
+			made = true
+		default:
+			return nil, "", fmt.Errorf("creating output file: %w", err)
+		}
+	}
 }
 
 // onDisk is the size of the open file as written so far: for a

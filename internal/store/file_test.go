@@ -1,6 +1,7 @@
 package store
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,4 +34,38 @@ func TestPartSuffixShared(t *testing.T) {
 	if capturetest.PartSuffix != PartSuffix {
 		t.Fatalf("capturetest.PartSuffix %q, store.PartSuffix %q", capturetest.PartSuffix, PartSuffix)
 	}
+}
+
+// TestCreateNames: a new file takes the next name free of both a file
+// and a .part of that millisecond, and the agent's directory is made
+// when it is missing, also after being removed.
+func TestCreateNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "web1")
+	af := &agentFile{dir: dir, name: "web1"}
+	now := time.Date(2026, 11, 24, 10, 2, 3, 4e6, time.UTC)
+	base := filepath.Join(dir, "web1_20261124T100203.004Z")
+	create := func(want string) {
+		t.Helper()
+		f, path, err := af.create(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if path != want {
+			t.Fatalf("create: %s, want %s", path, want)
+		}
+		if !exists(path + PartSuffix) {
+			t.Fatalf("create: no %s", path+PartSuffix)
+		}
+	}
+	create(base + ".pcapng")                                                             // the directory made
+	create(base + "_001.pcapng")                                                         // the first's .part there
+	if err := os.Rename(base+"_001.pcapng"+PartSuffix, base+"_001.pcapng"); err != nil { // published
+		t.Fatal(err)
+	}
+	create(base + "_002.pcapng")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	create(base + ".pcapng") // made again
 }
