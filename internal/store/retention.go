@@ -345,12 +345,12 @@ func (r *retainer) enforce(now time.Time) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				return a.usage()
-			}, skip) || short
+			}, nil, skip) || short
 		}
 		r.report(RuleAgent, short, "agent files over --retain-agent-size with only the file being written left", 0, c.AgentBytes)
 	}
 	if c.MaxBytes > 0 {
-		short := r.shrink(RuleSize, c.MaxBytes, nil, true, r.rootBytes, skip)
+		short := r.shrink(RuleSize, c.MaxBytes, nil, true, r.rootBytes, nil, skip)
 		r.report(RuleSize, short, "the output root is over --retain-size with only each agent's newest file and the open ones left", r.rootBytes(), c.MaxBytes)
 	}
 	if c.FreePercent > 0 || c.FreeBytes > 0 {
@@ -380,7 +380,7 @@ func (r *retainer) enforce(now time.Time) {
 			}
 			return min(s-av, start-deleted)
 		}
-		short := r.shrinkCounting(RuleFree, limit, used, &deleted, skip)
+		short := r.shrink(RuleFree, limit, nil, true, used, &deleted, skip)
 		r.report(RuleFree, short, "the filesystem has less free space than --retain-free with only each agent's newest file and the open ones left",
 			used(), limit)
 	}
@@ -388,10 +388,14 @@ func (r *retainer) enforce(now time.Time) {
 
 // shrink deletes the oldest files (of a, or of every agent when a is
 // nil; keeping each agent's newest when floor) while usage is above the
-// high watermark of limit, until it is at or below the low one. It
-// returns true when usage is still above limit and nothing more may be
-// deleted.
-func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool, usage func() int64, skip map[string]bool) bool {
+// high watermark of limit, until it is at or below the low one, adding
+// the bytes it deleted to *deleted when deleted is not nil (usage may
+// read it). It returns true when usage is still above limit and nothing
+// more may be deleted. A limit of 0 or less deletes nothing.
+func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool, usage func() int64, deleted *int64, skip map[string]bool) bool {
+	if limit <= 0 {
+		return false
+	}
 	hi, lo := r.watermarks(limit)
 	u := usage()
 	if u <= hi {
@@ -403,31 +407,9 @@ func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool,
 			return u > limit
 		}
 		if r.delete(pa, f, rule, skip) {
-			r.setAllowance()
-		}
-		u = usage()
-	}
-	return false
-}
-
-// shrinkCounting is shrink for the free rule, across all agents with
-// the floor, adding what it deleted to *deleted (which usage reads).
-func (r *retainer) shrinkCounting(rule RetainRule, limit int64, usage func() int64, deleted *int64, skip map[string]bool) bool {
-	if limit <= 0 {
-		return false
-	}
-	hi, lo := r.watermarks(limit)
-	u := usage()
-	if u <= hi {
-		return false
-	}
-	for u > lo {
-		pa, f, ok := r.pick(nil, true, 0, skip)
-		if !ok {
-			return u > limit
-		}
-		if r.delete(pa, f, rule, skip) {
-			*deleted += f.Bytes
+			if deleted != nil {
+				*deleted += f.Bytes
+			}
 			r.setAllowance()
 		}
 		u = usage()
