@@ -59,6 +59,11 @@ type retainer struct {
 	statfs func(dir string) (size, avail int64, err error)
 	budget *fileBudget // the open-file budget, which a scan's descriptor counts in; nil for none
 
+	// missed, when not nil, is called by delete after an unlink found
+	// no file and before it looks for the file's .part (tests: a
+	// publish in between).
+	missed func(path string)
+
 	// Counters may be read at any time.
 	Counters RetainCounters
 
@@ -474,6 +479,9 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 	path := filepath.Join(r.dir, a.name, f.Name)
 	err := os.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r.missed != nil {
+			r.missed(path)
+		}
 		if exists(path + PartSuffix) {
 			skip[filepath.Join(a.name, f.Name)] = true
 			return false

@@ -348,3 +348,79 @@ func TestRetentionSharedFilesystem(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionDeleteRace: delete of a file the index lists, with what
+// happens between its unlink (which finds no file: still .part) and its
+// look for the .part. A file published then (its .part renamed to its
+// final name) is deleted and counted; one still .part stays, in the
+// index, skipped for the round; one gone altogether (deleted by
+// someone else) leaves the index, uncounted.
+func TestRetentionDeleteRace(t *testing.T) {
+	f := tf{"a", 1, 4, 10}
+	tests := []struct {
+		name    string
+		between func(path string) // called between the unlink and the .part check
+		deleted bool              // delete reports it deleted the file
+		onDisk  bool              // the file (or its .part) is left
+		indexed bool              // the index still lists it
+		skipped bool              // skipped for the rest of the round
+	}{
+		{name: "published in between", between: func(path string) {
+			if err := os.Rename(path+PartSuffix, path); err != nil {
+				t.Error(err)
+			}
+		}, deleted: true},
+		{name: "still unpublished", between: func(string) {}, onDisk: true, indexed: true, skipped: true},
+		{name: "gone", between: func(path string) {
+			if err := os.Remove(path + PartSuffix); err != nil {
+				t.Error(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			r := newTestRetainer(t, RetainConfig{FreePercent: -1}, 4*mib, []tf{f}, nil, &log)
+			path := filepath.Join(r.dir, f.name())
+			if err := os.Rename(path, path+PartSuffix); err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			r.missed = func(p string) {
+				calls++
+				if p != path {
+					t.Errorf("hook called for %s, want %s", p, path)
+				}
+				tt.between(p)
+			}
+			a := r.agent(f.agent)
+			r.mu.Lock()
+			rf := a.files[0]
+			r.mu.Unlock()
+			skip := map[string]bool{}
+			if got := r.delete(a, rf, RuleSize, skip); got != tt.deleted {
+				t.Errorf("delete returned %v, want %v", got, tt.deleted)
+			}
+			if calls != 1 {
+				t.Fatalf("the hook ran %d times, want once", calls)
+			}
+			onDisk := exists(path) || exists(path+PartSuffix)
+			if onDisk != tt.onDisk {
+				t.Errorf("file on disk %v, want %v (left: %q)", onDisk, tt.onDisk, left(t, r.dir))
+			}
+			if indexed := slices.Contains(r.indexNames(), f.name()); indexed != tt.indexed {
+				t.Errorf("indexed %v, want %v", indexed, tt.indexed)
+			}
+			if skipped := skip[filepath.Join(f.agent, filepath.Base(f.name()))]; skipped != tt.skipped {
+				t.Errorf("skipped %v, want %v", skipped, tt.skipped)
+			}
+			want := uint64(0)
+			if tt.deleted {
+				want = 1
+			}
+			if n := r.Counters.Files[RuleSize].Load(); n != want || strings.Count(log.String(), "retention deleted file") != int(want) {
+				t.Errorf("counted %d deletions, logged %d, want %d\nlog:\n%s", n, strings.Count(log.String(), "retention deleted file"), want, log.String())
+			}
+		})
+	}
+}
