@@ -49,7 +49,10 @@ import (
 // per agent below Dir/RetainDir (without fsync: it is a cache). At
 // start it is rebuilt from the agent directories: a file the saved
 // index lists with the same size keeps its times, any other is read
-// (scanPart) for its first and last packet.
+// (scanPart) for its first and last packet. An agent whose directory is
+// gone (removed by hand) is dropped from the index, with its saved
+// index, at start, every goneCheckInterval and when a deletion finds
+// one of its files gone (dropGone, forgetAgent).
 type retainer struct {
 	cfg    RetainConfig
 	dir    string
@@ -79,6 +82,7 @@ type retainer struct {
 	rate    float64
 	rateAt  time.Time
 	rateSum int64
+	goneAt  time.Time // when enforce last looked for agent directories gone (dropGone)
 
 	mu     sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize
 	agents map[string]*retAgent
@@ -322,6 +326,10 @@ func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
 // free.
 func (r *retainer) enforce(now time.Time) {
 	r.measureRate(now)
+	if now.Sub(r.goneAt) >= goneCheckInterval {
+		r.goneAt = now
+		r.dropGone()
+	}
 	c := &r.cfg
 	skip := map[string]bool{} // files that could not be deleted in this round
 	if c.MaxAge > 0 {
@@ -500,6 +508,10 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 	a.remove(f.Name)
 	r.mu.Unlock()
 	if err != nil { // gone already: deleted by someone else
+		if !exists(filepath.Join(r.dir, a.name)) {
+			r.forgetAgent(a.name) // its directory too: the rest of its files
+			return false
+		}
 		r.log.Warn("retention: file gone before it was deleted", "agent", a.name, "file", path)
 		return false
 	}
