@@ -404,23 +404,12 @@ func TestRetentionMetrics(t *testing.T) {
 
 	// The filler takes all that is left: only each agent's newest file
 	// stays, and the collector says it cannot free enough.
-	f, err := os.OpenFile(filler, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	testutil.Eventually(t, 20*time.Second, func() error {
-		for {
-			if _, err := f.Write(buf); err != nil {
-				break // ENOSPC: full for now
-			}
-		}
+	fillUntil(t, filler, 20*time.Second, func() error {
 		if got := scrapeMetrics(t, maddr).Value(t, "pcapsync_collector_retention_short", "rule=free"); got != 1 {
 			return fmt.Errorf("retention_short{rule=free} is %v", got)
 		}
 		return nil
 	})
-	f.Close()
 	m = scrapeMetrics(t, maddr)
 	if got := m.Value(t, "pcapsync_collector_retention_short_total"); got < 1 {
 		t.Errorf("retention_short_total %v, want at least 1", got)
