@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +80,7 @@ func (r *retainer) load(ctx context.Context) {
 			return
 		}
 	}
+	r.dropGone()
 	if files > 0 {
 		r.log.Info("retention: indexed closed files", "files", files, "bytes", bytes, "scanned", scanned,
 			"duration", time.Since(start).Round(time.Millisecond))
@@ -99,6 +102,10 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		}
 	}
 	ents, err := os.ReadDir(filepath.Join(r.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		r.forgetAgent(name)
+		return 0, 0, 0
+	}
 	if err != nil {
 		r.errs.Add(1)
 		r.log.Error("retention: reading an agent directory", "agent", name, "err", err)
@@ -230,4 +237,55 @@ func writeFileNoSync(dir, path string, b []byte) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// goneCheckInterval is the least time between two looks for agent
+// directories removed from under the index (dropGone).
+const goneCheckInterval = 10 * time.Second
+
+// dropGone forgets the agents whose directory no longer exists (removed
+// by hand): those the index lists files of, and those with a saved
+// index. One stat per such agent.
+func (r *retainer) dropGone() {
+	names := map[string]bool{}
+	r.mu.Lock()
+	for name, a := range r.agents {
+		if len(a.files) > 0 {
+			names[name] = true
+		}
+	}
+	r.mu.Unlock()
+	ents, _ := os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: no saved index
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && wire.ValidateName(name) == nil {
+			names[name] = true
+		}
+	}
+	for name := range names {
+		if _, err := os.Stat(filepath.Join(r.dir, name)); errors.Is(err, fs.ErrNotExist) {
+			r.forgetAgent(name)
+		}
+	}
+}
+
+// forgetAgent drops from the index the closed files of agent name,
+// whose directory is gone, and removes its saved index, with a log line
+// when there was anything to drop. The agent's record stays (a Writer
+// may hold it) with its open file, if any.
+func (r *retainer) forgetAgent(name string) {
+	var files int
+	var bytes int64
+	r.mu.Lock()
+	if a := r.agents[name]; a != nil {
+		files, bytes = len(a.files), a.closedBytes
+		a.files, a.closedBytes, a.dirty = nil, 0, false
+	}
+	r.mu.Unlock()
+	err := os.Remove(filepath.Join(r.dir, RetainDir, name+".json"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.log.Debug("retention: removing the index of an agent whose directory is gone", "agent", name, "err", err)
+	}
+	if files > 0 || err == nil {
+		r.log.Warn("retention: agent directory gone; dropped its index", "agent", name, "files", files, "bytes", bytes)
+	}
 }

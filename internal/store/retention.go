@@ -49,7 +49,10 @@ import (
 // per agent below Dir/RetainDir (without fsync: it is a cache). At
 // start it is rebuilt from the agent directories: a file the saved
 // index lists with the same size keeps its times, any other is read
-// (scanPart) for its first and last packet.
+// (scanPart) for its first and last packet. An agent whose directory is
+// gone (removed by hand) is dropped from the index, with its saved
+// index, at start, every goneCheckInterval and when a deletion finds
+// one of its files gone (dropGone, forgetAgent).
 type retainer struct {
 	cfg    RetainConfig
 	dir    string
@@ -58,6 +61,11 @@ type retainer struct {
 	errs   *atomic.Uint64 // Counters.FileErrors
 	statfs func(dir string) (size, avail int64, err error)
 	budget *fileBudget // the open-file budget, which a scan's descriptor counts in; nil for none
+
+	// missed, when not nil, is called by delete after an unlink found
+	// no file and before it looks for the file's .part (tests: a
+	// publish in between).
+	missed func(path string)
 
 	// Counters may be read at any time.
 	Counters RetainCounters
@@ -74,6 +82,7 @@ type retainer struct {
 	rate    float64
 	rateAt  time.Time
 	rateSum int64
+	goneAt  time.Time // when enforce last looked for agent directories gone (dropGone)
 
 	mu     sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize
 	agents map[string]*retAgent
@@ -317,6 +326,10 @@ func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
 // free.
 func (r *retainer) enforce(now time.Time) {
 	r.measureRate(now)
+	if now.Sub(r.goneAt) >= goneCheckInterval {
+		r.goneAt = now
+		r.dropGone()
+	}
 	c := &r.cfg
 	skip := map[string]bool{} // files that could not be deleted in this round
 	if c.MaxAge > 0 {
@@ -345,12 +358,12 @@ func (r *retainer) enforce(now time.Time) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				return a.usage()
-			}, skip) || short
+			}, nil, skip) || short
 		}
 		r.report(RuleAgent, short, "agent files over --retain-agent-size with only the file being written left", 0, c.AgentBytes)
 	}
 	if c.MaxBytes > 0 {
-		short := r.shrink(RuleSize, c.MaxBytes, nil, true, r.rootBytes, skip)
+		short := r.shrink(RuleSize, c.MaxBytes, nil, true, r.rootBytes, nil, skip)
 		r.report(RuleSize, short, "the output root is over --retain-size with only each agent's newest file and the open ones left", r.rootBytes(), c.MaxBytes)
 	}
 	if c.FreePercent > 0 || c.FreeBytes > 0 {
@@ -380,7 +393,7 @@ func (r *retainer) enforce(now time.Time) {
 			}
 			return min(s-av, start-deleted)
 		}
-		short := r.shrinkCounting(RuleFree, limit, used, &deleted, skip)
+		short := r.shrink(RuleFree, limit, nil, true, used, &deleted, skip)
 		r.report(RuleFree, short, "the filesystem has less free space than --retain-free with only each agent's newest file and the open ones left",
 			used(), limit)
 	}
@@ -388,10 +401,14 @@ func (r *retainer) enforce(now time.Time) {
 
 // shrink deletes the oldest files (of a, or of every agent when a is
 // nil; keeping each agent's newest when floor) while usage is above the
-// high watermark of limit, until it is at or below the low one. It
-// returns true when usage is still above limit and nothing more may be
-// deleted.
-func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool, usage func() int64, skip map[string]bool) bool {
+// high watermark of limit, until it is at or below the low one, adding
+// the bytes it deleted to *deleted when deleted is not nil (usage may
+// read it). It returns true when usage is still above limit and nothing
+// more may be deleted. A limit of 0 or less deletes nothing.
+func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool, usage func() int64, deleted *int64, skip map[string]bool) bool {
+	if limit <= 0 {
+		return false
+	}
 	hi, lo := r.watermarks(limit)
 	u := usage()
 	if u <= hi {
@@ -403,31 +420,9 @@ func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool,
 			return u > limit
 		}
 		if r.delete(pa, f, rule, skip) {
-			r.setAllowance()
-		}
-		u = usage()
-	}
-	return false
-}
-
-// shrinkCounting is shrink for the free rule, across all agents with
-// the floor, adding what it deleted to *deleted (which usage reads).
-func (r *retainer) shrinkCounting(rule RetainRule, limit int64, usage func() int64, deleted *int64, skip map[string]bool) bool {
-	if limit <= 0 {
-		return false
-	}
-	hi, lo := r.watermarks(limit)
-	u := usage()
-	if u <= hi {
-		return false
-	}
-	for u > lo {
-		pa, f, ok := r.pick(nil, true, 0, skip)
-		if !ok {
-			return u > limit
-		}
-		if r.delete(pa, f, rule, skip) {
-			*deleted += f.Bytes
+			if deleted != nil {
+				*deleted += f.Bytes
+			}
 			r.setAllowance()
 		}
 		u = usage()
@@ -492,6 +487,9 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 	path := filepath.Join(r.dir, a.name, f.Name)
 	err := os.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r.missed != nil {
+			r.missed(path)
+		}
 		if exists(path + PartSuffix) {
 			skip[filepath.Join(a.name, f.Name)] = true
 			return false
@@ -510,6 +508,10 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 	a.remove(f.Name)
 	r.mu.Unlock()
 	if err != nil { // gone already: deleted by someone else
+		if !exists(filepath.Join(r.dir, a.name)) {
+			r.forgetAgent(a.name) // its directory too: the rest of its files
+			return false
+		}
 		r.log.Warn("retention: file gone before it was deleted", "agent", a.name, "file", path)
 		return false
 	}

@@ -348,3 +348,154 @@ func TestRetentionSharedFilesystem(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionDeleteRace: delete of a file the index lists, with what
+// happens between its unlink (which finds no file: still .part) and its
+// look for the .part. A file published then (its .part renamed to its
+// final name) is deleted and counted; one still .part stays, in the
+// index, skipped for the round; one gone altogether (deleted by
+// someone else) leaves the index, uncounted.
+func TestRetentionDeleteRace(t *testing.T) {
+	f := tf{"a", 1, 4, 10}
+	tests := []struct {
+		name    string
+		between func(path string) // called between the unlink and the .part check
+		deleted bool              // delete reports it deleted the file
+		onDisk  bool              // the file (or its .part) is left
+		indexed bool              // the index still lists it
+		skipped bool              // skipped for the rest of the round
+	}{
+		{name: "published in between", between: func(path string) {
+			if err := os.Rename(path+PartSuffix, path); err != nil {
+				t.Error(err)
+			}
+		}, deleted: true},
+		{name: "still unpublished", between: func(string) {}, onDisk: true, indexed: true, skipped: true},
+		{name: "gone", between: func(path string) {
+			if err := os.Remove(path + PartSuffix); err != nil {
+				t.Error(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			r := newTestRetainer(t, RetainConfig{FreePercent: -1}, 4*mib, []tf{f}, nil, &log)
+			path := filepath.Join(r.dir, f.name())
+			if err := os.Rename(path, path+PartSuffix); err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			r.missed = func(p string) {
+				calls++
+				if p != path {
+					t.Errorf("hook called for %s, want %s", p, path)
+				}
+				tt.between(p)
+			}
+			a := r.agent(f.agent)
+			r.mu.Lock()
+			rf := a.files[0]
+			r.mu.Unlock()
+			skip := map[string]bool{}
+			if got := r.delete(a, rf, RuleSize, skip); got != tt.deleted {
+				t.Errorf("delete returned %v, want %v", got, tt.deleted)
+			}
+			if calls != 1 {
+				t.Fatalf("the hook ran %d times, want once", calls)
+			}
+			onDisk := exists(path) || exists(path+PartSuffix)
+			if onDisk != tt.onDisk {
+				t.Errorf("file on disk %v, want %v (left: %q)", onDisk, tt.onDisk, left(t, r.dir))
+			}
+			if indexed := slices.Contains(r.indexNames(), f.name()); indexed != tt.indexed {
+				t.Errorf("indexed %v, want %v", indexed, tt.indexed)
+			}
+			if skipped := skip[filepath.Join(f.agent, filepath.Base(f.name()))]; skipped != tt.skipped {
+				t.Errorf("skipped %v, want %v", skipped, tt.skipped)
+			}
+			want := uint64(0)
+			if tt.deleted {
+				want = 1
+			}
+			if n := r.Counters.Files[RuleSize].Load(); n != want || strings.Count(log.String(), "retention deleted file") != int(want) {
+				t.Errorf("counted %d deletions, logged %d, want %d\nlog:\n%s", n, strings.Count(log.String(), "retention deleted file"), want, log.String())
+			}
+		})
+	}
+}
+
+// TestRetentionAgentGone: an agent directory removed by hand leaves
+// the index (its files and its saved index, with a log line) at start,
+// at the next look for removed directories, and when a deletion finds
+// one of its files gone; its bytes no longer count, so no other agent
+// loses a file for them.
+func TestRetentionAgentGone(t *testing.T) {
+	a1, a2, a3 := tf{"a", 1, 4, 10}, tf{"a", 2, 4, 20}, tf{"a", 3, 4, 30}
+	// Size limit 24 MiB, margin 2.4: hi 22.8, lo 21.6. With b's 12
+	// MiB counted, a1 (the oldest) would go.
+	rc := RetainConfig{MaxBytes: 24 * mib, FreePercent: -1}
+	now := t0.Add(90 * time.Minute)
+	tests := []struct {
+		name string
+		b    []tf // agent b's files, whose directory goes
+		run  func(t *testing.T, r *retainer) *retainer
+	}{
+		{name: "at start", b: []tf{{"b", 1, 4, 15}, {"b", 2, 4, 25}, {"b", 3, 4, 35}},
+			run: func(t *testing.T, r *retainer) *retainer {
+				var errs atomic.Uint64
+				r2 := newRetainer(Config{RotateSize: 4 * mib, Retain: rc, Logger: r.log}, r.dir, &errs)
+				r2.load(t.Context())
+				return r2
+			}},
+		{name: "looked for", b: []tf{{"b", 1, 4, 15}, {"b", 2, 4, 25}, {"b", 3, 4, 35}},
+			run: func(t *testing.T, r *retainer) *retainer {
+				r.goneAt = now.Add(-goneCheckInterval)
+				r.enforce(now)
+				return r
+			}},
+		{name: "noticed by a deletion", b: []tf{{"b", 1, 4, 5}, {"b", 2, 4, 25}, {"b", 3, 4, 35}},
+			run: func(t *testing.T, r *retainer) *retainer {
+				r.goneAt = now // not looked for in this round
+				r.enforce(now)
+				return r
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			r := newTestRetainer(t, rc, 4*mib, append([]tf{a1, a2, a3}, tt.b...), nil, &log)
+			r.statfs = (&fakeFS{size: 1 << 30, rs: []*retainer{r}}).statfs
+			r.saveIndexes(true)
+			idx := filepath.Join(r.dir, RetainDir, "b.json")
+			if !exists(idx) {
+				t.Fatalf("no saved index %s", idx)
+			}
+			if err := os.RemoveAll(filepath.Join(r.dir, "b")); err != nil {
+				t.Fatal(err)
+			}
+			r = tt.run(t, r)
+			for _, n := range r.indexNames() {
+				if strings.HasPrefix(n, "b/") {
+					t.Errorf("the index still lists %s", n)
+				}
+			}
+			if exists(idx) {
+				t.Errorf("the saved index of b is still there")
+			}
+			got := slices.DeleteFunc(left(t, r.dir), func(n string) bool { return strings.HasPrefix(n, RetainDir) })
+			if want := names(a1, a2, a3); !slices.Equal(got, want) {
+				t.Errorf("left %q, want %q", got, want)
+			}
+			if got := r.rootBytes(); got != 0 && got != 12*mib { // 0: rebuilt from the empty files
+				t.Errorf("root bytes %d, want a's only", got)
+			}
+			if !strings.Contains(log.String(), "agent directory gone; dropped its index") || !strings.Contains(log.String(), "agent=b") {
+				t.Errorf("nothing logged about b:\n%s", log.String())
+			}
+			if n := r.errs.Load(); n != 0 {
+				t.Errorf("%d file errors counted", n)
+			}
+		})
+	}
+}

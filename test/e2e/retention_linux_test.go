@@ -300,23 +300,12 @@ func TestRetentionFiller(t *testing.T) {
 	// The filler takes all that is left, again and again as retention
 	// frees space: retention deletes down to the newest file and says it
 	// cannot free enough.
-	f, err := os.OpenFile(filler, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	testutil.Eventually(t, 20*time.Second, func() error {
-		for {
-			if _, err := f.Write(buf); err != nil {
-				break // ENOSPC: full for now
-			}
-		}
+	fillUntil(t, filler, 20*time.Second, func() error {
 		if !strings.Contains(coll.stderr.String(), "retention cannot free enough") {
 			return fmt.Errorf("retention has not said it cannot free enough")
 		}
 		return nil
 	})
-	f.Close()
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if ents, _ := os.ReadDir(filepath.Join(dir, "a")); len(ents) != 1 {
 			return fmt.Errorf("agent a has %d files, want its newest only", len(ents))
@@ -336,4 +325,25 @@ func TestRetentionFiller(t *testing.T) {
 	rb.expectExactlyOnce(t, "agent b", map[uint32]uint64{91: 20_000})
 	ra := checkAgentDir(t, filepath.Join(dir, "a"))
 	expectNewestQuiet(t, "agent a at the end", ra, 90, count)
+}
+
+// fillUntil appends to the file filler until the filesystem is full,
+// again and again as space is freed, until done returns nil (polled as
+// testutil.Eventually does, for up to d).
+func fillUntil(t *testing.T, filler string, d time.Duration, done func() error) {
+	t.Helper()
+	f, err := os.OpenFile(filler, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	testutil.Eventually(t, d, func() error {
+		for {
+			if _, err := f.Write(buf); err != nil {
+				break // ENOSPC: full for now
+			}
+		}
+		return done()
+	})
 }
