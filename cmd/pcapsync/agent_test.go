@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -51,6 +52,7 @@ func TestAgentFlagDefaults(t *testing.T) {
 		"heartbeat":        liveness.DefaultHeartbeat.String(),
 		"peer-timeout":     liveness.DefaultPeerTimeout.String(),
 	}
+	maps.Copy(want, kafkaFlagDefaults)
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	var cfg agent.Config
 	agentFlags(fs, &cfg)
