@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
@@ -21,6 +22,7 @@ import (
 )
 
 const agentUsage = `pcapsync agent --collector HOST[:PORT][,HOST[:PORT]...] (-i IF[,IF...] | -r FILE) (TLS flags | --insecure) [flags] [FILTER]
+pcapsync agent --kafka BROKERS [--kafka-topic TOPIC] (-i IF[,IF...] | -r FILE) [--kafka-tls flags] [--kafka-sasl flags] [flags] [FILTER]
 
 tcpdump's short flags mean what they mean there: -i interfaces, -r file
 to read, -s snaplen, -p no promiscuous mode, -B ring buffer in KiB, -v
@@ -61,7 +63,17 @@ needs --insecure.
 holding a packet too big for one goes in pieces, never IP-fragmented),
 for links where the lowest latency matters more than delivery: nothing is
 acknowledged or resent, and the collector counts what the network lost.
-UDP is plaintext (no DTLS): it needs --insecure.`
+UDP is plaintext (no DTLS): it needs --insecure.
+
+--kafka BROKERS produces every batch straight to a Kafka topic, with no
+collector: the same records an ingest collector (pcapsync collector
+--kafka) produces, which pcapsync writer writes into files. Kafka's
+acknowledgement (all in-sync replicas) releases a batch from the queue
+and the spool. The topic is created when absent; batches are made small
+enough to fit its max.message.bytes. No token is checked (there is no
+collector): the brokers' TLS (--kafka-tls-*) and SASL (--kafka-sasl)
+authenticate the agent. The capture filter excludes the brokers'
+addresses instead of a collector's (docs/scale-out.md).`
 
 func agentCommand(s streams) *cobra.Command {
 	c := leaf("agent [flags] [FILTER]", "capture packets (or replay a file) and stream them to a collector", agentUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
@@ -147,6 +159,8 @@ type agentFlagVals struct {
 	batchSize int
 	// bufferKiB is tcpdump's -B: the ring size in KiB.
 	bufferKiB int
+	// kafka becomes Config.Kafka when --kafka is given.
+	kafka kafkaconn.Config
 }
 
 // agentFlags defines the agent's flags on fs, each default the agent
@@ -190,8 +204,14 @@ func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f.mtu = fs.Int("mtu", agent.DefaultMTU, "with --transport udp: the path MTU datagrams fit (payload: MTU - 28 bytes over IPv4, - 48 over IPv6); a batch too big for one datagram (a packet that does not fit alone) is sent in pieces, each a datagram within the MTU")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "send a ping when nothing was sent for this long, so the collector knows the agent is alive")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "reconnect when the collector sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
+	kafkaFlagsOn(fs, &f.kafka, "produce every batch straight to these Kafka brokers, no collector (excludes --collector, --transport udp, --token-file and the collector's --tls flags)")
 	return f
 }
+
+// collectorOnly are the agent's flags that concern a connection to a
+// collector, which --kafka has none of (Config.Validate refuses the
+// ones that are Config fields of their own).
+var collectorOnly = []string{"heartbeat", "peer-timeout"}
 
 // apply sets the Config fields the flags in f stand for, once fs is
 // parsed: the given-only fields, the collectors, the interfaces, and TLS (chosen by any
@@ -220,6 +240,9 @@ func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Lo
 	if *f.collector != "" {
 		cfg.Collectors = strings.Split(*f.collector, ",")
 	}
+	if err := f.applyKafka(fs, cfg); err != nil {
+		return err
+	}
 	if *f.iface != "" {
 		cfg.Interfaces = strings.Split(*f.iface, ",")
 	}
@@ -241,5 +264,26 @@ func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Lo
 		}
 		cfg.Token = tok
 	}
+	return nil
+}
+
+// applyKafka sets Config.Kafka when --kafka is given, and refuses the
+// other --kafka flags without it and the collector's flags with it.
+func (f *agentFlagVals) applyKafka(fs *pflag.FlagSet, cfg *agent.Config) error {
+	var err error
+	if len(f.kafka.Brokers) == 0 {
+		fs.Visit(func(fl *pflag.Flag) {
+			if err == nil && strings.HasPrefix(fl.Name, "kafka-") {
+				err = usageError("--%s needs --kafka BROKERS", fl.Name)
+			}
+		})
+		return err
+	}
+	for _, name := range collectorOnly {
+		if fs.Changed(name) {
+			return usageError("--%s concerns the connection to a collector; with --kafka there is none", name)
+		}
+	}
+	cfg.Kafka = &f.kafka
 	return nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -51,6 +53,7 @@ func TestAgentFlagDefaults(t *testing.T) {
 		"heartbeat":        liveness.DefaultHeartbeat.String(),
 		"peer-timeout":     liveness.DefaultPeerTimeout.String(),
 	}
+	maps.Copy(want, kafkaFlagDefaults)
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	var cfg agent.Config
 	agentFlags(fs, &cfg)
@@ -103,6 +106,44 @@ func TestAgentCollectorList(t *testing.T) {
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("--collector %s: %v", tc.arg, err)
+		}
+	}
+}
+
+// TestAgentKafkaFlags: --kafka sets Config.Kafka; the other --kafka
+// flags need it, and the flags of a collector connection are refused
+// with it (by the flags or by Config.Validate), each with a message
+// naming what is wrong.
+func TestAgentKafkaFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"--kafka", "k1:9092,k2:9092", "--kafka-topic", "pcap"}, ""},
+		{[]string{"--kafka-topic", "pcap", "--insecure", "--collector", "c"}, "--kafka-topic needs --kafka"},
+		{[]string{"--kafka", "k1:9092", "--collector", "c"}, "exclude each other"},
+		{[]string{"--kafka", "k1:9092", "--transport", "udp"}, "does not apply"},
+		{[]string{"--kafka", "k1:9092", "--insecure"}, "--kafka-tls"},
+		{[]string{"--kafka", "k1:9092", "--heartbeat", "1s"}, "with --kafka there is none"},
+		{[]string{"--kafka", "k1"}, "want host:port"},
+	} {
+		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+		var cfg agent.Config
+		f := agentFlags(fs, &cfg)
+		if err := fs.Parse(append(tc.args, "-r", "x.pcap")); err != nil {
+			t.Fatal(err)
+		}
+		err := f.apply(fs, &cfg, slog.New(slog.DiscardHandler))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.want == "" && (cfg.Kafka == nil || len(cfg.Kafka.Brokers) != 2 || cfg.Kafka.Topic != "pcap"):
+			t.Errorf("%q: Config.Kafka %+v", tc.args, cfg.Kafka)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
 }

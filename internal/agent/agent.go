@@ -31,7 +31,7 @@ type Summary struct {
 	RateDrops   uint64 `json:"rate_drops"`   // packets dropped by the rate limit (--max-rate)
 	KernelDrops uint64 `json:"kernel_drops"` // packets the kernel dropped (live capture)
 	Unacked     uint64 `json:"unacked"`      // packets still queued at exit
-	Reconnects  uint64 `json:"reconnects"`   // connection attempts after the first (TCP)
+	Reconnects  uint64 `json:"reconnects"`   // connection attempts after the first (TCP); with Kafka: rounds of producing again after a record failed
 	Failovers   uint64 `json:"failovers"`    // moves to the next collector address (Config.Collectors)
 
 	// LinkTruncated counts packets cut to the longest captured length
@@ -77,7 +77,7 @@ func (s Summary) String() string {
 type Agent struct {
 	cfg        Config
 	log        *slog.Logger
-	collectors []endpoint // Config.Collectors, resolved; at least one
+	collectors []endpoint // Config.Collectors, resolved; none with Kafka
 	instance   [16]byte
 	host       string
 	q          *queue
@@ -169,14 +169,21 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), collectors: eps, start: time.Now()}
-	if c.Transport == TransportUDP {
+	a.host, _ = os.Hostname()
+	a.instance = newInstance()
+	switch {
+	case c.Kafka != nil:
+		k, err := newKafkaSender(a)
+		if err != nil {
+			return nil, err
+		}
+		a.tr = k
+	case c.Transport == TransportUDP:
 		a.tr = newUDPLink(a)
-	} else {
+	default:
 		a.tr = &tcpSender{a: a}
 	}
 	a.tr.warnInsecure(a.log)
-	a.host, _ = os.Hostname()
-	a.instance = newInstance()
 	var bufCap int
 	a.cfg.BatchBytes, bufCap = a.tr.batchLimits()
 	if c.Compress.Codec != compress.None {
@@ -235,6 +242,13 @@ func (a *Agent) addIface(ifc wire.Interface) (int, error) {
 	}
 	a.ifaces = append(a.ifaces, ifc)
 	return len(a.ifaces) - 1, nil
+}
+
+// hello returns the agent's Hello with every interface declared so
+// far, and Config.Token.
+func (a *Agent) hello() wire.Hello {
+	return wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Wire(), Name: a.cfg.Name, Host: a.host,
+		Token: a.cfg.Token, Interfaces: a.interfaces()}
 }
 
 func (a *Agent) interfaces() []wire.Interface {

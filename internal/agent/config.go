@@ -14,13 +14,15 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // Config configures an agent. The zero value of each field but
-// Collectors, and one of Interfaces or ReadFile, means its default.
+// Collectors (or Kafka), and one of Interfaces or ReadFile, means its
+// default.
 type Config struct {
 	// Collectors are the addresses of the collectors, HOST:PORT or HOST
 	// for wire.DefaultPort, at least one and at most MaxCollectors, each
@@ -30,6 +32,13 @@ type Config struct {
 	// made or is lost; over UDP it moves on when the collector's host
 	// reports the port closed or unreachable (see udp.go).
 	Collectors []string
+	// Kafka, if set, replaces the collectors: every batch is produced
+	// straight to its topic as the record an ingest collector would
+	// produce for it, and Kafka's acknowledgement releases it (see
+	// kafka.go). It excludes Collectors, the UDP transport, MTU, TLS,
+	// Insecure and Token: no collector checks a token, the brokers'
+	// own TLS and SASL (Kafka's fields) authenticate the agent.
+	Kafka      *kafkaconn.Config
 	Name       string   // agent name; "" means the host name
 	Interfaces []string // capture live from these
 	ReadFile   string   // or replay this pcap/pcapng file
@@ -279,9 +288,14 @@ func (c *Config) unchecked() bool {
 func (c *Config) Validate() error {
 	udp := c.Transport == TransportUDP
 	batch := cmp.Or(c.BatchBytes, DefaultBatchBytes)
+	if c.Kafka != nil {
+		if err := c.validateKafka(); err != nil {
+			return err
+		}
+	}
 	switch {
-	case len(c.Collectors) == 0:
-		return errors.New("agent: collector address is required (--collector)")
+	case len(c.Collectors) == 0 && c.Kafka == nil:
+		return errors.New("agent: collector address is required (--collector), or brokers to produce to (--kafka)")
 	case len(c.Collectors) > MaxCollectors:
 		return fmt.Errorf("agent: %d collector addresses, at most %d (--collector)", len(c.Collectors), MaxCollectors)
 	case len(c.Interfaces) == 0 && c.ReadFile == "":
@@ -326,7 +340,7 @@ func (c *Config) Validate() error {
 		return errors.New("agent: durations must not be negative")
 	case c.TLS != nil && c.Insecure:
 		return errors.New("agent: TLS (the --tls flags) and Insecure (--insecure) exclude each other")
-	case c.TLS == nil && !c.Insecure:
+	case c.TLS == nil && !c.Insecure && c.Kafka == nil:
 		return errors.New("agent: no transport security chosen: set TLS (--tls-ca FILE, the CA of the collector's certificate, or --tls alone for the system's roots; with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires), or Insecure (--insecure) for plain TCP")
 	case c.Checksum > ChecksumNever:
 		return fmt.Errorf("agent: %s is not one of auto, always, never (--checksum)", c.Checksum)
@@ -360,6 +374,28 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("agent: interface %q is empty, too long or repeated (--iface)", ifc)
 		}
 		seen[ifc] = true
+	}
+	return nil
+}
+
+// validateKafka checks what Kafka excludes, then Kafka itself.
+func (c *Config) validateKafka() error {
+	switch {
+	case len(c.Collectors) > 0:
+		return errors.New("agent: collectors (--collector) and Kafka (--kafka) exclude each other: batches go to one or the other")
+	case c.Transport == TransportUDP:
+		return errors.New("agent: Kafka (--kafka) takes batches over its own connections: --transport udp does not apply")
+	case c.MTU != 0:
+		return errors.New("agent: an MTU (--mtu) applies to the UDP transport only, not to Kafka (--kafka)")
+	case c.Token != "":
+		return errors.New("agent: a token (--token-file) is checked by a collector, and with Kafka (--kafka) there is none: authenticate to the brokers with --kafka-tls-cert or --kafka-sasl")
+	case c.TLS != nil:
+		return errors.New("agent: the --tls flags secure the connection to a collector; to the brokers use the --kafka-tls flags")
+	case c.Insecure:
+		return errors.New("agent: --insecure allows plain TCP to a collector; with Kafka (--kafka) the connection to the brokers is plain unless the --kafka-tls flags are given")
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
 }

@@ -4,8 +4,11 @@
 // until it is acknowledged and resending what is missing after a
 // reconnect. Over UDP (Config.Transport, udp.go) each batch is one
 // datagram sent once: lowest latency, losses counted by the collector.
-// The transport is chosen once, in New (transport.go: tcpSender or
-// udpLink); nothing on the packet path asks which it is. A collector
+// With Config.Kafka (kafka.go) there is no collector: each batch is
+// produced to a Kafka topic as the record an ingest collector would
+// produce, and Kafka's acknowledgement releases it. The transport is
+// chosen once, in New (transport.go: tcpSender, udpLink or
+// kafkaSender); nothing on the packet path asks which it is. A collector
 // silent for Config.PeerTimeout (no ack, no heartbeat) is taken for
 // dead and the connection made anew.
 //

@@ -41,12 +41,15 @@ func (t *tcpSender) batchLimits() (batchBytes, bufCap int) {
 	return c.BatchBytes, wire.HeaderSize + wire.BatchHeaderSize + c.BatchBytes + c.SnapLen + wire.RecordMaxOverhead
 }
 
-func (t *tcpSender) prepareQueue(q *queue) {
-	if obs := t.a.cfg.AckLatency; obs != nil {
+func (t *tcpSender) prepareQueue(q *queue) { t.a.observeAckLatency(q) }
+
+// observeAckLatency has q observe Config.AckLatency, if set.
+func (a *Agent) observeAckLatency(q *queue) {
+	if obs := a.cfg.AckLatency; obs != nil {
 		q.ackLatency = obs
 		// Never 0 (0 means "not sent yet"): monotonic nanoseconds from
 		// one before the start.
-		start := t.a.start
+		start := a.start
 		q.clock = func() int64 { return int64(time.Since(start)) + 1 }
 	}
 }
@@ -162,16 +165,26 @@ func (t *tcpSender) run(ctx context.Context) error {
 // "not ((CLAUSE1) or (CLAUSE2) ...)" for several (pcap-filter's "and"
 // and "or" bind equally, so each clause is parenthesised).
 func (a *Agent) excludeCollectors(clause func(netip.AddrPort) string) string {
-	if len(a.collectors) == 1 {
-		return "not (" + clause(a.collectors[0].addr) + ")"
+	addrs := make([]netip.AddrPort, len(a.collectors))
+	for i, ep := range a.collectors {
+		addrs[i] = ep.addr
+	}
+	return excludeAddrs(addrs, clause)
+}
+
+// excludeAddrs is excludeCollectors for the addresses addrs (at least
+// one).
+func excludeAddrs(addrs []netip.AddrPort, clause func(netip.AddrPort) string) string {
+	if len(addrs) == 1 {
+		return "not (" + clause(addrs[0]) + ")"
 	}
 	var b strings.Builder
 	b.WriteString("not (")
-	for i, ep := range a.collectors {
+	for i, ap := range addrs {
 		if i > 0 {
 			b.WriteString(" or ")
 		}
-		b.WriteString("(" + clause(ep.addr) + ")")
+		b.WriteString("(" + clause(ap) + ")")
 	}
 	b.WriteString(")")
 	return b.String()
@@ -226,8 +239,7 @@ func (t *tcpSender) connect(ctx context.Context, ep *endpoint) (c *link, w wire.
 		}
 		c.Conn = tc
 	}
-	hello := wire.Hello{Instance: a.instance, Codecs: 1<<wire.CodecNone | 1<<a.cfg.Compress.Wire(), Name: a.cfg.Name, Host: a.host,
-		Token: a.cfg.Token, Interfaces: a.interfaces()}
+	hello := a.hello()
 	if _, err := c.Write(wire.AppendHello(nil, &hello)); err != nil {
 		return fail(tlsError("sending hello", err))
 	}

@@ -422,7 +422,7 @@ func (s *session) addIface(idx uint32, ifc wire.Interface) (err error) {
 	}
 	fi := len(s.ifmap) // an ingest collector's records keep the agent's numbering
 	if s.sink != nil {
-		s.sink.hello = encodeHello(&s.hello, append(slices.Clip(s.ifaces), ifc))
+		s.sink.hello = wire.AppendRecordHello(nil, &s.hello, append(slices.Clip(s.ifaces), ifc))
 	} else if fi, err = s.ag.w.AddInterface(ifc); err != nil {
 		return err
 	}

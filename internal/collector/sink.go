@@ -55,14 +55,6 @@ type sent struct {
 	durable func() // counts the batch once durable; nil for Stats
 }
 
-// encodeHello returns the Hello frame of h with ifaces as its
-// interfaces, without its token: the shared secret stays out of Kafka.
-func encodeHello(h *wire.Hello, ifaces []wire.Interface) []byte {
-	hc := *h
-	hc.Interfaces, hc.Token = ifaces, ""
-	return wire.AppendHello(nil, &hc)
-}
-
 // send hands one frame (type t, its flags and payload) to the sink;
 // durable (if not nil) is called once it and every frame before it are
 // durable.
@@ -146,7 +138,7 @@ func (c *Core) beginSink(s *session) (*session, wire.Welcome, error) {
 		s.ifmap[i] = i
 	}
 	s.ifaces = slices.Clone(h.Interfaces)
-	ss := &sinkSession{sink: c.cfg.Sink, name: h.Name, hello: encodeHello(h, s.ifaces)}
+	ss := &sinkSession{sink: c.cfg.Sink, name: h.Name, hello: wire.AppendRecordHello(nil, h, s.ifaces)}
 	if m := ss.sink.MaxFrame(h.Name, ss.hello); m != 0 {
 		if m <= wire.HeaderSize+64<<10 {
 			c.Counters.Rejected.Add(1)

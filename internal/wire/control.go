@@ -113,6 +113,17 @@ func AppendHello(dst []byte, h *Hello) []byte {
 	})
 }
 
+// AppendRecordHello appends the Hello frame a Kafka record carries
+// (docs/wire-format.md, "Kafka records"): h with ifaces as its
+// interfaces and without its token, so that no shared secret reaches
+// Kafka. Ingest collectors and agents producing straight to Kafka both
+// build it here.
+func AppendRecordHello(dst []byte, h *Hello, ifaces []Interface) []byte {
+	hc := *h
+	hc.Interfaces, hc.Token = ifaces, ""
+	return AppendHello(dst, &hc)
+}
+
 // ParseHello decodes a Hello payload. It checks structure and limits;
 // the name's policy is ValidateName's.
 func ParseHello(p []byte) (Hello, error) {

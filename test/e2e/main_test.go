@@ -183,6 +183,9 @@ func withInsecure(args []string) []string {
 	if len(args) == 0 || args[0] != "collector" && args[0] != "agent" {
 		return args
 	}
+	if args[0] == "agent" && slices.Contains(args, "--kafka") {
+		return args // the --kafka-* flags choose the security to the brokers
+	}
 	for _, a := range args[1:] {
 		name, _, _ := strings.Cut(a, "=")
 		if slices.Contains(securityFlags, name) || slices.Contains(securityFlags, "-"+name) {
