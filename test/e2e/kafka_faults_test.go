@@ -214,6 +214,26 @@ func expectOneWriterAtATime(t *testing.T, spans []lockSpan) (handovers int) {
 	return handovers
 }
 
+// loggedAfter returns the time of the first line of p's log after
+// after that matches re (its first group the line's time), or the zero
+// time.
+func loggedAfter(t *testing.T, p *proc, re *regexp.Regexp, after time.Time) time.Time {
+	t.Helper()
+	for _, m := range re.FindAllStringSubmatch(p.stderr.String(), -1) {
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatalf("%s: log time %q: %v", p.name, m[1], err)
+		}
+		if !at.Before(after) {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// assignedLine matches a writer's log of partitions assigned to it.
+var assignedLine = regexp.MustCompile(`time=(\S+) level=INFO msg="kafka writer: partitions assigned"`)
+
 // firstLock returns when p's log says it first locked agent after
 // after, or the zero time.
 func firstLock(t *testing.T, p *proc, agent string, after time.Time) time.Time {
@@ -330,6 +350,17 @@ func kafkaIngestKilled(k *kafkaPipeline) {
 			t.Errorf("agent %s counted no failover although its collector was killed", name)
 		}
 	}
+	// From the kill to each agent's connection to B.
+	connectedB := regexp.MustCompile(`time=(\S+) level=INFO msg="connected to collector" .*addr=` + regexp.QuoteMeta(addrB) + ` `)
+	var failover time.Duration
+	for _, a := range as {
+		at := loggedAfter(t, a.p, connectedB, killed.Truncate(time.Millisecond))
+		if at.IsZero() {
+			t.Errorf("agent %s never logged a connection to %s", a.name, addrB)
+			continue
+		}
+		failover = max(failover, at.Sub(killed))
+	}
 	k.waitCaughtUp(30 * time.Second)
 	caughtUp := time.Since(killed)
 	ingB.stop(20 * time.Second)
@@ -337,8 +368,8 @@ func kafkaIngestKilled(k *kafkaPipeline) {
 	dups := duplicates(w)
 	k.checkExactlyOnce(as, count)
 	t.Logf("RELIABILITY: kafka ingest collector SIGKILL mid-stream (3 agents x %d 64-byte packets over %v, --collector A,B): "+
-		"agents (failovers, reconnects) %v; writers caught up %v after the kill; batches dropped as duplicates %d; every packet exactly once",
-		count, feed, res, caughtUp.Round(100*time.Millisecond), dups)
+		"agents (failovers, reconnects) %v, all connected to B within %v of the kill; writers caught up %v after the kill (the feed ends meanwhile); batches dropped as duplicates %d; every packet exactly once",
+		count, feed, res, failover.Round(time.Millisecond), caughtUp.Round(100*time.Millisecond), dups)
 }
 
 // kafkaWriterAdded: one writer has every partition; a second joins
@@ -415,6 +446,10 @@ func kafkaBrokerRestarted(k *kafkaPipeline) {
 	res := finishAgents(t, as, count)
 	k.waitCaughtUp(40 * time.Second)
 	caughtUp := time.Since(up)
+	rejoined := loggedAfter(t, w, assignedLine, killed.Truncate(time.Millisecond)) // its assignment after the outage
+	if rejoined.IsZero() {
+		t.Errorf("the writer logged no partitions assigned after the broker was killed")
+	}
 	ing.stop(20 * time.Second)
 	w.stop(20 * time.Second)
 	dups := duplicates(w)
@@ -423,6 +458,6 @@ func kafkaBrokerRestarted(k *kafkaPipeline) {
 		t.Errorf("the writer skipped records")
 	}
 	t.Logf("RELIABILITY: kafka broker SIGKILL mid-stream, down %v, restarted (3 agents x %d 64-byte packets over %v): "+
-		"broker back %v after the kill; agents (failovers, reconnects) %v; writers caught up %v after the broker was back; batches dropped as duplicates %d; every packet exactly once",
-		down, count, feed, up.Sub(killed).Round(100*time.Millisecond), res, caughtUp.Round(100*time.Millisecond), dups)
+		"broker back %v after the kill; agents (failovers, reconnects) %v; the writer had its partitions again %v and had caught up %v after the broker was back; batches dropped as duplicates %d; every packet exactly once",
+		down, count, feed, up.Sub(killed).Round(100*time.Millisecond), res, rejoined.Sub(up).Round(100*time.Millisecond), caughtUp.Round(100*time.Millisecond), dups)
 }
