@@ -62,7 +62,9 @@ type Core struct {
 type agent struct {
 	name     string
 	handover sync.Mutex // serialises begin for this name
-	w        *store.Writer
+	// w is the store's Writer of the name, set by begin under Core.mu
+	// (a new one after store.Store.Release), used by the active session.
+	w *store.Writer
 
 	active *session // guarded by Core.mu
 	last   *session // the latest session, ended or not; guarded by Core.mu
@@ -191,6 +193,11 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 		return nil, wire.Welcome{}, err
 	}
 
+	// A Release (shared mode: the agent given up, then taken again)
+	// ends the Writer the agent had; the store's current one writes now.
+	c.mu.Lock()
+	ag.w = w
+	c.mu.Unlock()
 	ag.w.Start(h.Host)
 	s.ifmap = make([]int, len(h.Interfaces))
 	s.ifaces = slices.Clone(h.Interfaces)

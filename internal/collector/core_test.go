@@ -165,6 +165,41 @@ func TestTakeoverEndsOldSession(t *testing.T) {
 	}
 }
 
+// TestSharedReleaseThenBegin: in a shared root, an agent given up
+// (its session ended, Store.Release) and taken again by the same Core
+// (a Kafka writer whose partitions were lost, then assigned back) is
+// written through the store's new Writer, continuing from its marks.
+func TestSharedReleaseThenBegin(t *testing.T) {
+	c := newCore(t, Config{Store: store.Config{Shared: true}})
+	for round, first := range []int{0, 10} {
+		s, w, err := c.begin(hello("back", 1), Peer{}, func() {})
+		if err != nil {
+			t.Fatalf("round %d: begin: %v", round, err)
+		}
+		if want := uint64(round); w.LastSeq != want {
+			t.Errorf("round %d: welcome at %d, want %d", round, w.LastSeq, want)
+		}
+		if dup, err := s.batch(0, batchPayload(uint64(round+1), first, 10)); dup || err != nil {
+			t.Fatalf("round %d: batch: dup=%v err=%v", round, dup, err)
+		}
+		if seq, err := s.commit(); seq != uint64(round+1) || err != nil {
+			t.Fatalf("round %d: commit = %d, %v", round, seq, err)
+		}
+		s.end(true)
+		if err := c.Store().Release("back"); err != nil {
+			t.Fatalf("round %d: release: %v", round, err)
+		}
+	}
+	if pkts, _ := readDir(t, filepath.Join(c.Dir(), "back")); len(pkts) != 20 {
+		t.Fatalf("%d packets in the files, want 20", len(pkts))
+	}
+	for _, st := range c.AgentStats() {
+		if st.Name == "back" && st.Batches != 2 {
+			t.Errorf("agent stats count %d batches, want 2", st.Batches)
+		}
+	}
+}
+
 func TestStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	c := newCore(t, Config{Store: store.Config{Dir: dir}})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -46,13 +47,14 @@ type AgentStats struct {
 func (c *Core) AgentStats() []AgentStats {
 	type entry struct {
 		ag     *agent
+		w      *store.Writer
 		active bool
 		last   *session
 	}
 	c.mu.Lock()
 	ents := make([]entry, 0, len(c.agents))
 	for _, ag := range c.agents {
-		ents = append(ents, entry{ag, ag.active != nil, ag.last})
+		ents = append(ents, entry{ag, ag.w, ag.active != nil, ag.last})
 	}
 	c.mu.Unlock()
 	out := make([]AgentStats, 0, len(ents))
@@ -76,11 +78,11 @@ func (c *Core) AgentStats() []AgentStats {
 		if st.LastSeqReceived > st.LastSeqAcked {
 			st.Lag = st.LastSeqReceived - st.LastSeqAcked
 		}
-		if ag.w == nil { // an ingest collector: no files
+		if e.w == nil { // an ingest collector: no files
 			out = append(out, st)
 			continue
 		}
-		ws := ag.w.Stats()
+		ws := e.w.Stats()
 		st.DiskBytes, st.AgentDrops, st.Captured, st.KernelDrops, st.ReportTime = ws.DiskBytes, ws.AgentDrops, ws.Captured, ws.KernelDrops, ws.ReportTime
 		out = append(out, st)
 	}

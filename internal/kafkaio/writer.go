@@ -53,10 +53,12 @@ type WriterConfig struct {
 // Defaults of WriterConfig.
 const (
 	// DefaultSessionTimeout, with a heartbeat every second, lets the
-	// group move a dead writer's partitions within about 10 s, the
-	// collector's dead-peer bound (the broker's
-	// group.min.session.timeout.ms is 6 s by default).
-	DefaultSessionTimeout = 8 * time.Second
+	// group move a dead writer's partitions, and another writer write
+	// them, within 10 s, the collector's dead-peer bound: the group
+	// notices the death after the timeout, the survivors at their next
+	// heartbeat, then rejoin and fetch. It is the least the broker
+	// takes by default (group.min.session.timeout.ms).
+	DefaultSessionTimeout = 6 * time.Second
 	DefaultBusyWait       = 60 * time.Second
 )
 

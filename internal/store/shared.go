@@ -49,6 +49,12 @@ import (
 // holder's repair. The Writer released fails every later call with
 // ErrReleased.
 //
+// Each holding is logged (Info): "agent locked" once the lock is taken,
+// before any file of the agent is touched, and "agent unlocked" after
+// the last, just before the lock is given back; so the logged spans of
+// one agent, across every Store of a root, never overlap, and every
+// write to the agent's files falls inside one of them.
+//
 // StateFile, when the root has one from exclusive use, is read at Open
 // (its marks count) and never written. The reserve (ReserveFile) is one
 // file per root that every process keeps and may release, as in
@@ -99,8 +105,10 @@ func (s *Store) take(name string) (*Writer, error) {
 		}
 		return nil, fmt.Errorf("store: agent %q: locking %s: %w", name, path, err)
 	}
+	s.log.Info("agent locked", "agent", name)
 	if err := s.loadAgentState(name); err != nil {
 		s.unhold(name)
+		s.log.Info("agent unlocked", "agent", name)
 		f.Close()
 		return nil, err
 	}
@@ -385,6 +393,7 @@ func (s *Store) unlockAgent(w *Writer) {
 	s.unhold(w.name)
 	s.pubMu.Unlock()
 	if w.lock != nil {
+		s.log.Info("agent unlocked", "agent", w.name)
 		w.lock.Close() // unlocks
 		w.lock = nil
 	}
