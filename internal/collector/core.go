@@ -173,12 +173,12 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 	}
 
 	w, err := c.st.Writer(h.Name)
-	if errors.Is(err, store.ErrBusy) {
-		return nil, wire.Welcome{}, fmt.Errorf("%w: the unfinished files of %q are being repaired", ErrBusy, h.Name)
-	}
 	if err != nil {
-		c.Counters.Rejected.Add(1)
-		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
+		// The store cannot take the agent now: its files are being
+		// repaired, another process holds it (a shared root), or its
+		// lock or marks could not be read. Nothing is wrong with the
+		// hello: the agent (or a writer's record) comes back later.
+		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	ag := c.agentNamed(h.Name, w)
 	inst := c.st.Instance(h.Instance, h.Name)

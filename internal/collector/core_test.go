@@ -401,3 +401,31 @@ func TestUncheckedBatch(t *testing.T) {
 		t.Errorf("unchecked counter %d, want 1", got)
 	}
 }
+
+// TestBeginStoreError: a store that cannot take an agent (here its
+// lock directory cannot be made) makes begin busy, not a rejection: an
+// agent retries, and a Kafka writer does not skip the record (it skips
+// only what is rejected).
+func TestBeginStoreError(t *testing.T) {
+	c := newCore(t, Config{Store: store.Config{Shared: true}})
+	locks := filepath.Join(c.Dir(), store.LockDir)
+	if err := os.RemoveAll(locks); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(locks, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := c.begin(hello("web1", 1), Peer{}, func() {})
+	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "lock directory") {
+		t.Fatalf("begin with the lock directory a file: %v; want busy, saying why", err)
+	}
+	if n := c.Counters.Rejected.Load(); n != 0 {
+		t.Errorf("%d handshakes counted rejected", n)
+	}
+	if err := os.Remove(locks); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.begin(hello("web1", 1), Peer{}, func() {}); err != nil {
+		t.Fatalf("begin once the store can take the agent: %v", err)
+	}
+}

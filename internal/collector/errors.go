@@ -9,10 +9,13 @@ var (
 	ErrRejected = errors.New("handshake rejected")
 
 	// ErrBusy: a session cannot start yet (the previous connection of
-	// its agent name is still ending, or the agent's files are still
-	// being repaired after a restart: store.ErrBusy). Transports close
-	// without a Reject, which an agent would take as final, so that it
-	// retries with its backoff.
+	// its agent name is still ending, or the store cannot take the
+	// agent: its files are still being repaired after a restart,
+	// another process holds it, its lock or marks could not be read).
+	// Transports close without a Reject, which an agent would take as
+	// final, so that it retries with its backoff; a Kafka writer waits
+	// and then starts over from its committed offsets, never skipping
+	// the record.
 	ErrBusy = errors.New("busy")
 
 	// ErrStorage wraps a failed file operation (an error of the
