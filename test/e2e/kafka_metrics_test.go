@@ -15,8 +15,8 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
-// scrape fetches http://addr/metrics (on loopback) and parses it.
-func scrape(t *testing.T, addr string) metricstest.Families {
+// scrapeMetrics fetches http://addr/metrics (on loopback) and parses it.
+func scrapeMetrics(t *testing.T, addr string) metricstest.Families {
 	t.Helper()
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
@@ -33,6 +33,21 @@ func scrape(t *testing.T, addr string) metricstest.Families {
 		t.Fatalf("parsing %s/metrics: %v", addr, err)
 	}
 	return fams
+}
+
+// metricsRE finds the address a process's metrics listener took (it
+// was given port 0: ports picked ahead by the test can collide).
+var metricsRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
+
+// metricsAddr returns the address p's metrics listener took.
+func metricsAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	p.waitFor("metrics listening", 30*time.Second)
+	m := metricsRE.FindStringSubmatch(p.stderr.String())
+	if m == nil {
+		t.Fatalf("%s: no metrics address in its log", p.name)
+	}
+	return m[1]
 }
 
 // sumSamples adds up every sample of a counter or gauge family.
@@ -54,7 +69,7 @@ func checkKafkaMetrics(t *testing.T, k *kafkaPipeline, ingest, writers []string,
 	t.Helper()
 	var produced, consumed, assigned, delays float64
 	for _, addr := range ingest {
-		m := scrape(t, addr)
+		m := scrapeMetrics(t, addr)
 		produced += m.Value(t, "pcapsync_kafka_produced_records_total")
 		if e := m.Value(t, "pcapsync_kafka_produce_errors_total"); e != 0 {
 			t.Errorf("ingest %s: %v produce errors", addr, e)
@@ -70,7 +85,7 @@ func checkKafkaMetrics(t *testing.T, k *kafkaPipeline, ingest, writers []string,
 		var m metricstest.Families
 		var n float64
 		testutil.Eventually(t, 3*5*time.Second, func() error {
-			m = scrape(t, addr)
+			m = scrapeMetrics(t, addr)
 			n = m.Value(t, "pcapsync_kafka_assigned_partitions", "topic="+k.topic)
 			if got := len(m["pcapsync_kafka_consumer_lag_records"].GetMetric()); got != int(n) {
 				return fmt.Errorf("writer %s: %d partitions with a known lag, %v assigned", addr, got, n)

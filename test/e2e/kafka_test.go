@@ -93,12 +93,9 @@ func TestKafkaPipeline(t *testing.T) {
 	tmp := t.TempDir()
 	addrA := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	addrB := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	mAddrs := make([]string, 4) // ingest A, B; writers 1, 2
-	for i := range mAddrs {
-		mAddrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	}
-	ingA, ingB := k.ingest(addrA, "--metrics", mAddrs[0]), k.ingest(addrB, "--metrics", mAddrs[1])
-	w1, w2 := k.writer("1", "--metrics", mAddrs[2]), k.writer("2", "--metrics", mAddrs[3])
+	ingA, ingB := k.ingest(addrA, "--metrics", "127.0.0.1:0"), k.ingest(addrB, "--metrics", "127.0.0.1:0")
+	w1, w2 := k.writer("1", "--metrics", "127.0.0.1:0"), k.writer("2", "--metrics", "127.0.0.1:0")
+	mAddrs := []string{metricsAddr(t, ingA), metricsAddr(t, ingB), metricsAddr(t, w1), metricsAddr(t, w2)}
 	orders := []string{addrA + "," + addrB, addrB + "," + addrA, addrA + "," + addrB}
 	agents := make([]*proc, 3)
 	for i := range agents {

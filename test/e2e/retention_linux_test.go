@@ -290,6 +290,7 @@ func TestRetentionFiller(t *testing.T) {
 		}
 		return nil
 	})
+	waitDeletionsSettled(t, coll, 10*time.Second) // the files are read next
 	waitNoPart(t, dir, 10*time.Second)
 	r := checkFinishedFiles(t, filepath.Join(dir, "a"))
 	first := expectNewestQuiet(t, "after the filler", r, 90, count)
@@ -330,6 +331,25 @@ func TestRetentionFiller(t *testing.T) {
 // fillUntil appends to the file filler until the filesystem is full,
 // again and again as space is freed, until done returns nil (polled as
 // testutil.Eventually does, for up to d).
+// waitDeletionsSettled waits until coll has logged no deletion for a
+// second: retention deletes what one round chooses one file after the
+// other, and a test that reads the files meanwhile sees them vanish.
+func waitDeletionsSettled(t *testing.T, coll *proc, d time.Duration) {
+	t.Helper()
+	last, since := -1, time.Now()
+	testutil.Eventually(t, d, func() error {
+		n := strings.Count(coll.stderr.String(), "retention deleted file")
+		if n != last {
+			last, since = n, time.Now()
+			return fmt.Errorf("%d deletions so far", n)
+		}
+		if time.Since(since) < time.Second {
+			return fmt.Errorf("%d deletions, the last less than a second ago", n)
+		}
+		return nil
+	})
+}
+
 func fillUntil(t *testing.T, filler string, d time.Duration, done func() error) {
 	t.Helper()
 	f, err := os.OpenFile(filler, os.O_WRONLY|os.O_APPEND, 0)

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -248,26 +246,6 @@ func TestRetentionRules(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scrapeMetrics gets http://addr/metrics from this network namespace.
-func scrapeMetrics(t *testing.T, addr string) metricstest.Families {
-	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scraping %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping %s: %d %v", addr, resp.StatusCode, err)
-	}
-	fams, err := metricstest.Parse(strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatalf("parsing %s/metrics: %v", addr, err)
-	}
-	return fams
 }
 
 var firstPacketRE = regexp.MustCompile(`(?m)^First packet time:\s*([0-9.]+)\s*$`)
