@@ -125,7 +125,7 @@ written, the ratios and issue 4's goals. Needs tcpdump, nc and rsync.
 Prints every round on stderr as it goes.`
 
 func benchPipelineCommand(s streams) *cobra.Command {
-	return leaf("pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--exe FILE]", "agent -> collector -> pcapng against tcpdump, nc and rsync",
+	return leaf("pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--vs-collector-args ARGS] [--exe FILE]", "agent -> collector -> pcapng against tcpdump, nc and rsync, or two collector configurations",
 		benchPipelineUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
 			var c bench.PipelineConfig
 			fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
@@ -135,6 +135,7 @@ func benchPipelineCommand(s streams) *cobra.Command {
 			md := fs.Bool("markdown", false, "print Markdown tables")
 			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
 			collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
+			vsArgs := fs.String("vs-collector-args", "", "compare two collector configurations in one run: only pcapsync runs, twice per round, with --collector-args and with these instead")
 			agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
 			return func(ctx context.Context, _ []string) error {
 				if c.Packets < 1 || c.Rounds < 1 {
@@ -142,6 +143,7 @@ func benchPipelineCommand(s streams) *cobra.Command {
 				}
 				c.Mixes = splitMixes(*mixes)
 				c.CollectorArgs = strings.Fields(*collArgs)
+				c.VsCollectorArgs = strings.Fields(*vsArgs)
 				c.AgentArgs = strings.Fields(*agentArgs)
 				var err error
 				if c.Exe, err = benchExe(*exe); err != nil {

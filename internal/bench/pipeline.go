@@ -19,9 +19,13 @@ type PipelineConfig struct {
 	Mixes         []gen.Mix // 0 means 64 and imix
 	Rounds        int       // 0 means 5
 	CollectorArgs []string  // more collector flags, after --insecure and the defaults
-	AgentArgs     []string  // more agent flags (--batch-size, --compress ...)
-	Dir           string    // work directory, kept afterwards; "" means a temporary one, removed
-	Log           io.Writer // every round's figures as they come; nil means none
+	// VsCollectorArgs, when set, compares two collector configurations
+	// in one run: only pcapsync runs, twice per round, with
+	// CollectorArgs (MethodPcapsync) and with these (MethodPcapsyncVs).
+	VsCollectorArgs []string
+	AgentArgs       []string  // more agent flags (--batch-size, --compress ...)
+	Dir             string    // work directory, kept afterwards; "" means a temporary one, removed
+	Log             io.Writer // every round's figures as they come; nil means none
 }
 
 func (c PipelineConfig) withDefaults() PipelineConfig {
@@ -39,16 +43,18 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 
 // The methods a pipeline run compares, in the order of its tables.
 const (
-	MethodPcapsync = "pcapsync"
-	MethodPoIP     = "PCAP-over-IP"
-	MethodRsync    = "tcpdump -w + rsync"
+	MethodPcapsync   = "pcapsync"
+	MethodPcapsyncVs = "pcapsync vs"
+	MethodPoIP       = "PCAP-over-IP"
+	MethodRsync      = "tcpdump -w + rsync"
 )
 
 // methodDesc says what each method runs.
 var methodDesc = map[string]string{
-	MethodPcapsync: "pcapsync agent --read F -> loopback TCP -> pcapsync collector -> pcapng; both --insecure, the collector otherwise with its defaults (--fsync 1s) plus any --collector-args; time until the agent exits with every packet acknowledged",
-	MethodPoIP:     "tcpdump -r F -w - | nc -N 127.0.0.1 PORT -> nc -l 127.0.0.1 PORT > file (three processes, a pipe between the first two); time until the receiver exits",
-	MethodRsync:    "tcpdump -r F -w LOCAL, then rsync -a LOCAL DEST/ (a local copy: no ssh); time = tcpdump + rsync = the delivery delay when rsync runs right after tcpdump ends",
+	MethodPcapsync:   "pcapsync agent --read F -> loopback TCP -> pcapsync collector -> pcapng; both --insecure, the collector otherwise with its defaults (--fsync 1s) plus any --collector-args; time until the agent exits with every packet acknowledged",
+	MethodPcapsyncVs: "as pcapsync, the collector with --vs-collector-args instead of --collector-args",
+	MethodPoIP:       "tcpdump -r F -w - | nc -N 127.0.0.1 PORT -> nc -l 127.0.0.1 PORT > file (three processes, a pipe between the first two); time until the receiver exits",
+	MethodRsync:      "tcpdump -r F -w LOCAL, then rsync -a LOCAL DEST/ (a local copy: no ssh); time = tcpdump + rsync = the delivery delay when rsync runs right after tcpdump ends",
 }
 
 // PipelineRun is one round of one method.
@@ -130,6 +136,16 @@ func (mr MixResult) Goals() (rateRatio float64, rateMet bool, cpuRatio float64, 
 	return rateRatio, rateRatio >= 2, cpuRatio, cpuRatio < 1
 }
 
+// Vs returns MethodPcapsyncVs's median packet rate and CPU per packet
+// (all processes) over MethodPcapsync's; 0 without both.
+func (mr MixResult) Vs() (rateRatio, cpuRatio float64) {
+	base, vs := mr.method(MethodPcapsync), mr.method(MethodPcapsyncVs)
+	if len(base.Runs) == 0 || len(vs.Runs) == 0 {
+		return 0, 0
+	}
+	return vs.PacketRate(mr.Packets) / base.PacketRate(mr.Packets), vs.CPUPerM(mr.Packets, -1) / base.CPUPerM(mr.Packets, -1)
+}
+
 // WritePipeline writes, for every mix, a table per method (median
 // packet rate, time, CPU per million packets and peak RSS of every
 // process, bytes written), a table of the methods against pcapsync, and
@@ -140,6 +156,9 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 	ew.printf("Collector flags: --insecure (plain TCP on loopback), defaults otherwise (--fsync 1s)")
 	if len(cfg.CollectorArgs) > 0 {
 		ew.printf(", plus %s", strings.Join(cfg.CollectorArgs, " "))
+	}
+	if len(cfg.VsCollectorArgs) > 0 {
+		ew.printf("; against (%s) the same plus %s instead", MethodPcapsyncVs, strings.Join(cfg.VsCollectorArgs, " "))
 	}
 	if len(cfg.AgentArgs) > 0 {
 		ew.printf("; agent flags: %s", strings.Join(cfg.AgentArgs, " "))
@@ -159,6 +178,13 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 		if ew.err == nil {
 			ew.err = table(w, compareRows(mr), markdown)
 		}
+		if len(cfg.VsCollectorArgs) > 0 {
+			rate, cpu := mr.Vs()
+			line := fmt.Sprintf("mix %s: %s / %s: packets/s %.3fx, CPU per packet %.3fx", mr.Mix, MethodPcapsyncVs, MethodPcapsync, rate, cpu)
+			ew.printf("\n%s\n\n", line)
+			summary = append(summary, line)
+			continue
+		}
 		rate, rateMet, cpu, cpuMet := mr.Goals()
 		g1 := fmt.Sprintf("mix %s: pcapsync packets/s >= 2x PCAP-over-IP: %.2fx, %s", mr.Mix, rate, metStr(rateMet))
 		g2 := fmt.Sprintf("mix %s: pcapsync CPU per packet < tcpdump -w + rsync: %.2fx, %s", mr.Mix, cpu, metStr(cpuMet))
@@ -166,7 +192,11 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 		summary = append(summary, g1, g2)
 		allMet = allMet && rateMet && cpuMet
 	}
-	ew.printf("Pipeline goals (issue 4) on every mix: %s\n", metStr(allMet))
+	if len(cfg.VsCollectorArgs) > 0 {
+		ew.printf("Comparison, medians of rounds that alternate:\n")
+	} else {
+		ew.printf("Pipeline goals (issue 4) on every mix: %s\n", metStr(allMet))
+	}
 	for _, s := range summary {
 		ew.printf("- %s\n", s)
 	}

@@ -29,7 +29,20 @@ func Pipeline(ctx context.Context, cfg PipelineConfig) ([]MixResult, error) {
 	if cfg.Exe == "" {
 		return nil, errors.New("bench pipeline: PipelineConfig.Exe (the pcapsync binary) is required")
 	}
-	for _, tool := range []string{"tcpdump", "nc", "rsync"} {
+	type method struct {
+		name string
+		run  func(context.Context, pipelineEnv) (PipelineRun, error)
+	}
+	methods := []method{{MethodPcapsync, runPcapsync}, {MethodPoIP, runPoIP}, {MethodRsync, runTcpdumpRsync}}
+	tools := []string{"tcpdump", "nc", "rsync"}
+	if len(cfg.VsCollectorArgs) > 0 {
+		methods = []method{{MethodPcapsync, runPcapsync}, {MethodPcapsyncVs, func(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
+			env.cfg.CollectorArgs = env.cfg.VsCollectorArgs
+			return runPcapsync(ctx, env)
+		}}}
+		tools = nil
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("bench pipeline: %s not installed (scripts/deps.sh installs it)", tool)
 		}
@@ -44,12 +57,6 @@ func Pipeline(ctx context.Context, cfg PipelineConfig) ([]MixResult, error) {
 		dir = d
 	} else if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
-	}
-	methods := []struct {
-		name string
-		run  func(context.Context, pipelineEnv) (PipelineRun, error)
-	}{
-		{MethodPcapsync, runPcapsync}, {MethodPoIP, runPoIP}, {MethodRsync, runTcpdumpRsync},
 	}
 	var res []MixResult
 	for _, mix := range cfg.Mixes {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,34 @@ func TestPipelineGoalsAndTables(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "on every mix: NOT MET") || strings.Contains(out.String(), "|---|") {
 		t.Errorf("plain output after a slower round:\n%s", out.String())
+	}
+}
+
+// TestPipelineVs: two collector configurations compared in one run
+// report the ratios of their medians, and no issue-4 goals.
+func TestPipelineVs(t *testing.T) {
+	mr := fakeMix()
+	mr.Methods[1] = MethodResult{Name: MethodPcapsyncVs, Runs: mr.Methods[0].Runs[:1]} // 4 M packets/s, 0.4 s CPU per M
+	mr.Methods = mr.Methods[:2]
+	rate, cpu := mr.Vs()
+	if math.Abs(rate-4.0/4.5) > 1e-9 || math.Abs(cpu-0.4/0.35) > 1e-9 {
+		t.Errorf("vs: rate %.4f, cpu %.4f; want %.4f, %.4f", rate, cpu, 4.0/4.5, 0.4/0.35)
+	}
+	var out bytes.Buffer
+	cfg := PipelineConfig{Rounds: 2, CollectorArgs: []string{"--retain-free", "0"}, VsCollectorArgs: []string{"--retain-size", "128M"}}
+	if err := WritePipeline(&out, cfg, []MixResult{mr}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"plus --retain-free 0; against (pcapsync vs) the same plus --retain-size 128M instead",
+		"mix imix: pcapsync vs / pcapsync: packets/s 0.889x, CPU per packet 1.143x",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "Goal,") || strings.Contains(out.String(), "issue 4") {
+		t.Errorf("issue 4's goals in a comparison:\n%s", out.String())
 	}
 }
 
