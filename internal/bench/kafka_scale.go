@@ -129,16 +129,20 @@ type KafkaScaleResult struct {
 // summary table.
 func WriteKafkaScale(w io.Writer, r KafkaScaleResult, markdown bool) error {
 	ew := &errWriter{w: w}
-	ew.printf("%d agents (distinct names), each replaying an IMIX file of %s packets (%s bytes), through %d ingest collector(s) (the agents spread over them), into a topic of %d partitions; N writers of one group on one root, started before the agents and holding every partition. Each run a fresh topic, group and root. Every agent's files hold its packets exactly once (checked). Even: partitions and bytes max/min <= 1.5, each writer's CPU share within 25%% of 1/N.\n\n",
+	ew.printf("%d agents (distinct names), each replaying an IMIX file of %s packets (%s bytes), through %d ingest collector(s) (the agents spread over them), into a topic of %d partitions; N writers of one group on one root, started before the agents and holding every partition. Each run a fresh topic, group and root. Every agent's files hold its packets exactly once (checked). Even: partitions and bytes max/min <= 1.5, each writer's CPU share within 25%% of 1/N. The group deals out partitions; bytes follow the agents each partition holds (the key's hash).\n\n",
 		r.Agents, groupDigits(int64(r.PacketsPerAgent)), groupDigits(r.InputBytes), r.Ingest, r.Partitions)
 	sum := [][]string{{"writers", "packets/s to files (lag 0)", "ingest s / to files s", "writers' CPU s per M packets", "ingest CPU s per M", "agents' CPU s per M", "broker CPU s per M", "partitions max/min", "bytes max/min", "CPU share off 1/N by at most", "even"}}
 	for _, run := range r.Runs {
 		ew.printf("%d writer(s): records per partition %v, agents per partition %v.\n\n", run.Writers, run.PartRecords, run.AgentsPerPart)
 		total := run.WritersCPU().Seconds()
-		rows := [][]string{{"writer", "partitions", "packets", "bytes written", "CPU s", "user / sys s", "share of writers' CPU", "peak RSS"}}
+		var allBytes int64
+		for _, o := range run.Out {
+			allBytes += o.Bytes
+		}
+		rows := [][]string{{"writer", "partitions", "packets", "bytes written", "share of bytes", "CPU s", "user / sys s", "share of writers' CPU", "peak RSS"}}
 		for i, o := range run.Out {
 			rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprint(o.Partitions), groupDigits(o.Packets), groupDigits(o.Bytes),
-				fmt.Sprintf("%.3f", o.Usage.CPU().Seconds()), fmt.Sprintf("%.3f / %.3f", o.Usage.User.Seconds(), o.Usage.Sys.Seconds()),
+				fmt.Sprintf("%.2f", float64(o.Bytes)/float64(max(allBytes, 1))), fmt.Sprintf("%.3f", o.Usage.CPU().Seconds()), fmt.Sprintf("%.3f / %.3f", o.Usage.User.Seconds(), o.Usage.Sys.Seconds()),
 				fmt.Sprintf("%.2f (1/N %.2f)", o.Usage.CPU().Seconds()/total, 1/float64(len(run.Out))), fmtRSS(o.Usage.MaxRSS)})
 		}
 		if ew.err == nil {
