@@ -251,7 +251,8 @@ func kafkaRows(r KafkaResult) [][]string {
 		cpu := r.kafkaMed(func(k KafkaRun) float64 { return perM(k.CPU(), n) })
 		rows = append(rows,
 			[]string{"kafka: to files (lag 0)", fmtRate(float64(n) / wall), mbps(float64(r.InputBytes), wall), fmt.Sprintf("%.3f", wall), fmt.Sprintf("%.3f", cpu), "", ""},
-			[]string{"kafka: ingest (all in Kafka)", fmtRate(float64(n) / ing), fmt.Sprintf("%.1f", r.kafkaMed(KafkaRun.IngestRate)/1e6), fmt.Sprintf("%.3f", ing), "", "", ""})
+			[]string{"kafka: ingest (all in Kafka)", fmtRate(float64(n) / ing), fmt.Sprintf("%.1f", r.kafkaMed(KafkaRun.IngestRate)/1e6), fmt.Sprintf("%.3f", ing), "", "", ""},
+			[]string{"  files behind Kafka at the agent's exit", "", "", fmt.Sprintf("%.3f", r.kafkaMed(func(k KafkaRun) float64 { return (k.Wall - k.Ingest).Seconds() })), "", "", ""})
 		runs := make([]PipelineRun, len(r.Kafka))
 		for i, k := range r.Kafka {
 			runs[i] = k.PipelineRun
