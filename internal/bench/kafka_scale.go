@@ -64,6 +64,26 @@ type ScaleRun struct {
 	BrokerCPU     time.Duration // 0 when not measured
 }
 
+// CPUPerByte returns the largest deviation, over the writers, of a
+// writer's share of the writers' CPU from its share of their bytes (as
+// a fraction of the bytes share): how closely each writer's cost
+// follows the bytes it was dealt.
+func (r ScaleRun) CPUPerByte() float64 {
+	var dev float64
+	total, bytes := r.WritersCPU().Seconds(), int64(0)
+	for _, w := range r.Out {
+		bytes += w.Bytes
+	}
+	for _, w := range r.Out {
+		if w.Bytes == 0 || total == 0 {
+			return 0
+		}
+		share := float64(w.Bytes) / float64(bytes)
+		dev = max(dev, abs(w.Usage.CPU().Seconds()/total-share)/share)
+	}
+	return dev
+}
+
 // WritersCPU returns the CPU time of all the writers.
 func (r ScaleRun) WritersCPU() time.Duration {
 	var t time.Duration
@@ -131,7 +151,7 @@ func WriteKafkaScale(w io.Writer, r KafkaScaleResult, markdown bool) error {
 	ew := &errWriter{w: w}
 	ew.printf("%d agents (distinct names), each replaying an IMIX file of %s packets (%s bytes), through %d ingest collector(s) (the agents spread over them), into a topic of %d partitions; N writers of one group on one root, started before the agents and holding every partition. Each run a fresh topic, group and root. Every agent's files hold its packets exactly once (checked). Even: partitions and bytes max/min <= 1.5, each writer's CPU share within 25%% of 1/N. The group deals out partitions; bytes follow the agents each partition holds (the key's hash).\n\n",
 		r.Agents, groupDigits(int64(r.PacketsPerAgent)), groupDigits(r.InputBytes), r.Ingest, r.Partitions)
-	sum := [][]string{{"writers", "packets/s to files (lag 0)", "ingest s / to files s", "writers' CPU s per M packets", "ingest CPU s per M", "agents' CPU s per M", "broker CPU s per M", "partitions max/min", "bytes max/min", "CPU share off 1/N by at most", "even"}}
+	sum := [][]string{{"writers", "packets/s to files (lag 0)", "ingest s / to files s", "writers' CPU s per M packets", "ingest CPU s per M", "agents' CPU s per M", "broker CPU s per M", "partitions max/min", "bytes max/min", "CPU share off 1/N by at most", "CPU share off bytes share by at most", "even"}}
 	for _, run := range r.Runs {
 		ew.printf("%d writer(s): records per partition %v, agents per partition %v.\n\n", run.Writers, run.PartRecords, run.AgentsPerPart)
 		total := run.WritersCPU().Seconds()
@@ -158,7 +178,7 @@ func WriteKafkaScale(w io.Writer, r KafkaScaleResult, markdown bool) error {
 		sum = append(sum, []string{fmt.Sprint(run.Writers), fmtRate(float64(n) / run.Wall.Seconds()),
 			fmt.Sprintf("%.2f / %.2f", run.Ingest.Seconds(), run.Wall.Seconds()),
 			fmt.Sprintf("%.3f", perM(run.WritersCPU(), n)), fmt.Sprintf("%.3f", perM(run.IngestCPU, n)), fmt.Sprintf("%.3f", perM(run.AgentCPU, n)), broker,
-			fmt.Sprintf("%.2f", p), fmt.Sprintf("%.2f", b), fmt.Sprintf("%.0f%%", 100*dev), yesNo(run.Even())})
+			fmt.Sprintf("%.2f", p), fmt.Sprintf("%.2f", b), fmt.Sprintf("%.0f%%", 100*dev), fmt.Sprintf("%.0f%%", 100*run.CPUPerByte()), yesNo(run.Even())})
 	}
 	if ew.err == nil {
 		ew.err = table(w, sum, markdown)
