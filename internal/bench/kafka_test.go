@@ -242,3 +242,30 @@ func TestProcCPU(t *testing.T) {
 		t.Error("a process that does not exist: no error")
 	}
 }
+
+func TestScaleSpread(t *testing.T) {
+	w := func(parts int, bytes int64, cpu time.Duration) ScaleWriter {
+		return ScaleWriter{Partitions: parts, Bytes: bytes, Usage: ProcUsage{User: cpu}}
+	}
+	for _, tc := range []struct {
+		name                    string
+		out                     []ScaleWriter
+		parts, bytes, dev, perB float64
+		even                    bool
+	}{
+		{"one", []ScaleWriter{w(12, 100, time.Second)}, 1, 1, 0, 0, true},
+		{"even", []ScaleWriter{w(6, 100, time.Second), w(6, 100, time.Second)}, 1, 1, 0, 0, true},
+		{"bytes uneven, CPU follows them", []ScaleWriter{w(4, 300, 3*time.Second), w(4, 100, time.Second)}, 1, 3, 0.5, 0, false},
+		{"CPU off its bytes", []ScaleWriter{w(4, 100, 3*time.Second), w(4, 100, time.Second)}, 1, 1, 0.5, 0.5, false},
+		{"a writer idle", []ScaleWriter{w(12, 100, time.Second), w(0, 0, 0)}, 0, 0, 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ScaleRun{Out: tc.out}
+			p, b, _, dev := r.Spread()
+			if p != tc.parts || b != tc.bytes || dev != tc.dev || r.CPUPerByte() != tc.perB || r.Even() != tc.even {
+				t.Errorf("spread %.2f %.2f %.2f, per byte %.2f, even %v; want %.2f %.2f %.2f, %.2f, %v",
+					p, b, dev, r.CPUPerByte(), r.Even(), tc.parts, tc.bytes, tc.dev, tc.perB, tc.even)
+			}
+		})
+	}
+}
