@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
 )
 
@@ -95,6 +97,33 @@ func TestKafkaBench(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestKafkaBenchGivenBroker runs Kafka against a broker it is given:
+// nothing of the broker's is measured, everything else is, and the
+// broker outlives the bench.
+func TestKafkaBenchGivenBroker(t *testing.T) {
+	requireKafka(t)
+	b := kafkatest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Kafka(ctx, KafkaConfig{Exe: pcapsyncExe(t), Packets: 5000, Rounds: 1, Brokers: []string{b.Addr}, LatencyDuration: -1, Log: logWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OwnBroker || len(res.Kafka) != 1 || res.Kafka[0].BrokerCPU != 0 || len(res.Perf) != 1 || res.Perf[0].BrokerCPU != 0 {
+		t.Errorf("own broker %v, kafka rounds %d, ProducerPerformance rounds %d", res.OwnBroker, len(res.Kafka), len(res.Perf))
+	}
+	if res.Latency.Skipped == "" {
+		t.Errorf("latency run not skipped: %+v", res.Latency)
+	}
+	topics, err := kadm.NewClient(b.Client()).ListTopics(ctx)
+	if err != nil {
+		t.Fatalf("the broker after the bench: %v", err)
+	}
+	if names := topics.Names(); len(names) != 0 {
+		t.Errorf("topics left behind: %v", names)
 	}
 }
 
