@@ -63,6 +63,7 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 				r, err = runPcapsync(ctx, pipelineEnv{cfg: PipelineConfig{Exe: cfg.Exe, Packets: cfg.Packets}, dir: dir, in: in})
 				if err == nil {
 					res.Direct.Runs = append(res.Direct.Runs, r)
+					err = os.RemoveAll(filepath.Join(dir, "pcapsync-out")) // see freshPages
 				}
 			case PathKafka:
 				var r KafkaRun
@@ -93,6 +94,16 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 	}
 	return res, nil
 }
+
+// freshPages: every path's output is deleted as soon as its round is
+// measured, not when the path runs next. A round that deletes its
+// previous output just before writing as much again writes into the
+// page cache pages it freed a moment before; on a VM that returns
+// freed memory to its host (virtio balloon free page reporting) pages
+// freed seconds earlier are gone, and touching them again costs the
+// writing process several times the system time of the copy itself.
+// Deleting at the end gives every path's writer the same pages: freed
+// rounds ago.
 
 // workDir returns dir, created, or a new temporary directory named
 // after prefix; done removes the temporary one.
@@ -257,7 +268,7 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 		return run, err
 	}
 	run.Procs = []ProcUsage{ag.usage, ing.usage, wu}
-	return run, nil
+	return run, os.RemoveAll(out) // see freshPages
 }
 
 // checkAcked fails unless agent a's closing line says want packets were
