@@ -247,12 +247,16 @@ func benchKafkaCommand(s streams) *cobra.Command {
 			fs.IntVar(&c.LatencyRate, "latency-rate", 1000, "packets per second of the latency run")
 			lsecs := fs.Float64("latency-seconds", 10, "sending time of the latency run; 0 skips it")
 			fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the latency agents' --flush-interval")
+			fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause before every round, so that a VM's host has taken back the pages the last round freed (0: none)")
 			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
 			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it (default: a temporary directory, removed)")
 			md := fs.Bool("markdown", false, "print Markdown tables")
 			return func(ctx context.Context, _ []string) error {
-				if c.Packets < 1 || c.Rounds < 1 || c.Partitions < 1 || c.PerfBatch < 1 || c.LatencyRate < 1 || *lsecs < 0 || c.Flush <= 0 {
-					return usageError("--packets, --rounds, --partitions, --perf-batch, --latency-rate and --flush-interval must be positive, --latency-seconds not negative")
+				if c.Packets < 1 || c.Rounds < 1 || c.Partitions < 1 || c.PerfBatch < 1 || c.LatencyRate < 1 || *lsecs < 0 || c.Flush <= 0 || c.Settle < 0 {
+					return usageError("--packets, --rounds, --partitions, --perf-batch, --latency-rate and --flush-interval must be positive, --latency-seconds and --settle not negative")
+				}
+				if c.Settle == 0 {
+					c.Settle = -1
 				}
 				c.LatencyDuration = time.Duration(*lsecs * float64(time.Second))
 				if *lsecs == 0 {

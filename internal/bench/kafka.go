@@ -28,8 +28,12 @@ type KafkaConfig struct {
 	LatencyRate     int
 	LatencyDuration time.Duration
 	Flush           time.Duration // the latency agents' --flush-interval; 0 means 50ms
-	Dir             string        // work directory, kept afterwards; "" means a temporary one, removed
-	Log             io.Writer     // every round's figures as they come; nil means none
+	// Settle is the pause before every round, so that the pages the
+	// last one freed are returned to a VM's host before the next one
+	// writes (freshPages); 0 means 5 s, a negative one none.
+	Settle time.Duration
+	Dir    string    // work directory, kept afterwards; "" means a temporary one, removed
+	Log    io.Writer // every round's figures as they come; nil means none
 }
 
 func (c KafkaConfig) withDefaults() KafkaConfig {
@@ -53,6 +57,9 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 	}
 	if c.Flush == 0 {
 		c.Flush = 50 * time.Millisecond
+	}
+	if c.Settle == 0 {
+		c.Settle = 5 * time.Second
 	}
 	return c
 }
@@ -176,8 +183,8 @@ func WriteKafka(w io.Writer, cfg KafkaConfig, r KafkaResult, markdown bool) erro
 	if r.OwnBroker {
 		broker = "a single-node KRaft broker this bench started (kafkatest: one JVM, -Xmx512m, serial GC, C1 only; log on local disk), its CPU read from /proc/PID/stat before and after each round"
 	}
-	ew.printf("Input: %s packets of IMIX, %s bytes, read once into the page cache. Kafka: %s; each round a fresh topic of %d partition(s) (max.message.bytes 17 MiB, replication the broker's default). The paths alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process from wait4. Each path's files are deleted as soon as its round is measured, so that no writer reuses page cache pages it freed a moment before.\n\n",
-		groupDigits(int64(r.Packets)), groupDigits(r.InputBytes), broker, cfg.Partitions, len(r.Kafka))
+	ew.printf("Input: %s packets of IMIX, %s bytes, read once into the page cache. Kafka: %s; each round a fresh topic of %d partition(s) (max.message.bytes 17 MiB, replication the broker's default). The paths alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process from wait4. Each path's files are deleted as soon as its round is measured, the topics at the end, and each round starts %v after the last one: no path writes into page cache pages freed a moment before (cheaper on a VM that returns freed pages to its host).\n\n",
+		groupDigits(int64(r.Packets)), groupDigits(r.InputBytes), broker, cfg.Partitions, len(r.Kafka), max(cfg.Settle, 0))
 	ew.printf("- direct: pcapsync agent --read F -> collector -> pcapng (both --insecure, defaults: --fsync 1s); time to the agent's exit, every packet acknowledged (in a file).\n")
 	ew.printf("- kafka: pcapsync agent --read F -> ingest collector (collector --kafka) -> broker -> pcapsync writer -> pcapng (defaults: --fsync 1s); to files: time to the group's committed offsets at the topic's end (lag 0: every record in a file, as durable as --fsync promises); ingest: time to the agent's exit (every packet acknowledged: in Kafka, acks=all). MB/s of the ingest row are record value bytes.\n")
 	ew.printf("- ProducerPerformance: Kafka's own tool (org.apache.kafka.tools.ProducerPerformance, kafka-tools of the broker's release), as many records of the Kafka path's mean record size, acks=all, batch.size %d, --throughput -1, into the same broker; its rate from its own closing line, seconds are the JVM's whole run.\n\n",

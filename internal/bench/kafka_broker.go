@@ -71,12 +71,13 @@ func (t *benchTB) close() {
 // benchBroker is the Kafka a bench runs against: one it started
 // (pid set, its CPU measured) or one given.
 type benchBroker struct {
-	addrs []string
-	pid   int // the broker's JVM; 0 when not ours
-	libs  string
-	tb    *benchTB
-	cl    *kgo.Client
-	adm   *kadm.Client
+	addrs  []string
+	pid    int // the broker's JVM; 0 when not ours
+	libs   string
+	tb     *benchTB
+	cl     *kgo.Client
+	adm    *kadm.Client
+	topics []string // to delete at close
 }
 
 // startBroker checks that Kafka's jars (with kafka-tools) and java are
@@ -116,6 +117,7 @@ func startBroker(dir string, brokers []string, log io.Writer) (b *benchBroker, e
 }
 
 func (b *benchBroker) close() {
+	b.deleteTopics()
 	if b.cl != nil {
 		b.cl.Close()
 	}
@@ -176,12 +178,20 @@ func (b *benchBroker) ensureTopic(ctx context.Context, topic string, partitions 
 	return err
 }
 
-// deleteTopic deletes topic (the round's data), ignoring errors: the
+// dropTopic marks topic to be deleted at close: deleting it at once
+// would free its pages in the middle of a later round (see freshPages).
+func (b *benchBroker) dropTopic(topic string) { b.topics = append(b.topics, topic) }
+
+// deleteTopics deletes the topics dropTopic named, ignoring errors: the
 // broker's disk is the only thing at stake.
-func (b *benchBroker) deleteTopic(ctx context.Context, topic string) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func (b *benchBroker) deleteTopics() {
+	if len(b.topics) == 0 || b.adm == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b.adm.DeleteTopics(ctx, topic)
+	b.adm.DeleteTopics(ctx, b.topics...)
+	b.topics = nil
 }
 
 // lag returns the records of topic not yet committed by group, and the

@@ -56,6 +56,9 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 	for round := range cfg.Rounds {
 		for k := range paths {
 			path := paths[(round+k)%len(paths)]
+			if err := settle(ctx, cfg.Settle); err != nil {
+				return res, err
+			}
 			var err error
 			switch path {
 			case PathDirect:
@@ -95,15 +98,27 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 	return res, nil
 }
 
-// freshPages: every path's output is deleted as soon as its round is
-// measured, not when the path runs next. A round that deletes its
-// previous output just before writing as much again writes into the
-// page cache pages it freed a moment before; on a VM that returns
-// freed memory to its host (virtio balloon free page reporting) pages
-// freed seconds earlier are gone, and touching them again costs the
-// writing process several times the system time of the copy itself.
-// Deleting at the end gives every path's writer the same pages: freed
-// rounds ago.
+// freshPages: on a VM that returns freed memory to its host (virtio
+// balloon free page reporting, every 2 s), a process writing into page
+// cache pages freed a moment before pays the copy alone, one writing
+// into pages freed longer ago pays a host fault per page too: several
+// times the system time. So that no path writes into pages another
+// path (or its own last round) freed just before, every path's files
+// are deleted as soon as its round is measured, the topics only at the
+// end, and each round starts KafkaConfig.Settle after the last one ended.
+
+// settle waits d (KafkaConfig.Settle), or until ctx ends.
+func settle(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
 
 // workDir returns dir, created, or a new temporary directory named
 // after prefix; done removes the temporary one.
@@ -202,7 +217,7 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 	defer ps.stop()
 	k := &kafkaProcs{ps: ps, exe: e.cfg.Exe, brokers: e.b.brokerList(), partitions: e.cfg.Partitions, root: out,
 		topic: fmt.Sprintf("pcapsync-bench-%d-%d", os.Getpid(), round), group: fmt.Sprintf("pcapsync-bench-%d-%d", os.Getpid(), round)}
-	defer e.b.deleteTopic(context.WithoutCancel(ctx), k.topic)
+	e.b.dropTopic(k.topic)
 	ing, addr, imetrics, err := k.ingest(ctx, "ingest collector")
 	if err != nil {
 		return run, err
@@ -302,7 +317,7 @@ func (e kafkaEnv) runPerf(ctx context.Context, round int, kafka []KafkaRun) (Per
 	if err := e.b.ensureTopic(ctx, topic, e.cfg.Partitions); err != nil {
 		return r, fmt.Errorf("topic %s: %w", topic, err)
 	}
-	defer e.b.deleteTopic(context.WithoutCancel(ctx), topic)
+	e.b.dropTopic(topic)
 	ps := &procSet{ctx: ctx}
 	defer ps.stop()
 	cpu0, err := e.b.cpu()
@@ -404,7 +419,7 @@ func (e kafkaEnv) runLatency(ctx context.Context, l *KafkaLatency) error {
 	}
 	k := &kafkaProcs{ps: ps, exe: e.cfg.Exe, brokers: e.b.brokerList(), partitions: e.cfg.Partitions, root: kafkaOut,
 		topic: fmt.Sprintf("pcapsync-bench-%d-latency", os.Getpid()), group: fmt.Sprintf("pcapsync-bench-%d-latency", os.Getpid())}
-	defer e.b.deleteTopic(context.WithoutCancel(ctx), k.topic)
+	e.b.dropTopic(k.topic)
 	_, iaddr, _, err := k.ingest(ctx, "ingest collector")
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func scaleRun(ctx context.Context, cfg KafkaScaleConfig, b *benchBroker, dir, in
 	defer ps.stop()
 	name := fmt.Sprintf("pcapsync-scale-%d-%d", os.Getpid(), n)
 	k := &kafkaProcs{ps: ps, exe: cfg.Exe, brokers: b.brokerList(), partitions: cfg.Partitions, root: root, topic: name, group: name}
-	defer b.deleteTopic(context.WithoutCancel(ctx), k.topic)
+	b.dropTopic(k.topic)
 	var ingest []*proc
 	var addrs []string
 	for i := range cfg.Ingest {

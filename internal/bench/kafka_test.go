@@ -51,7 +51,7 @@ func TestKafkaBench(t *testing.T) {
 	const packets = 20_000
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := KafkaConfig{Exe: pcapsyncExe(t), Packets: packets, Rounds: 1, LatencyDuration: time.Second, Log: logWriter{t}}
+	cfg := KafkaConfig{Exe: pcapsyncExe(t), Packets: packets, Rounds: 1, LatencyDuration: time.Second, Settle: -1, Log: logWriter{t}}
 	res, err := Kafka(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestKafkaBenchGivenBroker(t *testing.T) {
 	b := kafkatest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := Kafka(ctx, KafkaConfig{Exe: pcapsyncExe(t), Packets: 5000, Rounds: 1, Brokers: []string{b.Addr}, LatencyDuration: -1, Log: logWriter{t}})
+	res, err := Kafka(ctx, KafkaConfig{Exe: pcapsyncExe(t), Packets: 5000, Rounds: 1, Brokers: []string{b.Addr}, LatencyDuration: -1, Settle: -1, Log: logWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
