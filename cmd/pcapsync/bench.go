@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 
 func benchCommand(s streams) *cobra.Command {
 	return group("bench", "measure throughput, fan-in, latency and live capture",
-		benchTransportCommand(s), benchFaninCommand(s), benchLatencyCommand(s), benchPipelineCommand(s), benchLiveCommand(s))
+		benchTransportCommand(s), benchFaninCommand(s), benchLatencyCommand(s), benchPipelineCommand(s), benchLiveCommand(s), benchKafkaCommand(s), benchKafkaScaleCommand(s))
 }
 
 func benchLatencyCommand(s streams) *cobra.Command {
@@ -223,4 +224,91 @@ func splitMixes(s string) []gen.Mix {
 		mixes = append(mixes, gen.Mix(strings.TrimSpace(m)))
 	}
 	return mixes
+}
+
+const benchKafkaUsage = `Replays one generated IMIX file, the paths alternating round by round,
+through the direct path (agent -> collector -> files), the Kafka path
+(agent -> ingest collector -> broker -> writer -> files) and Kafka's own
+ProducerPerformance (kafka-tools) with the Kafka path's record size and
+acks=all into the same broker; checks every packet reached the files
+exactly once; then, as root, measures the latency of both paths at
+--latency-rate with two agents capturing lo. Reports packets/s, MB/s,
+CPU per million packets of every process (the broker's apart) and issue
+15's goals. Starts a single-node broker from scripts/kafka.sh's jars
+(Java needed) unless --kafka is given. Prints every round on stderr.`
+
+func benchKafkaCommand(s streams) *cobra.Command {
+	return leaf("kafka [--packets N] [--rounds R] [--kafka BROKERS] [--latency-seconds S] [--markdown]", "the Kafka path against the direct path and Kafka's ProducerPerformance",
+		benchKafkaUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.KafkaConfig
+			fs.IntVar(&c.Packets, "packets", 1000000, "packets in the IMIX input file")
+			fs.IntVar(&c.Rounds, "rounds", 3, "rounds; every path runs once per round, medians are reported")
+			brokers := fs.String("kafka", "", "use these brokers (comma-separated HOST:PORT, plain TCP) instead of starting one; the broker's CPU is then not reported")
+			fs.Int32Var(&c.Partitions, "partitions", 1, "partitions of each round's topic")
+			fs.IntVar(&c.PerfBatch, "perf-batch", 1<<20, "ProducerPerformance's batch.size")
+			fs.IntVar(&c.LatencyRate, "latency-rate", 1000, "packets per second of the latency run")
+			lsecs := fs.Float64("latency-seconds", 10, "sending time of the latency run; 0 skips it")
+			fs.DurationVar(&c.Flush, "flush-interval", 50*time.Millisecond, "the latency agents' --flush-interval")
+			fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause before every round, so that a VM's host has taken back the pages the last round freed (0: none)")
+			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it (default: a temporary directory, removed)")
+			md := fs.Bool("markdown", false, "print Markdown tables")
+			return func(ctx context.Context, _ []string) error {
+				if c.Packets < 1 || c.Rounds < 1 || c.Partitions < 1 || c.PerfBatch < 1 || c.LatencyRate < 1 || *lsecs < 0 || c.Flush <= 0 || c.Settle < 0 {
+					return usageError("--packets, --rounds, --partitions, --perf-batch, --latency-rate and --flush-interval must be positive, --latency-seconds and --settle not negative")
+				}
+				if c.Settle == 0 {
+					c.Settle = -1
+				}
+				c.LatencyDuration = time.Duration(*lsecs * float64(time.Second))
+				if *lsecs == 0 {
+					c.LatencyDuration = -1
+				}
+				c.Brokers = splitList(*brokers)
+				var err error
+				if c.Exe, err = benchExe(*exe); err != nil {
+					return err
+				}
+				c.Log = s.stderr
+				res, err := bench.Kafka(ctx, c)
+				return printBench(s.stdout, len(res.Kafka) > 0 || len(res.Direct.Runs) > 0, err, func() error { return bench.WriteKafka(s.stdout, c, res, *md) })
+			}
+		})
+}
+
+const benchKafkaScaleUsage = `Runs --agents agents, each replaying a generated IMIX file under its
+own name, through --ingest ingest collectors into a fresh topic of
+--partitions partitions, written by 1, then 2, then 3 writers (--writers)
+of one group on one root, and reports per writer the partitions held,
+packets and bytes written and CPU, and whether the spread is even;
+checks every agent's packets are in the files exactly once. Starts a
+single-node broker from scripts/kafka.sh's jars unless --kafka is given.`
+
+func benchKafkaScaleCommand(s streams) *cobra.Command {
+	return leaf("kafka-scale [--agents N] [--packets N] [--partitions P] [--writers 1,2,3] [--ingest N] [--kafka BROKERS] [--markdown]", "1, 2, 3 writers of one group sharing a topic's partitions",
+		benchKafkaScaleUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.KafkaScaleConfig
+			fs.IntVar(&c.Agents, "agents", 24, "agents, each replaying its own copy under its own name")
+			fs.IntVar(&c.Packets, "packets", 20000, "packets per agent (IMIX)")
+			fs.Int32Var(&c.Partitions, "partitions", 12, "partitions of the topic")
+			fs.IntSliceVar(&c.Writers, "writers", []int{1, 2, 3}, "writer counts, one run each")
+			fs.IntVar(&c.Ingest, "ingest", 2, "ingest collectors")
+			brokers := fs.String("kafka", "", "use these brokers (comma-separated HOST:PORT, plain TCP) instead of starting one")
+			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it (default: a temporary directory, removed)")
+			md := fs.Bool("markdown", false, "print Markdown tables")
+			return func(ctx context.Context, _ []string) error {
+				if c.Agents < 1 || c.Packets < 1 || c.Partitions < 1 || c.Ingest < 1 || len(c.Writers) == 0 || slices.Min(c.Writers) < 1 {
+					return usageError("--agents, --packets, --partitions, --ingest and every --writers count must be at least 1")
+				}
+				c.Brokers = splitList(*brokers)
+				var err error
+				if c.Exe, err = benchExe(*exe); err != nil {
+					return err
+				}
+				c.Log = s.stderr
+				res, err := bench.KafkaScale(ctx, c)
+				return printBench(s.stdout, len(res.Runs) > 0, err, func() error { return bench.WriteKafkaScale(s.stdout, res, *md) })
+			}
+		})
 }

@@ -18,6 +18,13 @@
 // tcpdump -U -w, Live captured packets, drops and CPU against
 // tcpdump -w at the highest rate the machine sends.
 //
+// Kafka and KafkaScale run the Kafka path (issue 15) the same way,
+// against a broker they start from scripts/kafka.sh's jars through
+// kafkatest (benchTB stands in for the test) or one they are given:
+// Kafka against the direct path and Kafka's ProducerPerformance, the
+// broker's CPU read from /proc/PID/stat, and the latency of both paths
+// capturing lo; KafkaScale with 1, 2 and 3 writers of one group.
+//
 // Everything here is for measuring: it is not used by the agent or the
 // collector.
 package bench

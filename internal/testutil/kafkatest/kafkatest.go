@@ -188,6 +188,19 @@ func (b *Broker) CreateTopic(topic string, partitions int32) {
 	}
 }
 
+// PID returns the process id of the broker's JVM, 0 when it is not
+// running (for a benchmark that reads its CPU time from /proc).
+func (b *Broker) PID() int {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
+// Libs returns the directory of the jars the broker runs from (Kafka's
+// tools are there too, when scripts/kafka.sh fetched them).
+func (b *Broker) Libs() string { return b.libs }
+
 func (b *Broker) path(name string) string { return filepath.Join(b.dir, name) }
 
 func (b *Broker) writeConfig() {
