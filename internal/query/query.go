@@ -325,3 +325,13 @@ func (q *query) describe() string {
 	}
 	return b.String()
 }
+
+// String is r on one line, for people.
+func (r Result) String() string {
+	s := fmt.Sprintf("%d packets, %d bytes written; %d agents, %d files read, %d skipped by their times",
+		r.Packets, r.Bytes, r.Agents, r.FilesRead, r.FilesSkipped)
+	if r.Stopped != "" {
+		s += "; stopped by --" + r.Stopped
+	}
+	return s
+}
