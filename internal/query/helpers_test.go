@@ -199,4 +199,3 @@ func runQuery(t *testing.T, cfg Config) ([]byte, Result, error) {
 
 // ts returns base+ns as a time.
 func ts(ns int64) time.Time { return time.Unix(0, base+ns) }
-
