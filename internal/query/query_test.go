@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -481,5 +482,30 @@ func TestStatsCarried(t *testing.T) {
 	files := func(a string) int { n, _ := filepath.Glob(filepath.Join(dir, a, "*.pcapng*")); return len(n) }
 	if a1 != files("a1") || b2 != files("b2") || len(stats) != a1+b2 {
 		t.Errorf("%d statistics blocks (a1 %d, b2 %d); files a1 %d, b2 %d", len(stats), a1, b2, files("a1"), files("b2"))
+	}
+}
+
+// TestPartPublished: a .part renamed (closed) after the listing is read
+// under its final name, whole.
+func TestPartPublished(t *testing.T) {
+	dir := t.TempDir()
+	refs := writeAgent(t, dir, agentSpec{name: "r1", comp: "zstd", batches: [][]tp{{{ts: 1}, {ts: 2}}, {{ts: 3}}}}, 0)
+	files, _ := filepath.Glob(filepath.Join(dir, "r1", "*.pcapng.zst"))
+	if len(files) != 1 {
+		t.Fatalf("files %q", files)
+	}
+	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
+	src, err := openFile(context.Background(), fi, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.close()
+	var n int
+	var p pcapfile.Packet
+	for src.next(&p) == nil {
+		n++
+	}
+	if n != len(refs) {
+		t.Errorf("%d packets, want %d", n, len(refs))
 	}
 }

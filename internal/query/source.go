@@ -54,6 +54,11 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 		}
 	}
 	rc, err := pcapfile.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && path == fi.Path && fi.Part {
+		// Published between the scan and here: the same bytes, and more.
+		path = strings.TrimSuffix(path, store.PartSuffix)
+		rc, err = pcapfile.Open(path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrFileGone)
 	}
