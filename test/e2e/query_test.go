@@ -38,10 +38,10 @@ func readQPkts(t *testing.T, path string) []qpkt {
 // write it.
 func epoch(ns int64) string { return fmt.Sprintf("%d.%09d", ns/1e9, ns%1e9) }
 
-// liveMarker scans the files of agent dir for a packet holding marker
-// and returns its timestamp; a torn tail of a file being written ends
-// its scan quietly.
-func liveMarker(dir, marker string) (int64, bool) {
+// liveMarker scans the files of agent dir for packets holding marker
+// and returns the timestamp of the first and how many there are; a
+// torn tail of a file being written ends its scan quietly.
+func liveMarker(dir, marker string) (first int64, n int) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	for _, f := range files {
 		rc, err := pcapfile.Open(f)
@@ -52,13 +52,15 @@ func liveMarker(dir, marker string) (int64, bool) {
 		for err == nil {
 			var p pcapfile.Packet
 			if err = r.ReadInto(&p); err == nil && bytes.Contains(p.Data, []byte(marker)) {
-				rc.Close()
-				return p.Timestamp, true
+				if n == 0 {
+					first = p.Timestamp
+				}
+				n++
 			}
 		}
 		rc.Close()
 	}
-	return 0, false
+	return first, n
 }
 
 // TestQueryMatchesMergecap: pcapsync query over three agents' files
@@ -109,15 +111,24 @@ func TestQueryMatchesMergecap(t *testing.T) {
 		conn.Write([]byte(msg))
 	}
 	// Everything sent before the marker is in the files once the
-	// marker is: captured in order, committed in order.
+	// marker is: captured in order, committed in order. Markers go out
+	// at most every 100 ms until one is in; then the test waits for
+	// every marker sent, so that the file being written no longer
+	// changes while the reference and the queries read it.
 	var mark int64
+	var sent int
+	var last time.Time
 	testutil.Eventually(t, 10*time.Second, func() error {
-		conn.Write([]byte("pcapsync query e2e marker"))
-		var ok bool
-		if mark, ok = liveMarker(filepath.Join(dir, "qc"), "marker"); !ok {
-			return fmt.Errorf("marker not in qc's files yet")
+		first, n := liveMarker(filepath.Join(dir, "qc"), "marker")
+		switch {
+		case n > 0 && n == sent:
+			mark = first
+			return nil
+		case n == 0 && time.Since(last) >= 100*time.Millisecond:
+			conn.Write([]byte("pcapsync query e2e marker"))
+			sent, last = sent+1, time.Now()
 		}
-		return nil
+		return fmt.Errorf("%d of %d markers in qc's files", n, sent)
 	})
 	parts, _ := filepath.Glob(filepath.Join(dir, "qc", "*.part"))
 	if len(parts) != 1 {
@@ -136,7 +147,9 @@ func TestQueryMatchesMergecap(t *testing.T) {
 
 	a0, b0 := replays[0].start, replays[1].start
 	// Bounds on packets' exact times: the first is in, the last out.
-	all := readQPkts(t, merged)
+	// Bounds before the marker: the live agent's file may grow after it
+	// (markers sent while the test waited for the first).
+	all := slices.DeleteFunc(readQPkts(t, merged), func(p qpkt) bool { return p.ts >= mark })
 	slices.SortStableFunc(all, func(a, b qpkt) int { return int(min(max(a.ts-b.ts, -1), 1)) })
 	edge0, edge1 := all[len(all)/3].ts, all[len(all)/2].ts
 	for _, c := range []struct {
