@@ -18,6 +18,7 @@ func fuzzSeeds() [][]byte {
 	ng.idb(1, 65535, opt{optIfName, []byte("eth0")}, opt{optIfTsresol, []byte{9}})
 	ng.epb(0, 1_700_000_000_000_000_001, 60, payload(60, 0), opt{1, []byte("c")})
 	ng.block(blockISB, make([]byte, 12))
+	ng.block(blockISB, append(make([]byte, 12), 4, 0, 8, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 1, 0, 'x', 0, 0, 0, 0, 0, 0, 0))
 	ng.idb(113, 8, opt{optIfTsresol, []byte{0x80 | 20}}, opt{optIfTsoffset, ng.u64(10)})
 	ng.epb(1, 3<<20, 5, payload(5, 1))
 	ng.section(be).idb(101, 0, opt{optIfDescription, []byte("d")}).spb(7, payload(7, 2)).pb(0, 99, 3, payload(3, 3))
@@ -51,7 +52,12 @@ func FuzzReader(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		cfg := &ReaderConfig{MaxPacket: fuzzMaxPacket}
+		var r *Reader
+		cfg := &ReaderConfig{MaxPacket: fuzzMaxPacket, OnStats: func(i int, _ InterfaceStats) {
+			if i < 0 || i >= len(r.Interfaces()) {
+				t.Errorf("statistics for interface %d of %d", i, len(r.Interfaces()))
+			}
+		}}
 		r, err := NewReader(bytes.NewReader(in), cfg)
 		if err != nil {
 			checkFuzzErr(t, err, len(in))

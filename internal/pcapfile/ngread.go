@@ -63,6 +63,7 @@ const (
 	minPBLen  = 32
 	minSPBLen = 16
 	minEPBLen = 32
+	minISBLen = 24
 )
 
 // ifaceInfo is what the Reader needs to convert an interface's timestamps.
@@ -203,6 +204,16 @@ func (r *Reader) readNg(p *Packet) error {
 			return r.readEPB(p, start, typ, total)
 		case blockSPB:
 			return r.readSPB(p, start, total)
+		case blockISB:
+			if r.onStats == nil {
+				if err := r.skipBlock(start, typ, total); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := r.readISB(start, total); err != nil {
+				return err
+			}
 		default:
 			if err := r.skipBlock(start, typ, total); err != nil {
 				return err
@@ -350,6 +361,59 @@ func (r *Reader) readEPB(p *Packet, start int64, typ, total uint32) error {
 	p.Interface = g
 	p.OrigLen = max(origlen, caplen)
 	p.Data = b[28 : 28+caplen : 28+caplen]
+	return nil
+}
+
+// readISB reads an Interface Statistics Block and hands it to onStats.
+// Options other than the comment and the four counters are ignored;
+// those with a wrong length, and options overrunning the block, are
+// ErrMalformed.
+func (r *Reader) readISB(start int64, total uint32) error {
+	b, err := r.readBlock(start, blockISB, total, minISBLen)
+	if err != nil {
+		return err
+	}
+	id := r.u32(b[8:])
+	if id >= uint32(r.sectionCount) {
+		return formatErr(start, ErrMalformed, "interface statistics block interface id %d not defined in section (%d interfaces)", id, r.sectionCount)
+	}
+	g := r.sectionBase + int(id)
+	info := &r.ifx[g]
+	ts := uint64(r.u32(b[12:]))<<32 | uint64(r.u32(b[16:]))
+	st := InterfaceStats{Timestamp: int64(info.conv.ns(ts) + info.offsetNs)}
+	for opts := b[20 : len(b)-4]; len(opts) >= 4; {
+		code, olen := r.u16(opts), int(r.u16(opts[2:]))
+		if code == optEndOfOpt {
+			break
+		}
+		padded := (olen + 3) &^ 3
+		if padded > len(opts)-4 {
+			return formatErr(start, ErrMalformed, "interface statistics block option %d length %d overruns block", code, olen)
+		}
+		v := opts[4 : 4+olen]
+		var dst *uint64
+		var have *bool
+		switch code {
+		case optComment:
+			st.Comment = trimNUL(v)
+		case optISBIfRecv:
+			dst, have = &st.IfRecv, &st.HaveIfRecv
+		case optISBIfDrop:
+			dst, have = &st.IfDrop, &st.HaveIfDrop
+		case optISBOSDrop:
+			dst, have = &st.OsDrop, &st.HaveOsDrop
+		case optISBUsrDeliv:
+			dst, have = &st.UsrDeliv, &st.HaveUsrDeliv
+		}
+		if dst != nil {
+			if olen != 8 {
+				return formatErr(start, ErrMalformed, "interface statistics option %d length %d, want 8", code, olen)
+			}
+			*dst, *have = r.u64(v), true
+		}
+		opts = opts[4+padded:]
+	}
+	r.onStats(g, st)
 	return nil
 }
 

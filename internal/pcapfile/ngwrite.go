@@ -297,3 +297,20 @@ func appendStringOpts(b []byte, opts []stringOpt) ([]byte, error) {
 func appendEndOfOpt(b []byte) []byte {
 	return append(b, 0, 0, 0, 0) // opt_endofopt: code 0, length 0
 }
+
+// EPBSize is the number of bytes WritePacket writes for a packet of
+// caplen captured bytes.
+func EPBSize(caplen int) int64 {
+	return int64(minEPBLen + caplen + (-caplen & 3))
+}
+
+// InterfaceSize is the number of bytes AddInterface writes for ifc.
+func InterfaceSize(ifc Interface) int64 {
+	n := int64(minIDBLen) + 8 + 4 // if_tsresol, opt_endofopt
+	for _, s := range []string{ifc.Name, ifc.Description} {
+		if s != "" {
+			n += 4 + int64(len(s)+(-len(s)&3))
+		}
+	}
+	return n
+}

@@ -86,6 +86,11 @@ type ReaderConfig struct {
 	// claiming more is ErrTooLarge, and the Reader never allocates from a
 	// claimed length above it. Zero means DefaultMaxPacket.
 	MaxPacket uint32
+	// OnStats, if set, is called with every Interface Statistics Block
+	// read (pcapng only), during the ReadInto call that reads past it:
+	// iface indexes Interfaces(), the timestamp is converted like a
+	// packet's, the counters present are marked by their Have flags.
+	OnStats func(iface int, st InterfaceStats)
 }
 
 type fileFormat uint8
@@ -110,6 +115,7 @@ type Reader struct {
 
 	maxPacket uint32
 	maxBlock  int64 // pcapng: largest parsed block
+	onStats   func(int, InterfaceStats)
 
 	format fileFormat
 	be     bool // current byte order is big-endian
@@ -137,7 +143,12 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 	if cfg != nil && cfg.MaxPacket != 0 {
 		maxPacket = cfg.MaxPacket
 	}
+	var onStats func(int, InterfaceStats)
+	if cfg != nil {
+		onStats = cfg.OnStats
+	}
 	r := &Reader{
+		onStats:   onStats,
 		src:       src,
 		buf:       make([]byte, minBufSize),
 		maxPacket: maxPacket,

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/query"
+)
+
+const queryUsage = `Reads the files below an output root (a collector's or a writer's
+--dir) and writes the packets selected, of every agent, merged in
+timestamp order, as one pcapng to -w FILE or -w - (stdout: pipe it into
+wireshark -k -i - or tshark -r -). Every interface keeps its name from
+the files (web1:eth0). FILTER (tcpdump syntax, as the agent takes it) is
+the trailing words or --filter.
+
+--since is inclusive, --until exclusive: RFC 3339 with up to nine
+fractional digits (2026-11-24T10:02:00.5Z), a duration back from now
+(10m) or Unix seconds (1732442520.5). --agent and --iface take names or
+globs (*, ?, [...]), repeated or separated by commas; an --iface pattern
+with a ':' matches AGENT:IF, one without the interface of any agent. The
+files still being written are read up to their last complete batch.
+docs/query.md says what is read and in which order.`
+
+type queryFlags struct {
+	cfg          query.Config
+	since, until string
+	out          string
+	summary      *summaryFormat
+}
+
+func queryCommand(s streams) *cobra.Command {
+	c := leaf("query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [FILTER]",
+		"write the captured packets of many agents, by time, interface and filter, as one pcapng",
+		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
+			f := &queryFlags{}
+			fs.StringVar(&f.cfg.Dir, "dir", "", "the output root to read (required)")
+			fs.StringVarP(&f.out, "write", "w", "", "write the pcapng to this file, or - for stdout (required)")
+			fs.StringSliceVar(&f.cfg.Agents, "agent", nil, "only these agents: names or globs (default: all)")
+			fs.StringSliceVar(&f.cfg.Ifaces, "iface", nil, "only these interfaces: AGENT:IF or IF, names or globs (default: all)")
+			fs.StringVar(&f.since, "since", "", "the first time included: RFC 3339, a duration back from now (10m) or Unix seconds")
+			fs.StringVar(&f.until, "until", "", "the first time excluded, as --since")
+			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter (or give it as the trailing arguments)")
+			fs.Int64Var(&f.cfg.Count, "count", 0, "stop after this many packets (default: no limit)")
+			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
+			f.cfg.ReorderMem = query.DefaultReorderMem
+			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
+			f.summary = addSummaryFlag(fs)
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					if fs.Changed("filter") {
+						return usageError("give the filter either with --filter or as arguments, not both")
+					}
+					f.cfg.Filter = strings.Join(args, " ")
+				}
+				return runQuery(ctx, s, f)
+			}
+		})
+	annotate(c.Flags(), "filter", annPositional)
+	return c
+}
+
+// config checks the flags and fills the query's Config.
+func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, error) {
+	cfg := f.cfg
+	switch {
+	case cfg.Dir == "":
+		return cfg, usageError("query needs --dir")
+	case f.out == "":
+		return cfg, usageError("query needs -w FILE (or -w - for stdout)")
+	}
+	for _, t := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"since", f.since, &cfg.Since}, {"until", f.until, &cfg.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := query.ParseTime(t.v, now)
+		if err != nil {
+			return cfg, usageError("--%s: %v", t.flag, err)
+		}
+		*t.dst = v
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return cfg, nil
+}
+
+func runQuery(ctx context.Context, s streams, f *queryFlags) error {
+	cfg, err := f.config(time.Now(), s.stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(cfg.Dir); err != nil {
+		return fmt.Errorf("%w: --dir: %w", errUsage, err)
+	}
+	w, closeOut := s.stdout, func() error { return nil }
+	if f.out != "-" {
+		out, err := os.Create(f.out)
+		if err != nil {
+			return fmt.Errorf("-w: %w", err)
+		}
+		w, closeOut = out, out.Close
+	}
+	res, err := query.Run(ctx, cfg, w)
+	err = errors.Join(err, closeOut())
+	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// querySummary is the query's summary, on stderr (stdout may be the
+// pcapng); its JSON is query.Result's.
+type querySummary struct {
+	query.Result
+}
+
+func (q querySummary) writeText(w io.Writer) error {
+	_, err := fmt.Fprintln(w, "pcapsync query:", q.Result)
+	return err
+}

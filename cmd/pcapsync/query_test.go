@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+)
+
+// TestQueryFlags: bad query flags are usage errors that say what is
+// wrong.
+func TestQueryFlags(t *testing.T) {
+	dir := t.TempDir()
+	q := []string{"query", "--dir", dir, "-w", "-"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"query", "-w", "-"}, "query needs --dir"},
+		{[]string{"query", "--dir", dir}, "query needs -w"},
+		{[]string{"query", "--dir", filepath.Join(dir, "nope"), "-w", "-"}, "no such file"},
+		{append(q, "--since", "yesterday"), "--since"},
+		{append(q, "--until", "-5m"), "--until"},
+		{append(q, "--since", "2026-11-24T10:00:00Z", "--until", "2026-11-24T09:00:00Z"), "empty time range"},
+		{append(q, "udp", "port", "99999"), "filter"},
+		{append(q, "--filter", "udp", "tcp"), "either with --filter or as arguments"},
+		{append(q, "--agent", "[x"), "agent pattern"},
+		{append(q, "--max-bytes", "lots"), "max-bytes"},
+		{append(q, "--count", "-1"), "count"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestQueryEmpty: a query that selects nothing writes a valid pcapng
+// without packets, and its summary.
+func TestQueryEmpty(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out.pcapng")
+	var so, se bytes.Buffer
+	if err := run(context.Background(), []string{"query", "--dir", dir, "-w", out, "--since", "10m", "--summary", "json", "udp"}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := pcapfile.NewReader(f, nil); err != nil {
+		t.Fatalf("output: %v", err)
+	}
+	if !strings.Contains(se.String(), `"packets":0`) || so.Len() != 0 {
+		t.Errorf("stdout %q, stderr %q", so.String(), se.String())
+	}
+}

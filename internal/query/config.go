@@ -1,0 +1,156 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/tap"
+)
+
+// DefaultReorderMem is the default of Config.ReorderMem.
+const DefaultReorderMem = 32 << 20
+
+// minStreamMem is the least reorder window of one agent, however many
+// agents share Config.ReorderMem.
+const minStreamMem = 256 << 10
+
+// Config is one query. The zero value, but for Dir, selects every
+// packet of every agent.
+type Config struct {
+	// Dir is the output root (a collector's or a writer's --dir).
+	Dir string
+	// Agents selects agents by name or glob (path.Match: *, ?, [...]);
+	// none selects all.
+	Agents []string
+	// Ifaces selects interfaces by glob: a pattern with a ':' matches the
+	// interface's name in the files, "AGENT:IF" ("web1:eth0",
+	// "web*:eth0"); one without matches the interface part alone ("eth0":
+	// that interface of every agent). None selects all.
+	Ifaces []string
+	// Since (inclusive) and Until (exclusive) bound the packets'
+	// timestamps; a zero time is no bound.
+	Since, Until time.Time
+	// Filter is a tcpdump-syntax (pcap-filter(7)) expression; "" passes
+	// all.
+	Filter string
+	// Count, if above 0, stops the query after that many packets.
+	Count int64
+	// MaxBytes, if above 0, bounds the output: the query stops before a
+	// packet (with its interface block, if new) would take it beyond.
+	MaxBytes int64
+	// ReorderMem bounds the packets the query holds to put each agent's
+	// packets in timestamp order, shared by the agents selected (each
+	// gets at least 256 KiB). 0 means DefaultReorderMem.
+	ReorderMem int64
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports what is wrong with c. It compiles the filter (for
+// Ethernet) and checks the globs.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("no output root (--dir)"))
+	}
+	for _, p := range c.Agents {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("agent pattern %q: %w", p, err))
+		}
+	}
+	for _, p := range c.Ifaces {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("interface pattern %q: %w", p, err))
+		}
+	}
+	if !c.Since.IsZero() && !c.Until.IsZero() && !c.Since.Before(c.Until) {
+		errs = append(errs, fmt.Errorf("empty time range: since %s is not before until %s",
+			c.Since.UTC().Format(time.RFC3339Nano), c.Until.UTC().Format(time.RFC3339Nano)))
+	}
+	if c.Count < 0 {
+		errs = append(errs, fmt.Errorf("count %d is negative", c.Count))
+	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("max bytes %d is negative", c.MaxBytes))
+	}
+	if c.ReorderMem < 0 {
+		errs = append(errs, fmt.Errorf("reorder memory %d is negative", c.ReorderMem))
+	}
+	if _, err := tap.NewFilter(c.Filter); err != nil {
+		errs = append(errs, fmt.Errorf("filter: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// bounds returns Since and Until in Unix ns, unbounded ends as the
+// extremes.
+func (c *Config) bounds() (since, until int64) {
+	since, until = math.MinInt64, math.MaxInt64
+	if !c.Since.IsZero() {
+		since = c.Since.UnixNano()
+	}
+	if !c.Until.IsZero() {
+		until = c.Until.UnixNano()
+	}
+	return since, until
+}
+
+// ParseTime reads a time bound as the query flags take it:
+//
+//   - RFC 3339, with up to nine fractional digits and a zone
+//     ("2026-11-24T10:02:00Z", "2026-11-24T11:02:00.123456789+01:00");
+//   - a Go duration, meaning that long before now ("10m", "1h30m",
+//     "90s", "500ms");
+//   - Unix time in seconds with up to nine fractional digits
+//     ("1732442520.123456789", as tshark's frame.time_epoch shows it).
+//
+// The result is exact to the nanosecond.
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%w: empty", ErrBadTime)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, ok := parseEpoch(s); ok {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%w: %q: a relative time counts back from now and cannot be negative", ErrBadTime, s)
+		}
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: %q: want RFC 3339 (2026-11-24T10:02:00.5Z), a duration back from now (10m) or Unix seconds (1732442520.5)", ErrBadTime, s)
+}
+
+// parseEpoch reads "SECONDS[.FRACTION]" with 1 to 9 fraction digits.
+func parseEpoch(s string) (time.Time, bool) {
+	sec, frac, dot := strings.Cut(s, ".")
+	if sec == "" || strings.ContainsAny(sec, "+-") || dot && (frac == "" || len(frac) > 9) {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || n > math.MaxInt64/int64(time.Second)-1 {
+		return time.Time{}, false
+	}
+	var ns int64
+	if dot {
+		f, err := strconv.ParseUint(frac, 10, 32)
+		if err != nil || strings.ContainsAny(frac, "+-") {
+			return time.Time{}, false
+		}
+		ns = int64(f)
+		for range 9 - len(frac) {
+			ns *= 10
+		}
+	}
+	return time.Unix(n, ns), true
+}

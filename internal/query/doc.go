@@ -1,0 +1,61 @@
+// Package query reads the files of an output root (internal/store's
+// layout) and writes the packets a Config selects, of every agent, as
+// one pcapng stream in timestamp order: pcapsync query.
+//
+// # Selection
+//
+// Agents by name or glob (their directories), interfaces by glob over
+// the names the files give them ("web1:eth0"), a time range [Since,
+// Until) exact to the nanosecond per packet, a tcpdump-syntax filter
+// (tap.Filter: libpcap's program per link type, run in a BPF VM),
+// Count and MaxBytes. Files are chosen per agent (store.AgentFiles): a
+// closed file the retention index lists with its size is skipped when
+// its first..last packet times miss the range; every other file (a
+// .part, a file closed after the index was saved, a root without
+// retention) is read. The time in a file's name is the collector's
+// clock when it opened the file, not a bound on the agent's packet
+// times (a replayed file holds packets of any age), so it only orders
+// the files.
+//
+// # Order
+//
+// Within an agent's files, packets are in write order: batch after
+// batch, each batch one interface's packets in capture order, the
+// interfaces' batches interleaved, so timestamps go back by up to a
+// batch's span where batches of two interfaces interleave. Each agent
+// is a stream over its files in write order that holds its selected
+// packets in a reorder window (Config.ReorderMem shared by the agents)
+// and releases the oldest only when the window is full or the files are
+// read: disorder within the window comes out exactly sorted; a packet
+// older than one already released is ErrOutOfOrder, never written out
+// of order. A k-way merge of the streams writes the output; equal
+// timestamps keep agent name order, then the order of the files. Once a
+// window's worth of packets at or after Until has been read from a
+// file without one before Until, the rest of that file is not read.
+//
+// # Files
+//
+// Plain, gzip and zstd files are read alike (pcapfile.Open); a .part
+// is read up to the end of its last complete batch
+// (store.CompleteLength), so a file still being written gives exactly
+// what was acknowledged. One file per agent is open at a time, the next
+// opened when the previous ends. A file removed before the query opens
+// it (retention) fails the query with ErrFileGone naming it; one
+// removed while open is read to its end (the descriptor keeps it).
+//
+// # Output
+//
+// A section header, an interface description block per (name, link
+// type, snaplen) before its first packet, enhanced packet blocks with
+// nanosecond timestamps and the files' captured and original lengths,
+// then the interface statistics blocks of the files read (their
+// counters, cumulative since the agent started, as the files hold
+// them; a file whose end the query did not reach gives none), in time
+// order. An error after writing began leaves a valid pcapng of what was
+// written.
+//
+// Memory is bounded by ReorderMem plus one reader (buffers and a
+// decompressor) per selected agent, whatever the size of the result.
+// Run is safe to call concurrently with different writers; a query is
+// one goroutine.
+package query

@@ -1,0 +1,18 @@
+package query
+
+import "errors"
+
+// ErrFileGone is wrapped by the error Run returns when a file it had
+// selected was removed (by retention, or by hand) before it could be
+// opened: the result would lack its packets, so the query fails rather
+// than skip it. What was written before stays a valid pcapng stream.
+var ErrFileGone = errors.New("file removed before it was read")
+
+// ErrOutOfOrder is wrapped by the error Run returns when a file holds a
+// packet older than one the query already wrote for the same agent:
+// the agent's files are out of timestamp order by more than the reorder
+// window (Config.ReorderMem) holds.
+var ErrOutOfOrder = errors.New("packets out of order beyond the reorder window")
+
+// ErrBadTime is wrapped by the errors of ParseTime.
+var ErrBadTime = errors.New("bad time")

@@ -1,0 +1,337 @@
+package query
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Result is what a query did.
+type Result struct {
+	Packets      int64  `json:"packets"`       // written
+	Bytes        int64  `json:"bytes"`         // of pcapng written
+	Agents       int    `json:"agents"`        // selected
+	FilesRead    int    `json:"files_read"`    // opened
+	FilesSkipped int    `json:"files_skipped"` // outside the range by the retention index's times
+	Stopped      string `json:"stopped"`       // "count" or "max-bytes" when a limit ended it, else ""
+}
+
+// outIface is an interface of the output: one per name, link type and
+// snaplen found in the files.
+type outIface struct {
+	ifc pcapfile.Interface
+	w   int // index in the writer; -1 until its block is written
+}
+
+type stats struct {
+	out int
+	st  pcapfile.InterfaceStats
+}
+
+type query struct {
+	cfg          Config
+	since, until int64
+	filter       *tap.Filter
+	outs         []outIface
+	stats        []stats
+	w            *pcapfile.NgWriter
+	res          Result
+}
+
+// Run runs the query cfg over the files below cfg.Dir and writes the
+// packets it selects to w as one pcapng section: packets of every agent
+// merged in timestamp order (ties: by agent name, then in file order),
+// one interface description block per agent interface as named in the
+// files ("web1:eth0"), written before its first packet, with nanosecond
+// timestamps, captured and original lengths as in the files; after the
+// packets, the interface statistics blocks of the files read, in time
+// order. Memory is bounded by cfg.ReorderMem plus a reader per selected
+// agent, whatever the size of the result.
+//
+// An error after writing began (ErrFileGone, ErrOutOfOrder, a read
+// error) still leaves w holding a valid pcapng stream of what was
+// written, flushed; the Result says how much.
+func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	q := &query{cfg: cfg}
+	q.since, q.until = cfg.bounds()
+	q.filter, _ = tap.NewFilter(cfg.Filter) // Validate compiled it
+	streams, err := q.streams()
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
+	bw := bufio.NewWriterSize(w, 256<<10)
+	q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
+		OS:       "Linux",
+		UserAppl: "pcapsync query",
+		Comment:  q.describe(),
+	})
+	if err != nil {
+		return q.res, err
+	}
+	err = q.merge(ctx, streams)
+	if err == nil {
+		err = q.writeStats()
+	}
+	q.res.Bytes = q.w.Written()
+	if ferr := bw.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("writing the output: %w", ferr)
+	}
+	return q.res, err
+}
+
+// streams selects the agents and their files.
+func (q *query) streams() ([]*stream, error) {
+	if st, err := os.Stat(q.cfg.Dir); err != nil {
+		return nil, fmt.Errorf("output root: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("output root %s is not a directory", q.cfg.Dir)
+	}
+	ents, err := os.ReadDir(q.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("output root: %w", err)
+	}
+	var names []string
+	for _, e := range ents { // sorted by name
+		if e.IsDir() && wire.ValidateName(e.Name()) == nil && q.agentSelected(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	limit := q.cfg.ReorderMem
+	if limit == 0 {
+		limit = DefaultReorderMem
+	}
+	limit = max(limit/int64(max(len(names), 1)), minStreamMem)
+	var out []*stream
+	for _, name := range names {
+		files, err := store.AgentFiles(q.cfg.Dir, name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed since the listing: it has nothing
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, newStream(q, name, len(out), files, limit))
+	}
+	q.res.Agents = len(out)
+	if len(out) == 0 && q.cfg.Logger != nil {
+		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", q.cfg.Agents, "ifaces", q.cfg.Ifaces)
+	}
+	return out, nil
+}
+
+// agentSelected: name matches an agent pattern (or there are none) and
+// an interface pattern can match one of its interfaces.
+func (q *query) agentSelected(name string) bool {
+	if len(q.cfg.Agents) > 0 && !slices.ContainsFunc(q.cfg.Agents, func(p string) bool { ok, _ := path.Match(p, name); return ok }) {
+		return false
+	}
+	if len(q.cfg.Ifaces) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(q.cfg.Ifaces, func(p string) bool {
+		a, _, has := strings.Cut(p, ":")
+		ok, _ := path.Match(a, name)
+		return !has || ok
+	})
+}
+
+// ifaceSelected: an interface named full ("agent:if") matches.
+func (q *query) ifaceSelected(full string) bool {
+	if len(q.cfg.Ifaces) == 0 {
+		return true
+	}
+	_, ifname, _ := strings.Cut(full, ":")
+	return slices.ContainsFunc(q.cfg.Ifaces, func(p string) bool {
+		name := ifname
+		if strings.Contains(p, ":") {
+			name = full
+		}
+		ok, _ := path.Match(p, name)
+		return ok
+	})
+}
+
+// output returns the index in q.outs of ifc, an interface of agent's
+// files, adding it; -1 if the query does not select it. A file's
+// interface without a name is named after the agent.
+func (q *query) output(agent string, ifc pcapfile.Interface) int {
+	if ifc.Name == "" {
+		ifc.Name = agent + ":"
+	}
+	if !q.ifaceSelected(ifc.Name) {
+		return -1
+	}
+	for i, o := range q.outs {
+		if o.ifc.Name == ifc.Name && o.ifc.LinkType == ifc.LinkType && o.ifc.SnapLen == ifc.SnapLen {
+			return i
+		}
+	}
+	q.outs = append(q.outs, outIface{ifc: ifc, w: -1})
+	return len(q.outs) - 1
+}
+
+// merge writes the streams' packets in timestamp order until they end
+// or a limit is reached.
+func (q *query) merge(ctx context.Context, streams []*stream) error {
+	h := minHeap[*stream]{less: func(a, b *stream) bool {
+		x, y := a.head(), b.head()
+		return x.ts < y.ts || x.ts == y.ts && a.rank < b.rank
+	}}
+	for _, s := range streams {
+		if err := s.fill(ctx); err != nil {
+			return err
+		}
+		if !s.empty() {
+			h.push(s)
+		}
+	}
+	for h.len() > 0 {
+		if q.cfg.Count > 0 && q.res.Packets >= q.cfg.Count {
+			q.res.Stopped = "count"
+			return nil
+		}
+		s := h.s[0]
+		p := s.pop()
+		ok, err := q.writePacket(&p)
+		s.release(p.data)
+		if err != nil || !ok {
+			return err
+		}
+		if err := s.fill(ctx); err != nil {
+			return err
+		}
+		if s.empty() {
+			h.pop()
+		} else {
+			h.fix()
+		}
+	}
+	return ctx.Err()
+}
+
+// writePacket writes p, and its interface's block if it is the first
+// packet on it; false when --max-bytes stops the query first.
+func (q *query) writePacket(p *pkt) (bool, error) {
+	o := &q.outs[p.out]
+	need := pcapfile.EPBSize(len(p.data))
+	if o.w < 0 {
+		need += pcapfile.InterfaceSize(o.ifc)
+	}
+	if q.cfg.MaxBytes > 0 && q.w.Written()+need > q.cfg.MaxBytes {
+		q.res.Stopped = "max-bytes"
+		return false, nil
+	}
+	if err := q.ensure(o); err != nil {
+		return false, err
+	}
+	if err := q.w.WritePacket(o.w, p.ts, p.orig, p.data); err != nil {
+		return false, err
+	}
+	q.res.Packets++
+	return true, nil
+}
+
+// ensure writes o's interface block if it is not written yet.
+func (q *query) ensure(o *outIface) error {
+	if o.w >= 0 {
+		return nil
+	}
+	i, err := q.w.AddInterface(o.ifc)
+	o.w = i
+	return err
+}
+
+// writeStats writes the statistics blocks kept, in time order, as many
+// as --max-bytes leaves room for.
+func (q *query) writeStats() error {
+	slices.SortStableFunc(q.stats, func(a, b stats) int { return cmp.Compare(a.st.Timestamp, b.st.Timestamp) })
+	for _, s := range q.stats {
+		o := &q.outs[s.out]
+		if q.cfg.MaxBytes > 0 {
+			need := isbSize(s.st)
+			if o.w < 0 {
+				need += pcapfile.InterfaceSize(o.ifc)
+			}
+			if q.w.Written()+need > q.cfg.MaxBytes {
+				return nil
+			}
+		}
+		if err := q.ensure(o); err != nil {
+			return err
+		}
+		if err := q.w.WriteStats(o.w, s.st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isbSize is the size of the statistics block WriteStats writes for st.
+func isbSize(st pcapfile.InterfaceStats) int64 {
+	n := int64(24)
+	if c := len(st.Comment); c > 0 {
+		n += 4 + int64(c+(-c&3))
+	}
+	for _, h := range []bool{st.HaveIfRecv, st.HaveIfDrop, st.HaveOsDrop, st.HaveUsrDeliv} {
+		if h {
+			n += 12
+		}
+	}
+	if n > 24 {
+		n += 4
+	}
+	return n
+}
+
+// describe is the section's comment: the query in words.
+func (q *query) describe() string {
+	var b strings.Builder
+	b.WriteString("pcapsync query")
+	if len(q.cfg.Agents) > 0 {
+		fmt.Fprintf(&b, " --agent %s", strings.Join(q.cfg.Agents, ","))
+	}
+	if len(q.cfg.Ifaces) > 0 {
+		fmt.Fprintf(&b, " --iface %s", strings.Join(q.cfg.Ifaces, ","))
+	}
+	if !q.cfg.Since.IsZero() {
+		fmt.Fprintf(&b, " --since %s", q.cfg.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.cfg.Until.IsZero() {
+		fmt.Fprintf(&b, " --until %s", q.cfg.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if q.cfg.Filter != "" {
+		fmt.Fprintf(&b, " %s", q.cfg.Filter)
+	}
+	return b.String()
+}
+
+// String is r on one line, for people.
+func (r Result) String() string {
+	s := fmt.Sprintf("%d packets, %d bytes written; %d agents, %d files read, %d skipped by their times",
+		r.Packets, r.Bytes, r.Agents, r.FilesRead, r.FilesSkipped)
+	if r.Stopped != "" {
+		s += "; stopped by --" + r.Stopped
+	}
+	return s
+}

@@ -1,0 +1,511 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/store"
+)
+
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in   string
+		want time.Time
+		err  bool
+	}{
+		{"2026-11-24T10:02:00Z", time.Date(2026, 11, 24, 10, 2, 0, 0, time.UTC), false},
+		{"2026-11-24T10:02:00.123456789Z", time.Date(2026, 11, 24, 10, 2, 0, 123456789, time.UTC), false},
+		{"2026-11-24T11:02:00.5+01:00", time.Date(2026, 11, 24, 10, 2, 0, 5e8, time.UTC), false},
+		{"10m", now.Add(-10 * time.Minute), false},
+		{"1h30m", now.Add(-90 * time.Minute), false},
+		{"0s", now, false},
+		{"1732442520", time.Unix(1732442520, 0), false},
+		{"1732442520.5", time.Unix(1732442520, 5e8), false},
+		{"1732442520.000000001", time.Unix(1732442520, 1), false},
+		{"1732442520.123456789", time.Unix(1732442520, 123456789), false},
+		{"1732442520.1234567891", time.Time{}, true}, // beyond ns
+		{"-10m", time.Time{}, true},
+		{"", time.Time{}, true},
+		{"yesterday", time.Time{}, true},
+		{"2026-11-24 10:02:00", time.Time{}, true},
+		{"2026-11-24T10:02:00", time.Time{}, true}, // no zone
+		{"1732442520.", time.Time{}, true},
+		{"+1732442520", time.Time{}, true},
+		{"99999999999999999999", time.Time{}, true},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseTime(c.in, now)
+			if c.err {
+				if !errors.Is(err, ErrBadTime) {
+					t.Fatalf("ParseTime(%q) = %v, %v; want ErrBadTime", c.in, got, err)
+				}
+				return
+			}
+			if err != nil || !got.Equal(c.want) {
+				t.Fatalf("ParseTime(%q) = %v, %v; want %v", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestSelectionGlobs(t *testing.T) {
+	for _, c := range []struct {
+		agents, ifaces []string
+		agent, iface   string
+		wantA, wantI   bool
+	}{
+		{nil, nil, "web1", "web1:eth0", true, true},
+		{[]string{"web*"}, nil, "web1", "web1:eth0", true, true},
+		{[]string{"web*"}, nil, "db1", "db1:eth0", false, true},
+		{[]string{"db1", "web2"}, nil, "web2", "web2:eth0", true, true},
+		{nil, []string{"web1:eth0"}, "web1", "web1:eth0", true, true},
+		{nil, []string{"web1:eth0"}, "web1", "web1:eth1", true, false},
+		{nil, []string{"web1:eth0"}, "db1", "db1:eth0", false, false},
+		{nil, []string{"eth1"}, "db1", "db1:eth1", true, true},
+		{nil, []string{"eth1"}, "db1", "db1:eth0", true, false},
+		{nil, []string{"*:eth[01]"}, "db1", "db1:eth1", true, true},
+		{nil, []string{"web?:*"}, "web12", "web12:eth0", false, false},
+	} {
+		q := &query{cfg: Config{Agents: c.agents, Ifaces: c.ifaces}}
+		if got := q.agentSelected(c.agent); got != c.wantA {
+			t.Errorf("agents %q ifaces %q: agent %s selected = %v", c.agents, c.ifaces, c.agent, got)
+		}
+		if got := q.ifaceSelected(c.iface); got != c.wantI {
+			t.Errorf("ifaces %q: interface %s selected = %v", c.ifaces, c.iface, got)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "no output root"},
+		{Config{Dir: dir, Filter: "udp port 99999"}, "filter"},
+		{Config{Dir: dir, Agents: []string{"[a"}}, "agent pattern"},
+		{Config{Dir: dir, Ifaces: []string{"a:[x"}}, "interface pattern"},
+		{Config{Dir: dir, Since: ts(10), Until: ts(10)}, "empty time range"},
+		{Config{Dir: dir, Count: -1}, "count"},
+		{Config{Dir: dir, MaxBytes: -1}, "max bytes"},
+		{Config{Dir: filepath.Join(dir, "nope")}, "no such file"},
+	} {
+		_, _, err := runQuery(t, c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// interleaved is batches alternating between eth0 and eth1 whose times
+// overlap (as an agent with two interfaces writes them): every 10 µs a
+// packet on each, eth1's batches written after eth0's later ones.
+func interleaved(start, n int64, port func(i int64) uint16) [][]tp {
+	var out [][]tp
+	for b := range n {
+		var e0, e1 []tp
+		for i := range int64(8) {
+			k := b*8 + i
+			e0 = append(e0, tp{ts: start + k*10_000, iface: 0, port: port(k)})
+			e1 = append(e1, tp{ts: start + k*10_000 - 15_000, iface: 1, port: port(k + 1)})
+		}
+		out = append(out, e0, e1)
+	}
+	return out
+}
+
+// threeAgents writes a1 (plain, rotating), b2 (gzip, rotating), c3
+// (zstd, still open); their times overlap.
+func threeAgents(t *testing.T) (string, []ref) {
+	t.Helper()
+	dir := t.TempDir()
+	port := func(i int64) uint16 { return uint16(5000 + i%4) }
+	var refs []ref
+	for i, a := range []agentSpec{
+		{name: "a1", rotate: 4096, batches: interleaved(0, 20, port), stats: true},
+		{name: "b2", comp: "gzip", rotate: 4096, batches: interleaved(3_333, 20, port), stats: true},
+		{name: "c3", comp: "zstd", batches: interleaved(7_777, 20, port), open: true},
+	} {
+		refs = append(refs, writeAgent(t, dir, a, i)...)
+	}
+	return dir, refs
+}
+
+func TestQuery(t *testing.T) {
+	dir, refs := threeAgents(t)
+	for _, a := range []string{"a1", "b2"} {
+		if n, _ := filepath.Glob(filepath.Join(dir, a, "*.pcapng*")); len(n) < 3 {
+			t.Fatalf("%s: %d files, want rotation", a, len(n))
+		}
+	}
+	if n, _ := filepath.Glob(filepath.Join(dir, "c3", "*.part")); len(n) != 1 {
+		t.Fatalf("c3: %d .part files, want 1", len(n))
+	}
+	all := int64(math.MaxInt64 - base)
+	inFile := func(r ref) bool { return true }
+	for _, c := range []struct {
+		name         string
+		cfg          Config
+		since, until int64
+		keep         func(ref) bool
+		count        int
+	}{
+		{name: "all", since: -1e9, until: all},
+		{name: "inside a file", cfg: Config{Agents: []string{"a1"}}, since: 100_000, until: 150_000, keep: func(r ref) bool { return r.agent == "a1" }},
+		{name: "across files and agents", since: 200_000, until: 1_200_000},
+		{name: "exact edges", since: 320_000, until: 320_000 + 3_333 + 1, keep: inFile},
+		{name: "part only", cfg: Config{Agents: []string{"c*"}}, since: 500_000, until: 900_000, keep: func(r ref) bool { return r.agent == "c3" }},
+		{name: "interface by agent", cfg: Config{Ifaces: []string{"b2:eth1"}}, since: 0, until: all, keep: func(r ref) bool { return r.Iface == "b2:eth1" }},
+		{name: "interface everywhere", cfg: Config{Ifaces: []string{"eth0"}}, since: 0, until: all, keep: func(r ref) bool { return strings.HasSuffix(r.Iface, ":eth0") }},
+		{name: "filter", cfg: Config{Filter: "udp dst port 5002"}, since: 150_000, until: 1_000_000, keep: func(r ref) bool { return r.port == 5002 }},
+		{name: "count", cfg: Config{Count: 17}, since: 400_000, until: all, count: 17},
+		{name: "empty", since: 5e9, until: 6e9},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Dir, cfg.Since, cfg.Until = dir, ts(c.since), ts(c.until)
+			if c.until == all {
+				cfg.Until = time.Time{}
+			}
+			out, res, err := runQuery(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := expect(refs, c.since, c.until, c.keep)
+			if c.count > 0 {
+				want = want[:c.count]
+				if res.Stopped != "count" {
+					t.Errorf("stopped %q, want count", res.Stopped)
+				}
+			}
+			pkts, ifaces, _ := readOutput(t, out)
+			comparePackets(t, pkts, want)
+			if res.Packets != int64(len(want)) || res.Bytes != int64(len(out)) {
+				t.Errorf("result %+v; %d packets, %d bytes written", res, len(want), len(out))
+			}
+			checkIfaces(t, ifaces, pkts)
+		})
+	}
+}
+
+// checkIfaces: one block per interface used, named as in the files.
+func checkIfaces(t *testing.T, ifaces []pcapfile.Interface, pkts []got) {
+	t.Helper()
+	used := map[string]bool{}
+	for _, p := range pkts {
+		used[p.Iface] = true
+	}
+	var names []string
+	for _, ifc := range ifaces {
+		names = append(names, ifc.Name)
+		if ifc.LinkType != 1 || ifc.SnapLen != 65535 {
+			t.Errorf("interface %+v", ifc)
+		}
+	}
+	slices.Sort(names)
+	if len(slices.Compact(slices.Clone(names))) != len(names) || len(names) != len(used) {
+		t.Errorf("interfaces %q for packets on %v", names, used)
+	}
+}
+
+func comparePackets(t *testing.T, gotP []got, want []got) {
+	t.Helper()
+	if len(gotP) != len(want) {
+		t.Errorf("%d packets, want %d", len(gotP), len(want))
+	}
+	for i := range min(len(gotP), len(want)) {
+		g, w := gotP[i], want[i]
+		if g.TS != w.TS || g.Iface != w.Iface || g.Orig != w.Orig || string(g.Data) != string(w.Data) {
+			t.Fatalf("packet %d: got ts %d on %s (orig %d, %d bytes), want ts %d on %s (orig %d, %d bytes)",
+				i, g.TS-base, g.Iface, g.Orig, len(g.Data), w.TS-base, w.Iface, w.Orig, len(w.Data))
+		}
+	}
+}
+
+func TestMaxBytes(t *testing.T) {
+	dir, refs := threeAgents(t)
+	full, _, err := runQuery(t, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{200, 1000, 4321, int64(len(full)) / 2} {
+		out, res, err := runQuery(t, Config{Dir: dir, MaxBytes: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(out)) > limit || res.Stopped != "max-bytes" {
+			t.Fatalf("limit %d: %d bytes written, stopped %q", limit, len(out), res.Stopped)
+		}
+		pkts, _, _ := readOutput(t, out)
+		want := expect(refs, math.MinInt64/2, math.MaxInt64-base, nil)
+		comparePackets(t, pkts, want[:len(pkts)])
+		// The next packet would not have fitted.
+		next := want[len(pkts)]
+		if int64(len(out))+32+int64(len(next.Data)+3)/4*4 <= limit {
+			t.Errorf("limit %d: stopped at %d bytes before a packet that fits", limit, len(out))
+		}
+	}
+}
+
+// TestPartUpToLastBatch: a .part whose last batch is incomplete (its
+// packets written, its mark not) is read up to the batch before.
+func TestPartUpToLastBatch(t *testing.T) {
+	src := t.TempDir()
+	refs := writeAgent(t, src, agentSpec{name: "p1", batches: [][]tp{
+		{{ts: 0}, {ts: 10}, {ts: 20}}, {{ts: 30}, {ts: 40}}, {{ts: 50}, {ts: 60}, {ts: 70}}}}, 0)
+	files, _ := filepath.Glob(filepath.Join(src, "p1", "*.pcapng"))
+	if len(files) != 1 {
+		t.Fatalf("files %q", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the file after the second packet of the last batch: whole
+	// blocks, but no mark for the batch. Its EPBs end at known offsets:
+	// find them from the end (the last EPB carries the mark option).
+	ends := epbEnds(t, b)
+	cut := ends[len(ends)-2] // after packet 60, before the marked 70
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "p1"), 0o750)
+	os.WriteFile(filepath.Join(dir, "p1", filepath.Base(files[0])+store.PartSuffix), b[:cut], 0o640)
+	out, res, err := runQuery(t, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, _, _ := readOutput(t, out)
+	comparePackets(t, pkts, expect(refs[:5], 0, 1e9, nil))
+	if res.FilesRead != 1 {
+		t.Errorf("result %+v", res)
+	}
+}
+
+// epbEnds returns the end offset of every enhanced packet block of a
+// plain pcapng file.
+func epbEnds(t *testing.T, b []byte) []int {
+	t.Helper()
+	var ends []int
+	for off := 0; off+8 <= len(b); {
+		typ := uint32(b[off]) | uint32(b[off+1])<<8 | uint32(b[off+2])<<16 | uint32(b[off+3])<<24
+		l := int(uint32(b[off+4]) | uint32(b[off+5])<<8 | uint32(b[off+6])<<16 | uint32(b[off+7])<<24)
+		off += l
+		if typ == 6 {
+			ends = append(ends, off)
+		}
+	}
+	return ends
+}
+
+// TestIndexTimes: a closed file the retention index lists with its
+// size is skipped when its times are outside the range (the index is
+// trusted: the test makes it lie to see it); listed with another size,
+// it is read.
+func TestIndexTimes(t *testing.T) {
+	dir := t.TempDir()
+	refs := writeAgent(t, dir, agentSpec{name: "x1", rotate: 4096, batches: interleaved(0, 10, func(int64) uint16 { return 1 })}, 0)
+	files, _ := filepath.Glob(filepath.Join(dir, "x1", "*.pcapng"))
+	if len(files) < 2 {
+		t.Fatalf("%d files", len(files))
+	}
+	st, _ := os.Stat(files[0])
+	writeIndex := func(size int64) {
+		t.Helper()
+		doc := map[string]any{"version": 1, "files": []map[string]any{
+			{"name": filepath.Base(files[0]), "bytes": size, "first": base + 5e9, "last": base + 6e9}}}
+		b, _ := json.Marshal(doc)
+		os.MkdirAll(filepath.Join(dir, store.RetainDir), 0o750)
+		if err := os.WriteFile(filepath.Join(dir, store.RetainDir, "x1.json"), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := filepath.Base(files[0])
+	inFirst := func(r ref) bool { return false }
+	_ = inFirst
+	for _, c := range []struct {
+		name    string
+		size    int64
+		skipped int
+	}{
+		{"trusted", st.Size(), 1},
+		{"other size", st.Size() + 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			writeIndex(c.size)
+			out, res, err := runQuery(t, Config{Dir: dir, Until: ts(1e9)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.FilesSkipped != c.skipped || res.FilesRead != len(files)-c.skipped {
+				t.Fatalf("result %+v, %d files", res, len(files))
+			}
+			pkts, _, _ := readOutput(t, out)
+			want := expect(refs, -1e9, 1e9, nil)
+			if c.skipped == 1 {
+				inFile := map[string]bool{}
+				for _, p := range readFileRefs(t, files[0]) {
+					inFile[string(p)] = true
+				}
+				want = slices.DeleteFunc(want, func(g got) bool { return inFile[string(g.Data)] })
+				if len(want) == 0 {
+					t.Fatal("nothing left")
+				}
+			}
+			comparePackets(t, pkts, want)
+			_ = first
+		})
+	}
+}
+
+func readFileRefs(t *testing.T, path string) [][]byte {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "r"), 0o750)
+	b, _ := os.ReadFile(path)
+	os.WriteFile(filepath.Join(dir, "r", filepath.Base(path)), b, 0o640)
+	out, _, err := runQuery(t, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, _, _ := readOutput(t, out)
+	var d [][]byte
+	for _, p := range pkts {
+		d = append(d, p.Data)
+	}
+	return d
+}
+
+// TestFileRemoved: a file removed once it is open is still read whole
+// (the descriptor keeps it); one removed before the query reached it
+// fails the query with ErrFileGone naming it, the output still a valid
+// pcapng of what was written before.
+func TestFileRemoved(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		remove int // index of the file removed when the first one is opened
+		gone   bool
+	}{
+		{"open file", 0, false},
+		{"next file", 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refs := writeAgent(t, dir, agentSpec{name: "g1", comp: "gzip", rotate: 4096, batches: interleaved(0, 10, func(int64) uint16 { return 1 })}, 0)
+			files, _ := filepath.Glob(filepath.Join(dir, "g1", "*.pcapng.gz"))
+			if len(files) < 3 {
+				t.Fatalf("%d files", len(files))
+			}
+			testOpened = func(path string) {
+				if path == files[0] {
+					os.Remove(files[c.remove])
+				}
+			}
+			t.Cleanup(func() { testOpened = nil })
+			out, res, err := runQuery(t, Config{Dir: dir})
+			pkts, _, _ := readOutput(t, out)
+			if res.Packets != int64(len(pkts)) {
+				t.Errorf("result %+v, %d packets in the output", res, len(pkts))
+			}
+			want := expect(refs, -1e9, 1e9, nil)
+			if !c.gone {
+				if err != nil {
+					t.Fatal(err)
+				}
+				comparePackets(t, pkts, want)
+				return
+			}
+			if !errors.Is(err, ErrFileGone) || !strings.Contains(err.Error(), filepath.Base(files[c.remove])) {
+				t.Fatalf("err %v, want ErrFileGone naming %s", err, files[c.remove])
+			}
+			comparePackets(t, pkts, want[:len(pkts)])
+		})
+	}
+}
+
+// TestReorderWindow: an agent's files out of order by more than the
+// window fail with ErrOutOfOrder; a window that holds the disorder
+// sorts it exactly.
+func TestReorderWindow(t *testing.T) {
+	dir := t.TempDir()
+	// Batch 2 holds packets 2 ms older than all of batch 1.
+	var b1, b2 []tp
+	for i := range int64(3000) {
+		b1 = append(b1, tp{ts: 2_000_000 + i*10, port: 1})
+	}
+	for i := range int64(100) {
+		b2 = append(b2, tp{ts: i * 10, iface: 1, port: 1})
+	}
+	refs := writeAgent(t, dir, agentSpec{name: "o1", batches: [][]tp{b1, b2}}, 0)
+	_, _, err := runQuery(t, Config{Dir: dir, ReorderMem: 1})
+	if !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("small window: err %v, want ErrOutOfOrder", err)
+	}
+	out, _, err := runQuery(t, Config{Dir: dir, ReorderMem: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, _, _ := readOutput(t, out)
+	comparePackets(t, pkts, expect(refs, -1, 1e9, nil))
+}
+
+// TestStatsCarried: the statistics blocks of the closed files read are
+// written after the packets, for the interfaces selected.
+func TestStatsCarried(t *testing.T) {
+	dir, _ := threeAgents(t)
+	out, _, err := runQuery(t, Config{Dir: dir, Ifaces: []string{"eth0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, stats := readOutput(t, out)
+	var a1, b2 int
+	for _, st := range stats {
+		if !st.HaveOsDrop || !st.HaveIfRecv || !strings.HasPrefix(st.Comment, "from ") {
+			t.Errorf("stats %+v", st)
+		}
+		switch {
+		case strings.Contains(st.Comment, "from a1_"):
+			a1++
+		case strings.Contains(st.Comment, "from b2_"):
+			b2++
+		}
+	}
+	files := func(a string) int { n, _ := filepath.Glob(filepath.Join(dir, a, "*.pcapng*")); return len(n) }
+	if a1 != files("a1") || b2 != files("b2") || len(stats) != a1+b2 {
+		t.Errorf("%d statistics blocks (a1 %d, b2 %d); files a1 %d, b2 %d", len(stats), a1, b2, files("a1"), files("b2"))
+	}
+}
+
+// TestPartPublished: a .part renamed (closed) after the listing is read
+// under its final name, whole.
+func TestPartPublished(t *testing.T) {
+	dir := t.TempDir()
+	refs := writeAgent(t, dir, agentSpec{name: "r1", comp: "zstd", batches: [][]tp{{{ts: 1}, {ts: 2}}, {{ts: 3}}}}, 0)
+	files, _ := filepath.Glob(filepath.Join(dir, "r1", "*.pcapng.zst"))
+	if len(files) != 1 {
+		t.Fatalf("files %q", files)
+	}
+	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
+	src, err := openFile(context.Background(), fi, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.close()
+	var n int
+	var p pcapfile.Packet
+	for src.next(&p) == nil {
+		n++
+	}
+	if n != len(refs) {
+		t.Errorf("%d packets, want %d", n, len(refs))
+	}
+}

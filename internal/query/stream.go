@@ -1,0 +1,235 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"path/filepath"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/store"
+)
+
+// testOpened, nil outside tests, runs after a file is opened.
+var testOpened func(path string)
+
+// entryOverhead is what a held packet costs beyond its data buffer.
+const entryOverhead = 64
+
+// pkt is a selected packet held for ordering; data is the stream's.
+type pkt struct {
+	ts   int64
+	seq  uint64 // read order within the stream: ties keep it
+	out  int    // index into query.outs
+	orig uint32
+	data []byte
+}
+
+func pktLess(a, b pkt) bool { return a.ts < b.ts || a.ts == b.ts && a.seq < b.seq }
+
+// stream is one agent's files, read one after the other in the order
+// they were written, its selected packets put in timestamp order in a
+// reorder window of limit bytes: a packet is released only when the
+// window is full or the files are read, so disorder within the window
+// is sorted exactly; a packet older than one already released is
+// ErrOutOfOrder. It holds one open file at a time.
+type stream struct {
+	q     *query
+	agent string
+	rank  int // ties between agents: by name
+
+	files []store.FileInfo
+	next  int // files[next] is opened next
+	cur   source
+	path  string // of cur
+	ifmap []int  // cur's interface -> query.outs index; -1 unselected, -2 not looked at
+
+	h     minHeap[pkt]
+	mem   int64
+	limit int64
+	seq   uint64
+	last  int64 // timestamp of the last packet released
+	out   bool  // a packet was released
+	past  int64 // bytes of packets at or after Until since the last one before it
+	done  bool  // no more files
+	reads int
+
+	p    pcapfile.Packet
+	free [33][][]byte // data buffers by size class
+}
+
+func newStream(q *query, agent string, rank int, files []store.FileInfo, limit int64) *stream {
+	return &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
+		h: minHeap[pkt]{less: pktLess}}
+}
+
+// empty reports whether the stream has nothing more to give.
+func (s *stream) empty() bool { return s.h.len() == 0 }
+
+// head is the next packet the stream releases (after fill).
+func (s *stream) head() *pkt { return &s.h.s[0] }
+
+// fill reads until the window is full or the files are read.
+func (s *stream) fill(ctx context.Context) error {
+	for !s.done && s.mem < s.limit {
+		if s.cur == nil {
+			if err := s.open(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		err := s.cur.next(&s.p)
+		if err == io.EOF {
+			s.closeCur()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		if s.reads++; s.reads&1023 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.take(&s.p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// open opens the next file worth reading, or marks the stream done.
+func (s *stream) open(ctx context.Context) error {
+	for s.next < len(s.files) {
+		fi := s.files[s.next]
+		s.next++
+		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) {
+			s.q.res.FilesSkipped++
+			continue
+		}
+		src, err := openFile(ctx, fi, s.onStats)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", s.agent, err)
+		}
+		if src == nil {
+			continue // a .part without a complete batch yet
+		}
+		s.q.res.FilesRead++
+		s.cur, s.path = src, fi.Path
+		if testOpened != nil {
+			testOpened(fi.Path)
+		}
+		s.ifmap = s.ifmap[:0]
+		return nil
+	}
+	s.done = true
+	return nil
+}
+
+func (s *stream) closeCur() {
+	if s.cur != nil {
+		s.cur.close()
+		s.cur = nil
+	}
+}
+
+// take holds p if the query selects it.
+func (s *stream) take(p *pcapfile.Packet) error {
+	ts := p.Timestamp
+	if ts >= s.q.until {
+		// Past the range: after a window's worth of such packets, the
+		// rest of this file is taken to be later too.
+		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit {
+			s.closeCur()
+			s.past = 0
+		}
+		return nil
+	}
+	s.past = 0
+	if ts < s.q.since {
+		return nil
+	}
+	out, err := s.outIface(p.Interface)
+	if out < 0 || err != nil {
+		return err
+	}
+	ok, err := s.q.filter.Match(s.q.outs[out].ifc.LinkType, p.Data)
+	if err != nil {
+		return fmt.Errorf("filter for interface %s: %w", s.q.outs[out].ifc.Name, err)
+	}
+	if !ok {
+		return nil
+	}
+	if s.out && ts < s.last {
+		return fmt.Errorf("agent %s: %s: a packet at %d ns follows one at %d ns already written: %w (raise --reorder-mem)",
+			s.agent, s.path, ts, s.last, ErrOutOfOrder)
+	}
+	buf := s.buf(len(p.Data))
+	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, data: append(buf, p.Data...)})
+	s.seq++
+	s.mem += int64(cap(buf)) + entryOverhead
+	return nil
+}
+
+// pop releases the head; give its data back with release once written.
+func (s *stream) pop() pkt {
+	v := s.h.pop()
+	s.last, s.out = v.ts, true
+	return v
+}
+
+// release returns a popped packet's buffer for reuse.
+func (s *stream) release(b []byte) {
+	s.mem -= int64(cap(b)) + entryOverhead
+	c := bits.Len(uint(cap(b) - 1))
+	s.free[c] = append(s.free[c], b[:0])
+}
+
+// buf returns an empty buffer of capacity at least n (a power of two).
+func (s *stream) buf(n int) []byte {
+	c := max(bits.Len(uint(n-1)), 6)
+	if l := len(s.free[c]); l > 0 {
+		b := s.free[c][l-1]
+		s.free[c] = s.free[c][:l-1]
+		return b
+	}
+	return make([]byte, 0, 1<<c)
+}
+
+// outIface maps interface i of the open file to the query's output
+// interface, -1 if the query does not select it.
+func (s *stream) outIface(i int) (int, error) {
+	for len(s.ifmap) <= i {
+		s.ifmap = append(s.ifmap, -2)
+	}
+	if o := s.ifmap[i]; o != -2 {
+		return o, nil
+	}
+	ifcs := s.cur.interfaces()
+	if i >= len(ifcs) {
+		return -1, errors.New("packet on an undeclared interface")
+	}
+	o := s.q.output(s.agent, ifcs[i])
+	s.ifmap[i] = o
+	return o, nil
+}
+
+// onStats keeps the statistics block of a selected interface of the
+// open file, for the end of the output.
+func (s *stream) onStats(i int, st pcapfile.InterfaceStats) {
+	o, _ := s.outIface(i)
+	if o < 0 {
+		return
+	}
+	c := "from " + filepath.Base(s.path)
+	if st.Comment != "" {
+		c += ": " + st.Comment
+	}
+	st.Comment = c
+	s.q.stats = append(s.q.stats, stats{out: o, st: st})
+}
+
+func (s *stream) close() {
+	s.closeCur()
+	s.done = true
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// FileInfo is one data file of an agent as a reader of the root (a
+// query) finds it.
+type FileInfo struct {
+	Path string // Dir/<agent>/<name>
+	Size int64
+	// Part: the file is being written (or was left unfinished by a
+	// crash and not repaired yet). Only its first CompleteLength bytes
+	// (decompressed) are whole batches.
+	Part bool
+	// Times: First and Last hold the Unix ns of the file's earliest and
+	// latest packet, from retention's index (RetainDir), which lists the
+	// file with this very size. Never set for a Part.
+	Times       bool
+	First, Last int64
+}
+
+// AgentFiles lists the data files of agent below dir in the order the
+// Store wrote them (by name: <agent>_<UTC start>[_NNN].pcapng..., with
+// PartSuffix ignored), with their times where retention's index has
+// them. It does not open the files. A missing agent directory is an
+// error matching fs.ErrNotExist. Files listed may be removed (retention)
+// or renamed (a .part published) before the caller opens them.
+func AgentFiles(dir, agent string) ([]FileInfo, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, agent))
+	if err != nil {
+		return nil, err
+	}
+	idx := readIndex(dir, agent)
+	var out []FileInfo
+	for _, e := range ents {
+		name, part := strings.CutSuffix(e.Name(), PartSuffix)
+		if !e.Type().IsRegular() || !isDataFile(name) {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since the listing: as if listed a moment later
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", agent, err)
+		}
+		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
+		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size {
+			fi.Times, fi.First, fi.Last = true, f.First, f.Last
+		}
+		out = append(out, fi)
+	}
+	slices.SortFunc(out, func(a, b FileInfo) int {
+		return strings.Compare(strings.TrimSuffix(a.Path, PartSuffix), strings.TrimSuffix(b.Path, PartSuffix))
+	})
+	return out, nil
+}
+
+// readIndex returns retention's saved index of agent's closed files by
+// name; empty when there is none or it does not parse (a cache: the
+// files are then read).
+func readIndex(dir, agent string) map[string]retFile {
+	b, err := os.ReadFile(filepath.Join(dir, RetainDir, agent+".json"))
+	if err != nil {
+		return nil
+	}
+	var doc indexDoc
+	if json.Unmarshal(b, &doc) != nil || doc.Version != 1 {
+		return nil
+	}
+	m := make(map[string]retFile, len(doc.Files))
+	for _, f := range doc.Files {
+		m[f.Name] = f
+	}
+	return m
+}
+
+// CompleteLength reads the data file at path (plain, gzip or zstd, by
+// its name) as repair does and returns the length of its decompressed
+// pcapng stream up to the end of its last complete batch (a batch mark,
+// and the interface and statistics blocks after it): what a reader of a
+// file still being written may read. 0 means no complete batch yet. The
+// file may grow meanwhile; what follows the returned length is not
+// looked at.
+func CompleteLength(ctx context.Context, path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc, err := scanPart(ctx, f, codecOf(path))
+	if err != nil {
+		return 0, fmt.Errorf("scanning %s: %w", path, err)
+	}
+	return sc.raw, nil
+}
