@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/observe"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	// exclusive mode, assumes one Store on Dir: a root is used in one
 	// mode at a time.
 	Shared bool
+	// IndexBlock is the decoded size of the blocks of the index written
+	// beside every data file (index.go): 0 means index.DefaultBlockBytes;
+	// negative writes no index.
+	IndexBlock int
 }
 
 // Defaults of the Config fields, and the smallest values accepted.
@@ -77,6 +82,7 @@ const (
 
 	MinRotateSize     = 4096
 	MinRotateInterval = time.Second
+	MinIndexBlock     = 4096
 )
 
 // Fsync policies (Config.Fsync): a positive duration syncs open files
@@ -135,6 +141,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.MaxOpenFiles > 0 && c.MaxOpenFiles < MinMaxOpenFiles:
 		return fmt.Errorf("store: max open files %d is below the minimum of %d", c.MaxOpenFiles, MinMaxOpenFiles)
+	case c.IndexBlock > 0 && c.IndexBlock < MinIndexBlock:
+		return fmt.Errorf("store: index block %d bytes is below the minimum of %d", c.IndexBlock, MinIndexBlock)
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	}
@@ -161,6 +169,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.MaxOpenFiles == 0 {
 		d.MaxOpenFiles = DefaultMaxOpenFiles(noFileLimit())
+	}
+	if d.IndexBlock == 0 {
+		d.IndexBlock = index.DefaultBlockBytes
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/pcapsync/pcapsync/internal/index"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -199,7 +201,7 @@ func (r *retainer) prune(name string) {
 	for _, e := range ents {
 		n, part := strings.CutSuffix(e.Name(), PartSuffix)
 		present[n] = true
-		if part && isDataFile(n) && !a.shared.held.Load() {
+		if part && (isDataFile(n) || index.IsIndex(n)) && !a.shared.held.Load() {
 			if info, err := e.Info(); err == nil {
 				foreign += info.Size()
 			}

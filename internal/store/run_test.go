@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/pcapsync/pcapsync/internal/index"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -37,9 +39,11 @@ func files(t *testing.T, dir string) (open, closed int) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), PartSuffix) {
+		switch {
+		case index.IsIndex(e.Name()):
+		case strings.HasSuffix(e.Name(), PartSuffix):
 			open++
-		} else {
+		default:
 			closed++
 		}
 	}
