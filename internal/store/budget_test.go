@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/pcapsync/pcapsync/internal/index"
+
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +28,7 @@ func openDataFiles(t *testing.T, dir string) int {
 	}
 	n := 0
 	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, dir+"/") && strings.Contains(filepath.Base(l), ".pcapng") {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, dir+"/") && strings.Contains(filepath.Base(l), ".pcapng") && !index.IsIndex(filepath.Base(l)) {
 			n++
 		}
 	}
