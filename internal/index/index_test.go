@@ -114,7 +114,7 @@ func TestPacketKeys(t *testing.T) {
 // sample is an index of 20 blocks: block i holds packets at times
 // [i*100, i*100+90] from host 10.0.0.i to 10.0.1.1 port 1000+i, and
 // block 10 describes a new interface.
-func sample(t *testing.T) []byte {
+func sample(t testing.TB) []byte {
 	t.Helper()
 	var b Builder
 	b.Reset("web1_x.pcapng.gz", CodecGzip, 2, 4096, 0, 64)

@@ -92,6 +92,7 @@ type agentFile struct {
 	ixLive  bool           // ix indexes the open file
 	ixWrote int            // blocks of ix written to the index file
 	ixBytes int64          // bytes written to the index file
+	ixLast  time.Time      // when blocks were last written to it
 
 	ifaces     []fileIface
 	agentDrops uint64

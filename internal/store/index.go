@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
@@ -24,13 +25,23 @@ import (
 // A block of the index ends at the first commit after Config.IndexBlock
 // decoded bytes: where a reader can start (plain: any offset; gzip: the
 // member the commit ended; zstd: the file is one frame, so a reader
-// decodes from its start and skips to the block). The index file is
-// opened for each write (once per block) and closed again, so it never
-// holds a descriptor of the open-file budget.
+// decodes from its start and skips to the block). Ended blocks are
+// appended to the index file at the commit that ends one, at most
+// every indexWriteInterval unless indexWriteBytes of them wait, and
+// when the file closes; the index file is opened for each write and
+// closed again, so it never holds a descriptor of the open-file budget,
+// and its opens (which allocate) stay rare: a reader of the file being
+// written finds its blocks up to a second late and scans the rest.
+
+// indexWriteInterval and indexWriteBytes bound how long and how much
+// of the index waits in memory (tests shorten the interval).
+var indexWriteInterval = time.Second
+
+const indexWriteBytes = 64 << 10
 
 // ixStart begins the index of the file just opened.
 func (af *agentFile) ixStart() {
-	af.ixLive, af.ixWrote, af.ixBytes = false, 0, 0
+	af.ixLive, af.ixWrote, af.ixBytes, af.ixLast = false, 0, 0, time.Time{}
 	if af.ixBlock <= 0 {
 		return
 	}
@@ -73,7 +84,10 @@ func (af *agentFile) ixCommit() {
 		af.ix.EndBlock(raw, af.w.Interfaces(), af.ixSeek())
 	}
 	if af.ix.Blocks() > af.ixWrote {
-		af.ixWrite()
+		if now := time.Now(); now.Sub(af.ixLast) >= indexWriteInterval || len(af.ix.Pending()) >= indexWriteBytes {
+			af.ixLast = now
+			af.ixWrite()
+		}
 	}
 }
 

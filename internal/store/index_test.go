@@ -133,6 +133,9 @@ func dataFile(t *testing.T, dir string) string {
 // a time range selects only the blocks holding them; a rebuild from the
 // data file gives the same bytes, and replaces a damaged index.
 func TestIndexWritten(t *testing.T) {
+	every := indexWriteInterval
+	indexWriteInterval = 0 // every block at once: the index is read while written
+	t.Cleanup(func() { indexWriteInterval = every })
 	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			c := newCore(t, Config{FileCompress: fc, IndexBlock: MinIndexBlock})
@@ -255,6 +258,9 @@ func spanSeekRaw(ix *index.Index, b index.Block) int64 {
 // file; repair removes it with the file's repair, and RebuildDir then
 // indexes the repaired file.
 func TestIndexCrash(t *testing.T) {
+	every := indexWriteInterval
+	indexWriteInterval = 0 // every block at once: a crash leaves an index
+	t.Cleanup(func() { indexWriteInterval = every })
 	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run(fc.String(), func(t *testing.T) {
 			dir := t.TempDir()
