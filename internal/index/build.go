@@ -30,9 +30,11 @@ const (
 	markLen         = 4 + 4 + 16 + 8
 
 	// maxBlock bounds a pcapng block the rebuild reads whole; longer
-	// ones are not the store's (it cuts packets to 256 KiB).
-	maxBlock = 1 << 20
-	readBuf  = 256 << 10
+	// ones are read in part (readLarge).
+	maxBlock   = 1 << 20
+	largeKeep  = 1024     // data bytes of a larger packet parsed for keys
+	maxOptions = 64 << 10 // options of a larger packet read for a mark
+	readBuf    = 256 << 10
 )
 
 // Build reads the data file at path (plain, gzip or zstd pcapng as the
@@ -172,23 +174,22 @@ func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
 			return err
 		}
 		typ, n := le.Uint32(hdr[:]), int64(le.Uint32(hdr[4:]))
-		if n < 12 || n%4 != 0 || n > maxBlock || rb.raw == 0 && typ != pngSHB {
+		if n < 12 || n%4 != 0 || rb.raw == 0 && typ != pngSHB {
 			return fmt.Errorf("block at decoded offset %d: not a pcapng block of the store", rb.raw)
 		}
-		if cap(rb.buf) < int(n) {
-			rb.buf = make([]byte, n)
+		var body []byte
+		var err error
+		if n <= maxBlock {
+			body, err = rb.readWhole(r, n)
+		} else {
+			body, err = rb.readLarge(r, typ, n)
 		}
-		body := rb.buf[:n-8]
-		if _, err := io.ReadFull(r, body); err != nil {
-			if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil
-			}
-			return err
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil // a torn tail: indexed up to the last whole block
 		}
-		if int64(le.Uint32(body[len(body)-4:])) != n {
-			return fmt.Errorf("block at decoded offset %d: trailing length differs", rb.raw)
+		if err != nil {
+			return fmt.Errorf("block at decoded offset %d: %w", rb.raw, err)
 		}
-		body = body[:len(body)-4]
 		at := rb.raw
 		if !rb.started && typ != pngSHB && typ != pngIDB {
 			rb.begin(at)
@@ -227,6 +228,80 @@ func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
 			}
 		}
 	}
+}
+
+var errTrailer = errors.New("trailing length differs")
+
+// readWhole reads the rest of a block of n bytes whose header was read,
+// and returns its body (without the trailing length).
+func (rb *rebuild) readWhole(r *bufio.Reader, n int64) ([]byte, error) {
+	if cap(rb.buf) < int(n) {
+		rb.buf = make([]byte, n)
+	}
+	body := rb.buf[:n-8]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	if int64(binary.LittleEndian.Uint32(body[len(body)-4:])) != n {
+		return nil, errTrailer
+	}
+	return body[:len(body)-4], nil
+}
+
+// readLarge reads the rest of a block of n bytes, more than maxBlock
+// (a packet of a link type allowed up to 128 MiB), in bounded memory,
+// and returns what the index needs of its body: of a packet block the
+// fixed fields, the first largeKeep bytes of data (the captured length
+// field says so) and the options (up to maxOptions), of another block
+// its first 20 bytes.
+func (rb *rebuild) readLarge(r *bufio.Reader, typ uint32, n int64) ([]byte, error) {
+	le := binary.LittleEndian
+	rest := n - 12 // body bytes
+	if cap(rb.buf) < largeKeep+maxOptions+20 {
+		rb.buf = make([]byte, largeKeep+maxOptions+20)
+	}
+	head := rb.buf[:20]
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, err
+	}
+	body := head
+	skip := rest - 20
+	if typ == pngEPB {
+		capLen := int64(le.Uint32(head[12:]))
+		data := capLen + (-capLen & 3)
+		opts := rest - 20 - data
+		if opts < 0 {
+			return nil, errors.New("captured length beyond the block")
+		}
+		keep := min(capLen, largeKeep)
+		if _, err := io.ReadFull(r, rb.buf[20:20+keep]); err != nil {
+			return nil, err
+		}
+		if _, err := r.Discard(int(data - keep)); err != nil {
+			return nil, err
+		}
+		le.PutUint32(rb.buf[12:], uint32(keep))
+		body = rb.buf[:20+keep+(-keep&3)]
+		skip = opts
+		if opts <= maxOptions {
+			o := rb.buf[len(body) : len(body)+int(opts)]
+			if _, err := io.ReadFull(r, o); err != nil {
+				return nil, err
+			}
+			body, skip = rb.buf[:len(body)+int(opts)], 0
+		}
+	}
+	if _, err := r.Discard(int(skip)); err != nil {
+		return nil, err
+	}
+	var tr [4]byte
+	if _, err := io.ReadFull(r, tr[:]); err != nil {
+		return nil, err
+	}
+	if int64(le.Uint32(tr[:])) != n {
+		return nil, errTrailer
+	}
+	return body, nil
 }
 
 // hasMark reports whether a packet block's options hold a batch mark.

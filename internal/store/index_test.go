@@ -347,3 +347,53 @@ func TestIndexAbandon(t *testing.T) {
 		t.Fatalf("index of a file cut back: %v, want none", err)
 	}
 }
+
+// TestIndexLargePacket: a packet block larger than a rebuild reads
+// whole (a D-Bus message of 2 MiB) is indexed by the rebuild as by the
+// store.
+func TestIndexLargePacket(t *testing.T) {
+	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
+		t.Run(fc.String(), func(t *testing.T) {
+			h := &wire.Hello{Instance: [16]byte{9}, Name: "dbus", Host: "h1",
+				Interfaces: []wire.Interface{{Name: "system", LinkType: 231, SnapLen: 1 << 27}, {Name: "eth0", LinkType: 1, SnapLen: 1 << 18}}}
+			c := newCore(t, Config{FileCompress: fc, IndexBlock: MinIndexBlock})
+			s, _, err := c.Begin(h, func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seq := uint64(1); seq <= 4; seq++ {
+				var e wire.BatchEncoder
+				e.Reset(nil)
+				e.Append(int64(seq*10), 0, 100, make([]byte, 100))
+				e.Append(int64(seq*10+1), 0, 2<<20, make([]byte, 2<<20))
+				p := ipBatch(seq, int(seq)*10, 1)
+				b, _ := wire.ParseBatch(0, p, wire.BatchLimits{Unchecked: true})
+				var r wire.Record
+				it := b.Iter(2)
+				for it.Next(&r) == nil {
+					e.Append(int64(seq*10+2), 1, r.OrigLen, r.Data)
+				}
+				if _, err := s.Batch(0, e.Finish(seq)[wire.HeaderSize:]); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.End(true)
+			path := dataFile(t, filepath.Join(c.Dir(), "dbus"))
+			live, err := os.ReadFile(index.Path(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rebuilt, err := index.Build(context.Background(), path, MinIndexBlock)
+			if err != nil || !bytes.Equal(rebuilt, live) {
+				t.Fatalf("rebuilt index differs from the live one (%v)", err)
+			}
+			ix, err := index.Open(path)
+			if err != nil || len(ix.All) != 4 || len(ix.Select(math.MinInt64, math.MaxInt64, index.Host(hostOf(3)))) != 1 {
+				t.Fatalf("index %+v (%v): want 4 blocks, host of batch 3 in one", ix, err)
+			}
+		})
+	}
+}
