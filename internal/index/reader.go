@@ -231,6 +231,27 @@ func (ix *Index) HeadEnd() int64 {
 	return ix.RawSize
 }
 
+// Tail returns where the data file goes on after its last block: for a
+// file being written, the packets committed since (up to its last
+// complete batch), which a reader scans without the index. The span
+// starts at Raw (the last block's end: the head when there is none) and
+// has no end (RawEnd -1); N is 0. Of a gzip file it starts decoding at
+// the last block's member, of a zstd file at 0.
+func (ix *Index) Tail() Span {
+	s := Span{Block: len(ix.All), RawEnd: -1}
+	if n := len(ix.All); n > 0 {
+		last := ix.All[n-1]
+		s.Raw = last.RawEnd
+		switch ix.Codec {
+		case CodecNone:
+			s.Seek, s.SeekRaw = last.RawEnd, last.RawEnd
+		case CodecGzip:
+			s.Seek, s.SeekRaw = last.Seek, last.Raw
+		}
+	}
+	return s
+}
+
 // Span is a run of consecutive blocks to read: start decoding the data
 // file at offset Seek, whose decoded stream starts at offset SeekRaw
 // (for plain and gzip files SeekRaw == Raw; a zstd file is one frame,
