@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )

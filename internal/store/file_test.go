@@ -1,13 +1,12 @@
 package store
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 

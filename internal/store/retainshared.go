@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"context"
 	"encoding/json"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -10,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/index"
 )
 
 // runCore opens a Store in the caller's synctest bubble and runs its

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"bufio"
 	"context"
 	"errors"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )

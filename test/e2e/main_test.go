@@ -11,8 +11,6 @@
 package e2e
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"

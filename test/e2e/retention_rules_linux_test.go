@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"github.com/pcapsync/pcapsync/internal/index"
-
 	"fmt"
 	"math"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
