@@ -111,6 +111,29 @@ func TestPacketKeys(t *testing.T) {
 	}
 }
 
+// TestFlowAcrossBlocks: the packets of one flow in consecutive blocks
+// put their keys in each block (the flow cache starts over per block).
+func TestFlowAcrossBlocks(t *testing.T) {
+	p := eth(0x0800, 0, ipv4("10.1.2.3", "192.0.2.7", 6, ports(40000, 80)))
+	var b Builder
+	b.Reset("f.pcapng", CodecNone, 1, 4096, 0, 0)
+	for i := range 3 {
+		b.Add(linkEthernet, int64(i), p)
+		b.Add(linkEthernet, int64(i), p)
+		b.EndBlock(int64(100*(i+1)), 1, int64(100*(i+1)))
+	}
+	b.Finish(300, 1, 300, 300)
+	ix, err := Parse(b.Pending(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Match{Host(netip.MustParseAddr("10.1.2.3")), Port(80), Proto(6)} {
+		if s := ix.Select(math.MinInt64, math.MaxInt64, m); len(s) != 1 || s[0].N != 3 {
+			t.Fatalf("spans %+v, want the 3 blocks", s)
+		}
+	}
+}
+
 // sample is an index of 20 blocks: block i holds packets at times
 // [i*100, i*100+90] from host 10.0.0.i to 10.0.1.1 port 1000+i, and
 // block 10 describes a new interface.

@@ -137,15 +137,34 @@ func ipv4Keys(s *keySet, p []byte) {
 	if len(p) < 20 || p[0]>>4 != 4 {
 		return
 	}
-	s.add(addr4Key(binary.BigEndian.Uint32(p[12:])))
-	s.add(addr4Key(binary.BigEndian.Uint32(p[16:])))
 	proto := p[9]
-	s.add(protoKey(proto))
 	ihl := int(p[0]&0x0f) * 4
-	if ihl < 20 || binary.BigEndian.Uint16(p[6:])&0x1fff != 0 || len(p) < ihl {
-		return // a later fragment: no transport header
+	ports := !(ihl < 20 || binary.BigEndian.Uint16(p[6:])&0x1fff != 0 || len(p) < ihl) // else a later fragment
+	// The packet before was of the same flow, most often: its keys are
+	// in the set already.
+	t := flow{a: binary.BigEndian.Uint64(p[12:]), proto: uint32(proto) | 4<<8}
+	if ports && (proto == 6 || proto == 17 || proto == 132) && len(p) >= ihl+4 {
+		t.ports = binary.BigEndian.Uint32(p[ihl:])
+		t.proto |= 1 << 16
 	}
-	portKeys(s, proto, p[ihl:])
+	if s.last == t {
+		return
+	}
+	s.last = t
+	s.add(addr4Key(uint32(t.a >> 32)))
+	s.add(addr4Key(uint32(t.a)))
+	s.add(protoKey(proto))
+	if ports {
+		portKeys(s, proto, p[ihl:])
+	}
+}
+
+// flow is what the keys of an IPv4 packet come from (IPv6 packets are
+// not cached), so that a run of packets of one flow is hashed once.
+type flow struct {
+	a     uint64 // source and destination address
+	ports uint32 // source and destination port, if any
+	proto uint32 // protocol | 4<<8 | 1<<16 if ports are set; 0: no flow
 }
 
 func ipv6Keys(s *keySet, p []byte) {
@@ -214,6 +233,7 @@ func portKeys(s *keySet, proto uint8, p []byte) {
 type keySet struct {
 	slots []uint64 // 0: empty; a key hashing to 0 is stored as 1
 	n     int
+	last  flow // of the last IPv4 packet added; zero after reset
 }
 
 func (s *keySet) add(k uint64) {
@@ -252,4 +272,5 @@ func (s *keySet) reset() {
 		clear(s.slots)
 		s.n = 0
 	}
+	s.last = flow{}
 }
