@@ -68,9 +68,9 @@ type Config struct {
 	// mode at a time.
 	Shared bool
 	// IndexBlock is the decoded size of the blocks of the index written
-	// beside every data file (index.go): 0 means index.DefaultBlockBytes;
+	// beside every data file (index.go): 0 means DefaultIndexBlock;
 	// negative writes no index.
-	IndexBlock int
+	IndexBlock int64
 }
 
 // Defaults of the Config fields, and the smallest values accepted.
@@ -83,6 +83,9 @@ const (
 	MinRotateSize     = 4096
 	MinRotateInterval = time.Second
 	MinIndexBlock     = 4096
+	MaxIndexBlock     = 1 << 30
+
+	DefaultIndexBlock = index.DefaultBlockBytes
 )
 
 // Fsync policies (Config.Fsync): a positive duration syncs open files
@@ -141,8 +144,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.MaxOpenFiles > 0 && c.MaxOpenFiles < MinMaxOpenFiles:
 		return fmt.Errorf("store: max open files %d is below the minimum of %d", c.MaxOpenFiles, MinMaxOpenFiles)
-	case c.IndexBlock > 0 && c.IndexBlock < MinIndexBlock:
-		return fmt.Errorf("store: index block %d bytes is below the minimum of %d", c.IndexBlock, MinIndexBlock)
+	case c.IndexBlock > 0 && (c.IndexBlock < MinIndexBlock || c.IndexBlock > MaxIndexBlock):
+		return fmt.Errorf("store: index block %d bytes: want %d to %d", c.IndexBlock, MinIndexBlock, MaxIndexBlock)
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	}
@@ -171,7 +174,7 @@ func (c *Config) withDefaults() Config {
 		d.MaxOpenFiles = DefaultMaxOpenFiles(noFileLimit())
 	}
 	if d.IndexBlock == 0 {
-		d.IndexBlock = index.DefaultBlockBytes
+		d.IndexBlock = DefaultIndexBlock
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

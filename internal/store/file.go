@@ -87,7 +87,7 @@ type agentFile struct {
 	ret        *retAgent   // retention's record of the agent; nil in some tests
 
 	// The index of the open file (index.go): ixBlock <= 0 writes none.
-	ixBlock int
+	ixBlock int64
 	ix      *index.Builder // reused across files
 	ixLive  bool           // ix indexes the open file
 	ixWrote int            // blocks of ix written to the index file

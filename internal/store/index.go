@@ -48,7 +48,7 @@ func (af *agentFile) ixStart() {
 	if af.ix == nil {
 		af.ix = new(index.Builder)
 	}
-	af.ix.Reset(filepath.Base(af.path), ixCodec(af.comp.Codec), len(af.ifaces), af.ixBlock, af.ixSeek(), af.w.Written())
+	af.ix.Reset(filepath.Base(af.path), ixCodec(af.comp.Codec), len(af.ifaces), int(af.ixBlock), af.ixSeek(), af.w.Written())
 	af.ixLive = true
 }
 
@@ -80,7 +80,7 @@ func (af *agentFile) ixCommit() {
 	if !af.ixLive {
 		return
 	}
-	if raw := af.w.Written(); raw-af.ix.BlockRaw() >= int64(af.ixBlock) {
+	if raw := af.w.Written(); raw-af.ix.BlockRaw() >= af.ixBlock {
 		af.ix.EndBlock(raw, af.w.Interfaces(), af.ixSeek())
 	}
 	if af.ix.Blocks() > af.ixWrote {
