@@ -22,6 +22,7 @@ type Builder struct {
 	set    keySet
 	filter []uint64 // scratch for the filter being encoded
 	out    []byte
+	codec  Codec
 	crc    uint32
 	blocks int
 	ifaces int // at the end of the last block
@@ -40,6 +41,7 @@ type Builder struct {
 // Pending, replacing whatever was there.
 func (b *Builder) Reset(name string, c Codec, headIfaces, blockBytes int, seek, raw int64) {
 	b.out, b.crc = appendHeader(b.out[:0], name[:min(len(name), MaxNameLen)], c, headIfaces, blockBytes)
+	b.codec = c
 	b.blocks, b.ifaces = 0, headIfaces
 	b.start(seek, raw)
 }
@@ -75,20 +77,28 @@ func (b *Builder) Blocks() int { return b.blocks }
 // without packets and without new interfaces leaves no record.
 func (b *Builder) EndBlock(rawEnd int64, ifaces int, nextSeek int64) {
 	if b.packets > 0 || ifaces > b.ifaces {
-		b.appendBlock(rawEnd, ifaces)
+		b.appendBlock(rawEnd, ifaces, nextSeek)
 	}
 	b.start(nextSeek, rawEnd)
 }
 
-func (b *Builder) appendBlock(rawEnd int64, ifaces int) {
+// appendBlock appends the record of the current block, which ends at
+// rawEnd, and on disk where the next block starts or the data file
+// ends (end), for the filter's bound (bloomWords).
+func (b *Builder) appendBlock(rawEnd int64, ifaces int, end int64) {
 	first, last := b.first, b.last
 	if b.packets == 0 {
 		first, last = 0, 0
 	}
+	size := end - b.seek
+	if b.codec == CodecZstd {
+		size = rawEnd - b.raw
+	}
 	words := 0
 	if b.set.n > 0 {
-		words = bloomWords(b.set.n)
+		words = bloomWords(b.set.n, max(size, 0))
 	}
+	p := probes(words, b.set.n)
 	if cap(b.filter) < words {
 		b.filter = make([]uint64, words, 2*words)
 	}
@@ -97,7 +107,7 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int) {
 	if words > 0 {
 		for _, k := range b.set.slots {
 			if k != 0 {
-				bloomAdd(f, k)
+				bloomAdd(f, k, p)
 			}
 		}
 	}
@@ -127,7 +137,7 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int) {
 // added after it until the next Reset.
 func (b *Builder) Finish(rawEnd int64, ifaces int, dataSize, rawSize int64) {
 	if b.packets > 0 || ifaces > b.ifaces {
-		b.appendBlock(rawEnd, ifaces)
+		b.appendBlock(rawEnd, ifaces, dataSize)
 	}
 	le := binary.LittleEndian
 	start := len(b.out)

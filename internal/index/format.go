@@ -33,7 +33,8 @@ import (
 //	  44 ifaces  u32: interfaces described in the stream before rawEnd
 //	  48 keys    u32: distinct keys added to the filter
 //	  52 words   u32: filter size in 64-bit words
-//	  56 filter  [words]u64: Bloom filter of the block's keys (bloom.go)
+//	  56 filter  [words]u64: Bloom filter of the block's keys (bloom.go),
+//	                probed min(7, max(1, words·64·ln2/keys)) times
 //	end payload (kind 'E'), last record of the index of a closed file:
 //	  0  dataSize u64: size of the data file on disk
 //	  8  rawSize  u64: size of its decoded pcapng stream

@@ -325,3 +325,42 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestFilterShare: a block of many distinct keys in few bytes on disk
+// gets a filter within its share of them (maxFilterShare), fewer
+// probes, and still every key it holds.
+func TestFilterShare(t *testing.T) {
+	const hosts, disk = 5000, 100_000
+	var b Builder
+	b.Reset("f.pcapng.gz", CodecGzip, 1, 4096, 1000, 100)
+	for i := range hosts {
+		src := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		b.Add(linkEthernet, int64(i), eth(0x0800, 0, ipv4(src.String(), "192.0.2.1", 17, ports(53, 53))))
+	}
+	b.EndBlock(1_000_000, 1, 1000+disk)
+	b.Finish(1_000_000, 1, 1000+disk, 1_000_000)
+	ix, err := Parse(b.Pending(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := ix.All[0]
+	if 8*len(blk.filter) > disk/maxFilterShare || len(blk.filter) < disk/maxFilterShare/8-1 {
+		t.Fatalf("filter of %d bytes for %d bytes on disk, want at most and about %d", 8*len(blk.filter), disk, disk/maxFilterShare)
+	}
+	if p := probes(len(blk.filter), blk.Keys); p >= bloomProbes || p < 1 {
+		t.Fatalf("%d probes for %d keys in %d bits", p, blk.Keys, 64*len(blk.filter))
+	}
+	fp := 0
+	for i := range hosts {
+		if !ix.MayMatch(0, Host(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))) {
+			t.Fatalf("host %d of the block not found", i)
+		}
+		if ix.MayMatch(0, Host(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)}))) {
+			fp++
+		}
+	}
+	if fp > hosts/2 {
+		t.Fatalf("%d of %d absent hosts match", fp, hosts)
+	}
+	t.Logf("%d keys in %d bits, %d probes: %d%% false positives", blk.Keys, 64*len(blk.filter), probes(len(blk.filter), blk.Keys), 100*fp/hosts)
+}

@@ -283,7 +283,7 @@ func (ix *Index) Select(since, until int64, m *Match) []Span {
 	any := false
 	for i := range ix.All {
 		b := &ix.All[i]
-		keep[i] = b.Packets > 0 && b.Last >= since && b.First < until && m.may(b.filter)
+		keep[i] = b.Packets > 0 && b.Last >= since && b.First < until && m.may(b)
 		any = any || keep[i]
 	}
 	if !any {
@@ -382,23 +382,23 @@ func And(ms ...*Match) *Match { return &Match{op: opAnd, subs: ms} }
 // Or matches blocks that any of ms may match.
 func Or(ms ...*Match) *Match { return &Match{op: opOr, subs: ms} }
 
-func (m *Match) may(f []uint64) bool {
+func (m *Match) may(b *Block) bool {
 	if m == nil {
 		return true
 	}
 	switch m.op {
 	case opKey:
-		return bloomHas(f, m.key)
+		return bloomHas(b.filter, m.key, probes(len(b.filter), b.Keys))
 	case opAnd:
 		for _, s := range m.subs {
-			if !s.may(f) {
+			if !s.may(b) {
 				return false
 			}
 		}
 		return true
 	default:
 		for _, s := range m.subs {
-			if s.may(f) {
+			if s.may(b) {
 				return true
 			}
 		}
@@ -407,4 +407,4 @@ func (m *Match) may(f []uint64) bool {
 }
 
 // MayMatch reports whether block i may hold packets matching m.
-func (ix *Index) MayMatch(i int, m *Match) bool { return m.may(ix.All[i].filter) }
+func (ix *Index) MayMatch(i int, m *Match) bool { return m.may(&ix.All[i]) }
