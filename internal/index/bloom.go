@@ -1,5 +1,7 @@
 package index
 
+import "math/bits"
+
 // Each block's keys are kept as a Bloom filter of bloomBitsPerKey bits
 // per distinct key (at least 64 bits) probed bloomProbes times: about
 // 1% of the blocks that hold none of a query's keys are read all the
@@ -13,20 +15,22 @@ package index
 // fewer bits per key, and fewer probes (probes), and so more false
 // positives. Its bytes on disk are the distance to the next block's
 // Seek (or, for the last, the data file's size) for plain and gzip
-// files, and its decoded size for zstd files, whose blocks have no
-// offset of their own.
+// files. A zstd file's blocks have no offset of their own (and a
+// rebuild could not find it): their filters are kept within
+// 1/maxFilterShareZstd of their decoded bytes, as if compressed 4:1.
 const (
-	bloomBitsPerKey = 10
-	bloomProbes     = 7
-	maxFilterShare  = 50 // the filter is at most 1/maxFilterShare (2%) of the block's bytes
+	bloomBitsPerKey    = 10
+	bloomProbes        = 7
+	maxFilterShare     = 50  // the filter is at most 1/maxFilterShare (2%) of the block's bytes on disk
+	maxFilterShareZstd = 200 // ... of a zstd block's decoded bytes
 )
 
 // bloomWords is the filter size, in 64-bit words, for n keys in a block
-// of size bytes (0: unknown, no bound).
-func bloomWords(n int, size int64) int {
+// whose filter may take at most limit bytes (0: no bound).
+func bloomWords(n int, limit int64) int {
 	w := max(1, (n*bloomBitsPerKey+63)/64)
-	if limit := size / maxFilterShare / 8; size > 0 && int64(w) > limit {
-		w = int(max(1, limit))
+	if limit > 0 && int64(w) > limit/8 {
+		w = int(max(1, limit/8))
 	}
 	return w
 }
@@ -47,7 +51,7 @@ func bloomAdd(f []uint64, k, p uint64) {
 	m := uint64(len(f)) * 64
 	h1, h2 := k, mix(k)|1
 	for i := range p {
-		b := (h1 + i*h2) % m
+		b, _ := bits.Mul64(h1+i*h2, m) // in [0, m), without a division
 		f[b/64] |= 1 << (b % 64)
 	}
 }
@@ -60,7 +64,7 @@ func bloomHas(f []uint64, k, p uint64) bool {
 	m := uint64(len(f)) * 64
 	h1, h2 := k, mix(k)|1
 	for i := range p {
-		b := (h1 + i*h2) % m
+		b, _ := bits.Mul64(h1+i*h2, m) // in [0, m), without a division
 		if f[b/64]&(1<<(b%64)) == 0 {
 			return false
 		}

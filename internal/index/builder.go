@@ -90,13 +90,13 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int, end int64) {
 	if b.packets == 0 {
 		first, last = 0, 0
 	}
-	size := end - b.seek
+	limit := max(end-b.seek, 0) / maxFilterShare
 	if b.codec == CodecZstd {
-		size = rawEnd - b.raw
+		limit = (rawEnd - b.raw) / maxFilterShareZstd
 	}
 	words := 0
 	if b.set.n > 0 {
-		words = bloomWords(b.set.n, max(size, 0))
+		words = bloomWords(b.set.n, limit)
 	}
 	p := probes(words, b.set.n)
 	if cap(b.filter) < words {
