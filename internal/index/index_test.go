@@ -304,23 +304,27 @@ func TestBuilderAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkAdd: indexing one packet, of one flow (the packet before's)
+// or of a new source address each time (1024 per block).
 func BenchmarkAdd(b *testing.B) {
-	for _, size := range []int{64, 576, 1500} {
-		b.Run(itoa(size), func(b *testing.B) {
-			p := eth(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 6, append(ports(1234, 80), make([]byte, size-54)...)))
-			var bl Builder
-			bl.Reset("f.pcapng", CodecNone, 1, 4096, 0, 0)
-			b.ReportAllocs()
-			b.SetBytes(int64(len(p)))
-			for i := 0; b.Loop(); i++ {
-				binary.BigEndian.PutUint32(p[14+12:], uint32(i&1023)) // 1024 sources per block
-				bl.Add(linkEthernet, int64(i), p)
-				if i&1023 == 1023 {
-					bl.EndBlock(int64(i), 1, 0)
-					bl.Clear()
+	for _, flows := range []int{1, 1024} {
+		for _, size := range []int{64, 576, 1500} {
+			b.Run("flows="+itoa(flows)+"/"+itoa(size), func(b *testing.B) {
+				p := eth(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 6, append(ports(1234, 80), make([]byte, size-54)...)))
+				var bl Builder
+				bl.Reset("f.pcapng", CodecNone, 1, 4096, 0, 0)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(p)))
+				for i := 0; b.Loop(); i++ {
+					binary.BigEndian.PutUint32(p[14+12:], uint32(i%flows))
+					bl.Add(linkEthernet, int64(i), p)
+					if i&1023 == 1023 {
+						bl.EndBlock(int64(i), 1, 0)
+						bl.Clear()
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
