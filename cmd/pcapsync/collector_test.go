@@ -33,6 +33,7 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"fsync":              store.DefaultFsync.String(),
 		"idle-close":         store.DefaultIdleClose.String(),
 		"max-open-files":     "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
+		"index-block":        itoa(store.DefaultIndexBlock),
 		"retain-free":        strconv.Itoa(store.DefaultRetainFreePercent) + "%",
 		"retain-size":        "0",
 		"retain-age":         "0s",

@@ -78,5 +78,6 @@ func storeFlagsOn(fs *pflag.FlagSet, st *store.Config) {
 	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
 	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
 	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
+	fs.Var(disabledSize{&st.IndexBlock, store.DefaultIndexBlock}, "index-block", "index every file as it is written (FILE.idx beside it: packet times and the addresses, ports and protocols per block of this much pcapng, for queries; docs/index.md); 0 writes no index")
 	retainFlagsOn(fs, &st.Retain)
 }

@@ -105,7 +105,7 @@ func newRoot(s streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %s: %w (see %s --help)", errUsage, c.CommandPath(), err, c.CommandPath())
 	})
-	root.AddCommand(collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), statusCommand(s), genCommand(s), benchCommand(s))
+	root.AddCommand(collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), statusCommand(s), genCommand(s), benchCommand(s), indexCommand(s))
 	return root
 }
 

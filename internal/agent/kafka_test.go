@@ -27,6 +27,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -380,7 +381,7 @@ func readDir(t *testing.T, dir string) []pcapfile.Packet {
 	}
 	var out []pcapfile.Packet
 	for _, e := range ents {
-		if strings.Contains(e.Name(), ".pcapng") {
+		if strings.Contains(e.Name(), ".pcapng") && !capturetest.IsIndex(e.Name()) {
 			out = append(out, readPackets(t, filepath.Join(dir, e.Name()))...)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"
@@ -94,6 +96,7 @@ func readPackets(t *testing.T, path string) []pcapfile.Packet {
 	paths := []string{path}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		paths, _ = filepath.Glob(filepath.Join(path, "*"))
+		paths = slices.DeleteFunc(paths, func(p string) bool { return capturetest.IsIndex(p) })
 	}
 	var out []pcapfile.Packet
 	for _, p := range paths {

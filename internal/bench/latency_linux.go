@@ -76,7 +76,7 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 			quietSince = time.Now()
 		case <-tick.C:
 			if ours.path == "" {
-				if m, _ := filepath.Glob(filepath.Join(dir, "out", "lat", "*.part")); len(m) == 1 {
+				if m, _ := filepath.Glob(filepath.Join(dir, "out", "lat", "*.pcapng.part")); len(m) == 1 {
 					ours.path = m[0]
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -26,7 +27,7 @@ func openDataFiles(t *testing.T, dir string) int {
 	}
 	n := 0
 	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, dir+"/") && strings.Contains(filepath.Base(l), ".pcapng") {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, dir+"/") && strings.Contains(filepath.Base(l), ".pcapng") && !index.IsIndex(filepath.Base(l)) {
 			n++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/observe"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	// exclusive mode, assumes one Store on Dir: a root is used in one
 	// mode at a time.
 	Shared bool
+	// IndexBlock is the decoded size of the blocks of the index written
+	// beside every data file (index.go): 0 means DefaultIndexBlock;
+	// negative writes no index.
+	IndexBlock int64
 }
 
 // Defaults of the Config fields, and the smallest values accepted.
@@ -77,6 +82,10 @@ const (
 
 	MinRotateSize     = 4096
 	MinRotateInterval = time.Second
+	MinIndexBlock     = 4096
+	MaxIndexBlock     = 1 << 30
+
+	DefaultIndexBlock = index.DefaultBlockBytes
 )
 
 // Fsync policies (Config.Fsync): a positive duration syncs open files
@@ -135,6 +144,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: fsync policy %s: want a positive interval, FsyncPerBatch or FsyncNever", c.Fsync)
 	case c.MaxOpenFiles > 0 && c.MaxOpenFiles < MinMaxOpenFiles:
 		return fmt.Errorf("store: max open files %d is below the minimum of %d", c.MaxOpenFiles, MinMaxOpenFiles)
+	case c.IndexBlock > 0 && (c.IndexBlock < MinIndexBlock || c.IndexBlock > MaxIndexBlock):
+		return fmt.Errorf("store: index block %d bytes: want %d to %d", c.IndexBlock, MinIndexBlock, MaxIndexBlock)
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	}
@@ -161,6 +172,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.MaxOpenFiles == 0 {
 		d.MaxOpenFiles = DefaultMaxOpenFiles(noFileLimit())
+	}
+	if d.IndexBlock == 0 {
+		d.IndexBlock = DefaultIndexBlock
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -84,6 +85,14 @@ type agentFile struct {
 	syncing    *os.File    // f while a background sync of it runs
 	owed       *os.File    // a closed descriptor a background sync still uses: synced releases its slot
 	ret        *retAgent   // retention's record of the agent; nil in some tests
+
+	// The index of the open file (index.go): ixBlock <= 0 writes none.
+	ixBlock int64
+	ix      *index.Builder // reused across files
+	ixLive  bool           // ix indexes the open file
+	ixWrote int            // blocks of ix written to the index file
+	ixBytes int64          // bytes written to the index file
+	ixLast  time.Time      // when blocks were last written to it
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -192,6 +201,7 @@ func (af *agentFile) open(now time.Time) error {
 	if af.interval > 0 {
 		af.rotateAt = now.Truncate(af.interval).Add(af.interval)
 	}
+	af.ixStart()
 	return nil
 }
 
@@ -271,6 +281,9 @@ func (af *agentFile) writable(now time.Time) error {
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
 	af.ts.add(r.Timestamp)
+	if af.ixLive {
+		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+	}
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
 
@@ -297,6 +310,9 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq 
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	af.fit(ifIndex, r)
 	af.ts.add(r.Timestamp)
+	if af.ixLive {
+		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+	}
 	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, markPEN, b); err != nil {
 		return err
 	}
@@ -329,6 +345,7 @@ func (af *agentFile) flush() error {
 	af.tsFlushed = af.ts
 	af.addDisk()
 	af.dirty = true
+	af.ixCommit()
 	if af.fsync == FsyncPerBatch {
 		return af.sync(time.Now())
 	}
@@ -449,6 +466,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	if af.f == nil {
 		return "", nil
 	}
+	rawEnd := af.w.Written() // where the packets end, before the statistics
 	for i := range af.ifaces {
 		fi := &af.ifaces[i]
 		if !fi.haveStats {
@@ -477,8 +495,9 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	}
 	af.tsFlushed = af.ts
 	af.addDisk()
+	af.ixFinish(rawEnd)
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd, af.ts, true)
+		af.ret.closed(filepath.Base(af.path), af.diskEnd+af.ixBytes, af.ts, true)
 	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
@@ -511,6 +530,7 @@ func publish(saveState func() error, sync bool, parts []string) error {
 	var errs []error
 	dirs := map[string]bool{}
 	for _, p := range parts {
+		publishIndex(p)
 		err := os.Rename(p, strings.TrimSuffix(p, PartSuffix))
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // gone: published by an earlier try
 			errs = append(errs, err)
@@ -533,6 +553,7 @@ func (af *agentFile) abandon() error {
 		return nil
 	}
 	af.marked = af.marked[:0] // the cut ones must not be raised by a Commit
+	af.ixDrop()
 	af.bw.Reset(io.Discard)
 	if af.mw != nil {
 		af.mw.reset(io.Discard) // drop what the compressor holds

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
@@ -31,6 +32,11 @@ func TestRotationAlignedToWallClock(t *testing.T) {
 // TestPartSuffixShared: the tests' capture reader knows unfinished files
 // by the store's suffix.
 func TestPartSuffixShared(t *testing.T) {
+	for _, n := range []string{"a.pcapng.idx", "a.pcapng.gz.idx.part", "a.pcapng", "a.pcapng.zst.part"} {
+		if capturetest.IsIndex(n) != index.IsIndex(n) {
+			t.Errorf("%s: capturetest.IsIndex %v, index.IsIndex %v", n, capturetest.IsIndex(n), index.IsIndex(n))
+		}
+	}
 	if capturetest.PartSuffix != PartSuffix {
 		t.Fatalf("capturetest.PartSuffix %q, store.PartSuffix %q", capturetest.PartSuffix, PartSuffix)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -63,8 +64,7 @@ func (c *Store) startRepairs() error {
 				os.Remove(s)
 			}
 		}
-		parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
-		if len(parts) > 0 {
+		if parts := partFiles(dir); len(parts) > 0 {
 			jobs = append(jobs, repairJob{name: e.Name(), parts: parts})
 			c.repairing[e.Name()] = true
 		}
@@ -119,6 +119,11 @@ func (c *Store) repairAgent(ctx context.Context, j repairJob) {
 	var kept, failed int
 	marked := false
 	for _, p := range j.parts {
+		// The index written with it stops at the crash, and the cut may
+		// fall before its last block: removed (pcapsync index rebuilds it).
+		if err := os.Remove(index.Path(p)); err == nil {
+			c.log.Info("removed the index of an unfinished file", "file", p)
+		}
 		c.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 		res, err := repairPart(ctx, p)
 		c.budget.release(nil)

@@ -130,7 +130,8 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		if !ok && !young.IsZero() && info.ModTime().After(young) {
 			continue
 		}
-		if !ok || f.Bytes != info.Size() {
+		size := info.Size() + indexBytes(filepath.Join(r.dir, name, e.Name()))
+		if !ok || f.Bytes != size {
 			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 			f, err = scanTimes(ctx, filepath.Join(r.dir, name, e.Name()))
 			r.budget.release(nil)
@@ -142,7 +143,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 				mt := info.ModTime().UnixNano()
 				f = retFile{Name: e.Name(), First: mt, Last: mt}
 			}
-			f.Bytes = info.Size()
+			f.Bytes = size
 		}
 		r.mu.Lock()
 		a.insert(f)

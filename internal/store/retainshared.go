@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -199,7 +200,7 @@ func (r *retainer) prune(name string) {
 	for _, e := range ents {
 		n, part := strings.CutSuffix(e.Name(), PartSuffix)
 		present[n] = true
-		if part && isDataFile(n) && !a.shared.held.Load() {
+		if part && (isDataFile(n) || index.IsIndex(n)) && !a.shared.held.Load() {
 			if info, err := e.Info(); err == nil {
 				foreign += info.Size()
 			}

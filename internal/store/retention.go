@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pcapsync/pcapsync/internal/index"
 )
 
 // Retention deletes closed data files, oldest first by the time of
@@ -503,6 +505,10 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 		r.errs.Add(1)
 		r.log.Error("retention: deleting file", "agent", a.name, "file", path, "rule", rule.String(), "err", err)
 		return false
+	}
+	if ierr := os.Remove(index.Path(path)); ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
+		r.errs.Add(1)
+		r.log.Error("retention: deleting the index of a deleted file", "agent", a.name, "file", path, "err", ierr)
 	}
 	r.mu.Lock()
 	a.remove(f.Name)

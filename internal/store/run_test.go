@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/index"
 )
 
 // runCore opens a Store in the caller's synctest bubble and runs its
@@ -37,9 +39,11 @@ func files(t *testing.T, dir string) (open, closed int) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), PartSuffix) {
+		switch {
+		case index.IsIndex(e.Name()):
+		case strings.HasSuffix(e.Name(), PartSuffix):
 			open++
-		} else {
+		default:
 			closed++
 		}
 	}

@@ -204,8 +204,7 @@ func (s *Store) unhold(name string) {
 func (s *Store) repairTaken(name string) {
 	dir := filepath.Join(s.dir, name)
 	removeTemps(filepath.Join(dir, "*"+PartSuffix+".repair"), time.Time{})
-	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
-	if len(parts) > 0 {
+	if parts := partFiles(dir); len(parts) > 0 {
 		s.repairAgent(context.Background(), repairJob{name: name, parts: parts})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
@@ -71,8 +73,32 @@ func checkAgentDir(t *testing.T, dir string) *dirReport {
 		if got := capinfosCheck(t, path); got != n {
 			t.Errorf("%s: capinfos counts %d packets, pcapfile.Reader %d", path, got, n)
 		}
+		checkIndex(t, path, n)
 	}
 	return r
+}
+
+// checkIndex checks the index beside a closed capture file of n
+// packets, if it has one (a file cut back after a write error, or
+// repaired after a crash, has none): it must verify and count the
+// file's packets.
+func checkIndex(t *testing.T, path string, n int) {
+	t.Helper()
+	ix, err := index.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Errorf("%s: its index: %v", path, err)
+		return
+	}
+	got := 0
+	for _, b := range ix.All {
+		got += b.Packets
+	}
+	if got != n {
+		t.Errorf("%s: its index counts %d packets, the file holds %d", path, got, n)
+	}
 }
 
 // readFile reads one output file with pcapfile.Reader and tallies its

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -441,16 +442,19 @@ func (s collectorSummary) udpAgent(t *testing.T, name string) collector.UDPAgent
 	return collector.UDPAgentSummary{}
 }
 
-// dirEntries returns the names in dir, sorted.
+// dirEntries returns the names in dir, sorted, but for the indexes
+// beside capture files (index.IsIndex): what a reader of captures sees.
 func dirEntries(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatalf("reading %s: %v", dir, err)
 	}
-	names := make([]string, len(ents))
-	for i, e := range ents {
-		names[i] = e.Name()
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if !index.IsIndex(e.Name()) {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }

@@ -240,7 +240,7 @@ func TestRetentionAge(t *testing.T) {
 	}
 	// The old agent's closed files go at the next tick after they close.
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if ents, _ := os.ReadDir(filepath.Join(dir, "old")); len(ents) > 0 {
+		if ents, _ := os.ReadDir(filepath.Join(dir, "old")); len(ents) > 0 { // indexes too
 			return fmt.Errorf("old agent still has %d files", len(ents))
 		}
 		return nil
@@ -308,7 +308,7 @@ func TestRetentionFiller(t *testing.T) {
 		return nil
 	})
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if ents, _ := os.ReadDir(filepath.Join(dir, "a")); len(ents) != 1 {
+		if ents := dirEntries(t, filepath.Join(dir, "a")); len(ents) != 1 {
 			return fmt.Errorf("agent a has %d files, want its newest only", len(ents))
 		}
 		return nil

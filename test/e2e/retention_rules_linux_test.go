@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
@@ -88,15 +89,19 @@ func (w *dirWatch) look(root string) {
 		}
 		files, _ := os.ReadDir(filepath.Join(root, a.Name()))
 		var sum int64
-		w.mu.Lock()
+		sizes := map[string]int64{}
 		for _, f := range files {
-			info, err := f.Info()
-			if err != nil {
-				continue // deleted meanwhile
+			if info, err := f.Info(); err == nil { // else deleted meanwhile
+				sizes[f.Name()] = info.Size()
+				sum += info.Size()
 			}
-			sum += info.Size()
-			if !strings.HasSuffix(f.Name(), ".part") {
-				w.closed[a.Name()+"/"+f.Name()] = info.Size()
+		}
+		w.mu.Lock()
+		for name, size := range sizes {
+			// A closed file's bytes, as retention counts them: with its
+			// index, published before it.
+			if !strings.HasSuffix(name, ".part") && !index.IsIndex(name) {
+				w.closed[a.Name()+"/"+name] = size + sizes[index.Path(name)]
 			}
 		}
 		w.peak[a.Name()] = max(w.peak[a.Name()], sum)

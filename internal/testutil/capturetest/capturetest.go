@@ -59,8 +59,16 @@ type Packet struct {
 	Data    []byte // a copy, the test's to keep
 }
 
-// ReadDir reads every file of an agent's directory dir, in name order
-// (plain, gzip or zstd), and fails t on a leftover .part file.
+// IsIndex reports whether name is the index beside a capture file
+// (index.IsIndex; the store's tests check that they agree), not a
+// capture file.
+func IsIndex(name string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(name, PartSuffix), ".idx")
+}
+
+// ReadDir reads every capture file of an agent's directory dir, in name
+// order (plain, gzip or zstd), skipping their indexes, and fails t on a
+// leftover .part file.
 func ReadDir(t testing.TB, dir string) (pkts []Packet, files int) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -68,6 +76,9 @@ func ReadDir(t testing.TB, dir string) (pkts []Packet, files int) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
+		if IsIndex(e.Name()) {
+			continue
+		}
 		if strings.HasSuffix(e.Name(), PartSuffix) {
 			t.Fatalf("%s still open", e.Name())
 		}

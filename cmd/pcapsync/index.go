@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/index"
+)
+
+const indexUsage = `Gives every closed capture file below DIR (an output root of a
+collector or writer, or one agent's directory) a valid index: files
+without one (written before indexes existed, or left by a crash) and
+files whose index is damaged or stale are indexed again; indexes whose
+capture file is gone are removed. Files still being written (.part) are
+left to the store. Safe to run while the collector writes and deletes
+files; running it again does nothing more. See docs/index.md.`
+
+func indexCommand(s streams) *cobra.Command {
+	return leaf("index DIR [--json]", "build the missing or damaged indexes of closed capture files",
+		indexUsage, exactOneArg, func(fs *pflag.FlagSet) runFunc {
+			var asJSON bool
+			fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+			return func(ctx context.Context, args []string) error {
+				rep, err := index.RebuildDir(ctx, args[0], 0)
+				if err != nil {
+					return fmt.Errorf("indexing %s: %w", args[0], err)
+				}
+				if asJSON {
+					if err := json.NewEncoder(s.stdout).Encode(rep); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(s.stdout, "pcapsync index: %d files: %d indexes valid, %d built, %d rebuilt (damaged or stale), %d failed, %d files gone meanwhile; %d orphan indexes removed; %d bytes written\n",
+						rep.Files, rep.Valid, rep.Built, rep.Rebuilt, rep.Failed, rep.Gone, rep.Orphans, rep.Bytes)
+					for _, e := range rep.Errors {
+						fmt.Fprintln(s.stderr, "pcapsync index:", e)
+					}
+				}
+				if rep.Failed > 0 {
+					return fmt.Errorf("%d files could not be indexed", rep.Failed)
+				}
+				return nil
+			}
+		})
+}
+
+// exactOneArg wants one positional argument.
+func exactOneArg(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError("%s: want one argument, got %d", c.CommandPath(), len(args))
+	}
+	return nil
+}

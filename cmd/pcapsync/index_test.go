@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// TestIndexCommand: pcapsync index builds the index a file lacks (the
+// one the store wrote live), repairs a damaged one, removes one whose
+// file is gone, and does nothing more when run again.
+func TestIndexCommand(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(store.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Writer("web1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := capturetest.Hello("web1", 1)
+	var ifmap []int
+	for _, ifc := range h.Interfaces {
+		i, err := w.AddInterface(ifc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ifmap = append(ifmap, i)
+	}
+	b, err := wire.ParseBatch(0, capturetest.BatchPayload(1, 0, 50), wire.BatchLimits{Unchecked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteBatch(&b, ifmap, st.Instance(h.Instance, "web1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	st.Close(context.Background())
+	files, _ := filepath.Glob(filepath.Join(dir, "web1", "*.pcapng"))
+	if len(files) != 1 {
+		t.Fatalf("%d files", len(files))
+	}
+	live, err := os.ReadFile(index.Path(files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, "web1", "gone.pcapng.idx")
+	os.WriteFile(orphan, live, 0o640)
+
+	run1 := func(want index.DirReport) {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), []string{"index", dir, "--json"}, &out, &errs); err != nil {
+			t.Fatalf("pcapsync index: %v (%s)", err, errs.String())
+		}
+		var got index.DirReport
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("report %q: %v", out.String(), err)
+		}
+		got.Bytes = 0
+		if got.Files != want.Files || got.Valid != want.Valid || got.Built != want.Built || got.Rebuilt != want.Rebuilt || got.Orphans != want.Orphans || got.Failed != 0 {
+			t.Fatalf("report %+v, want %+v", got, want)
+		}
+		if b, _ := os.ReadFile(index.Path(files[0])); !bytes.Equal(b, live) {
+			t.Fatal("the index differs from the one the store wrote")
+		}
+	}
+	os.Remove(index.Path(files[0]))
+	run1(index.DirReport{Files: 1, Built: 1, Orphans: 1})
+	os.WriteFile(index.Path(files[0]), live[:len(live)-3], 0o640)
+	run1(index.DirReport{Files: 1, Rebuilt: 1})
+	run1(index.DirReport{Files: 1, Valid: 1})
+	if _, err := os.Stat(orphan); err == nil {
+		t.Fatal("the orphan index is still there")
+	}
+}

@@ -1,0 +1,348 @@
+package index
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// pcapng blocks the rebuild tells apart, and the batch mark the store
+// writes as the custom option of a batch's last packet (see
+// internal/store's file.go): the store commits after marks only, so a
+// block ends after one, as it does when the store writes the index.
+const (
+	pngSHB = 0x0A0D0D0A
+	pngIDB = 1
+	pngEPB = 6
+	pngISB = 5
+
+	optCustomNoCopy = 19373
+	markPEN         = 32473
+	markLen         = 4 + 4 + 16 + 8
+
+	// maxBlock bounds a pcapng block the rebuild reads whole; longer
+	// ones are read in part (readLarge).
+	maxBlock   = 1 << 20
+	largeKeep  = 1024     // data bytes of a larger packet parsed for keys
+	maxOptions = 64 << 10 // options of a larger packet read for a mark
+	readBuf    = 256 << 10
+)
+
+// Build reads the data file at path (plain, gzip or zstd pcapng as the
+// store writes it, finished or ".part") and returns its index, with
+// blocks of at least blockBytes decoded bytes (0: DefaultBlockBytes)
+// ending where the store's commits do: after a batch mark (plain,
+// zstd) or at a gzip member's end. A file the store wrote with a
+// commit after every batch gets the index the store wrote live; with
+// fewer commits the blocks may end at other points, all of them valid.
+// A ".part" file is indexed up to its last whole pcapng block, without
+// an end record. The packets' timestamps are taken as nanoseconds, the
+// resolution the store writes.
+func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
+	if blockBytes <= 0 {
+		blockBytes = DefaultBlockBytes
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	codec := CodecOf(path)
+	rb := &rebuild{ctx: ctx, codec: codec, blockBytes: int64(blockBytes), statsAt: -1,
+		name: filepath.Base(strings.TrimSuffix(path, partSuffix))}
+	cr := &countReader{r: f}
+	br := bufio.NewReaderSize(cr, readBuf)
+	pos := func() int64 { return cr.n - int64(br.Buffered()) }
+	switch codec {
+	case CodecNone:
+		err = rb.stream(br, 0)
+	case CodecGzip:
+		var zr gzip.Reader
+		db := bufio.NewReaderSize(nil, readBuf)
+		for {
+			start := pos()
+			if err = zr.Reset(br); err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				break
+			}
+			zr.Multistream(false)
+			db.Reset(&zr)
+			if err = rb.stream(db, start); err != nil {
+				break
+			}
+			rb.boundary(pos())
+		}
+	case CodecZstd:
+		dec, derr := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if derr != nil {
+			return nil, derr
+		}
+		defer dec.Close()
+		err = rb.stream(bufio.NewReaderSize(dec, readBuf), 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("indexing %s: %w", path, err)
+	}
+	if !rb.started {
+		rb.begin(0)
+	}
+	if strings.HasSuffix(path, partSuffix) {
+		rb.b.EndBlock(rb.raw, rb.ifaces, 0)
+	} else {
+		end := rb.raw
+		if rb.statsAt >= 0 {
+			end = rb.statsAt
+		}
+		rb.b.Finish(end, rb.ifaces, st.Size(), rb.raw)
+	}
+	return rb.b.Pending(), nil
+}
+
+// rebuild is the state of Build.
+type rebuild struct {
+	ctx        context.Context
+	b          Builder
+	codec      Codec
+	name       string
+	blockBytes int64
+
+	raw       int64    // decoded bytes consumed
+	links     []uint32 // link type per interface
+	ifaces    int
+	started   bool  // the first block began
+	memRaw    int64 // decoded offset where the current gzip member starts
+	memSeek   int64 // its file offset
+	memIfaces int   // interfaces described before it
+	marked    bool  // the last pcapng block was a marked packet
+	statsAt   int64 // decoded offset of the first statistics block; -1: none
+	buf       []byte
+}
+
+// begin starts the first block at decoded offset raw.
+func (rb *rebuild) begin(raw int64) {
+	head, seek := rb.ifaces, raw
+	switch rb.codec {
+	case CodecGzip:
+		head, seek, raw = rb.memIfaces, rb.memSeek, rb.memRaw
+	case CodecZstd:
+		seek = 0
+	}
+	rb.b.Reset(rb.name, rb.codec, head, int(rb.blockBytes), seek, raw)
+	rb.started = true
+}
+
+// boundary is a point where a decoder can start (a gzip member's end,
+// at file offset seek), after the block read last.
+func (rb *rebuild) boundary(seek int64) {
+	rb.memRaw, rb.memSeek, rb.memIfaces = rb.raw, seek, rb.ifaces
+	if rb.started && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
+		rb.b.EndBlock(rb.raw, rb.ifaces, seek)
+	}
+}
+
+// stream reads whole pcapng blocks from r, a decoded stream whose first
+// byte is at file offset seek (gzip: a member's start), to its end.
+func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
+	le := binary.LittleEndian
+	var hdr [8]byte
+	for {
+		if err := rb.ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil // a torn tail: indexed up to the last whole block
+			}
+			return err
+		}
+		typ, n := le.Uint32(hdr[:]), int64(le.Uint32(hdr[4:]))
+		if n < 12 || n%4 != 0 || rb.raw == 0 && typ != pngSHB {
+			return fmt.Errorf("block at decoded offset %d: not a pcapng block of the store", rb.raw)
+		}
+		var body []byte
+		var err error
+		if n <= maxBlock {
+			body, err = rb.readWhole(r, n)
+		} else {
+			body, err = rb.readLarge(r, typ, n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil // a torn tail: indexed up to the last whole block
+		}
+		if err != nil {
+			return fmt.Errorf("block at decoded offset %d: %w", rb.raw, err)
+		}
+		at := rb.raw
+		if !rb.started && typ != pngSHB && typ != pngIDB {
+			rb.begin(at)
+		}
+		rb.raw += n
+		rb.marked = false
+		switch typ {
+		case pngIDB:
+			if len(body) < 8 {
+				return fmt.Errorf("interface block at decoded offset %d: too short", at)
+			}
+			rb.links = append(rb.links, uint32(le.Uint16(body)))
+			rb.ifaces++
+		case pngEPB:
+			if len(body) < 20 {
+				return fmt.Errorf("packet block at decoded offset %d: too short", at)
+			}
+			ifc := le.Uint32(body)
+			ts := int64(le.Uint32(body[4:]))<<32 | int64(le.Uint32(body[8:]))
+			capLen := int64(le.Uint32(body[12:]))
+			if capLen > int64(len(body)-20) || int(ifc) >= len(rb.links) {
+				return fmt.Errorf("packet block at decoded offset %d: bad length or interface", at)
+			}
+			rb.b.Add(rb.links[ifc], ts, body[20:20+capLen])
+			rb.marked = hasMark(body[20+capLen+(-capLen&3):])
+			if rb.marked && rb.codec != CodecGzip && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
+				next := rb.raw
+				if rb.codec == CodecZstd {
+					next = 0
+				}
+				rb.b.EndBlock(rb.raw, rb.ifaces, next)
+			}
+		case pngISB:
+			if rb.statsAt < 0 {
+				rb.statsAt = at
+			}
+		}
+	}
+}
+
+var errTrailer = errors.New("trailing length differs")
+
+// readWhole reads the rest of a block of n bytes whose header was read,
+// and returns its body (without the trailing length).
+func (rb *rebuild) readWhole(r *bufio.Reader, n int64) ([]byte, error) {
+	if cap(rb.buf) < int(n) {
+		rb.buf = make([]byte, n)
+	}
+	body := rb.buf[:n-8]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	if int64(binary.LittleEndian.Uint32(body[len(body)-4:])) != n {
+		return nil, errTrailer
+	}
+	return body[:len(body)-4], nil
+}
+
+// readLarge reads the rest of a block of n bytes, more than maxBlock
+// (a packet of a link type allowed up to 128 MiB), in bounded memory,
+// and returns what the index needs of its body: of a packet block the
+// fixed fields, the first largeKeep bytes of data (the captured length
+// field says so) and the options (up to maxOptions), of another block
+// its first 20 bytes.
+func (rb *rebuild) readLarge(r *bufio.Reader, typ uint32, n int64) ([]byte, error) {
+	le := binary.LittleEndian
+	rest := n - 12 // body bytes
+	if cap(rb.buf) < largeKeep+maxOptions+20 {
+		rb.buf = make([]byte, largeKeep+maxOptions+20)
+	}
+	head := rb.buf[:20]
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, err
+	}
+	body := head
+	skip := rest - 20
+	if typ == pngEPB {
+		capLen := int64(le.Uint32(head[12:]))
+		data := capLen + (-capLen & 3)
+		opts := rest - 20 - data
+		if opts < 0 {
+			return nil, errors.New("captured length beyond the block")
+		}
+		keep := min(capLen, largeKeep)
+		if _, err := io.ReadFull(r, rb.buf[20:20+keep]); err != nil {
+			return nil, err
+		}
+		if _, err := r.Discard(int(data - keep)); err != nil {
+			return nil, err
+		}
+		le.PutUint32(rb.buf[12:], uint32(keep))
+		body = rb.buf[:20+keep+(-keep&3)]
+		skip = opts
+		if opts <= maxOptions {
+			o := rb.buf[len(body) : len(body)+int(opts)]
+			if _, err := io.ReadFull(r, o); err != nil {
+				return nil, err
+			}
+			body, skip = rb.buf[:len(body)+int(opts)], 0
+		}
+	}
+	if _, err := r.Discard(int(skip)); err != nil {
+		return nil, err
+	}
+	var tr [4]byte
+	if _, err := io.ReadFull(r, tr[:]); err != nil {
+		return nil, err
+	}
+	if int64(le.Uint32(tr[:])) != n {
+		return nil, errTrailer
+	}
+	return body, nil
+}
+
+// hasMark reports whether a packet block's options hold a batch mark.
+func hasMark(opts []byte) bool {
+	le := binary.LittleEndian
+	for o := 0; o+4 <= len(opts); {
+		code, l := le.Uint16(opts[o:]), int(le.Uint16(opts[o+2:]))
+		if code == 0 || o+4+l > len(opts) {
+			return false
+		}
+		if code == optCustomNoCopy && l == markLen && le.Uint32(opts[o+4:]) == markPEN && string(opts[o+8:o+12]) == "PSM1" {
+			return true
+		}
+		o += 4 + l + (-l & 3)
+	}
+	return false
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// WriteFile writes the index b of the data file at dataPath to its
+// place (Path), through a temporary file renamed over it, so a reader
+// sees the old index or the new one.
+func WriteFile(dataPath string, b []byte) error {
+	dst := Path(dataPath)
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package index
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"strings"
+)
+
+// An index file (Version 1), all integers little-endian:
+//
+//	header:
+//	  0  magic      "PSIX"
+//	  4  version    u8 (1)
+//	  5  codec      u8 (Codec of the data file)
+//	  6  headIfaces u16: interfaces described by the data file's head
+//	  8  blockBytes u32: the block size the writer aimed at
+//	  12 nameLen    u16
+//	  14 name       [nameLen]: the data file's final name (no directory, no ".part")
+//	  .. crc        u32: CRC-32C of the header's bytes before it
+//	records, each:
+//	  0  kind       u8 ('B' block, 'E' end)
+//	  1  len        u32: payload bytes
+//	  5  payload    [len]
+//	  .. crc        u32: CRC-32C of kind, len and payload, seeded with the
+//	                previous record's crc (the first record: the header's)
+//	block payload (kind 'B'):
+//	  0  seek    u64: data file offset where a decoder starts for this block
+//	  8  raw     u64: offset in the decoded pcapng stream where the block starts
+//	  16 rawEnd  u64: ... and where it ends
+//	  24 first   i64: earliest packet time in the block (Unix ns)
+//	  32 last    i64: latest packet time in the block (Unix ns)
+//	  40 packets u32
+//	  44 ifaces  u32: interfaces described in the stream before rawEnd
+//	  48 keys    u32: distinct keys added to the filter
+//	  52 words   u32: filter size in 64-bit words
+//	  56 filter  [words]u64: Bloom filter of the block's keys (bloom.go),
+//	                probed min(7, max(1, words·64·ln2/keys)) times
+//	end payload (kind 'E'), last record of the index of a closed file:
+//	  0  dataSize u64: size of the data file on disk
+//	  8  rawSize  u64: size of its decoded pcapng stream
+//	  16 blocks   u32: block records before it
+//	  20 ifaces   u32: interfaces the data file describes
+//
+// The chained checksums make the last record's crc a checksum over the
+// whole index: an index is valid up to the first record that does not
+// verify, and, for a closed data file, only whole with its end record.
+// A writer appends records as it goes, so a reader of a file still
+// being written reads the records complete so far.
+//
+// Changing the layout of the header or of a record, or the meaning of
+// a field, takes a new Version; readers refuse versions they do not
+// know (ErrVersion) and the data file is read without an index until
+// `pcapsync index` rebuilds it. Record kinds may be added within a
+// version only if readers may skip them: readers of version 1 refuse
+// unknown kinds.
+const (
+	Version = 1
+
+	headerFixed = 14
+	recHead     = 5
+	blockFixed  = 56
+	endSize     = 24
+
+	kindBlock = 'B'
+	kindEnd   = 'E'
+
+	// MaxNameLen bounds a data file name in the header.
+	MaxNameLen = 1024
+	// maxWords bounds one block's filter (16 MiB): a reader checks
+	// it before it slices.
+	maxWords = 2 << 20
+	// MaxFileSize bounds the index files Open reads.
+	MaxFileSize = 1 << 30
+)
+
+var magic = [4]byte{'P', 'S', 'I', 'X'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Suffix is what a data file's name takes to name its index: the index
+// of web1_20260101T000000.000Z.pcapng.gz is
+// web1_20260101T000000.000Z.pcapng.gz.idx. The index of a file still
+// being written (".part") is written as <final name>.idx.part and
+// renamed with its data file.
+const Suffix = ".idx"
+
+const partSuffix = ".part"
+
+// Path returns the path of the index of the data file at dataPath,
+// which may end in ".part".
+func Path(dataPath string) string {
+	if base, ok := strings.CutSuffix(dataPath, partSuffix); ok {
+		return base + Suffix + partSuffix
+	}
+	return dataPath + Suffix
+}
+
+// IsIndex reports whether name is the name of an index file (finished
+// or being written).
+func IsIndex(name string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(name, partSuffix), Suffix)
+}
+
+// Codec is the compression of a data file, as its name says.
+type Codec uint8
+
+// Codecs of data files.
+const (
+	CodecNone Codec = iota // .pcapng: a reader may start at any block's raw offset
+	CodecGzip              // .pcapng.gz: a block starts a gzip member
+	CodecZstd              // .pcapng.zst: one zstd frame per file: decoding starts at 0
+)
+
+// CodecOf returns the codec of a data file by its name (with or without
+// ".part").
+func CodecOf(path string) Codec {
+	switch name := strings.TrimSuffix(path, partSuffix); {
+	case strings.HasSuffix(name, ".pcapng.gz"):
+		return CodecGzip
+	case strings.HasSuffix(name, ".pcapng.zst"):
+		return CodecZstd
+	}
+	return CodecNone
+}
+
+func appendHeader(dst []byte, name string, c Codec, headIfaces, blockBytes int) ([]byte, uint32) {
+	start := len(dst)
+	dst = append(dst, magic[:]...)
+	dst = append(dst, Version, byte(c))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(min(headIfaces, 0xffff)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(blockBytes))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
+	dst = append(dst, name...)
+	crc := crc32.Checksum(dst[start:], castagnoli)
+	return binary.LittleEndian.AppendUint32(dst, crc), crc
+}
+
+// appendRecord appends a record whose payload was appended to dst
+// after a placeholder of recHead bytes at start, and returns the new
+// chained crc.
+func sealRecord(dst []byte, start int, kind byte, prev uint32) ([]byte, uint32) {
+	dst[start] = kind
+	binary.LittleEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-recHead))
+	crc := crc32.Update(prev, castagnoli, dst[start:])
+	return binary.LittleEndian.AppendUint32(dst, crc), crc
+}

@@ -1,0 +1,410 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Block is one block of a data file, as its index describes it.
+type Block struct {
+	Seek        int64 // data file offset where a decoder starts for it (see Span)
+	Raw, RawEnd int64 // its range in the decoded pcapng stream
+	First, Last int64 // earliest and latest packet time (Unix ns); 0 without packets
+	Packets     int
+	Ifaces      int // interfaces described in the stream before RawEnd
+	Keys        int // distinct keys in its filter
+	filter      []uint64
+}
+
+// Index is the index of one data file, verified. It is read-only and
+// safe for concurrent use.
+type Index struct {
+	Name       string // the data file's final name
+	Codec      Codec
+	HeadIfaces int // interfaces the data file's head describes
+	BlockBytes int
+	All        []Block // in file order
+	// Final: the index holds its end record; the data file was closed
+	// and the fields below are set.
+	Final    bool
+	DataSize int64
+	RawSize  int64
+	Ifaces   int
+}
+
+// Open reads and verifies the index of the data file at dataPath (a
+// finished file or one ending in ".part", still being written). It
+// fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch or
+// ErrUnfinished when the index must not be used, or fs.ErrNotExist
+// when there is none: the caller then reads the data file without it.
+// The index of a ".part" file holds the blocks written so far; that of
+// a finished file must be complete and match the data file's size.
+func Open(dataPath string) (*Index, error) {
+	ipath := Path(dataPath)
+	f, err := os.Open(ipath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxFileSize {
+		return nil, fmt.Errorf("index %s: %d bytes: %w", ipath, st.Size(), ErrDamaged)
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("reading index %s: %w", ipath, err)
+	}
+	dst, err := os.Stat(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	live := strings.HasSuffix(dataPath, partSuffix)
+	ix, err := Parse(b, live)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
+	}
+	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
+	}
+	return ix, nil
+}
+
+// Check verifies that ix describes data file name of size bytes (live:
+// still being written, so possibly grown since).
+func (ix *Index) Check(name string, size int64, live bool) error {
+	if ix.Name != name {
+		return fmt.Errorf("written for %q, not %q: %w", ix.Name, name, ErrMismatch)
+	}
+	if ix.Final {
+		if ix.DataSize != size && !(live && ix.DataSize < size) {
+			return fmt.Errorf("data file of %d bytes, indexed at %d: %w", size, ix.DataSize, ErrMismatch)
+		}
+		return nil
+	}
+	if !live {
+		return ErrUnfinished
+	}
+	if n := len(ix.All); n > 0 && ix.All[n-1].Seek > size {
+		return fmt.Errorf("block at offset %d of a %d-byte data file: %w", ix.All[n-1].Seek, size, ErrMismatch)
+	}
+	if n := len(ix.All); n > 0 && ix.Codec == CodecNone && ix.All[n-1].RawEnd > size {
+		return fmt.Errorf("block ending at %d of a %d-byte data file: %w", ix.All[n-1].RawEnd, size, ErrMismatch)
+	}
+	return nil
+}
+
+// Parse decodes an index file's bytes. With partial, a torn or damaged
+// tail (an index still being written, or cut by a crash) ends the index
+// where the last good record ends; without it, every byte must verify.
+// The returned Index keeps no reference to b.
+func Parse(b []byte, partial bool) (*Index, error) {
+	le := binary.LittleEndian
+	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
+		return nil, fmt.Errorf("no index header: %w", ErrDamaged)
+	}
+	if b[4] != Version {
+		return nil, fmt.Errorf("version %d: %w", b[4], ErrVersion)
+	}
+	nl := int(le.Uint16(b[12:]))
+	if nl > MaxNameLen || len(b) < headerFixed+nl+4 {
+		return nil, fmt.Errorf("header: %w", ErrDamaged)
+	}
+	h := headerFixed + nl
+	crc := crc32.Checksum(b[:h], castagnoli)
+	if le.Uint32(b[h:]) != crc {
+		return nil, fmt.Errorf("header checksum: %w", ErrDamaged)
+	}
+	ix := &Index{Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
+	if ix.Codec > CodecZstd {
+		return nil, fmt.Errorf("codec %d: %w", ix.Codec, ErrDamaged)
+	}
+	words := 0
+	type span struct{ off, n int }
+	var filters []span
+	p := b[h+4:]
+	off := h + 4
+	torn := func(what string) error {
+		if partial {
+			return nil
+		}
+		return fmt.Errorf("record at offset %d: %s: %w", off, what, ErrDamaged)
+	}
+	for len(p) > 0 {
+		if ix.Final {
+			if err := torn("bytes after the end record"); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if len(p) < recHead+4 {
+			if err := torn("truncated"); err != nil {
+				return nil, err
+			}
+			break
+		}
+		n := int64(le.Uint32(p[1:]))
+		if n > int64(len(p)-recHead-4) {
+			if err := torn("truncated"); err != nil {
+				return nil, err
+			}
+			break
+		}
+		rec := p[:recHead+n]
+		next := crc32.Update(crc, castagnoli, rec)
+		if le.Uint32(p[recHead+n:]) != next {
+			if err := torn("checksum"); err != nil {
+				return nil, err
+			}
+			break
+		}
+		pl := rec[recHead:]
+		switch p[0] {
+		case kindBlock:
+			if len(pl) < blockFixed {
+				return nil, fmt.Errorf("block record of %d bytes: %w", len(pl), ErrDamaged)
+			}
+			w := int(le.Uint32(pl[52:]))
+			if w > maxWords || len(pl) != blockFixed+8*w {
+				return nil, fmt.Errorf("block record of %d bytes with %d filter words: %w", len(pl), w, ErrDamaged)
+			}
+			blk := Block{
+				Seek: int64(le.Uint64(pl[0:])), Raw: int64(le.Uint64(pl[8:])), RawEnd: int64(le.Uint64(pl[16:])),
+				First: int64(le.Uint64(pl[24:])), Last: int64(le.Uint64(pl[32:])),
+				Packets: int(le.Uint32(pl[40:])), Ifaces: int(le.Uint32(pl[44:])), Keys: int(le.Uint32(pl[48:])),
+			}
+			if blk.Seek < 0 || blk.Raw < 0 || blk.RawEnd < blk.Raw || blk.First > blk.Last {
+				return nil, fmt.Errorf("block %d: offsets or times out of order: %w", len(ix.All), ErrDamaged)
+			}
+			if k := len(ix.All); k > 0 && blk.Raw < ix.All[k-1].RawEnd {
+				return nil, fmt.Errorf("block %d overlaps the one before: %w", k, ErrDamaged)
+			}
+			filters = append(filters, span{off + recHead + blockFixed, w})
+			words += w
+			ix.All = append(ix.All, blk)
+		case kindEnd:
+			if len(pl) != endSize {
+				return nil, fmt.Errorf("end record of %d bytes: %w", len(pl), ErrDamaged)
+			}
+			ix.Final = true
+			ix.DataSize, ix.RawSize = int64(le.Uint64(pl[0:])), int64(le.Uint64(pl[8:]))
+			ix.Ifaces = int(le.Uint32(pl[20:]))
+			if int(le.Uint32(pl[16:])) != len(ix.All) {
+				return nil, fmt.Errorf("end record counts %d blocks, %d read: %w", le.Uint32(pl[16:]), len(ix.All), ErrDamaged)
+			}
+		default:
+			return nil, fmt.Errorf("record kind %#x: %w", p[0], ErrDamaged)
+		}
+		crc = next
+		step := recHead + int(n) + 4
+		p, off = p[step:], off+step
+	}
+	all := make([]uint64, words)
+	for i, s := range filters {
+		f := all[:s.n:s.n]
+		all = all[s.n:]
+		for j := range f {
+			f[j] = le.Uint64(b[s.off+8*j:])
+		}
+		ix.All[i].filter = f
+	}
+	return ix, nil
+}
+
+// HeadEnd returns where the data file's head (section header and the
+// interfaces of HeadIfaces) ends in the decoded stream, which starts
+// at data file offset 0: a reader that starts at a Span reads the
+// decoded bytes [0, HeadEnd) first, for the interfaces.
+func (ix *Index) HeadEnd() int64 {
+	if len(ix.All) > 0 {
+		return ix.All[0].Raw
+	}
+	return ix.RawSize
+}
+
+// Tail returns where the data file goes on after its last block: for a
+// file being written, the packets committed since (up to its last
+// complete batch), which a reader scans without the index. The span
+// starts at Raw (the last block's end: the head when there is none) and
+// has no end (RawEnd -1); N is 0. Of a gzip file it starts decoding at
+// the last block's member, of a zstd file at 0.
+func (ix *Index) Tail() Span {
+	s := Span{Block: len(ix.All), RawEnd: -1}
+	if n := len(ix.All); n > 0 {
+		last := ix.All[n-1]
+		s.Raw = last.RawEnd
+		switch ix.Codec {
+		case CodecNone:
+			s.Seek, s.SeekRaw = last.RawEnd, last.RawEnd
+		case CodecGzip:
+			s.Seek, s.SeekRaw = last.Seek, last.Raw
+		}
+	}
+	return s
+}
+
+// Span is a run of consecutive blocks to read: start decoding the data
+// file at offset Seek, whose decoded stream starts at offset SeekRaw
+// (for plain and gzip files SeekRaw == Raw; a zstd file is one frame,
+// decoded from its start: Seek and SeekRaw are 0), discard the decoded
+// bytes before Raw and read pcapng blocks up to RawEnd.
+type Span struct {
+	Seek, SeekRaw int64
+	Raw, RawEnd   int64
+	First, Last   int64 // earliest and latest packet time of its blocks
+	Block, N      int   // its blocks: All[Block : Block+N]
+}
+
+// Blocks returns the spans of the blocks that may hold packets at
+// times in [since, until) (Unix ns; use math.MinInt64 and math.MaxInt64
+// for no bound): Select without a Match.
+func (ix *Index) Blocks(since, until int64) []Span { return ix.Select(since, until, nil) }
+
+// Select returns, in file order, the spans of the blocks that may hold
+// packets at times in [since, until) matching m (nil: every packet),
+// merged where blocks follow each other. Blocks that describe
+// interfaces which a selected block's packets may use are included
+// too (they come after the head). A block's packets are only candidates:
+// the reader checks every packet's time and filter itself. What m
+// cannot express (a filter on anything but addresses, ports and IP
+// protocols, or a negation) must be left out of it: the time
+// checkpoints alone then select the blocks.
+func (ix *Index) Select(since, until int64, m *Match) []Span {
+	keep := make([]bool, len(ix.All))
+	any := false
+	for i := range ix.All {
+		b := &ix.All[i]
+		keep[i] = b.Packets > 0 && b.Last >= since && b.First < until && m.may(b)
+		any = any || keep[i]
+	}
+	if !any {
+		return nil
+	}
+	// A block describing interfaces is read before any kept block after it.
+	last := -1
+	for i := range keep {
+		if keep[i] {
+			last = i
+		}
+	}
+	prev := ix.HeadIfaces
+	for i := 0; i < last; i++ {
+		if ix.All[i].Ifaces > prev {
+			keep[i] = true
+		}
+		prev = ix.All[i].Ifaces
+	}
+	var spans []Span
+	for i := 0; i < len(keep); i++ {
+		if !keep[i] {
+			continue
+		}
+		b := &ix.All[i]
+		if n := len(spans); n > 0 && spans[n-1].Block+spans[n-1].N == i {
+			s := &spans[n-1]
+			s.N++
+			s.RawEnd = b.RawEnd
+			s.First, s.Last = minTime(s.First, b), maxTime(s.Last, b)
+			continue
+		}
+		s := Span{Seek: b.Seek, SeekRaw: b.Raw, Raw: b.Raw, RawEnd: b.RawEnd, First: math.MaxInt64, Last: math.MinInt64, Block: i, N: 1}
+		if ix.Codec == CodecZstd {
+			s.Seek, s.SeekRaw = 0, 0
+		}
+		s.First, s.Last = minTime(s.First, b), maxTime(s.Last, b)
+		spans = append(spans, s)
+	}
+	return spans
+}
+
+func minTime(t int64, b *Block) int64 {
+	if b.Packets == 0 {
+		return t
+	}
+	return min(t, b.First)
+}
+
+func maxTime(t int64, b *Block) int64 {
+	if b.Packets == 0 {
+		return t
+	}
+	return max(t, b.Last)
+}
+
+// Match is what Select asks of a block's keys: an address, a port, an
+// IP protocol, or an and/or of Matches. A nil *Match matches every
+// block. Build it with Host, Port, Proto, And and Or.
+type Match struct {
+	op   matchOp
+	key  uint64
+	subs []*Match
+}
+
+type matchOp uint8
+
+const (
+	opKey matchOp = iota
+	opAnd
+	opOr
+)
+
+func keyMatch(k uint64) *Match {
+	if k == 0 {
+		k = 1 // as keySet stores it
+	}
+	return &Match{op: opKey, key: k}
+}
+
+// Host matches blocks that may hold packets from or to address a (an
+// IPv4-mapped IPv6 address matches as the IPv4 address).
+func Host(a netip.Addr) *Match { return keyMatch(addrKey(a)) }
+
+// Port matches blocks that may hold TCP, UDP or SCTP packets from or
+// to port p.
+func Port(p uint16) *Match { return keyMatch(portKey(p)) }
+
+// Proto matches blocks that may hold IPv4 or IPv6 packets of protocol
+// p (for IPv6, the first header after the extension headers).
+func Proto(p uint8) *Match { return keyMatch(protoKey(p)) }
+
+// And matches blocks that every one of ms may match.
+func And(ms ...*Match) *Match { return &Match{op: opAnd, subs: ms} }
+
+// Or matches blocks that any of ms may match.
+func Or(ms ...*Match) *Match { return &Match{op: opOr, subs: ms} }
+
+func (m *Match) may(b *Block) bool {
+	if m == nil {
+		return true
+	}
+	switch m.op {
+	case opKey:
+		return bloomHas(b.filter, m.key, probes(len(b.filter), b.Keys))
+	case opAnd:
+		for _, s := range m.subs {
+			if !s.may(b) {
+				return false
+			}
+		}
+		return true
+	default:
+		for _, s := range m.subs {
+			if s.may(b) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// MayMatch reports whether block i may hold packets matching m.
+func (ix *Index) MayMatch(i int, m *Match) bool { return m.may(&ix.All[i]) }

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
+)
+
+// Every data file gets an index beside it (package index, docs/index.md):
+// written while the file is written as <final name>.idx.part, renamed
+// to <final name>.idx just before the data file is (publish), removed
+// with the data file by retention and counted in its bytes. The index
+// is a hint that readers verify, never needed for correctness, so it
+// costs the write path no sync and no error: a failure to write it
+// drops it (the file's readers scan instead; `pcapsync index` rebuilds
+// it), a crash leaves an .idx.part that repair removes, and a file cut
+// back after a write error (abandon) loses its index.
+//
+// A block of the index ends at the first commit after Config.IndexBlock
+// decoded bytes: where a reader can start (plain: any offset; gzip: the
+// member the commit ended; zstd: the file is one frame, so a reader
+// decodes from its start and skips to the block). Ended blocks are
+// appended to the index file at the commit that ends one, at most
+// every indexWriteInterval unless indexWriteBytes of them wait, and
+// when the file closes; the index file is opened for each write and
+// closed again, so it never holds a descriptor of the open-file budget,
+// and its opens (which allocate) stay rare: a reader of the file being
+// written finds its blocks up to a second late and scans the rest.
+
+// indexWriteInterval and indexWriteBytes bound how long and how much
+// of the index waits in memory (tests shorten the interval).
+var indexWriteInterval = time.Second
+
+const indexWriteBytes = 64 << 10
+
+// ixStart begins the index of the file just opened.
+func (af *agentFile) ixStart() {
+	af.ixLive, af.ixWrote, af.ixBytes, af.ixLast = false, 0, 0, time.Time{}
+	if af.ixBlock <= 0 {
+		return
+	}
+	if af.ix == nil {
+		af.ix = new(index.Builder)
+	}
+	af.ix.Reset(filepath.Base(af.path), ixCodec(af.comp.Codec), len(af.ifaces), int(af.ixBlock), af.ixSeek(), af.w.Written())
+	af.ixLive = true
+}
+
+func ixCodec(c compress.Codec) index.Codec {
+	switch c {
+	case compress.Gzip:
+		return index.CodecGzip
+	case compress.Zstd:
+		return index.CodecZstd
+	}
+	return index.CodecNone
+}
+
+// ixSeek is where a decoder starts to read what is written next, right
+// after a commit.
+func (af *agentFile) ixSeek() int64 {
+	switch {
+	case af.mw == nil:
+		return af.w.Written()
+	case af.mw.zstd != nil:
+		return 0
+	}
+	return af.mw.out.n
+}
+
+// ixCommit ends the index's block at a commit once it holds enough,
+// and writes the blocks ended so far.
+func (af *agentFile) ixCommit() {
+	if !af.ixLive {
+		return
+	}
+	if raw := af.w.Written(); raw-af.ix.BlockRaw() >= af.ixBlock {
+		af.ix.EndBlock(raw, af.w.Interfaces(), af.ixSeek())
+	}
+	if af.ix.Blocks() > af.ixWrote {
+		if now := time.Now(); now.Sub(af.ixLast) >= indexWriteInterval || len(af.ix.Pending()) >= indexWriteBytes {
+			af.ixLast = now
+			af.ixWrite()
+		}
+	}
+}
+
+// ixFinish ends the index of the file being closed, whose packets end
+// at rawEnd in the decoded stream, with its end record.
+func (af *agentFile) ixFinish(rawEnd int64) {
+	if !af.ixLive {
+		return
+	}
+	af.ix.Finish(rawEnd, af.w.Interfaces(), af.onDisk(), af.w.Written())
+	af.ixWrite()
+	af.ixLive = false
+}
+
+// ixWrite appends what the index holds unwritten to the index file.
+func (af *agentFile) ixWrite() {
+	p := af.ix.Pending()
+	path := index.Path(af.path + PartSuffix)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err == nil {
+		_, err = f.Write(p)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		af.logErr("writing the index; the file is left without one (pcapsync index rebuilds it)", err)
+		af.ixDrop()
+		return
+	}
+	af.ixBytes += int64(len(p))
+	af.ixWrote = af.ix.Blocks()
+	af.ix.Clear()
+	if af.ret != nil {
+		af.ret.wrote(int64(len(p)), 0)
+	}
+}
+
+// ixDrop gives up the index of the open file and removes what was
+// written of it.
+func (af *agentFile) ixDrop() {
+	if !af.ixLive && af.ixBytes == 0 {
+		return
+	}
+	af.ixLive = false
+	af.ixBytes = 0
+	if af.path != "" {
+		os.Remove(index.Path(af.path + PartSuffix))
+	}
+}
+
+// publishIndex renames the index of part, a data file being published,
+// to its final name: before the data file, so that a published data
+// file never has an unpublished index. A failure leaves the file
+// without an index.
+func publishIndex(part string) {
+	from := index.Path(part)
+	if err := os.Rename(from, index.Path(strings.TrimSuffix(part, PartSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		os.Remove(from)
+	}
+}
+
+// partFiles returns the data files in dir still being written (or left
+// so by a crash), not their indexes.
+func partFiles(dir string) []string {
+	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
+	out := parts[:0]
+	for _, p := range parts {
+		if !index.IsIndex(filepath.Base(p)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// indexBytes returns the size of the index of the data file at path, 0
+// if it has none.
+func indexBytes(path string) int64 {
+	if st, err := os.Stat(index.Path(path)); err == nil {
+		return st.Size()
+	}
+	return 0
+}
