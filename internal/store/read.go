@@ -54,7 +54,8 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 			return nil, fmt.Errorf("listing %s: %w", agent, err)
 		}
 		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
-		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size {
+		// Retention counts a file with its index (sidecar) bytes.
+		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+indexBytes(fi.Path) {
 			fi.Times, fi.First, fi.Last = true, f.First, f.Last
 		}
 		out = append(out, fi)
