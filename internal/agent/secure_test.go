@@ -18,6 +18,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/store"
 )
 
@@ -75,7 +76,7 @@ func (rc *realCollector) files(t *testing.T) []string {
 			if err == nil && d.IsDir() && d.Name() == store.RetainDir {
 				return filepath.SkipDir // retention's index of closed files
 			}
-			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile {
+			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile && !index.IsIndex(d.Name()) {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
 				// A state file being saved is StateFile.tmpNNN until renamed.
 				if strings.HasSuffix(p, store.PartSuffix) || strings.Contains(d.Name(), ".tmp") {
