@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,26 +33,14 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return res, errors.New("bench kafka: java not installed (Kafka's tools run on it)")
 	}
-	dir, done, err := workDir(cfg.Dir, "pcapsync-kafka")
+	ks, err := setUpKafka(ctx, cfg.Exe, cfg.Dir, "pcapsync-kafka", cfg.Brokers, cfg.Log, cfg.Packets)
 	if err != nil {
 		return res, fmt.Errorf("bench kafka: %w", err)
 	}
-	defer done()
-	b, err := startBroker(dir, cfg.Brokers, cfg.Log)
-	if err != nil {
-		return res, fmt.Errorf("bench kafka: %w", err)
-	}
-	defer b.close()
-	res.OwnBroker = b.pid != 0
-	in := filepath.Join(dir, "in-imix.pcap")
-	if out, err := exec.CommandContext(ctx, cfg.Exe, "gen", "file", "--out", in,
-		"--count", strconv.Itoa(cfg.Packets), "--mix", "imix").CombinedOutput(); err != nil {
-		return res, fmt.Errorf("bench kafka: generating the input: %w: %s", err, out)
-	}
-	if res.InputBytes, err = warm(in); err != nil {
-		return res, fmt.Errorf("bench kafka: %w", err)
-	}
-	env := kafkaEnv{cfg: cfg, dir: dir, in: in, b: b}
+	defer ks.close()
+	res.OwnBroker, res.InputBytes = ks.b.pid != 0, ks.inBytes
+	dir, in := ks.dir, ks.in
+	env := kafkaEnv{cfg: cfg, dir: dir, in: in, b: ks.b}
 	paths := []string{PathDirect, PathKafka, PathProducer}
 	for round := range cfg.Rounds {
 		for k := range paths {
@@ -118,6 +107,47 @@ func settle(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// kafkaSetup is what both Kafka benches start from: a work directory,
+// a broker and an IMIX input file in the page cache.
+type kafkaSetup struct {
+	dir, in string
+	inBytes int64
+	b       *benchBroker
+	done    func() // removes a temporary work directory
+}
+
+// setUpKafka makes the work directory (dir, or a temporary one named
+// after prefix), starts a broker unless brokers are given, and
+// generates and reads the input of packets IMIX packets.
+func setUpKafka(ctx context.Context, exe, dir, prefix string, brokers []string, log io.Writer, packets int) (*kafkaSetup, error) {
+	d, done, err := workDir(dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	ks := &kafkaSetup{dir: d, in: filepath.Join(d, "in-imix.pcap"), done: done}
+	if ks.b, err = startBroker(d, brokers, log); err != nil {
+		done()
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, exe, "gen", "file", "--out", ks.in,
+		"--count", strconv.Itoa(packets), "--mix", "imix").CombinedOutput(); err != nil {
+		ks.close()
+		return nil, fmt.Errorf("generating the input: %w: %s", err, out)
+	}
+	if ks.inBytes, err = warm(ks.in); err != nil {
+		ks.close()
+		return nil, err
+	}
+	return ks, nil
+}
+
+// close stops the broker the set-up started and removes a temporary
+// work directory.
+func (ks *kafkaSetup) close() {
+	ks.b.close()
+	ks.done()
 }
 
 // workDir returns dir, created, or a new temporary directory named

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -28,28 +27,16 @@ func KafkaScale(ctx context.Context, cfg KafkaScaleConfig) (KafkaScaleResult, er
 	if cfg.Exe == "" {
 		return res, errors.New("bench kafka-scale: KafkaScaleConfig.Exe (the pcapsync binary) is required")
 	}
-	dir, done, err := workDir(cfg.Dir, "pcapsync-kafka-scale")
-	if err != nil {
-		return res, fmt.Errorf("bench kafka-scale: %w", err)
-	}
-	defer done()
 	if _, err := raiseNoFile(4096); err != nil {
 		return res, fmt.Errorf("bench kafka-scale: %w", err)
 	}
-	b, err := startBroker(dir, cfg.Brokers, cfg.Log)
+	ks, err := setUpKafka(ctx, cfg.Exe, cfg.Dir, "pcapsync-kafka-scale", cfg.Brokers, cfg.Log, cfg.Packets)
 	if err != nil {
 		return res, fmt.Errorf("bench kafka-scale: %w", err)
 	}
-	defer b.close()
-	res.OwnBroker = b.pid != 0
-	in := filepath.Join(dir, "in-imix.pcap")
-	if out, err := exec.CommandContext(ctx, cfg.Exe, "gen", "file", "--out", in,
-		"--count", strconv.Itoa(cfg.Packets), "--mix", "imix").CombinedOutput(); err != nil {
-		return res, fmt.Errorf("bench kafka-scale: generating the input: %w: %s", err, out)
-	}
-	if res.InputBytes, err = warm(in); err != nil {
-		return res, fmt.Errorf("bench kafka-scale: %w", err)
-	}
+	defer ks.close()
+	res.OwnBroker, res.InputBytes = ks.b.pid != 0, ks.inBytes
+	b, dir, in := ks.b, ks.dir, ks.in
 	for _, n := range cfg.Writers {
 		run, err := scaleRun(ctx, cfg, b, dir, in, n)
 		if err != nil {
