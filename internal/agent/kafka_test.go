@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
@@ -322,7 +320,7 @@ func TestKafkaResendDuplicates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(ctx) }()
-	want := readPackets(t, src)
+	want := capturetest.ReadFile(t, src)
 	testutil.Eventually(t, kafkaTimeout, func() error {
 		if n := w.Core().Counters.Packets.Load(); n < uint64(len(want)) {
 			return fmt.Errorf("%d of %d packets written", n, len(want))
@@ -333,57 +331,14 @@ func TestKafkaResendDuplicates(t *testing.T) {
 	if err := <-wdone; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	got := readDir(t, filepath.Join(dir, "d1"))
+	got, _ := capturetest.ReadDir(t, filepath.Join(dir, "d1"))
 	if len(got) != len(want) {
 		t.Fatalf("%d packets in the files, want %d (duplicates kept?)", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].Timestamp != want[i].Timestamp || !bytes.Equal(got[i].Data, want[i].Data) {
+		if got[i].TS != want[i].TS || !bytes.Equal(got[i].Data, want[i].Data) {
 			t.Fatalf("packet %d differs from the reference", i)
 		}
 	}
 	t.Logf("%d batch records for %d batches; the files hold every packet once", len(tr.batches), countDistinct(tr.batches))
-}
-
-// readPackets reads every packet of a capture file.
-func readPackets(t *testing.T, path string) []pcapfile.Packet {
-	t.Helper()
-	f, err := pcapfile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []pcapfile.Packet
-	for {
-		var p pcapfile.Packet
-		if err := r.ReadInto(&p); err != nil {
-			if err == io.EOF {
-				return out
-			}
-			t.Fatalf("%s: %v", path, err)
-		}
-		p.Data = bytes.Clone(p.Data)
-		out = append(out, p)
-	}
-}
-
-// readDir reads the files of an agent's directory in name order (their
-// names start with their UTC start time).
-func readDir(t *testing.T, dir string) []pcapfile.Packet {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []pcapfile.Packet
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".pcapng") && !capturetest.IsIndex(e.Name()) {
-			out = append(out, readPackets(t, filepath.Join(dir, e.Name()))...)
-		}
-	}
-	return out
 }
