@@ -99,6 +99,7 @@ func agentCommand(s streams) *cobra.Command {
 			if err := flags.apply(fs, &cfg, log); err != nil {
 				return err
 			}
+			mf.certs = flags.certFiles()
 			return runAgent(ctx, cfg, mf, log, func(sum agent.Summary) error {
 				return summary.print(s.stdout, agentSummary{sum})
 			})
@@ -126,6 +127,10 @@ func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.
 	if mln != nil {
 		m = metrics.NewAgent()
 		cfg.AckLatency = m.AckLatency
+		if err := mf.watchCertificates(m.Registry); err != nil {
+			mln.Close()
+			return err
+		}
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
@@ -265,6 +270,13 @@ func (f *agentFlagVals) apply(fs *pflag.FlagSet, cfg *agent.Config, log *slog.Lo
 		cfg.Token = tok
 	}
 	return nil
+}
+
+// certFiles are the certificate files the agent was given, for the
+// metrics of their expiry.
+func (f *agentFlagVals) certFiles() [][2]string {
+	return [][2]string{{pki.RoleCert, *f.tlsCert}, {pki.RoleCA, *f.tlsCA},
+		{pki.RoleCert, f.kafka.CertFile}, {pki.RoleCA, f.kafka.CAFile}}
 }
 
 // applyKafka sets Config.Kafka when --kafka is given, and refuses the

@@ -10,16 +10,21 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
 // metricsFlags are the flags of the metrics listener, on agent and collector.
 type metricsFlags struct {
 	addr  string
 	pprof bool
+	// certs are the (role, file) pairs of the certificate files given,
+	// whose expiry the metrics export; a file "" is skipped.
+	certs [][2]string
 }
 
 func (m *metricsFlags) register(fs *pflag.FlagSet) {
@@ -115,4 +120,15 @@ func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout ti
 		return errors.New("the answer is not a collector's status")
 	}
 	return metrics.WriteTable(s.stdout, st)
+}
+
+// watchCertificates exports the expiry of the certificates in m.certs
+// on reg.
+func (m *metricsFlags) watchCertificates(reg prometheus.Registerer) error {
+	certs, err := pki.CertificateFiles(m.certs...)
+	if err != nil {
+		return err
+	}
+	metrics.WatchCertificates(reg, certs)
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
+	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -180,6 +181,7 @@ func exported(t *testing.T) map[string]bool {
 	kafka := NewCollector(0) // an ingest collector's and a writer's
 	kafka.WatchProducer(&kafkaio.ProducerCounters{})
 	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})
+	WatchCertificates(kafka.Registry, []pki.Certificate{{File: "ca.pem", Role: pki.RoleCA, Subject: "site CA"}})
 	names := map[string]bool{}
 	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry, kafka.Registry} {
 		for name := range metricstest.Gather(t, reg) {
@@ -331,5 +333,27 @@ func TestMaxAgents(t *testing.T) {
 	})
 	if _, err := fams.Lookup("pcapsync_collector_agent_lag_batches", "agent="+OtherAgents); err == nil {
 		t.Error("a lag gauge for the other agents: it does not add up")
+	}
+}
+
+func TestWatchCertificates(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	at := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	WatchCertificates(reg, []pki.Certificate{
+		{File: "/etc/pcapsync/agent.pem", Role: pki.RoleCert, Subject: "web1", NotAfter: at},
+		{File: "/etc/pcapsync/ca.pem", Role: pki.RoleCA, Subject: "site CA", NotAfter: at.Add(time.Hour)},
+	})
+	f := metricstest.Gather(t, reg)
+	name := "pcapsync_tls_certificate_expiry_timestamp_seconds"
+	if got := f.Value(t, name, "file=/etc/pcapsync/agent.pem", "role=cert", "subject=web1"); got != float64(at.Unix()) {
+		t.Errorf("agent certificate: %v, want %v", got, at.Unix())
+	}
+	if got := f.Value(t, name, "role=ca", "subject=site CA"); got != float64(at.Unix()+3600) {
+		t.Errorf("CA: %v, want %v", got, at.Unix()+3600)
+	}
+	empty := prometheus.NewRegistry()
+	WatchCertificates(empty, nil)
+	if _, ok := metricstest.Gather(t, empty)[name]; ok {
+		t.Error("no certificates: the metric is exported all the same")
 	}
 }

@@ -73,6 +73,12 @@ func (s *Service) open() error {
 	if c.Metrics.Addr != "" {
 		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
 		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
+		certs, err := pki.CertificateFiles([2]string{pki.RoleCert, c.TLSCertFile}, [2]string{pki.RoleCA, c.TLSClientCAFile},
+			[2]string{pki.RoleCert, c.Kafka.CertFile}, [2]string{pki.RoleCA, c.Kafka.CAFile})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		metrics.WatchCertificates(s.m.Registry, certs)
 	}
 	if err := s.openKafka(); err != nil {
 		return err

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +42,9 @@ func TestMutualTLS(t *testing.T) {
 	dir := filepath.Join(work, "out")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
-		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token)
+		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token,
+		"--metrics", "127.0.0.1:0")
+	checkCertificateMetrics(t, metricsAddr(t, coll), certs, map[string]string{"collector.pem": "cert", "ca.pem": "ca"})
 	agentTLS := func(cert string) []string {
 		return []string{"--tls-ca", filepath.Join(certs, "ca.pem"), "--tls-cert", filepath.Join(certs, "agent-"+cert+".pem"),
 			"--tls-key", filepath.Join(certs, "agent-"+cert+"-key.pem")}
@@ -109,4 +114,42 @@ func TestSecurityRequired(t *testing.T) {
 
 func genConfig(count uint64, stream uint32) gen.FileConfig {
 	return gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: stream, Seed: uint64(stream)}
+}
+
+// checkCertificateMetrics: the process whose metrics are at addr
+// exports the expiry of every certificate of the files below dir (base
+// name: role), as the files hold it, and nothing else.
+func checkCertificateMetrics(t *testing.T, addr, dir string, files map[string]string) {
+	t.Helper()
+	const name = "pcapsync_tls_certificate_expiry_timestamp_seconds"
+	got := map[string]float64{} // file, role, subject -> value
+	for _, m := range scrapeMetrics(t, addr)[name].GetMetric() {
+		l := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		got[l["file"]+" "+l["role"]+" "+l["subject"]] = m.GetGauge().GetValue()
+	}
+	want := map[string]float64{}
+	for file, role := range files {
+		path := filepath.Join(dir, file)
+		rest, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var blk *pem.Block
+			if blk, rest = pem.Decode(rest); blk == nil {
+				break
+			}
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			want[path+" "+role+" "+c.Subject.CommonName] = float64(c.NotAfter.Unix())
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s at %s:\n got %v\nwant %v", name, addr, got, want)
+	}
 }
