@@ -172,6 +172,13 @@ var (
 		"Batch writes that waited at retention's write gate for deletion to catch up (usage near a --retain-size or --retain-free limit).", nil, nil)
 	retainHeld = prometheus.NewDesc("pcapsync_collector_retention_write_held_seconds_total",
 		"Seconds batch writes waited at retention's write gate, in all.", nil, nil)
+	retainLimit = prometheus.NewDesc("pcapsync_collector_retention_limit_bytes",
+		"A retention rule's limit: size, the root's bytes (--retain-size); free, the filesystem's used bytes (its size less --retain-free); agent, each agent's bytes (--retain-agent-size).",
+		[]string{"rule"}, nil)
+	retainHigh = prometheus.NewDesc("pcapsync_collector_retention_high_watermark_bytes",
+		"Usage above which a retention rule starts deleting, below its limit by a margin that grows with the write rate.", []string{"rule"}, nil)
+	retainLow = prometheus.NewDesc("pcapsync_collector_retention_low_watermark_bytes",
+		"Usage down to which a retention rule deletes once started.", []string{"rule"}, nil)
 	retainRootBytes = prometheus.NewDesc("pcapsync_collector_retention_root_bytes",
 		"Bytes of the agents' data files below --dir, closed and open, as retention counts them.", nil, nil)
 	retainOldest = prometheus.NewDesc("pcapsync_collector_agent_oldest_packet_timestamp_seconds",
@@ -197,6 +204,11 @@ func (c *coreCollector) collectRetention(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(retainHolds, prometheus.CounterValue, u(rc.Holds.Load()))
 	ch <- prometheus.MustNewConstMetric(retainHeld, prometheus.CounterValue, float64(rc.HeldNanos.Load())/1e9)
 	ch <- prometheus.MustNewConstMetric(retainRootBytes, prometheus.GaugeValue, float64(rs.RootBytes))
+	for _, l := range rs.Limits {
+		ch <- prometheus.MustNewConstMetric(retainLimit, prometheus.GaugeValue, float64(l.Limit), l.Rule)
+		ch <- prometheus.MustNewConstMetric(retainHigh, prometheus.GaugeValue, float64(l.High), l.Rule)
+		ch <- prometheus.MustNewConstMetric(retainLow, prometheus.GaugeValue, float64(l.Low), l.Rule)
+	}
 	var other time.Time
 	for i, a := range rs.Agents {
 		switch {
@@ -261,7 +273,7 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	describe(ownAgentFields, ch)
 	ch <- decodeErrors
 	ch <- batchesRejected
-	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainHolds, retainHeld, retainRootBytes, retainOldest} {
+	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainHolds, retainHeld, retainRootBytes, retainLimit, retainHigh, retainLow, retainOldest} {
 		ch <- d
 	}
 }

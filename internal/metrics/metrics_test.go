@@ -182,8 +182,9 @@ func exported(t *testing.T) map[string]bool {
 	kafka.WatchProducer(&kafkaio.ProducerCounters{})
 	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})
 	WatchCertificates(kafka.Registry, []pki.Certificate{{File: "ca.pem", Role: pki.RoleCA, Subject: "site CA"}})
+	retained := retainingCollector(t) // a size rule's limit and watermarks, once retention checked it
 	names := map[string]bool{}
-	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry, kafka.Registry} {
+	for _, reg := range []*prometheus.Registry{p.agent.Registry, p.coll.Registry, feeds.Registry, kafka.Registry, retained.Registry} {
 		for name := range metricstest.Gather(t, reg) {
 			if strings.HasPrefix(name, "pcapsync_") {
 				names[name] = true
@@ -191,6 +192,32 @@ func exported(t *testing.T) map[string]bool {
 		}
 	}
 	return names
+}
+
+// retainingCollector returns the metrics of a running collector core
+// with --retain-size, once its retention has checked the limit.
+func retainingCollector(t *testing.T) *Collector {
+	t.Helper()
+	core, err := collector.NewCore(collector.Config{Insecure: true, Logger: quiet,
+		Store: store.Config{Dir: t.TempDir(), Retain: store.RetainConfig{MaxBytes: 1 << 40}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { core.Run(ctx); close(ran) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+		core.Close()
+	})
+	m := NewCollector(0)
+	m.Watch(core, nil)
+	testutil.EventuallyTrue(t, 10*time.Second, "retention's size limit exported", func() bool {
+		_, err := metricstest.Gather(t, m.Registry).Lookup("pcapsync_collector_retention_limit_bytes", "rule=size")
+		return err == nil
+	})
+	return m
 }
 
 var metricName = regexp.MustCompile(`\bpcapsync_[a-z0-9_]+`)

@@ -71,6 +71,10 @@ type retainer struct {
 
 	// Counters may be read at any time.
 	Counters RetainCounters
+	// marks are each rule's limit and watermarks as enforce last
+	// computed them (the high one moves with the write rate); zero
+	// until then.
+	marks [NumRules]struct{ limit, hi, lo atomic.Int64 }
 
 	kick    chan struct{} // capacity 1: wakes run
 	gate    *writeGate    // holds writers back when deletion falls behind (retaingate.go)
@@ -241,6 +245,17 @@ func (r *retainer) watermarks(limit int64) (hi, lo int64) {
 	return hi, hi - m/2
 }
 
+// mark returns the watermarks of limit and keeps them, with limit, as
+// rule's last (RetainStats).
+func (r *retainer) mark(rule RetainRule, limit int64) (hi, lo int64) {
+	hi, lo = r.watermarks(limit)
+	m := &r.marks[rule]
+	m.limit.Store(limit)
+	m.hi.Store(hi)
+	m.lo.Store(lo)
+	return hi, lo
+}
+
 // deleteLead is how long deleting may lag behind writing: at a high
 // write rate deletion starts that much earlier. A deletion on a busy
 // machine waits for a CPU after its unlink; tens of milliseconds are
@@ -347,7 +362,7 @@ func (r *retainer) enforce(now time.Time) {
 	if c.AgentBytes > 0 {
 		r.mu.Lock()
 		var over []*retAgent
-		hi, _ := r.watermarks(c.AgentBytes)
+		hi, _ := r.mark(RuleAgent, c.AgentBytes)
 		for _, a := range r.agents {
 			if a.usage() > hi {
 				over = append(over, a)
@@ -411,7 +426,7 @@ func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool,
 	if limit <= 0 {
 		return false
 	}
-	hi, lo := r.watermarks(limit)
+	hi, lo := r.mark(rule, limit)
 	u := usage()
 	if u <= hi {
 		return false
@@ -576,6 +591,17 @@ type RetainStats struct {
 	RootBytes int64            // the agents' data files, closed and open
 	Short     []string         // rules that cannot be met now (their names)
 	Agents    []AgentRetention // sorted by name
+	// Limits are the limits in bytes of the rules that have one and
+	// were checked since Open, with their watermarks: deletion starts
+	// above High and goes on down to Low. size: the root's bytes;
+	// free: the filesystem's used bytes; agent: each agent's bytes.
+	Limits []RetainLimit
+}
+
+// RetainLimit is a rule's limit and its watermarks, in bytes.
+type RetainLimit struct {
+	Rule             string
+	Limit, High, Low int64
 }
 
 // AgentRetention is one agent's files as retention sees them.
@@ -599,6 +625,12 @@ func (s *Store) RetainStats() RetainStats {
 	for rule, since := range r.short {
 		if !since.IsZero() {
 			st.Short = append(st.Short, RetainRule(rule).String())
+		}
+	}
+	for rule := range r.marks {
+		m := &r.marks[rule]
+		if limit := m.limit.Load(); limit > 0 {
+			st.Limits = append(st.Limits, RetainLimit{Rule: RetainRule(rule).String(), Limit: limit, High: m.hi.Load(), Low: m.lo.Load()})
 		}
 	}
 	st.Agents = make([]AgentRetention, 0, len(r.agents))

@@ -332,6 +332,13 @@ func TestRetentionMetrics(t *testing.T) {
 		if got, want := m.Value(t, "pcapsync_collector_filesystem_avail_bytes"), float64(int64(fs.Bavail)*fs.Bsize); got != want {
 			return fmt.Errorf("bytes free %v, statfs %v", got, want)
 		}
+		// Done deleting: the used bytes are under the free rule's high
+		// watermark (a deletion round that began while the filler was
+		// still being written stopped short of it).
+		used := float64((int64(fs.Blocks) - int64(fs.Bavail)) * fs.Bsize)
+		if high, err := m.Lookup("pcapsync_collector_retention_high_watermark_bytes", "rule=free"); err != nil || used > high {
+			return fmt.Errorf("used %v, over the high watermark %v (%v)", used, high, err)
+		}
 		return nil
 	})
 	ds := deletions(t, coll.stderr.String())
@@ -352,6 +359,24 @@ func TestRetentionMetrics(t *testing.T) {
 		{Name: "pcapsync_collector_retention_short", Labels: []string{"rule=free"}, Value: 0},
 		{Name: "pcapsync_collector_retention_short_total", Value: 0},
 	})
+	// The free rule's limit is the filesystem's size less 10%.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(st.Blocks) * st.Bsize
+	limit := m.Value(t, "pcapsync_collector_retention_limit_bytes", "rule=free")
+	high := m.Value(t, "pcapsync_collector_retention_high_watermark_bytes", "rule=free")
+	low := m.Value(t, "pcapsync_collector_retention_low_watermark_bytes", "rule=free")
+	if want := float64(int64(float64(size) * 0.9)); limit != want {
+		t.Errorf("retention_limit_bytes{rule=free} %v, want %v (90%% of %d)", limit, want, size)
+	}
+	if !(low < high && high < limit) {
+		t.Errorf("free rule: low %v, high %v, limit %v: want low < high < limit", low, high, limit)
+	}
+	if _, err := m.Lookup("pcapsync_collector_retention_limit_bytes", "rule=size"); err == nil {
+		t.Error("retention_limit_bytes{rule=size} exported with --retain-size off")
+	}
 	oldest := map[string]time.Time{}
 	for i := range srcs {
 		name := fmt.Sprintf("m%d", i)
