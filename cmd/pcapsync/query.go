@@ -29,7 +29,10 @@ fractional digits (2026-11-24T10:02:00.5Z), a duration back from now
 globs (*, ?, [...]), repeated or separated by commas; an --iface pattern
 with a ':' matches AGENT:IF, one without the interface of any agent. The
 files still being written are read up to their last complete batch.
-docs/query.md says what is read and in which order.`
+Each file's index (FILE.idx) narrows what is read of it to the blocks
+the time range and the filter may need; a file without a usable index is
+read whole (--no-index: every file). docs/query.md says what is read
+and in which order.`
 
 type queryFlags struct {
 	cfg          query.Config
@@ -50,6 +53,7 @@ func queryCommand(s streams) *cobra.Command {
 			fs.StringVar(&f.since, "since", "", "the first time included: RFC 3339, a duration back from now (10m) or Unix seconds")
 			fs.StringVar(&f.until, "until", "", "the first time excluded, as --since")
 			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter (or give it as the trailing arguments)")
+			fs.BoolVar(&f.cfg.NoIndex, "no-index", false, "read every file whole, without the index beside it")
 			fs.Int64Var(&f.cfg.Count, "count", 0, "stop after this many packets (default: no limit)")
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
 			f.cfg.ReorderMem = query.DefaultReorderMem

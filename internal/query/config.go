@@ -48,6 +48,9 @@ type Config struct {
 	// packets in timestamp order, shared by the agents selected (each
 	// gets at least 256 KiB). 0 means DefaultReorderMem.
 	ReorderMem int64
+	// NoIndex reads every file whole, as if none had an index (to
+	// compare, or to distrust them).
+	NoIndex bool
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }

@@ -25,6 +25,7 @@ type tp struct {
 	ts    int64
 	iface int
 	port  uint16
+	host  byte // if set, the source address is 10.9.9.host
 }
 
 // ref is a packet as the test wrote it, for the expected result.
@@ -55,6 +56,7 @@ type agentSpec struct {
 	batches [][]tp // each committed
 	open    bool   // leave the last file being written (.part)
 	stats   bool   // record interface statistics (closed files get ISBs)
+	ixBlock int64  // store.Config.IndexBlock
 }
 
 // writeAgent writes a's batches through a real store below dir and
@@ -68,7 +70,7 @@ func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, RotateSize: a.rotate, Fsync: store.FsyncNever})
+	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, RotateSize: a.rotate, Fsync: store.FsyncNever, IndexBlock: a.ixBlock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +104,9 @@ func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
 		e.Reset(nil)
 		for _, p := range batch {
 			data := frame(a.name, len(refs), p.port)
+			if p.host != 0 {
+				copy(data[14+12:], []byte{10, 9, 9, p.host})
+			}
 			orig := uint32(len(data) + 7)
 			e.Append(base+p.ts, uint32(p.iface), orig, data)
 			refs = append(refs, ref{TS: base + p.ts, Iface: a.name + ":eth" + string(rune('0'+p.iface)), Orig: orig,

@@ -27,6 +27,18 @@ type Result struct {
 	FilesRead    int    `json:"files_read"`    // opened
 	FilesSkipped int    `json:"files_skipped"` // outside the range by the retention index's times
 	Stopped      string `json:"stopped"`       // "count" or "max-bytes" when a limit ended it, else ""
+	// What was read: BytesRead counts the bytes read from the data
+	// files (at the file, under any decompressor, read-ahead included)
+	// and the whole of every index file opened. Of the files read,
+	// FilesIndexed were read through their index and FilesScanned whole
+	// (no index, or one not usable: missing, damaged, stale, of an
+	// unknown version); BlocksRead and BlocksSkipped are the index
+	// blocks of the former read and not read.
+	BytesRead     int64 `json:"bytes_read"`
+	FilesIndexed  int   `json:"files_indexed"`
+	FilesScanned  int   `json:"files_scanned"`
+	BlocksRead    int64 `json:"blocks_read"`
+	BlocksSkipped int64 `json:"blocks_skipped"`
 }
 
 // outIface is an interface of the output: one per name, link type and
@@ -45,6 +57,7 @@ type query struct {
 	cfg          Config
 	since, until int64
 	filter       *tap.Filter
+	sel          *selection
 	outs         []outIface
 	stats        []stats
 	w            *pcapfile.NgWriter
@@ -71,6 +84,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 	q := &query{cfg: cfg}
 	q.since, q.until = cfg.bounds()
 	q.filter, _ = tap.NewFilter(cfg.Filter) // Validate compiled it
+	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
 	streams, err := q.streams()
 	if err != nil {
 		return Result{}, err
@@ -330,6 +344,8 @@ func (q *query) describe() string {
 func (r Result) String() string {
 	s := fmt.Sprintf("%d packets, %d bytes written; %d agents, %d files read, %d skipped by their times",
 		r.Packets, r.Bytes, r.Agents, r.FilesRead, r.FilesSkipped)
+	s += fmt.Sprintf("; %d bytes read, %d files through their index (%d blocks read, %d skipped), %d scanned whole",
+		r.BytesRead, r.FilesIndexed, r.BlocksRead, r.BlocksSkipped, r.FilesScanned)
 	if r.Stopped != "" {
 		s += "; stopped by --" + r.Stopped
 	}

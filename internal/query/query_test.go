@@ -511,7 +511,7 @@ func TestPartPublished(t *testing.T) {
 		t.Fatalf("files %q", files)
 	}
 	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
-	src, err := openFile(context.Background(), fi, nil)
+	src, err := openFile(context.Background(), fi, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,43 +4,71 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"os"
 	"strings"
 
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 )
 
-// A source yields the packets of one file in file order. An index can
-// later narrow a source to byte ranges of its file; the merge does not
-// care where the packets come from.
-type source interface {
-	// next reads the next packet into p; p.Data is valid until the next
-	// call. At the end it returns io.EOF.
-	next(p *pcapfile.Packet) error
-	// interfaces is the file's interfaces so far, indexed by
-	// p.Interface.
-	interfaces() []pcapfile.Interface
-	close() error
+// fileSource yields the packets of one data file (plain, gzip or zstd)
+// in file order: with its index, those of the blocks the query's time
+// range and filter may need (the file's head first, then the selected
+// blocks, then a .part's tail or a closed file's statistics blocks);
+// without one, all of them. A .part is read up to its last complete
+// batch.
+type fileSource struct {
+	sp      *splice
+	r       *pcapfile.Reader
+	indexed bool // read through its index
+	// past: the index says the file holds packets at or after the
+	// query's until (a scan finds it out packet by packet).
+	past         bool
+	blocksRead   int
+	blocksTotal  int
+	indexBytes   int64 // of the index file, read whole
+	scanBytes    int64 // of a .part, read whole for its last complete batch
+	indexProblem error // why an index present was not used
 }
 
-// fileSource reads a whole data file (plain, gzip or zstd), or a .part
-// up to its last complete batch.
-type fileSource struct {
-	rc io.ReadCloser
-	r  *pcapfile.Reader
+func (s *fileSource) next(p *pcapfile.Packet) error    { return s.r.ReadInto(p) }
+func (s *fileSource) interfaces() []pcapfile.Interface { return s.r.Interfaces() }
+func (s *fileSource) close() error                     { return s.sp.Close() }
+
+// bytesRead is the data file bytes read so far.
+func (s *fileSource) bytesRead() int64 { return s.sp.n }
+
+// selection is what a query asks of the files' indexes: its time range
+// and what its filter needs.
+type selection struct {
+	since, until int64
+	// match for files whose link types may carry ARP, and for those
+	// that cannot; nil: time only.
+	matchARP, matchNoARP *index.Match
+	noIndex              bool // read every file whole
+}
+
+func newSelection(since, until int64, filter string, noIndex bool) *selection {
+	t := filterTerms(filter)
+	return &selection{since: since, until: until, matchARP: t.indexMatch(true), matchNoARP: t.indexMatch(false), noIndex: noIndex}
 }
 
 // openFile opens fi for reading. A .part is first scanned for the end
 // of its last complete batch (store.CompleteLength) and read up to
 // there; one published (renamed) since the listing is read whole under
 // its new name. A file gone otherwise is ErrFileGone. onStats receives
-// the file's statistics blocks. It returns a nil source for a .part
-// without a complete batch.
-func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats)) (source, error) {
+// the file's statistics blocks. It returns nil for a .part without a
+// complete batch. With sel, the file's index, if Open accepts it, says
+// what to read of it.
+func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats), sel *selection) (*fileSource, error) {
 	path, limit := fi.Path, int64(-1)
+	src := &fileSource{}
 	if fi.Part {
+		if st, err := os.Stat(path); err == nil {
+			src.scanBytes = st.Size() // CompleteLength reads it whole
+		}
 		n, err := store.CompleteLength(ctx, path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -53,11 +81,25 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 			limit = n
 		}
 	}
-	rc, err := pcapfile.Open(path)
+	var ix *index.Index
+	if sel != nil && !sel.noIndex {
+		var err error
+		ix, err = index.Open(path)
+		if st, serr := os.Stat(index.Path(path)); serr == nil {
+			src.indexBytes = st.Size() // read whole by Open
+		}
+		if err != nil {
+			ix = nil
+			if !errors.Is(err, fs.ErrNotExist) {
+				src.indexProblem = err
+			}
+		}
+	}
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) && path == fi.Path && fi.Part {
 		// Published between the scan and here: the same bytes, and more.
 		path = strings.TrimSuffix(path, store.PartSuffix)
-		rc, err = pcapfile.Open(path)
+		f, err = os.Open(path)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrFileGone)
@@ -65,18 +107,181 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	var src io.Reader = rc
-	if limit >= 0 {
-		src = io.LimitReader(rc, limit)
+	if ix != nil {
+		src.indexed = true
+		src.blocksTotal = len(ix.All)
+		src.sp = newSplice(f, ix.Codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
+			return sel.plan(ix, head, limit, f, src)
+		})
+	} else {
+		src.sp = newSplice(f, sniff(f), []seg{{seekEnd: -1, rawEnd: limit}}, nil)
 	}
-	r, err := pcapfile.NewReader(src, &pcapfile.ReaderConfig{OnStats: onStats})
+	r, err := pcapfile.NewReader(src.sp, &pcapfile.ReaderConfig{OnStats: onStats})
 	if err != nil {
-		rc.Close()
+		src.sp.Close()
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return &fileSource{rc: rc, r: r}, nil
+	src.r = r
+	return src, nil
 }
 
-func (s *fileSource) next(p *pcapfile.Packet) error    { return s.r.ReadInto(p) }
-func (s *fileSource) interfaces() []pcapfile.Interface { return s.r.Interfaces() }
-func (s *fileSource) close() error                     { return s.rc.Close() }
+// headSeg is the head of an indexed file: its section header and
+// first interfaces.
+func headSeg(ix *index.Index, limit int64) seg {
+	g := seg{seekEnd: -1, rawEnd: ix.HeadEnd()}
+	if limit >= 0 {
+		g.rawEnd = min(g.rawEnd, limit)
+	}
+	switch ix.Codec {
+	case index.CodecNone:
+		g.seekEnd = g.rawEnd
+	case index.CodecGzip:
+		if len(ix.All) > 0 && ix.All[0].Seek > 0 {
+			g.seekEnd = ix.All[0].Seek
+		}
+	}
+	return g
+}
+
+// Link types whose packets the index keys (see internal/index's
+// keys.go), and those of them that may carry ARP or RARP.
+var (
+	indexedLink = map[uint16]bool{0: true, 1: true, 12: true, 101: true, 108: true, 113: true, 228: true, 229: true, 276: true}
+	arpLink     = map[uint16]bool{1: true, 113: true, 276: true}
+)
+
+// plan returns the segments of the file of ix to read after its head
+// (whose bytes are head; nil if too long): the blocks that may hold
+// packets in the range that match the filter, the blocks describing
+// interfaces that those packets (or the statistics read) may use, then
+// for a file being written the tail up to limit, for a closed file
+// without packets at or after until the statistics after its last
+// block. It records what it selects in src.
+func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File, src *fileSource) []seg {
+	m := sel.fileMatch(ix, head)
+	all := ix.All
+	keep := make([]bool, len(all))
+	added := len(all) // the first block describing an interface beyond the head
+	prev := ix.HeadIfaces
+	for i := range all {
+		if all[i].Ifaces > prev && added == len(all) {
+			added = i
+		}
+		prev = all[i].Ifaces
+		b := &all[i]
+		if b.Packets > 0 && b.Last >= sel.until {
+			src.past = true
+		}
+		// The link types of interfaces described after the head are
+		// not known here: their blocks are selected by time only.
+		keep[i] = b.Packets > 0 && b.Last >= sel.since && b.First < sel.until && (i >= added || ix.MayMatch(i, m))
+	}
+	lastRaw := ix.HeadEnd()
+	if n := len(all); n > 0 {
+		lastRaw = all[n-1].RawEnd
+	}
+	tail := !ix.Final && (limit < 0 || lastRaw < limit)
+	trailer := ix.Final && !src.past && ix.RawSize > lastRaw
+	end := -1
+	for i := range keep {
+		if keep[i] {
+			end = i
+		}
+	}
+	if tail || trailer {
+		end = len(all)
+	}
+	prev = ix.HeadIfaces
+	for i := 0; i < end; i++ {
+		if all[i].Ifaces > prev {
+			keep[i] = true
+		}
+		prev = all[i].Ifaces
+	}
+	var segs []seg
+	for i := 0; i < len(all); {
+		if !keep[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(all) && keep[j] {
+			j++
+		}
+		src.blocksRead += j - i
+		g := seg{seek: all[i].Seek, seekRaw: all[i].Raw, seekEnd: -1, raw: all[i].Raw, rawEnd: all[j-1].RawEnd}
+		switch ix.Codec {
+		case index.CodecNone:
+			g.seekEnd = g.rawEnd
+		case index.CodecGzip:
+			if g.seek == 0 {
+				g.seekRaw = 0
+			}
+			if j < len(all) {
+				g.seekEnd = all[j].Seek
+			} else if ix.Final {
+				g.seekEnd = ix.DataSize
+			}
+		case index.CodecZstd:
+			g.seek, g.seekRaw = 0, 0
+		}
+		if limit >= 0 {
+			if g.raw >= limit {
+				break
+			}
+			g.rawEnd = min(g.rawEnd, limit)
+		}
+		segs = append(segs, g)
+		i = j
+	}
+	// What follows the last block: read on from it when it was read,
+	// else start a decoder for it.
+	if !tail && !trailer {
+		return segs
+	}
+	if n := len(segs); n > 0 && segs[n-1].rawEnd == lastRaw {
+		segs[n-1].rawEnd, segs[n-1].seekEnd = limit, -1
+		return segs
+	}
+	g := seg{seek: lastRaw, seekRaw: lastRaw, seekEnd: -1, raw: lastRaw, rawEnd: limit}
+	switch {
+	case ix.Codec == index.CodecZstd:
+		g.seek, g.seekRaw = 0, 0
+	case ix.Codec == index.CodecGzip && len(all) == 0:
+		g.seek, g.seekRaw = 0, 0
+	case ix.Codec == index.CodecGzip:
+		last := all[len(all)-1]
+		g.seek, g.seekRaw = last.Seek, last.Raw
+		if last.Seek == 0 {
+			g.seekRaw = 0
+		}
+		if trailer {
+			if seek, raw, n, ok := gzipTrailer(f, ix.DataSize, ix.RawSize, lastRaw, last.Seek); ok {
+				g.seek, g.seekRaw = seek, raw
+				src.sp.n += n
+			}
+		}
+	}
+	return append(segs, g)
+}
+
+// fileMatch is what the file of ix may be asked, given its head: nil
+// (time only) when the head does not parse or describes an interface
+// whose link type the index does not key.
+func (sel *selection) fileMatch(ix *index.Index, head []byte) *index.Match {
+	lts, ok := headLinkTypes(head)
+	if !ok || len(lts) != ix.HeadIfaces {
+		return nil
+	}
+	arp := false
+	for _, lt := range lts {
+		if !indexedLink[lt] {
+			return nil
+		}
+		arp = arp || arpLink[lt]
+	}
+	if arp {
+		return sel.matchARP
+	}
+	return sel.matchNoARP
+}

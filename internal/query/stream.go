@@ -42,9 +42,13 @@ type stream struct {
 
 	files []store.FileInfo
 	next  int // files[next] is opened next
-	cur   source
+	cur   *fileSource
 	path  string // of cur
 	ifmap []int  // cur's interface -> query.outs index; -1 unselected, -2 not looked at
+	// pending: cur's statistics blocks, kept once cur is read to its
+	// end if it holds no packet at or after until (curPast).
+	pending []stats
+	curPast bool
 
 	h     minHeap[pkt]
 	mem   int64
@@ -82,6 +86,9 @@ func (s *stream) fill(ctx context.Context) error {
 		}
 		err := s.cur.next(&s.p)
 		if err == io.EOF {
+			if !s.curPast {
+				s.q.stats = append(s.q.stats, s.pending...)
+			}
 			s.closeCur()
 			continue
 		}
@@ -107,7 +114,7 @@ func (s *stream) open(ctx context.Context) error {
 			s.q.res.FilesSkipped++
 			continue
 		}
-		src, err := openFile(ctx, fi, s.onStats)
+		src, err := openFile(ctx, fi, s.onStats, s.q.sel)
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", s.agent, err)
 		}
@@ -115,7 +122,17 @@ func (s *stream) open(ctx context.Context) error {
 			continue // a .part without a complete batch yet
 		}
 		s.q.res.FilesRead++
+		s.q.res.BytesRead += src.indexBytes + src.scanBytes
+		if src.indexed {
+			s.q.res.FilesIndexed++
+		} else {
+			s.q.res.FilesScanned++
+			if src.indexProblem != nil && s.q.cfg.Logger != nil {
+				s.q.cfg.Logger.Warn("query: index not used, file scanned", "file", fi.Path, "err", src.indexProblem)
+			}
+		}
 		s.cur, s.path = src, fi.Path
+		s.pending, s.curPast = s.pending[:0], false
 		if testOpened != nil {
 			testOpened(fi.Path)
 		}
@@ -126,10 +143,17 @@ func (s *stream) open(ctx context.Context) error {
 	return nil
 }
 
+// closeCur closes the open file, counting what was read of it.
 func (s *stream) closeCur() {
 	if s.cur != nil {
 		s.cur.close()
+		s.q.res.BytesRead += s.cur.bytesRead()
+		if s.cur.indexed {
+			s.q.res.BlocksRead += int64(s.cur.blocksRead)
+			s.q.res.BlocksSkipped += int64(s.cur.blocksTotal - s.cur.blocksRead)
+		}
 		s.cur = nil
+		s.pending = s.pending[:0]
 	}
 }
 
@@ -138,8 +162,10 @@ func (s *stream) take(p *pcapfile.Packet) error {
 	ts := p.Timestamp
 	if ts >= s.q.until {
 		// Past the range: after a window's worth of such packets, the
-		// rest of this file is taken to be later too.
-		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit {
+		// rest of a file read without its index is taken to be later
+		// too (an index skips the blocks that are).
+		s.curPast = true
+		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit && !s.cur.indexed {
 			s.closeCur()
 			s.past = 0
 		}
@@ -226,7 +252,7 @@ func (s *stream) onStats(i int, st pcapfile.InterfaceStats) {
 		c += ": " + st.Comment
 	}
 	st.Comment = c
-	s.q.stats = append(s.q.stats, stats{out: o, st: st})
+	s.pending = append(s.pending, stats{out: o, st: st})
 }
 
 func (s *stream) close() {

@@ -1,0 +1,278 @@
+package query
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pcapsync/pcapsync/internal/index"
+)
+
+// seg is a range of a data file's decoded stream to read: a decoder
+// starts at file offset seek (its decoded stream there at offset
+// seekRaw) and reads no data file bytes from seekEnd on (-1: the end of
+// the file); the decoded bytes before raw are discarded, those of [raw,
+// rawEnd) read (rawEnd -1: to the end of the stream).
+type seg struct {
+	seek, seekRaw, seekEnd int64
+	raw, rawEnd            int64
+}
+
+// splice is the decoded stream of a data file restricted to its
+// segments, concatenated: what a pcapng reader reads as one stream when
+// the segments are the head and whole pcapng blocks. It counts the data
+// file bytes it reads (n). After the first segment (the head) it calls
+// plan once, with the head's bytes, for the segments that follow.
+type splice struct {
+	f     *os.File
+	codec index.Codec
+	segs  []seg
+	i     int   // segment being read
+	at    bool  // the decoder is positioned in segs[i]
+	pos   int64 // decoded offset of the decoder's next byte
+	cur   io.Reader
+	n     int64 // data file bytes read
+	cr    countReader
+	br    *bufio.Reader
+	gz    *gzip.Reader
+	zd    *zstd.Decoder
+	sec   int64              // where the decoder's file section ends; -1: the file's end
+	head  []byte             // the head's bytes, while plan is pending
+	plan  func([]byte) []seg // nil once called
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// maxHead bounds the head splice keeps for plan; a longer head gets
+// plan(nil).
+const maxHead = 64 << 10
+
+// spliceBuf is the buffer under the decoders.
+const spliceBuf = 64 << 10
+
+func newSplice(f *os.File, codec index.Codec, segs []seg, plan func([]byte) []seg) *splice {
+	s := &splice{f: f, codec: codec, segs: segs, plan: plan}
+	s.cr.n = &s.n
+	return s
+}
+
+// sniff returns the codec of the data file f by its first bytes, as
+// pcapfile.Open does (whatever its name).
+func sniff(f *os.File) index.Codec {
+	var m [4]byte
+	n, _ := f.ReadAt(m[:], 0)
+	switch {
+	case n >= 2 && m[0] == 0x1f && m[1] == 0x8b:
+		return index.CodecGzip
+	case n == 4 && m == [4]byte{0x28, 0xb5, 0x2f, 0xfd}:
+		return index.CodecZstd
+	}
+	return index.CodecNone
+}
+
+func (s *splice) Read(p []byte) (int, error) {
+	for s.i < len(s.segs) {
+		g := &s.segs[s.i]
+		if !s.at {
+			if err := s.position(g); err != nil {
+				return 0, err
+			}
+			s.at = true
+		}
+		want := int64(len(p))
+		if g.rawEnd >= 0 {
+			want = min(want, g.rawEnd-s.pos)
+		}
+		if want <= 0 {
+			s.nextSeg()
+			continue
+		}
+		n, err := s.cur.Read(p[:want])
+		if s.plan != nil && s.i == 0 && len(s.head)+n <= maxHead {
+			s.head = append(s.head, p[:n]...)
+		}
+		s.pos += int64(n)
+		if err == io.EOF {
+			if g.rawEnd >= 0 && s.pos < g.rawEnd {
+				return n, fmt.Errorf("decoded stream ends at %d, before %d: %w", s.pos, g.rawEnd, io.ErrUnexpectedEOF)
+			}
+			s.nextSeg()
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		return n, err
+	}
+	return 0, io.EOF
+}
+
+// nextSeg moves on from the segment read to its end.
+func (s *splice) nextSeg() {
+	if s.plan != nil && s.i == 0 {
+		head := s.head
+		if s.pos > maxHead {
+			head = nil
+		}
+		s.segs = append(s.segs[:1], s.plan(head)...)
+		s.plan, s.head = nil, nil
+	}
+	s.i++
+	s.at = false
+}
+
+// position readies the decoder to read g from g.raw: on from where it
+// is when it can (zstd always: the file is one frame; plain and gzip
+// when g follows and the file section read covers it), else from
+// g.seek.
+func (s *splice) position(g *seg) error {
+	covers := s.sec < 0 || g.seekEnd >= 0 && g.seekEnd <= s.sec
+	if s.cur == nil || s.pos > g.raw || s.codec != index.CodecZstd && (g.raw != s.pos || !covers) {
+		if err := s.open(g); err != nil {
+			return err
+		}
+	}
+	if d := g.raw - s.pos; d > 0 {
+		var err error
+		if s.codec == index.CodecNone {
+			_, err = s.br.Discard(int(d))
+		} else {
+			_, err = io.CopyN(io.Discard, s.cur, d)
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("skipping to decoded offset %d: %w", g.raw, err)
+		}
+		s.pos = g.raw
+	}
+	return nil
+}
+
+// open starts a decoder at g.seek.
+func (s *splice) open(g *seg) error {
+	s.sec = g.seekEnd
+	end := g.seekEnd
+	if end < 0 {
+		end = math.MaxInt64
+	}
+	s.cr.r = io.NewSectionReader(s.f, g.seek, end-g.seek)
+	if s.br == nil {
+		s.br = bufio.NewReaderSize(&s.cr, spliceBuf)
+	} else {
+		s.br.Reset(&s.cr)
+	}
+	s.pos = g.seekRaw
+	switch s.codec {
+	case index.CodecNone:
+		s.cur = s.br
+	case index.CodecGzip:
+		if s.gz == nil {
+			s.gz = new(gzip.Reader)
+		}
+		if err := s.gz.Reset(s.br); err != nil {
+			return fmt.Errorf("gzip at offset %d: %w", g.seek, err)
+		}
+		s.cur = s.gz
+	case index.CodecZstd:
+		if s.zd == nil {
+			zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+			if err != nil {
+				return err
+			}
+			s.zd = zd
+		}
+		if err := s.zd.Reset(s.br); err != nil {
+			return fmt.Errorf("zstd: %w", err)
+		}
+		s.cur = s.zd
+	}
+	return nil
+}
+
+func (s *splice) Close() error {
+	if s.zd != nil {
+		s.zd.Close()
+	}
+	return s.f.Close()
+}
+
+// headLinkTypes returns the link types of the interfaces a data file's
+// head (section header and interface descriptions, little-endian as
+// the store writes) describes; ok false if it cannot tell.
+func headLinkTypes(head []byte) (lts []uint16, ok bool) {
+	le := binary.LittleEndian
+	if len(head) < 12 || !bytes.Equal(head[8:12], []byte{0x4d, 0x3c, 0x2b, 0x1a}) {
+		return nil, false
+	}
+	for off := 0; off < len(head); {
+		if len(head)-off < 12 {
+			return nil, false
+		}
+		typ, n := le.Uint32(head[off:]), int(le.Uint32(head[off+4:]))
+		if n < 12 || n > len(head)-off {
+			return nil, false
+		}
+		if typ == 1 {
+			if n < 20 {
+				return nil, false
+			}
+			lts = append(lts, le.Uint16(head[off+8:]))
+		}
+		off += n
+	}
+	return lts, true
+}
+
+// gzipTrailer finds the gzip member of a closed file where the decoded
+// bytes after its last block (the statistics blocks) start: the last
+// members of the file decode, to its end, to at least the rawSize-from
+// bytes from decoded offset from on. It looks for a member header in the
+// last bytes of the file and checks each candidate by decoding it (the
+// members' CRCs and lengths verify it); ok false if none is found. It
+// returns the member's file offset and its decoded offset; n is the
+// data file bytes it read.
+func gzipTrailer(f *os.File, dataSize, rawSize, from, notBefore int64) (seek, raw, n int64, ok bool) {
+	const window = 16 << 10
+	lo := max(dataSize-window, notBefore)
+	if lo >= dataSize {
+		return 0, 0, 0, false
+	}
+	buf := make([]byte, dataSize-lo)
+	m, _ := f.ReadAt(buf, lo)
+	n = int64(m)
+	buf = buf[:m]
+	var zr gzip.Reader
+	for i := len(buf) - 18; i >= 0; i-- {
+		if buf[i] != 0x1f || buf[i+1] != 0x8b || buf[i+2] != 8 {
+			continue
+		}
+		if zr.Reset(bytes.NewReader(buf[i:])) != nil {
+			continue
+		}
+		d, err := io.Copy(io.Discard, &zr)
+		if err != nil || rawSize-d > from {
+			continue // not a member, or one after from
+		}
+		return lo + int64(i), rawSize - d, n, true
+	}
+	return 0, 0, n, false
+}
