@@ -38,8 +38,8 @@
 // # Memory
 //
 // The query's (Config.ReorderMem and a reader per agent) plus the
-// packets of the last Window, each a record of about 200 bytes and,
-// when the unmatched packets are written, its captured bytes. Nothing
+// packets of the last Window, 300 to 500 bytes each and, when the
+// unmatched packets are written, their captured bytes. Nothing
 // grows with the length of the range.
 //
 // Run is safe to call concurrently; a correlation is two goroutines

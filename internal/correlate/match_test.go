@@ -2,9 +2,11 @@ package correlate
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -278,4 +280,52 @@ func near(got, want Delay) bool {
 	close := func(a, b int64) bool { return a == b || math.Abs(float64(a-b)) <= math.Abs(float64(b))/subBuckets }
 	return got.Count == want.Count && got.Min == want.Min && got.Max == want.Max &&
 		close(got.P50, want.P50) && close(got.P90, want.P90) && close(got.P99, want.P99)
+}
+
+// BenchmarkMatcher: two agents, every packet seen at both 1 ms apart, a
+// window of 10 ms at 1 packet per µs (some 20 000 packets held), with
+// the unmatched packets kept for writing.
+func BenchmarkMatcher(b *testing.B) {
+	for _, size := range []int{64, 576, 1500} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			frames := make([][]byte, 4096)
+			for i := range frames {
+				f := idFrame(i, 0)
+				frames[i] = append(f, make([]byte, max(size-len(f), 0))...)
+				binary.BigEndian.PutUint32(frames[i][len(frames[i])-4:], uint32(i)) // unique payloads
+			}
+			m := newMatcher(2, int64(10*time.Millisecond), func(*packet) error { return nil })
+			b.ReportAllocs()
+			b.SetBytes(int64(2 * size))
+			ts := int64(0)
+			for i := 0; b.Loop(); i++ {
+				f := frames[i%len(frames)]
+				binary.BigEndian.PutUint32(f[len(f)-8:], uint32(i)) // unique keys
+				ts += 1000
+				m.add(0, 0, ts, 0, linkEthernet, f)
+				m.add(1, 0, ts+1_000_000, 0, linkEthernet, f)
+			}
+		})
+	}
+}
+
+// TestMatcherMemory logs the heap a window of packets takes, per packet.
+func TestMatcherMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap")
+	}
+	const n = 100_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := newMatcher(2, 1<<62, nil)
+	f := idFrame(0, 0)
+	for i := range n {
+		binary.BigEndian.PutUint32(f[len(f)-4:], uint32(i))
+		m.add(i%2, 0, int64(i), 0, linkEthernet, f)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("%d packets of unique keys held (no -w): %d bytes each", n, (after.HeapAlloc-before.HeapAlloc)/n)
+	runtime.KeepAlive(m)
 }
