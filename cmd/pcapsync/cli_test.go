@@ -193,7 +193,7 @@ func TestUsageListsCommands(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"agent", "collector", "tail", "query", "status", "gen", "bench", "index", "completion"} {
+	for _, c := range []string{"agent", "collector", "tail", "query", "correlate", "status", "gen", "bench", "index", "completion"} {
 		if !strings.Contains(out.String(), "\n  "+c+" ") {
 			t.Errorf("pcapsync --help does not list %q:\n%s", c, out.String())
 		}

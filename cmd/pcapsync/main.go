@@ -27,6 +27,7 @@ writes them into pcapng files per host.
   pcapsync agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
   pcapsync tail (--tap HOST:PORT | --redis URL) --agent NAME [--iface IF] [--filter EXPR] > out.pcapng
   pcapsync query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [FILTER]
+  pcapsync correlate --dir DIR --agent A --agent B [--since T] [--until T] [-w FILE] [--json] [FILTER]
   pcapsync status --metrics HOST:PORT [--json]
   pcapsync gen file|udp|certs|man [flags]
   pcapsync bench transport|fanin|latency|pipeline|live [flags]
@@ -105,7 +106,7 @@ func newRoot(s streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %s: %w (see %s --help)", errUsage, c.CommandPath(), err, c.CommandPath())
 	})
-	root.AddCommand(collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), statusCommand(s), genCommand(s), benchCommand(s), indexCommand(s))
+	root.AddCommand(collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), correlateCommand(s), statusCommand(s), genCommand(s), benchCommand(s), indexCommand(s))
 	return root
 }
 

@@ -1,0 +1,184 @@
+package correlate
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/query"
+)
+
+// Run correlates the packets cfg selects and returns the report. If
+// unmatched is not nil, it receives a pcapng of the packets seen at one
+// agent and never at another (in any pair), in timestamp order, each on
+// an interface named as in the files ("web1:eth0"), with nanosecond
+// timestamps; it is valid pcapng also when Run fails after it began.
+//
+// The packets are read by one query (query.Run) over all the agents,
+// merged in timestamp order. Memory is the query's (Config.ReorderMem
+// plus a reader per agent) plus the packets of the last Window, with
+// their bytes when unmatched is not nil.
+func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	for _, a := range cfg.Agents {
+		if st, err := os.Stat(filepath.Join(cfg.Dir, a)); err != nil || !st.IsDir() {
+			return Report{}, fmt.Errorf("agent %s: %w below %s", a, ErrNoAgent, cfg.Dir)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	type qres struct {
+		res query.Result
+		err error
+	}
+	qdone := make(chan qres, 1)
+	go func() {
+		res, err := query.Run(ctx, cfg.query(), pw)
+		pw.CloseWithError(err) // nil: EOF
+		qdone <- qres{res, err}
+	}()
+	c := &run{cfg: cfg}
+	err := c.read(pr, unmatched)
+	pr.CloseWithError(errStopped) // the query ends if it was still writing
+	q := <-qdone
+	if err == nil || errors.Is(err, errStopped) {
+		err = errors.Join(err, q.err)
+	}
+	c.rep.FilesRead = q.res.FilesRead
+	return c.rep, err
+}
+
+// errStopped ends the query when its reader stopped first.
+var errStopped = errors.New("correlation stopped")
+
+type run struct {
+	cfg     Config
+	rep     Report
+	ifAgent []int // the reader's interfaces: agent index
+	ifOut   []int // the reader's interfaces: the unmatched writer's, -1 until written
+	ifaces  []pcapfile.Interface
+	w       *pcapfile.NgWriter
+}
+
+// read matches the query's packets from src and fills c.rep.
+func (c *run) read(src io.Reader, unmatched io.Writer) error {
+	r, err := pcapfile.NewReader(src, nil)
+	if err != nil {
+		return fmt.Errorf("reading the query: %w", err)
+	}
+	var emit func(*packet) error
+	var bw *bufio.Writer
+	if unmatched != nil {
+		bw = bufio.NewWriterSize(unmatched, 256<<10)
+		c.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{OS: "Linux", UserAppl: "pcapsync correlate", Comment: c.cfg.describe()})
+		if err != nil {
+			return fmt.Errorf("writing unmatched packets: %w", err)
+		}
+		emit = c.write
+	}
+	window := c.cfg.window()
+	m := newMatcher(len(c.cfg.Agents), int64(window), emit)
+	err = c.match(r, m)
+	if err == nil {
+		err = m.flush()
+	}
+	c.report(m, window.Nanoseconds())
+	if bw != nil {
+		if ferr := bw.Flush(); ferr != nil && err == nil {
+			err = fmt.Errorf("writing unmatched packets: %w", ferr)
+		}
+	}
+	return err
+}
+
+// match feeds m the packets of r until its end.
+func (c *run) match(r *pcapfile.Reader, m *matcher) error {
+	var p pcapfile.Packet
+	for {
+		err := r.ReadInto(&p)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the query: %w", err)
+		}
+		if p.Interface >= len(c.ifAgent) {
+			if err := c.learn(r.Interfaces()); err != nil {
+				return err
+			}
+		}
+		if err := m.add(c.ifAgent[p.Interface], p.Interface, p.Timestamp, p.OrigLen, c.ifaces[p.Interface].LinkType, p.Data); err != nil {
+			return err
+		}
+	}
+}
+
+// learn maps the interfaces the query defined since the last call to
+// their agents, by name ("agent:iface").
+func (c *run) learn(ifs []pcapfile.Interface) error {
+	c.ifaces = ifs
+	for _, ifc := range ifs[len(c.ifAgent):] {
+		name, _, _ := strings.Cut(ifc.Name, ":")
+		a := -1
+		for i, n := range c.cfg.Agents {
+			if n == name {
+				a = i
+			}
+		}
+		if a < 0 {
+			return fmt.Errorf("reading the query: interface %q of no agent selected", ifc.Name)
+		}
+		c.ifAgent = append(c.ifAgent, a)
+		c.ifOut = append(c.ifOut, -1)
+	}
+	return nil
+}
+
+// write writes p to the unmatched pcapng.
+func (c *run) write(p *packet) error {
+	o := &c.ifOut[p.iface]
+	if *o < 0 {
+		i, err := c.w.AddInterface(c.ifaces[p.iface])
+		if err != nil {
+			return fmt.Errorf("writing unmatched packets: %w", err)
+		}
+		*o = i
+	}
+	if err := c.w.WritePacket(*o, p.ts, p.orig, p.data); err != nil {
+		return fmt.Errorf("writing unmatched packets: %w", err)
+	}
+	c.rep.Unmatched++
+	return nil
+}
+
+// report fills c.rep from m.
+func (c *run) report(m *matcher, window int64) {
+	c.rep.WindowNS = window
+	c.rep.DelayNote = DelayCaveat
+	c.rep.Agents = c.rep.Agents[:0]
+	for i, a := range c.cfg.Agents {
+		c.rep.Agents = append(c.rep.Agents, Agent{Name: a, Packets: m.counts[i]})
+	}
+	c.rep.Pairs = c.rep.Pairs[:0]
+	for i := range c.cfg.Agents {
+		for j := i + 1; j < len(c.cfg.Agents); j++ {
+			ps := m.pairs[m.pairIndex(i, j)]
+			c.rep.Pairs = append(c.rep.Pairs, Pair{
+				From: c.cfg.Agents[i], To: c.cfg.Agents[j],
+				AtFrom: m.counts[i], AtTo: m.counts[j],
+				Matched: ps.matched, FromNotTo: ps.fromNotTo, ToNotFrom: ps.toNotFrom,
+				DupFrom: ps.dupFrom, DupTo: ps.dupTo,
+				Delay: ps.delay.summary(),
+			})
+		}
+	}
+}
