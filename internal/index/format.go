@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// An index file (Version 1), all integers little-endian:
+// An index file (Version 2), all integers little-endian:
 //
 //	header:
 //	  0  magic      "PSIX"
-//	  4  version    u8 (1)
+//	  4  version    u8 (2; 1 is read too)
 //	  5  codec      u8 (Codec of the data file)
 //	  6  headIfaces u16: interfaces described by the data file's head
 //	  8  blockBytes u32: the block size the writer aimed at
@@ -51,10 +51,16 @@ import (
 // a field, takes a new Version; readers refuse versions they do not
 // know (ErrVersion) and the data file is read without an index until
 // `pcapsync index` rebuilds it. Record kinds may be added within a
-// version only if readers may skip them: readers of version 1 refuse
-// unknown kinds.
+// version only if readers may skip them: readers refuse unknown kinds.
+//
+// Version 2 keys the IPv4 addresses of ARP and RARP packets (arpKeys);
+// version 1, with the same layout, did not: its filters cannot say
+// whether a block holds an ARP packet naming an address
+// (Index.KeysARP).
 const (
-	Version = 1
+	Version = 2
+	// MinVersion is the oldest version readers accept.
+	MinVersion = 1
 
 	headerFixed = 14
 	recHead     = 5

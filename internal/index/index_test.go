@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"net/netip"
 	"strconv"
@@ -91,7 +93,12 @@ func TestPacketKeys(t *testing.T) {
 			[]*Match{Host(a4), Proto(1)}, []*Match{Port(0)}},
 		{"cut short", linkEthernet, eth(0x0800, 0, ipv4("10.1.2.3", "192.0.2.7", 6, nil))[:30],
 			nil, []*Match{Host(a4), Host(b4), Proto(6)}},
-		{"not ip", linkEthernet, eth(0x0806, 0, make([]byte, 28)), nil, []*Match{Proto(0)}},
+		{"arp", linkEthernet, eth(0x0806, 0, arp("10.1.2.3", "192.0.2.7")),
+			[]*Match{Host(a4), Host(b4)}, []*Match{Proto(0), Host(netip.MustParseAddr("10.0.0.1"))}},
+		{"rarp in a vlan", linkEthernet, eth(0x8035, 1, arp("10.1.2.3", "192.0.2.7")), []*Match{Host(a4), Host(b4)}, nil},
+		{"arp cut before the target", linkSLL, append(append(make([]byte, 14), 0x08, 0x06), arp("10.1.2.3", "192.0.2.7")[:20]...),
+			[]*Match{Host(a4)}, []*Match{Host(b4)}},
+		{"not ip", linkEthernet, eth(0x88cc, 0, make([]byte, 28)), nil, []*Match{Proto(0)}},
 		{"unknown link type", 147, ipv4("10.1.2.3", "192.0.2.7", 6, ports(1, 2)), nil, []*Match{Host(a4)}},
 	}
 	for _, tt := range tests {
@@ -109,6 +116,52 @@ func TestPacketKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// arp is an Ethernet/IPv4 ARP request from sender to target.
+func arp(sender, target string) []byte {
+	b := make([]byte, 28)
+	copy(b, []byte{0, 1, 8, 0, 6, 4, 0, 1})
+	copy(b[14:], netip.MustParseAddr(sender).AsSlice())
+	copy(b[24:], netip.MustParseAddr(target).AsSlice())
+	return b
+}
+
+// TestVersions: an index of version 1 is read, and says it does not key
+// ARP; versions outside MinVersion..Version are refused.
+func TestVersions(t *testing.T) {
+	good := sample(t)
+	ix, err := Parse(good, false)
+	if err != nil || ix.Version != Version || !ix.KeysARP() {
+		t.Fatalf("current version: %v, version %d, keys ARP %v", err, ix.Version, ix.KeysARP())
+	}
+	for _, v := range []byte{0, 1, Version + 1} {
+		ix, err := Parse(withVersion(good, v), false)
+		switch {
+		case v == 1 && (err != nil || ix.Version != 1 || ix.KeysARP() || len(ix.All) != 20):
+			t.Errorf("version 1: %v, %+v", err, ix)
+		case v != 1 && !errors.Is(err, ErrVersion):
+			t.Errorf("version %d: %v, want ErrVersion", v, err)
+		}
+	}
+}
+
+// withVersion returns a copy of the index b with version v, every
+// checksum made again.
+func withVersion(b []byte, v byte) []byte {
+	b = bytes.Clone(b)
+	le := binary.LittleEndian
+	b[4] = v
+	h := headerFixed + int(le.Uint16(b[12:]))
+	crc := crc32.Checksum(b[:h], castagnoli)
+	le.PutUint32(b[h:], crc)
+	for i := h + 4; i+recHead <= len(b); {
+		n := recHead + int(le.Uint32(b[i+1:]))
+		crc = crc32.Update(crc, castagnoli, b[i:i+n])
+		le.PutUint32(b[i+n:], crc)
+		i += n + 4
+	}
+	return b
 }
 
 // TestFlowAcrossBlocks: the packets of one flow in consecutive blocks

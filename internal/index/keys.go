@@ -65,7 +65,8 @@ type keySink interface{ add(k uint64) }
 // lt: its IPv4/IPv6 source and destination addresses, its IP protocol
 // (for IPv6: the first header that is not an extension header) and,
 // for TCP, UDP and SCTP in a first fragment, its source and destination
-// ports. Ethernet with up to three VLAN tags, Linux cooked (v1, v2),
+// ports; for ARP and RARP, the IPv4 addresses arpKeys reads. Ethernet
+// with up to three VLAN tags, Linux cooked (v1, v2),
 // BSD loopback and raw IP are parsed; anything else, or a packet cut
 // too short, adds what its bytes hold. It reads only headers and does
 // not allocate.
@@ -130,6 +131,23 @@ func packetKeys(s *keySet, lt uint32, p []byte) {
 		ipv4Keys(s, p)
 	case 0x86dd:
 		ipv6Keys(s, p)
+	case 0x0806, 0x8035: // ARP, RARP
+		arpKeys(s, p)
+	}
+}
+
+// arpKeys adds the IPv4 addresses an ARP or RARP packet names where
+// libpcap's "host A" looks for them: the 4 bytes at offset 14 (the
+// sender's protocol address of an Ethernet/IPv4 ARP) and at offset 24
+// (the target's), whatever the hardware and protocol types say, so
+// that the index holds every address such a filter can match.
+func arpKeys(s *keySet, p []byte) {
+	s.last = flow{}
+	if len(p) >= 18 {
+		s.add(addr4Key(binary.BigEndian.Uint32(p[14:])))
+	}
+	if len(p) >= 28 {
+		s.add(addr4Key(binary.BigEndian.Uint32(p[24:])))
 	}
 }
 

@@ -26,6 +26,7 @@ type Block struct {
 // Index is the index of one data file, verified. It is read-only and
 // safe for concurrent use.
 type Index struct {
+	Version    int    // the format's version (MinVersion..Version)
 	Name       string // the data file's final name
 	Codec      Codec
 	HeadIfaces int // interfaces the data file's head describes
@@ -38,6 +39,11 @@ type Index struct {
 	RawSize  int64
 	Ifaces   int
 }
+
+// KeysARP reports whether the filters hold the IPv4 addresses of ARP
+// and RARP packets (version 2 on): an index of version 1 answers a
+// Host match for blocks of IPv4 packets only.
+func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 
 // Open reads and verifies the index of the data file at dataPath (a
 // finished file or one ending in ".part", still being written). It
@@ -112,7 +118,7 @@ func Parse(b []byte, partial bool) (*Index, error) {
 	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
 		return nil, fmt.Errorf("no index header: %w", ErrDamaged)
 	}
-	if b[4] != Version {
+	if b[4] < MinVersion || b[4] > Version {
 		return nil, fmt.Errorf("version %d: %w", b[4], ErrVersion)
 	}
 	nl := int(le.Uint16(b[12:]))
@@ -124,7 +130,7 @@ func Parse(b []byte, partial bool) (*Index, error) {
 	if le.Uint32(b[h:]) != crc {
 		return nil, fmt.Errorf("header checksum: %w", ErrDamaged)
 	}
-	ix := &Index{Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
+	ix := &Index{Version: int(b[4]), Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
 	if ix.Codec > CodecZstd {
 		return nil, fmt.Errorf("codec %d: %w", ix.Codec, ErrDamaged)
 	}

@@ -280,7 +280,7 @@ func (sel *selection) fileMatch(ix *index.Index, head []byte) *index.Match {
 		}
 		arp = arp || arpLink[lt]
 	}
-	if arp {
+	if arp && !ix.KeysARP() {
 		return sel.matchARP
 	}
 	return sel.matchNoARP
