@@ -86,7 +86,7 @@ type Creds struct {
 	Groups     []int
 	// The capability sets.
 	Effective, Permitted, Inheritable, Bounding, Ambient Set
-	NoNewPrivs                                          bool
+	NoNewPrivs                                           bool
 }
 
 // String renders c as one line, for logs and test failures.
