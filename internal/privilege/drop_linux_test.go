@@ -135,12 +135,12 @@ func TestDrop(t *testing.T) {
 // nogroup returns the primary group of nobody.
 func nogroup(t *testing.T) int {
 	t.Helper()
-	_, gid, groups, err := lookup("nobody")
+	u, err := Lookup("nobody")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(groups, gid) {
-		t.Fatalf("nobody's groups %v lack its group %d", groups, gid)
+	if !slices.Contains(u.Groups, u.GID) {
+		t.Fatalf("nobody's groups %v lack its group %d", u.Groups, u.GID)
 	}
-	return gid
+	return u.GID
 }

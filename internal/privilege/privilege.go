@@ -3,9 +3,11 @@ package privilege
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math/bits"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -229,4 +231,52 @@ func sameSet(a, b []int) bool {
 		n[x] = true
 	}
 	return len(m) == len(n)
+}
+
+// User is an entry of the user database.
+type User struct {
+	Name     string
+	UID, GID int   // user id, primary group id
+	Groups   []int // every group of the user, the primary one included
+}
+
+// Lookup returns the user name (a user name, or a numeric user id) in
+// the user database, with its groups; an error matching ErrNoUser when
+// there is none.
+func Lookup(name string) (User, error) {
+	if name == "" {
+		return User{}, fmt.Errorf("%w: empty user name", ErrNoUser)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if !errors.As(err, &unknown) {
+			return User{}, fmt.Errorf("looking up user %q: %w", name, err)
+		}
+		if _, nerr := strconv.Atoi(name); nerr != nil {
+			return User{}, fmt.Errorf("%w: %q", ErrNoUser, name)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			return User{}, fmt.Errorf("%w: user id %s: %w", ErrNoUser, name, err)
+		}
+	}
+	out := User{Name: u.Username}
+	if out.UID, err = strconv.Atoi(u.Uid); err == nil {
+		out.GID, err = strconv.Atoi(u.Gid)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("user %q: %w", name, err)
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return User{}, fmt.Errorf("reading the groups of user %q: %w", name, err)
+	}
+	for _, s := range ids {
+		g, err := strconv.Atoi(s)
+		if err != nil {
+			return User{}, fmt.Errorf("user %q: group %q: %w", name, s, err)
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	return out, nil
 }

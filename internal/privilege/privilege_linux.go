@@ -3,11 +3,8 @@
 package privilege
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/cap"
@@ -30,10 +27,11 @@ import (
 // error matching ErrNotDropped means every step succeeded but a thread
 // shows otherwise. Either way the caller should exit.
 func Drop(cfg Config) (Creds, error) {
-	uid, gid, groups, err := lookup(cfg.User)
+	u, err := Lookup(cfg.User)
 	if err != nil {
 		return Creds{}, err
 	}
+	uid, gid, groups := u.UID, u.GID, u.Groups
 	if os.Geteuid() != 0 {
 		if os.Getuid() == uid && os.Geteuid() == uid {
 			cs, err := Read(0)
@@ -100,43 +98,4 @@ func Drop(cfg Config) (Creds, error) {
 		}
 	}
 	return cs[0], nil
-}
-
-// lookup returns the user and primary group ids of name (a user name
-// or a numeric id in the user database) and its groups.
-func lookup(name string) (uid, gid int, groups []int, err error) {
-	if name == "" {
-		return 0, 0, nil, fmt.Errorf("%w: empty user name", ErrNoUser)
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		var unknown user.UnknownUserError
-		if !errors.As(err, &unknown) {
-			return 0, 0, nil, fmt.Errorf("looking up user %q: %w", name, err)
-		}
-		if _, nerr := strconv.Atoi(name); nerr != nil {
-			return 0, 0, nil, fmt.Errorf("%w: %q", ErrNoUser, name)
-		}
-		if u, err = user.LookupId(name); err != nil {
-			return 0, 0, nil, fmt.Errorf("%w: user id %s: %w", ErrNoUser, name, err)
-		}
-	}
-	if uid, err = strconv.Atoi(u.Uid); err == nil {
-		gid, err = strconv.Atoi(u.Gid)
-	}
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("user %q: %w", name, err)
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("reading the groups of user %q: %w", name, err)
-	}
-	for _, s := range ids {
-		g, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, 0, nil, fmt.Errorf("user %q: group %q: %w", name, s, err)
-		}
-		groups = append(groups, g)
-	}
-	return uid, gid, groups, nil
 }
