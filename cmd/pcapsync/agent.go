@@ -100,7 +100,7 @@ func agentCommand(s streams) *cobra.Command {
 				return err
 			}
 			mf.certs = flags.certFiles()
-			return runAgent(ctx, cfg, mf, log, func(sum agent.Summary) error {
+			return runAgent(ctx, cfg, mf, *flags.user, log, func(sum agent.Summary) error {
 				return summary.print(s.stdout, agentSummary{sum})
 			})
 		}
@@ -111,8 +111,10 @@ func agentCommand(s streams) *cobra.Command {
 
 // runAgent runs an agent with cfg until ctx ends (or its file is sent),
 // with the metrics listener mf describes, and hands its summary to
-// printSummary once it ran.
-func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.Logger, printSummary func(agent.Summary) error) error {
+// printSummary once it ran. With user set (--user) it switches to that
+// user once its capture, spool and listener are open, and before it
+// connects.
+func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, user string, log *slog.Logger, printSummary func(agent.Summary) error) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -132,7 +134,21 @@ func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.
 			return err
 		}
 	}
-	a, err := agent.New(cfg)
+	uid, gid, handOver, err := lookupOwner(user)
+	var a *agent.Agent
+	if err == nil {
+		a, err = agent.New(cfg)
+	}
+	if err == nil && handOver && cfg.Spool != "" {
+		if err = agent.ChownSpool(cfg.Spool, uid, gid); err != nil {
+			err = fmt.Errorf("--user %s: %w", user, err)
+		}
+	}
+	if err == nil {
+		// What the agent opened stays open; the process exits on an
+		// error, which frees it.
+		err = dropPrivileges(log, user)
+	}
 	if err != nil {
 		if mln != nil {
 			mln.Close()
@@ -152,7 +168,7 @@ func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, log *slog.
 // agentFlagVals are the agent's flags that are no agent.Config field
 // as they are: files to read, and fields set only when given.
 type agentFlagVals struct {
-	collector, iface                          *string
+	collector, iface, user                    *string
 	tls                                       *bool
 	tlsCA, tlsCert, tlsKey, serverName, token *string
 	// Given only: left unset, these fields stay zero, which means the
@@ -172,6 +188,7 @@ type agentFlagVals struct {
 // package's, writing into cfg where a flag is a field as it is.
 func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
+	f.user = fs.StringP("user", "Z", "", fmt.Sprintf(userFlagUsage, "spool, which it hands to the user"))
 	f.collector = fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default), or several, comma-separated: the agent stays with the one it is connected to and fails over to the next when it is down (required)")
 	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
 	f.iface = fs.StringP("iface", "i", "", "capture from these interfaces, comma-separated")

@@ -52,6 +52,7 @@ func TestAgentFlagDefaults(t *testing.T) {
 		"mtu":              strconv.Itoa(agent.DefaultMTU),
 		"heartbeat":        liveness.DefaultHeartbeat.String(),
 		"peer-timeout":     liveness.DefaultPeerTimeout.String(),
+		"user":             "",
 	}
 	maps.Copy(want, kafkaFlagDefaults)
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)

@@ -226,3 +226,30 @@ func writeFileSync(path string, b []byte) error {
 	_, err = f.Write(b)
 	return errors.Join(err, f.Sync(), f.Close())
 }
+
+// ChownSpool gives the spool directory dir and the spool's files in it
+// (instance, seg-*) to uid and gid, so that an agent started as root
+// that switches to that user (--user) can go on writing it. It refuses
+// a directory that holds anything else: --spool naming a directory
+// that is not a spool must not hand that directory to a user. Nothing
+// is followed: a symbolic link in the spool is an error.
+func ChownSpool(dir string, uid, gid int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("agent: spool: %w", err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); !e.Type().IsRegular() || n != "instance" && !strings.HasPrefix(n, "seg-") {
+			return fmt.Errorf("agent: spool %s holds %q, which is no spool file: not handing it to uid %d", dir, n, uid)
+		}
+	}
+	if err := os.Lchown(dir, uid, gid); err != nil {
+		return fmt.Errorf("agent: spool: %w", err)
+	}
+	for _, e := range ents {
+		if err := os.Lchown(filepath.Join(dir, e.Name()), uid, gid); err != nil {
+			return fmt.Errorf("agent: spool: %w", err)
+		}
+	}
+	return nil
+}

@@ -88,14 +88,15 @@ type udpLink struct {
 	pieced     atomic.Uint64 // batches sent in pieces
 	pieces     atomic.Uint64 // their datagrams
 
-	conn     *net.UDPConn
-	cur      int // index in a.collectors of the collector sent to
-	declared int // interfaces the last hello listed
-	st       wire.Stats
-	ctl      []byte // control frames
-	dgram    []byte // a hello and a batch together
-	errLog   time.Time
-	unreach  chan struct{} // signalled by a send that finds the collector unreachable; nil with one collector
+	conn      *net.UDPConn
+	warnedBuf bool // the capped send buffer was logged (once a run)
+	cur       int  // index in a.collectors of the collector sent to
+	declared  int  // interfaces the last hello listed
+	st        wire.Stats
+	ctl       []byte // control frames
+	dgram     []byte // a hello and a batch together
+	errLog    time.Time
+	unreach   chan struct{} // signalled by a send that finds the collector unreachable; nil with one collector
 }
 
 // newUDPLink sizes datagrams for the largest header overhead of the
@@ -250,8 +251,10 @@ func (u *udpLink) open(ctx context.Context, rejected chan<- error, unreach chan 
 	u.conn = conn
 	if _, snd, err := sockopt.SetBuffers(conn, 0, udpSndBuf); err != nil {
 		a.log.Warn("UDP send buffer not set", "err", err)
-	} else if snd > 0 && snd < udpSndBuf {
-		a.log.Debug("UDP send buffer smaller than asked (not root?)", "bytes", snd, "asked", udpSndBuf)
+	} else if snd > 0 && snd < udpSndBuf && !u.warnedBuf {
+		u.warnedBuf = true
+		a.log.Warn("UDP send buffer capped by net.core.wmem_max: bursts may fail with ENOBUFS (counted as send errors); forcing it needs CAP_NET_ADMIN, or raise net.core.wmem_max (docs/privileges.md)",
+			"bytes", snd, "asked", udpSndBuf)
 	}
 	if len(a.collectors) == 1 {
 		unreach = nil

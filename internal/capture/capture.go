@@ -118,7 +118,10 @@ type Handle struct {
 // filter, so no packet that fails the filter or exceeds the snapshot length
 // is ever returned. It therefore takes a few tens of milliseconds.
 //
-// Open needs CAP_NET_RAW.
+// Open needs CAP_NET_RAW, and nothing else (promiscuous mode included);
+// without it Open returns an error matching ErrPermission that says how
+// to grant it. The handle keeps working once the capability is given
+// up: the kernel checks it only when the socket is created.
 func Open(cfg Config) (*Handle, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -143,6 +146,9 @@ func Open(cfg Config) (*Handle, error) {
 		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
 	}
 	r, base, err := openRing(s, arphrd, prog)
+	if errors.Is(err, ErrPermission) {
+		return nil, err // self-explanatory, with the interface's name
+	}
 	if err != nil {
 		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
 	}

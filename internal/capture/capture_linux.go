@@ -83,6 +83,9 @@ func openRing(s settings, arphrd uint16, prog []bpf.RawInstruction) (*ring, rawS
 	// Protocol 0: nothing is delivered until bind names one, so the
 	// reject-all filter goes in before the first packet can.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return nil, rawStats{}, &permError{iface: s.iface, err: err}
+	}
 	if err != nil {
 		return nil, rawStats{}, fmt.Errorf("creating AF_PACKET socket: %w", err)
 	}

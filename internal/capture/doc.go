@@ -57,7 +57,15 @@
 //
 // # Namespaces and privileges
 //
-// Open needs CAP_NET_RAW. It looks the interface up, and binds the socket,
+// Open needs CAP_NET_RAW and no other capability: promiscuous mode
+// (PACKET_ADD_MEMBERSHIP), the filters and the mapped ring need none (the
+// ring is not counted against RLIMIT_MEMLOCK). Without it Open returns an
+// error matching ErrPermission that says how to grant it. An open handle
+// keeps working after the process gives its capabilities up (the kernel
+// checks them when the socket is created), so a process started as root
+// can open its captures and then drop to a user (internal/privilege).
+//
+// Open looks the interface up, and binds the socket,
 // in the network namespace of the calling OS thread; the socket stays
 // there, so a goroutine locked to its thread can setns(2) into a
 // namespace, Open, and switch back. The link type is read with

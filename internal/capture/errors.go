@@ -2,6 +2,7 @@ package capture
 
 import (
 	"errors"
+	"os"
 	"strconv"
 )
 
@@ -43,6 +44,12 @@ var (
 	// fail at once); ReadInto keeps returning it: Close and Open again.
 	ErrInterfaceDown = errors.New("interface went down or was removed")
 
+	// ErrPermission is returned by Open when the process may not create
+	// a packet socket: it lacks CAP_NET_RAW. The error names the
+	// interface and says how to grant the capability; it is returned
+	// without further context.
+	ErrPermission = errors.New("permission denied")
+
 	// ErrNotSupported is returned by Open on platforms without AF_PACKET.
 	ErrNotSupported = errors.New("live capture is only supported on linux")
 )
@@ -53,6 +60,24 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string        { return e.msg }
 func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// permError is ErrPermission for one interface.
+type permError struct {
+	iface string
+	err   error // the system call's error
+}
+
+func (e *permError) Error() string {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "/usr/bin/pcapsync"
+	}
+	return "capturing on " + strconv.Quote(e.iface) + " needs CAP_NET_RAW (" + e.err.Error() + "): run as root, or grant it: " +
+		"setcap cap_net_raw+ep " + exe + ", or in a systemd unit AmbientCapabilities=CAP_NET_RAW (docs/privileges.md)"
+}
+
+func (e *permError) Is(target error) bool { return target == ErrPermission }
+func (e *permError) Unwrap() error        { return e.err }
 
 // filterError is a libpcap compile failure. iface is empty when the error
 // comes from CompileFilter rather than Open.

@@ -223,7 +223,14 @@ func startProc(t *testing.T, ctx context.Context, name, netns string, args ...st
 // unless it is "", with env added to the environment.
 func startProcEnv(t *testing.T, ctx context.Context, name, netns string, env []string, args ...string) *proc {
 	t.Helper()
-	argv := append([]string{pcapsyncBin}, args...)
+	return startProcAs(t, ctx, name, netns, nil, env, args...)
+}
+
+// startProcAs is startProcEnv with pcapsync run by the command wrap
+// (such as setpriv with its options) unless it is empty.
+func startProcAs(t *testing.T, ctx context.Context, name, netns string, wrap, env []string, args ...string) *proc {
+	t.Helper()
+	argv := append(append(slices.Clone(wrap), pcapsyncBin), args...)
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}

@@ -1,0 +1,181 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/privilege"
+)
+
+// The least-privilege tests run the agent and the collector as the user
+// nobody, holding exactly the capabilities setpriv(1) grants them, or
+// start the agent as root with --user nobody; in the veth namespaces.
+
+// asNobody is setpriv's command line that runs a program as nobody, with
+// no supplementary group, holding caps ("+net_raw", ...; "" for none)
+// as its permitted, effective and ambient capabilities.
+func asNobody(caps string) []string {
+	args := []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"}
+	if caps == "" {
+		return append(args, "--inh-caps=-all")
+	}
+	return append(args, "--inh-caps="+caps, "--ambient-caps="+caps)
+}
+
+// nobodyDir returns a fresh output directory that nobody owns, below a
+// directory it may enter, and makes the binary under test runnable by
+// nobody.
+func nobodyDir(t *testing.T) string {
+	t.Helper()
+	requireTools(t, "setpriv")
+	u, err := privilege.Lookup("nobody")
+	if err != nil {
+		missing(t, "needs the user nobody: %v", err)
+	}
+	if err := os.Chmod(filepath.Dir(pcapsyncBin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := os.MkdirTemp("", "pcapsync-e2e-priv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "out")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, u.UID, u.GID); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// privCapture runs a collector as nobody without capabilities and the
+// agent as agentWrap and agentExtra say, in namespace A of vn; sends
+// count datagrams the agent's filter selects; and checks that the
+// collector wrote each exactly once. check, if set, runs once the agent
+// is connected, before the traffic.
+func privCapture(t *testing.T, vn *vethNet, dir string, agentWrap []string, agentExtra []string, check func(*proc)) {
+	t.Helper()
+	ctx := testContext(t)
+	const port, count = 5555, 300
+	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	coll := startProcAs(t, ctx, "collector", vn.A, asNobody(""), nil,
+		withSummaryJSON(withInsecure([]string{"collector", "--listen", addr, "--dir", dir}))...)
+	coll.waitFor("collector listening", 10*time.Second)
+	args := append([]string{"agent", "--collector", addr, "--name", "priv1", "--iface", "vA",
+		"--filter", fmt.Sprintf("udp and dst port %d", port)}, agentExtra...)
+	ag := startProcAs(t, ctx, "agent priv1", vn.A, agentWrap, nil, withSummaryJSON(withInsecure(args))...)
+	coll.waitFor("agent connected", 15*time.Second)
+	if check != nil {
+		check(ag)
+	}
+	g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
+		"--count", fmt.Sprint(count), "--rate", "2000", "--stream", "1")
+	if code := g.wait(20 * time.Second); code != 0 {
+		t.Fatalf("gen exited with code %d", code)
+	}
+	ag.stop(20 * time.Second)
+	if s := ag.summary(); s.Read != count || s.Acked != count || s.Dropped != 0 || s.KernelDrops != 0 {
+		t.Errorf("agent summary %+v: want %d read and acknowledged, nothing dropped", s, count)
+	}
+	coll.stop(20 * time.Second)
+	r := checkAgentDir(t, filepath.Join(dir, "priv1"))
+	r.expectExactlyOnce(t, "priv1", map[uint32]uint64{1: count})
+}
+
+// TestUnprivilegedCapture: an agent running as nobody with CAP_NET_RAW
+// alone (no CAP_NET_ADMIN: promiscuous mode needs none) captures live
+// to a collector running as nobody with no capability at all.
+func TestUnprivilegedCapture(t *testing.T) {
+	requireTools(t, checkTools...)
+	vn := newVethNet(t)
+	dir := nobodyDir(t)
+	privCapture(t, vn, dir, asNobody("+net_raw"), nil, func(ag *proc) {
+		creds := threadCreds(t, ag)
+		if c := creds[0]; c.UID != 65534 || c.Effective != privilege.SetOf(privilege.NetRaw) {
+			t.Errorf("agent runs as %v, want uid 65534 with CAP_NET_RAW alone", c)
+		}
+	})
+}
+
+// TestCaptureWithoutCapability: an agent running as nobody without
+// CAP_NET_RAW refuses at once, saying what it lacks and how to grant it.
+func TestCaptureWithoutCapability(t *testing.T) {
+	vn := newVethNet(t)
+	nobodyDir(t)
+	ctx := testContext(t)
+	for _, caps := range []string{"", "+net_admin"} {
+		ag := startProcAs(t, ctx, "agent "+caps, vn.A, asNobody(caps), nil,
+			withInsecure([]string{"agent", "--collector", "127.0.0.1:1", "--iface", "vA"})...)
+		code := ag.wait(10 * time.Second)
+		stderr := ag.stderr.String()
+		if code == 0 {
+			t.Errorf("caps %q: agent exited 0, want a failure; stderr:\n%s", caps, stderr)
+		}
+		for _, want := range []string{`capturing on "vA" needs CAP_NET_RAW`, "run as root, or grant it: setcap cap_net_raw+ep ", "AmbientCapabilities=CAP_NET_RAW"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("caps %q: stderr lacks %q:\n%s", caps, want, stderr)
+			}
+		}
+	}
+}
+
+// TestAgentUser: an agent started as root with --user nobody (-Z) and a
+// spool opens its capture, then runs as nobody on every thread with no
+// capability left, not even in its bounding set, and captures.
+func TestAgentUser(t *testing.T) {
+	requireTools(t, checkTools...)
+	vn := newVethNet(t)
+	dir := nobodyDir(t)
+	for _, flag := range []string{"--user", "-Z"} {
+		t.Run(flag, func(t *testing.T) {
+			// Created by the agent, as root, where nobody may reach it.
+			spool := filepath.Join(filepath.Dir(dir), "spool"+flag)
+			os.RemoveAll(filepath.Join(dir, "priv1"))
+			privCapture(t, vn, dir, nil, []string{flag, "nobody", "--spool", spool}, func(ag *proc) {
+				ag.waitFor("privileges dropped", 5*time.Second)
+				for i, c := range threadCreds(t, ag) {
+					if c.UID != 65534 || c.EUID != 65534 || c.Effective != 0 || c.Permitted != 0 || c.Bounding != 0 ||
+						c.Ambient != 0 || c.Inheritable != 0 || !c.NoNewPrivs || len(c.Groups) != 1 {
+						t.Errorf("agent thread %d runs as %v, want uid 65534, nobody's group, no capability, no_new_privs", i, c)
+					}
+				}
+			})
+			fi, err := os.Stat(spool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+				t.Errorf("spool owned by uid %d, want nobody (65534)", st.Uid)
+			}
+		})
+	}
+}
+
+// threadCreds returns the credentials of every thread of p, failing the
+// test when it cannot read them.
+func threadCreds(t *testing.T, p *proc) []privilege.Creds {
+	t.Helper()
+	cs, err := privilege.Read(p.cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	// The process is pcapsync itself: ip netns exec and setpriv exec it.
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.cmd.Process.Pid)); err != nil || exe != pcapsyncBin {
+		t.Fatalf("%s: pid %d runs %q (%v), want %s", p.name, p.cmd.Process.Pid, exe, err, pcapsyncBin)
+	}
+	return cs
+}
