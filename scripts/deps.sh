@@ -8,10 +8,11 @@
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone), a Java
 # runtime and Maven (the Kafka broker the Kafka tests start, fetched from
-# Maven Central by scripts/kafka.sh into a cache). Installs only what is
-# missing.
+# Maven Central by scripts/kafka.sh into a cache), prometheus (its promtool
+# checks and unit-tests the alert rules of deploy/prometheus; the server is
+# not started by the tests). Installs only what is missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -382,5 +383,40 @@ func TestWatchCertificates(t *testing.T) {
 	WatchCertificates(empty, nil)
 	if _, ok := metricstest.Gather(t, empty)[name]; ok {
 		t.Error("no certificates: the metric is exported all the same")
+	}
+}
+
+// TestAlertRules: every metric the alert rules of deploy/prometheus
+// name is exported, and promtool finds the rules valid and passes
+// their unit tests (pcapsync.rules.test.yml).
+func TestAlertRules(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy", "prometheus")
+	b, err := os.ReadFile(filepath.Join(dir, "pcapsync.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := exported(t)
+	names := used(string(b))
+	if len(names) < 15 {
+		t.Errorf("the rules name %d pcapsync metrics, want more", len(names))
+	}
+	for n := range names {
+		if !got[n] {
+			t.Errorf("the alert rules use %s, which is not exported", n)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("PCAPSYNC_E2E_REQUIRE") == "1" {
+			t.Fatal("promtool not found (Debian package prometheus; scripts/deps.sh installs it)")
+		}
+		t.Skip("promtool not found")
+	}
+	for _, args := range [][]string{{"check", "rules", "pcapsync.rules.yml"}, {"test", "rules", "pcapsync.rules.test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }
