@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/agent"
 )
 
 // TestAgentRestartWithSpool: a live agent with a spool keeps what it
@@ -76,4 +79,80 @@ func TestAgentRestartWithSpool(t *testing.T) {
 
 	r := checkAgentDir(t, filepath.Join(dir, "spooled"))
 	r.expectExactlyOnce(t, "spooled", map[uint32]uint64{1: count, 2: count, 3: count})
+}
+
+// TestAgentUpgradeUnderLoad: an agent with a spool restarted while
+// packets flow, as a package upgrade restarts its unit (SIGTERM, then a
+// new process on the same spool), loses nothing it captured: every
+// packet either run read is in the files exactly once. The first run
+// gets almost no time to wait for its last acknowledgements, so what
+// it sent last is acknowledged only through the spool of the second.
+// Packets that arrive while no agent runs are not captured by anyone:
+// the kernel has no socket for them (not counted as read).
+func TestAgentUpgradeUnderLoad(t *testing.T) {
+	requireTools(t, checkTools...)
+	vn := newVethNet(t)
+	ctx := testContext(t)
+	const port, count, rate = 5556, 12000, 3000
+	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
+	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, vn.A)
+	startAgent := func(run int) *proc {
+		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
+			"--name", "upgraded", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
+			"--spool", spool, "--metrics", metrics, "--shutdown-timeout", "1ms")
+	}
+
+	coll := startCollector(t, ctx, vn.A, addr, dir)
+	run1 := startAgent(1)
+	run1.waitFor("connected to collector", 15*time.Second)
+	gen := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
+		"--count", fmt.Sprint(count), "--rate", fmt.Sprint(rate), "--stream", "7")
+	// A third of the stream through the first run, then the restart.
+	waitMetric(t, scrape, metrics, 20*time.Second, count/3, "pcapsync_agent_acknowledged_packets_total")
+	run1.stop(20 * time.Second)
+	run2 := startAgent(2)
+	run2.waitFor("connected to collector", 15*time.Second)
+	if code := gen.wait(30 * time.Second); code != 0 {
+		t.Fatalf("generator exited with %d", code)
+	}
+	s1 := run1.summary()
+	waitMetric(t, scrape, metrics, 20*time.Second, 1, "pcapsync_agent_captured_packets_total", "interface=vA")
+	run2.stop(20 * time.Second)
+	coll.stop(20 * time.Second)
+	s2 := run2.summary()
+
+	t.Logf("run 1: read %d, acknowledged %d, unacknowledged at exit %d; run 2: read %d, acknowledged %d", s1.Read, s1.Acked, s1.Unacked, s2.Read, s2.Acked)
+	for i, s := range []agent.Summary{s1, s2} {
+		if s.Dropped != 0 || s.KernelDrops != 0 {
+			t.Errorf("run %d dropped %d packets (queue) and %d (kernel)", i+1, s.Dropped, s.KernelDrops)
+		}
+	}
+	if s2.Unacked != 0 {
+		t.Errorf("run 2 left %d packets unacknowledged", s2.Unacked)
+	}
+	if s1.Unacked > 0 && !strings.Contains(run2.stderr.String(), "spool: resending batches of the previous run") {
+		t.Errorf("run 1 left %d packets unacknowledged, and run 2 did not resend from its spool", s1.Unacked)
+	}
+	r := checkAgentDir(t, filepath.Join(dir, "upgraded"))
+	var in, dup int
+	for k, c := range r.Counts {
+		if k.stream != 7 || k.seq >= count {
+			t.Errorf("packet %+v was not sent", k)
+		}
+		in++
+		if c > 1 {
+			dup++
+		}
+	}
+	if dup > 0 {
+		t.Errorf("%d packets are in the files more than once", dup)
+	}
+	if want := s1.Read + s2.Read; uint64(in) != want {
+		t.Errorf("%d distinct packets in the files, the two runs read %d + %d = %d", in, s1.Read, s2.Read, want)
+	}
+	if s1.Read == 0 || s2.Read == 0 {
+		t.Errorf("a run read nothing (%d, %d): the restart was not under load", s1.Read, s2.Read)
+	}
 }
