@@ -256,6 +256,7 @@ func TestExampleConfigs(t *testing.T) {
 	for _, tc := range []struct{ file, command string }{
 		{"../../deploy/agent.conf", "agent"},
 		{"../../deploy/collector.conf", "collector"},
+		{"../../deploy/writer.conf", "writer"},
 	} {
 		root := newRoot(streams{&bytes.Buffer{}, &bytes.Buffer{}})
 		c := subcommand(root, tc.command)
