@@ -60,8 +60,9 @@ const (
 // directory, that the installed units pass systemd-analyze verify and
 // that none is enabled; runs a live capture through /usr/bin/pcapsync as
 // the units run it (user pcapsync; the collector without capabilities,
-// the agent with CAP_NET_RAW and CAP_NET_ADMIN alone); then purges it and
-// checks that nothing is left but the output root and the user.
+// the agent with CAP_NET_RAW and CAP_NET_ADMIN alone); enables two units
+// as an operator would, then purges the package and checks that nothing
+// is left but the output root and the user.
 func TestPackages(t *testing.T) {
 	requireRoot(t)
 	requireTools(t, append(slices.Clone(checkTools), "dpkg", "dpkg-deb", "rpm", "systemd-analyze", "setpriv", "getent", "bash")...)
@@ -99,6 +100,10 @@ func TestPackages(t *testing.T) {
 			}
 		}
 		os.RemoveAll(stateDir)
+		links, _ := filepath.Glob("/etc/systemd/system/*/pcapsync*")
+		for _, l := range links {
+			os.Remove(l)
+		}
 		if !hadUser {
 			exec.Command("userdel", "pcapsync").Run()
 			exec.Command("groupdel", "pcapsync").Run()
@@ -111,6 +116,12 @@ func TestPackages(t *testing.T) {
 
 	captured := packagedCapture(t)
 
+	// An operator enabled units; removal must disable them (systemctl
+	// enable edits links only, without a running systemd too).
+	cmdOut(t, "systemctl", "--no-reload", "enable", "pcapsync-collector.service", "pcapsync-agent@pkgtest.service")
+	if enabled, _ := filepath.Glob("/etc/systemd/system/*/pcapsync*"); len(enabled) != 2 {
+		t.Errorf("systemctl enable made %q, want two links", enabled)
+	}
 	cmdOut(t, "dpkg", "--purge", "pcapsync")
 	checkPurged(t, listed, captured)
 }
@@ -271,7 +282,8 @@ func packagedCapture(t *testing.T) string {
 }
 
 // checkPurged: after dpkg --purge, every file dpkg -L listed is gone,
-// /etc/pcapsync too, dpkg knows nothing of the package, the state
+// /etc/pcapsync too, dpkg knows nothing of the package, no unit is
+// enabled, the state
 // directory holds only the output root, with the captured files, and the
 // pcapsync user is kept (it still owns them).
 func checkPurged(t *testing.T, listed []string, captured string) {
@@ -282,6 +294,9 @@ func checkPurged(t *testing.T, listed []string, captured string) {
 	left, _ := filepath.Glob("/var/lib/dpkg/info/pcapsync.*")
 	if len(left) > 0 {
 		t.Errorf("dpkg still holds %q", left)
+	}
+	if enabled, _ := filepath.Glob("/etc/systemd/system/*/pcapsync*"); len(enabled) > 0 {
+		t.Errorf("links enabling units are left: %q", enabled)
 	}
 	for _, p := range listed {
 		fi, err := os.Lstat(p)
