@@ -7,13 +7,14 @@
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone), systemd
-# (systemd-analyze checks the units) and rpm (rpm -qpl lists the .rpm
+# (systemd-analyze checks the units), strace (the system calls a live run
+# makes, against the units' filters) and rpm (rpm -qpl lists the .rpm
 # scripts/package.sh builds), a Java
 # runtime and Maven (the Kafka broker the Kafka tests start, fetched from
 # Maven Central by scripts/kafka.sh into a cache). Installs only what is
 # missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server systemd rpm)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server systemd strace rpm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
