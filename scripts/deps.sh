@@ -6,13 +6,16 @@
 # tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
-# free loopback port; the package's system service is left alone), a Java
+# free loopback port; the package's system service is left alone), systemd
+# (systemd-analyze checks the units), strace (the system calls a live run
+# makes, against the units' filters) and rpm (rpm -qpl lists the .rpm
+# scripts/package.sh builds), a Java
 # runtime and Maven (the Kafka broker the Kafka tests start, fetched from
 # Maven Central by scripts/kafka.sh into a cache), prometheus (its promtool
 # checks and unit-tests the alert rules of deploy/prometheus; the server is
 # not started by the tests). Installs only what is missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

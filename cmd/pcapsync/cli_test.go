@@ -173,17 +173,25 @@ func TestSettingsRefused(t *testing.T) {
 }
 
 func TestFormatVersion(t *testing.T) {
-	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-		{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-11-23T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
-	got := formatVersion(bi)
-	for _, w := range []string{"pcapsync v1.2.3\n", "commit abc123 (2026-11-23T10:00:00Z, with uncommitted changes)\n", "go1.26.8 "} {
-		if !strings.Contains(got, w) {
-			t.Errorf("formatVersion = %q, lacks %q", got, w)
+	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-11-23T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		st       stamp
+		want     []string
+	}{
+		{"vcs", vcs, stamp{}, []string{"pcapsync v1.2.3\n", "commit abc123 (2026-11-23T10:00:00Z, with uncommitted changes)\n", "go1.26.8 "}},
+		{"no vcs", nil, stamp{}, []string{"pcapsync v1.2.3\n", "commit unknown"}},
+		{"stamped", nil, stamp{"1.4.0~git20261124.21dbd27", "21dbd27f"}, []string{"pcapsync 1.4.0~git20261124.21dbd27\n", "commit 21dbd27f\n"}},
+		{"vcs beats stamped commit", vcs, stamp{"", "21dbd27f"}, []string{"pcapsync v1.2.3\n", "commit abc123 ("}},
+	} {
+		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: tc.settings}
+		got := formatVersion(bi, tc.st)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: formatVersion = %q, lacks %q", tc.name, got, w)
+			}
 		}
-	}
-	bi.Settings = nil
-	if got := formatVersion(bi); !strings.Contains(got, "commit unknown") {
-		t.Errorf("without VCS settings: %q", got)
 	}
 }
 
@@ -248,6 +256,7 @@ func TestExampleConfigs(t *testing.T) {
 	for _, tc := range []struct{ file, command string }{
 		{"../../deploy/agent.conf", "agent"},
 		{"../../deploy/collector.conf", "collector"},
+		{"../../deploy/writer.conf", "writer"},
 	} {
 		root := newRoot(streams{&bytes.Buffer{}, &bytes.Buffer{}})
 		c := subcommand(root, tc.command)

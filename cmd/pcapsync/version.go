@@ -7,24 +7,43 @@ import (
 	"strings"
 )
 
+// stampVersion and stampCommit are set by the linker when a release
+// is built (scripts/package.sh: -ldflags "-X main.stampVersion=1.2.3
+// -X main.stampCommit=SHA"); empty otherwise.
+var stampVersion, stampCommit string
+
+// stamp is what the linker set: a version and commit that take the
+// place of the build information's module version and VCS revision.
+type stamp struct{ version, commit string }
+
 // version describes this binary from its build information: the
-// module's version, the commit it was built from (when built in a git
-// checkout with VCS stamping on, as scripts/build.sh does), and Go.
+// module's version (or the version stamped at link time), the commit
+// it was built from (when built in a git checkout with VCS stamping on,
+// or stamped at link time), and Go.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "pcapsync (no build information)\n"
 	}
-	return formatVersion(bi)
+	return formatVersion(bi, stamp{stampVersion, stampCommit})
 }
 
-func formatVersion(bi *debug.BuildInfo) string {
+// formatVersion formats bi; a non-empty st.version replaces the module
+// version, and st.commit is the commit when bi has no VCS revision.
+func formatVersion(bi *debug.BuildInfo, st stamp) string {
 	vcs := map[string]string{}
 	for _, s := range bi.Settings {
 		vcs[s.Key] = s.Value
 	}
+	if vcs["vcs.revision"] == "" {
+		vcs["vcs.revision"] = st.commit
+	}
+	v := bi.Main.Version
+	if st.version != "" {
+		v = st.version
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "pcapsync %s\n", bi.Main.Version)
+	fmt.Fprintf(&b, "pcapsync %s\n", v)
 	if rev := vcs["vcs.revision"]; rev != "" {
 		fmt.Fprintf(&b, "commit %s", rev)
 		var notes []string

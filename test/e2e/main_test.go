@@ -223,14 +223,20 @@ func startProc(t *testing.T, ctx context.Context, name, netns string, args ...st
 // unless it is "", with env added to the environment.
 func startProcEnv(t *testing.T, ctx context.Context, name, netns string, env []string, args ...string) *proc {
 	t.Helper()
-	return startProcAs(t, ctx, name, netns, nil, env, args...)
+	return startArgv(t, ctx, name, netns, env, append([]string{pcapsyncBin}, args...))
 }
 
 // startProcAs is startProcEnv with pcapsync run by the command wrap
 // (such as setpriv with its options) unless it is empty.
 func startProcAs(t *testing.T, ctx context.Context, name, netns string, wrap, env []string, args ...string) *proc {
 	t.Helper()
-	argv := append(append(slices.Clone(wrap), pcapsyncBin), args...)
+	return startArgv(t, ctx, name, netns, env, append(append(slices.Clone(wrap), pcapsyncBin), args...))
+}
+
+// startArgv runs argv (a program and its arguments: pcapsync, or a
+// command that runs it) as startProcEnv does.
+func startArgv(t *testing.T, ctx context.Context, name, netns string, env []string, argv []string) *proc {
+	t.Helper()
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
