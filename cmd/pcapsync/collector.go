@@ -52,6 +52,7 @@ func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, 
 	return func(fs *pflag.FlagSet) runFunc {
 		var cfg serve.Config
 		given := flags(fs, &cfg)
+		user := fs.StringP("user", "Z", "", fmt.Sprintf(userFlagUsage, "the TLS and token files; a missing --dir is made for the user"))
 		var lf logFlags
 		lf.register(fs, true)
 		summary := addSummaryFlag(fs)
@@ -67,6 +68,9 @@ func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, 
 				return err
 			}
 			cfg.Logger = log
+			if *user != "" {
+				cfg.BeforeStore = func() error { return switchUser(log, *user, cfg.Collector.Store.Dir) }
+			}
 			return runCollector(ctx, cfg, func(sum serve.Summary) error {
 				return summary.print(s.stdout, collectorSummary{sum})
 			})

@@ -66,6 +66,13 @@ type Config struct {
 
 	// Logger receives events. nil means slog.Default().
 	Logger *slog.Logger
+
+	// BeforeStore, if set, is called by New once the files the Config
+	// names are read and every listener is bound, before the store
+	// opens (and its repair starts in the background): the collector's
+	// --user switches to the user there, so that every file of the
+	// output root is created by the user. An error fails New.
+	BeforeStore func() error
 }
 
 // DefaultListen is the TCP address of Config.Listen's zero value: the

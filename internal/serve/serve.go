@@ -93,6 +93,14 @@ func (s *Service) open() error {
 	if len(feeds) > 0 {
 		cc.Feed = feeds
 	}
+	if err := s.bind(); err != nil {
+		return err
+	}
+	if c.BeforeStore != nil {
+		if err := c.BeforeStore(); err != nil {
+			return err
+		}
+	}
 	core, err := collector.NewCore(*cc)
 	if err != nil {
 		return err
@@ -110,7 +118,8 @@ func (s *Service) open() error {
 			return err
 		}
 	}
-	return s.listen()
+	s.watch()
+	return nil
 }
 
 // loadFiles reads the TLS files and the token file into the collector's
@@ -168,8 +177,9 @@ func (s *Service) openFeeds(feeds *collector.Feeds) error {
 	return nil
 }
 
-// listen opens the metrics listener, then the agents' TCP and UDP ones.
-func (s *Service) listen() error {
+// bind opens the metrics listener, then the agents' TCP and UDP ones (a
+// writer takes no agents).
+func (s *Service) bind() error {
 	c := &s.cfg
 	if c.Metrics.Addr != "" {
 		srv, err := metrics.Listen(c.Metrics)
@@ -180,11 +190,7 @@ func (s *Service) listen() error {
 		s.closers = append(s.closers, func() { srv.Close() })
 	}
 	if c.Writer() {
-		if s.m != nil {
-			s.m.Watch(s.core, nil)
-			s.m.WatchWriter(&s.writer.Counters, s.writer)
-		}
-		return nil // takes no agents
+		return nil
 	}
 	ln, err := net.Listen("tcp", cmp.Or(c.Listen, DefaultListen))
 	if err != nil {
@@ -201,6 +207,22 @@ func (s *Service) listen() error {
 			return fmt.Errorf("--listen-udp: %w", err)
 		}
 		s.closers = append(s.closers, func() { s.uconn.Close() })
+	}
+	return nil
+}
+
+// watch makes the UDP intake on the core and registers the metrics of
+// every part.
+func (s *Service) watch() {
+	c := &s.cfg
+	if c.Writer() {
+		if s.m != nil {
+			s.m.Watch(s.core, nil)
+			s.m.WatchWriter(&s.writer.Counters, s.writer)
+		}
+		return
+	}
+	if s.uconn != nil {
 		s.udp = collector.NewUDPServer(s.core)
 	}
 	if s.m != nil {
@@ -215,7 +237,6 @@ func (s *Service) listen() error {
 			s.m.WatchProducer(&s.prod.Counters)
 		}
 	}
-	return nil
 }
 
 // Core returns the collector's core: its Counters, its Store's.

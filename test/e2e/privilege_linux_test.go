@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -178,4 +179,61 @@ func threadCreds(t *testing.T, p *proc) []privilege.Creds {
 		t.Fatalf("%s: pid %d runs %q (%v), want %s", p.name, p.cmd.Process.Pid, exe, err, pcapsyncBin)
 	}
 	return cs
+}
+
+// TestCollectorUser: a collector started as root with --user nobody
+// binds its port, makes its missing output root for nobody, switches
+// and writes every file as nobody, holding no capability; an output
+// root nobody may not write is refused at start with the reason.
+func TestCollectorUser(t *testing.T) {
+	requireTools(t, checkTools...)
+	parent := filepath.Dir(nobodyDir(t))
+	ctx := testContext(t)
+	in := filepath.Join(parent, "in.pcap")
+	const count = 2000
+	writeGenFile(t, in, genConfig(count, 71))
+	dir := filepath.Join(parent, "made", "out") // missing: made by the collector
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	coll := startCollector(t, ctx, "", addr, dir, "--user", "nobody", "--rotate-size", "1M")
+	coll.waitFor("privileges dropped", 5*time.Second)
+	for i, c := range threadCreds(t, coll) {
+		if c.UID != 65534 || c.EUID != 65534 || c.Effective != 0 || c.Permitted != 0 || c.Bounding != 0 || !c.NoNewPrivs {
+			t.Errorf("collector thread %d runs as %v, want uid 65534, no capability, no_new_privs", i, c)
+		}
+	}
+	finishReplay(t, startReplay(t, ctx, addr, "user1", in), count, 30*time.Second)
+	coll.stop(20 * time.Second)
+	checkAgentDir(t, filepath.Join(dir, "user1")).expectExactlyOnce(t, "user1", map[uint32]uint64{71: count})
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+			t.Errorf("%s owned by uid %d, want nobody (65534)", path, st.Uid)
+		}
+		files++
+		return nil
+	})
+	if err != nil || files < 4 {
+		t.Fatalf("walking %s: %v (%d entries)", dir, err, files)
+	}
+
+	// A root-only output root: refused, saying what to do.
+	closed := filepath.Join(parent, "rootonly")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, ctx, "collector rootonly", "", "collector", "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--dir", closed, "--user", "nobody")
+	if code := p.wait(20 * time.Second); code == 0 {
+		t.Fatal("a collector whose user cannot write --dir exited 0")
+	}
+	if want := "is not writable by the user"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("the refusal does not say %q:\n%s", want, p.stderr.String())
+	}
 }
