@@ -55,7 +55,7 @@ func writeFixture(t *testing.T, n int, agents ...string) string {
 				data := gen.Frame(make([]byte, 64+i%700), gen.LinkTypeEthernet, uint32(ai), uint64(i))
 				e.Append(base+int64(i)*1e6+int64(ai)*1e3, uint32(i%2), uint32(len(data)), data)
 			}
-			bt, err := wire.ParseBatch(0, e.Finish(uint64(b+1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
+			bt, err := wire.ParseBatch(0, e.Finish(uint64(b + 1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
 			if err != nil {
 				t.Fatal(err)
 			}

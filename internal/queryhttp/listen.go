@@ -28,7 +28,7 @@ type listener struct {
 	ctx    context.Context // ends with done: cuts short a peek or handshake
 	cancel context.CancelFunc
 	once   sync.Once
-	wg    sync.WaitGroup // accept loop and sorting goroutines
+	wg     sync.WaitGroup // accept loop and sorting goroutines
 }
 
 // plainConn is a plain connection of a TLS listener, refused unless it

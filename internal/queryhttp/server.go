@@ -41,7 +41,7 @@ type Server struct {
 	cas   *x509.CertPool // client certificates required, verified by the handler
 	ln    *listener
 	srv   *http.Server
-	slots chan struct{} // a token per running query
+	slots chan struct{}   // a token per running query
 	base  context.Context // the requests'; ended by Run to stop the queries
 	stop  context.CancelFunc
 	plain bool // a TLS listener that admits plain clients (loopback)

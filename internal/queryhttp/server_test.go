@@ -267,4 +267,3 @@ func TestFailures(t *testing.T) {
 		t.Errorf("query at shutdown: %v", err)
 	}
 }
-
