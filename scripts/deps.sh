@@ -3,7 +3,8 @@
 # libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
 # namespaces for capture tests), tshark/capinfos (output checks),
 # nftables (the UDP loss test's router drops and counts in a namespace),
-# tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
+# tcpdump, netcat and rsync (the side-by-side benchmarks), curl (the remote
+# query test fetches with a client certificate), protoc (the
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone), a Java
@@ -11,7 +12,7 @@
 # Maven Central by scripts/kafka.sh into a cache). Installs only what is
 # missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server curl)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
