@@ -166,7 +166,9 @@ func TestBusy(t *testing.T) {
 		first <- err
 	}()
 	<-b.started
-	_, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr()}, io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a regression answers, or hangs: bound it
+	defer cancel()
+	_, err := Fetch(ctx, ClientConfig{Addr: s.Addr()}, io.Discard)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "too many queries running (1)") {
 		t.Errorf("second query: %v, want 503 too many queries", err)
 	}
