@@ -3,7 +3,8 @@
 # libpcap (filters are compiled by libpcap), gcc (cgo), iproute2 (network
 # namespaces for capture tests), tshark/capinfos (output checks),
 # nftables (the UDP loss test's router drops and counts in a namespace),
-# tcpdump, netcat and rsync (the side-by-side benchmarks), protoc (the
+# tcpdump, netcat and rsync (the side-by-side benchmarks), curl (the remote
+# query test fetches with a client certificate), protoc (the
 # format comparison's generated code in bench/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone), systemd
@@ -15,7 +16,7 @@
 # checks and unit-tests the alert rules of deploy/prometheus; the server is
 # not started by the tests). Installs only what is missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

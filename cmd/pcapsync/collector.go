@@ -13,6 +13,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -38,7 +39,11 @@ the same or another port): plaintext, no DTLS, so it needs --insecure
 wireshark -k -i TCP@HOST:PORT sees the port's default selection, and
 pcapsync tail --tap HOST:PORT asks for any agent, interface and
 filter. Plain TCP on a loopback address, TLS like the agents' port
-elsewhere; --token-file applies (docs/tap.md).`
+elsewhere; --token-file applies (docs/tap.md).
+
+--query-listen HOST:PORT serves pcapsync query over HTTPS to pcapsync
+query --from HOST:PORT and curl, with the same certificate and token
+rules (docs/query.md).`
 
 func collectorCommand(s streams) *cobra.Command {
 	return leaf("collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]",
@@ -111,17 +116,23 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.Var(sizeFlag{&cc.ReadMemory}, "read-memory", "memory for frames being received over TCP, all connections together (at least --max-frame); over it, connections stop reading until memory is free")
 	fs.DurationVar(&cc.HandshakeTimeout, "handshake-timeout", collector.DefaultHandshakeTimeout, "time a new connection has to complete its handshake")
 	fs.DurationVar(&cc.ShutdownTimeout, "shutdown-timeout", collector.DefaultShutdownTimeout, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
-	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
-	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "the key of --tls-cert (PEM)")
-	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
-	fs.StringVar(&cfg.TokenFile, "token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello")
-	fs.BoolVar(&cc.Insecure, "insecure", false, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
+	securityFlagsOn(fs, cfg, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
 	fs.IntVar(&cc.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
 	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	metricsFlagsOn(fs, &cfg.Metrics)
 	kafkaFlagsOn(fs, &cfg.Kafka, "produce every batch to Kafka instead of writing files (an ingest collector: no --dir; `pcapsync writer` writes the files)")
 	return feedFlags(fs, cfg)
+}
+
+// securityFlagsOn defines the TLS, token and --insecure flags of a
+// collector or writer.
+func securityFlagsOn(fs *pflag.FlagSet, cfg *serve.Config, insecureHelp string) {
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "the collector's TLS certificate (PEM; may hold the chain)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "the key of --tls-cert (PEM)")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "require client certificates signed by these CAs (PEM); an agent's name must then be its certificate's CN or a DNS name")
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "require this shared token (16 to 128 bytes; surrounding white space is ignored) in every agent's hello, tap request and query")
+	fs.BoolVar(&cfg.Collector.Insecure, "insecure", false, insecureHelp)
 }
 
 // retainFlagsOn defines the collector's retention flags.
@@ -139,10 +150,13 @@ func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config) {
 	fs.IntVar(&m.MaxAgents, "metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
 }
 
-// feedFlags defines the --tap and --redis flags; their settings are
-// given-only.
+// feedFlags defines the --tap, --redis and --query-listen flags; their
+// settings are given-only.
 func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
-	t, r := &cfg.Tap, &cfg.Redis
+	t, r, q := &cfg.Tap, &cfg.Redis, &cfg.Query
+	fs.StringVar(&q.Listen, "query-listen", "", "serve pcapsync query over HTTPS on `HOST:PORT` (pcapsync query --from, curl): TLS, client certificates and token as for agents; plain HTTP with --insecure, or on a loopback address (see docs/query.md)")
+	q.MaxQueries = queryhttp.DefaultMaxQueries
+	fs.IntVar(&q.MaxQueries, "query-max", queryhttp.DefaultMaxQueries, "with --query-listen: queries running at once; more are refused (503)")
 	fs.Func("tap", "serve a live pcapng stream of what is written on `HOST:PORT[=AGENT[:IFACE]]` (repeatable): \"wireshark -k -i TCP@HOST:PORT\" sees AGENT (default every agent), \"pcapsync tail\" asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
 		l, err := tap.ParseListener(s)
 		t.Listen = append(t.Listen, l)
@@ -160,7 +174,7 @@ func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	r.QueueBytes = redisfeed.DefaultQueueBytes
 	fs.Var(sizeFlag{&r.QueueBytes}, "redis-queue", "with --redis: memory for batches waiting to be published; when full, batches are dropped and counted")
 	fs.DurationVar(&r.Timeout, "redis-timeout", redisfeed.DefaultTimeout, "with --redis: the longest a connect or one round trip to Redis may take")
-	return givenOnly{"tap-queue": &t.QueueSize, "redis-prefix": &r.Prefix, "redis-maxlen": &r.MaxLen,
+	return givenOnly{"tap-queue": &t.QueueSize, "query-max": &q.MaxQueries, "redis-prefix": &r.Prefix, "redis-maxlen": &r.MaxLen,
 		"redis-max-age": &r.MaxAge, "redis-queue": &r.QueueBytes, "redis-timeout": &r.Timeout,
 		"redis-compress": func() { r.Compress = &sp }}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -56,6 +57,8 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"metrics-max-agents": strconv.Itoa(metrics.DefaultMaxAgents),
 		"tap":                "",
 		"tap-queue":          strconv.Itoa(tap.DefaultQueueSize),
+		"query-listen":       "",
+		"query-max":          strconv.Itoa(queryhttp.DefaultMaxQueries),
 		"redis":              "",
 		"redis-prefix":       redisfeed.DefaultPrefix,
 		"redis-compress":     redisfeed.DefaultCompress.String(),
@@ -94,9 +97,9 @@ func TestWriterFlagDefaults(t *testing.T) {
 	var ccfg serve.Config
 	collectorFlags(cfs, &ccfg)
 	want := map[string]string{"group": "pcapsync-writers"}
-	cfs.VisitAll(func(f *pflag.Flag) { want[f.Name] = f.DefValue })
+	cfs.VisitAll(func(f *pflag.Flag) { want[f.Name] = f.DefValue }) // the security flags too: for --query-listen and --tap
 	for _, agentsOnly := range []string{"listen", "listen-udp", "max-frame", "udp-reassembly-mem", "read-memory", "handshake-timeout",
-		"shutdown-timeout", "tls-cert", "tls-key", "tls-client-ca", "token-file", "insecure", "max-conns", "heartbeat", "peer-timeout"} {
+		"shutdown-timeout", "max-conns", "heartbeat", "peer-timeout"} {
 		delete(want, agentsOnly)
 	}
 	fs := pflag.NewFlagSet("writer", pflag.ContinueOnError)

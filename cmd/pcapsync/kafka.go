@@ -45,7 +45,10 @@ partitions it is assigned, at most one writer an agent at a time; a
 partition's offset is committed once what came before it is as durable
 as --fsync promises, so a writer that dies is replaced by another that
 resumes there and drops by the marks what is already in a file
-(docs/scale-out.md).`
+(docs/scale-out.md). --query-listen serves pcapsync query over the
+root, as a collector does: --tls-cert and --tls-key (with
+--tls-client-ca or --token-file), or --insecure; they apply to --tap
+too.`
 
 func writerCommand(s streams) *cobra.Command {
 	return leaf("writer --kafka BROKERS --group GROUP --dir DIR [--kafka-topic TOPIC] [flags]",
@@ -66,6 +69,7 @@ func writerFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	cfg.Collector.Store.Shared = true
 	storeFlagsOn(fs, &cfg.Collector.Store)
 	metricsFlagsOn(fs, &cfg.Metrics)
+	securityFlagsOn(fs, cfg, "serve --query-listen in plain HTTP, without TLS: anyone who reaches it reads the captures (with --token-file, the token crosses the network in clear text)")
 	return feedFlags(fs, cfg)
 }
 

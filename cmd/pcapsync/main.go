@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/units"
 )
 
 const rootLong = `pcapsync streams packets captured on many hosts to one collector, which
@@ -144,34 +145,8 @@ func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	return nil, usageError("--log-format %q: want text or json", l.format)
 }
 
-// parseSize reads a byte size: a number with an optional suffix K, M,
-// G, T (powers of 1024; KiB, MiB, ... too) or KB, MB, GB, TB (powers of
-// 1000), like "64M" or "1GiB".
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
-	} {
-		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = rest, u.mult
-			break
-		}
-	}
-	var n int64
-	if _, err := fmt.Sscan(t, &n); err != nil || n < 0 || fmt.Sprint(n) != strings.TrimSpace(t) {
-		return 0, fmt.Errorf("size %q: want a whole number with an optional K, M, G or T suffix", s)
-	}
-	if n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n * mult, nil
-}
+// parseSize reads a byte size (units.ParseSize): "64M", "1GiB".
+func parseSize(s string) (int64, error) { return units.ParseSize(s) }
 
 // sizeFlag is a pflag.Value for byte sizes.
 type sizeFlag struct{ n *int64 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 const queryUsage = `Reads the files below an output root (a collector's or a writer's
@@ -32,17 +33,24 @@ files still being written are read up to their last complete batch.
 Each file's index (FILE.idx) narrows what is read of it to the blocks
 the time range and the filter may need; a file without a usable index is
 read whole (--no-index: every file). docs/query.md says what is read
-and in which order.`
+and in which order.
+
+--from HOST:PORT runs the query on a collector or writer that serves it
+(--query-listen) instead of reading --dir here, over HTTPS (--tls-ca,
+--tls-cert, --tls-key, --token-file; plain HTTP with --insecure): the
+same selection flags, the same output; relative times are the server's.`
 
 type queryFlags struct {
 	cfg          query.Config
 	since, until string
 	out          string
 	summary      *summaryFormat
+	from         string          // a server's query listener, instead of --dir
+	tls          *tapClientFlags // --from's TLS and token
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [FILTER]",
+	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [FILTER]",
 		"write the captured packets of many agents, by time, interface and filter, as one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
@@ -59,12 +67,23 @@ func queryCommand(s streams) *cobra.Command {
 			f.cfg.ReorderMem = query.DefaultReorderMem
 			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
 			f.summary = addSummaryFlag(fs)
+			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
+			f.tls = tapClientTLSFlags(fs, "--from")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					if fs.Changed("filter") {
 						return usageError("give the filter either with --filter or as arguments, not both")
 					}
 					f.cfg.Filter = strings.Join(args, " ")
+				}
+				if f.from != "" {
+					if fs.Changed("reorder-mem") {
+						return usageError("--reorder-mem is the server's with --from")
+					}
+					return runRemoteQuery(ctx, s, f)
+				}
+				if f.tls.given(fs) {
+					return usageError("the TLS flags, --token-file and --insecure go with --from")
 				}
 				return runQuery(ctx, s, f)
 			}
@@ -120,6 +139,45 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	}
 	res, err := query.Run(ctx, cfg, w)
 	err = errors.Join(err, closeOut())
+	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// runRemoteQuery runs the query on the server at --from and writes
+// what it streams.
+func runRemoteQuery(ctx context.Context, s streams, f *queryFlags) error {
+	switch {
+	case f.cfg.Dir != "":
+		return usageError("--dir and --from exclude each other (--from queries the server's own root)")
+	case f.out == "":
+		return usageError("query needs -w FILE (or -w - for stdout)")
+	}
+	log := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cc := queryhttp.ClientConfig{Addr: f.from, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces,
+		Since: f.since, Until: f.until, Filter: f.cfg.Filter, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
+	var err error
+	if cc.TLS, cc.Token, err = f.tls.config(log); err != nil {
+		return err
+	}
+	w, closeOut := s.stdout, func() error { return nil }
+	if f.out != "-" {
+		out, err := os.Create(f.out)
+		if err != nil {
+			return fmt.Errorf("-w: %w", err)
+		}
+		w, closeOut = out, out.Close
+	}
+	res, err := queryhttp.Fetch(ctx, cc, w)
+	streamed := err == nil || errors.Is(err, queryhttp.ErrFailed) // not refused
+	err = errors.Join(err, closeOut())
+	if errors.Is(err, queryhttp.ErrBadRequest) {
+		err = fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if !streamed {
+		return err
+	}
 	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
 		err = perr
 	}

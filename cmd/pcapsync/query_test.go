@@ -32,6 +32,11 @@ func TestQueryFlags(t *testing.T) {
 		{append(q, "--agent", "[x"), "agent pattern"},
 		{append(q, "--max-bytes", "lots"), "max-bytes"},
 		{append(q, "--count", "-1"), "count"},
+		{append(q, "--from", "127.0.0.1:1"), "--dir and --from exclude each other"},
+		{append(q, "--insecure"), "go with --from"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem is the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--insecure"}, "query needs -w"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--tls-ca", "x.pem"}, "exclude each other"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

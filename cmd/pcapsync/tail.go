@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,37 +86,63 @@ type tapClientFlags struct {
 	insecure                         *bool
 }
 
-func tailTLSFlags(fs *pflag.FlagSet) *tapClientFlags {
+func tailTLSFlags(fs *pflag.FlagSet) *tapClientFlags { return tapClientTLSFlags(fs, "--tap") }
+
+// tapClientTLSFlags defines the TLS and token flags of a client of the
+// collector's listener addrFlag.
+func tapClientTLSFlags(fs *pflag.FlagSet, addrFlag string) *tapClientFlags {
+	proto := "TCP"
+	if addrFlag == "--from" {
+		proto = "HTTP"
+	}
 	return &tapClientFlags{
 		ca:         fs.String("tls-ca", "", "verify the collector's certificate against these CAs (PEM)"),
 		cert:       fs.String("tls-cert", "", "client certificate (PEM), if the collector requires one"),
 		key:        fs.String("tls-key", "", "the key of --tls-cert (PEM)"),
-		serverName: fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in --tap)"),
+		serverName: fs.String("tls-server-name", "", "the name the collector's certificate must carry (default: the host in "+addrFlag+")"),
 		token:      fs.String("token-file", "", "send this shared token to the collector"),
-		insecure:   fs.Bool("insecure", false, "plain TCP to the tap, without TLS"),
+		insecure:   fs.Bool("insecure", false, "plain "+proto+" to "+addrFlag+", without TLS"),
 	}
+}
+
+// given reports whether any of the flags was given.
+func (f *tapClientFlags) given(fs *pflag.FlagSet) bool {
+	for _, n := range []string{"tls-ca", "tls-cert", "tls-key", "tls-server-name", "token-file", "insecure"} {
+		if fs.Changed(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // apply sets tc's TLS (unless --insecure) and its request's token from
 // the files the flags name.
 func (f *tapClientFlags) apply(tc *tap.StreamConfig, log *slog.Logger) error {
+	var err error
+	tc.TLS, tc.Request.Token, err = f.config(log)
+	return err
+}
+
+// config returns the TLS configuration (nil with --insecure) and the
+// token the flags name; their errors are usage errors.
+func (f *tapClientFlags) config(log *slog.Logger) (*tls.Config, string, error) {
+	var tok string
 	if *f.token != "" {
-		tok, err := readToken(*f.token, log)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errUsage, err)
+		var err error
+		if tok, err = readToken(*f.token, log); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", errUsage, err)
 		}
-		tc.Request.Token = tok
 	}
 	useTLS := *f.ca != "" || *f.cert != "" || *f.key != "" || *f.serverName != ""
 	switch {
 	case useTLS && *f.insecure:
-		return fmt.Errorf("%w: --insecure and the --tls flags exclude each other", errUsage)
-	case !*f.insecure:
-		cfg, err := pki.ClientConfig(*f.ca, *f.cert, *f.key, *f.serverName)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errUsage, err)
-		}
-		tc.TLS = cfg
+		return nil, "", fmt.Errorf("%w: --insecure and the --tls flags exclude each other", errUsage)
+	case *f.insecure:
+		return nil, tok, nil
 	}
-	return nil
+	cfg, err := pki.ClientConfig(*f.ca, *f.cert, *f.key, *f.serverName)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return cfg, tok, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
 )
@@ -37,4 +38,21 @@ func (m *Collector) WatchRedis(c *redisfeed.Counters) {
 func counterFunc(name, help string, v *atomic.Uint64) prometheus.CounterFunc {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 		func() float64 { return float64(v.Load()) })
+}
+
+// WatchQuery registers the query listener's counters (--query-listen).
+func (m *Collector) WatchQuery(c *queryhttp.Counters) {
+	for _, r := range c.Results() {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pcapsync_query_requests_total",
+			Help:        "Query requests by result: ok, failed, canceled (the client went away), bad_request, unauthorized, forbidden, busy (too many queries), tls (handshake failed).",
+			ConstLabels: prometheus.Labels{"result": r.Name}},
+			func() float64 { return float64(r.N.Load()) }))
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pcapsync_query_active",
+			Help: "Queries running now."},
+			func() float64 { return float64(c.Active.Load()) }),
+		counterFunc("pcapsync_query_packets_total", "Packets sent to query clients.", &c.Packets),
+		counterFunc("pcapsync_query_sent_bytes_total", "pcapng bytes sent to query clients.", &c.Bytes),
+	)
 }

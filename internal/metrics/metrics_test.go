@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/testutil"
@@ -179,6 +180,7 @@ func exported(t *testing.T) map[string]bool {
 	feeds := NewCollector(0) // the live views' counters, registered when --tap or --redis is on
 	feeds.WatchTap(&tap.Counters{})
 	feeds.WatchRedis(&redisfeed.Counters{})
+	feeds.WatchQuery(&queryhttp.Counters{})
 	kafka := NewCollector(0) // an ingest collector's and a writer's
 	kafka.WatchProducer(&kafkaio.ProducerCounters{})
 	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})

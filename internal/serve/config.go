@@ -10,6 +10,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/metrics"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -52,6 +53,10 @@ type Config struct {
 	// Metrics serves Prometheus metrics and the status page when
 	// Metrics.Addr is set.
 	Metrics metrics.Config
+	// Query serves pcapsync query over HTTPS when Query.Listen is set;
+	// its Dir is Collector.Store.Dir, its TLS, Token and Logger the
+	// collector's.
+	Query queryhttp.Config
 
 	// Kafka, when Kafka.Brokers is set, puts the process on Kafka
 	// (docs/scale-out.md). Without Group it is an ingest collector: it
@@ -94,6 +99,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.Writer() {
+		if err := c.validateWriterSecurity(); err != nil {
+			return err
+		}
 		return c.validateParts()
 	}
 	tls := c.Collector.TLS != nil || c.TLSCertFile != "" || c.TLSKeyFile != ""
@@ -137,7 +145,34 @@ func (c *Config) validateParts() error {
 			return err
 		}
 	}
+	if c.Query.Listen != "" {
+		qc := c.Query
+		qc.Dir = c.Collector.Store.Dir
+		if err := qc.Validate(); err != nil {
+			return err
+		}
+	}
 	return c.Metrics.Validate()
+}
+
+// validateWriterSecurity checks a writer's TLS and token settings: they
+// serve its query listener and taps, and a query listener needs them or
+// Insecure, as a collector's agents' port does.
+func (c *Config) validateWriterSecurity() error {
+	tls := c.Collector.TLS != nil || c.TLSCertFile != "" || c.TLSKeyFile != ""
+	insecure := c.Collector.Insecure
+	serves := c.Query.Listen != "" || len(c.Tap.Listen) > 0
+	switch {
+	case (tls || insecure || c.TokenFile != "" || c.Collector.Token != "") && !serves:
+		return errors.New("--tls-cert, --token-file and --insecure of a writer are for --query-listen and --tap: give one of those, or drop them")
+	case c.Query.Listen != "" && !tls && !insecure:
+		return errors.New("--query-listen: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require client certificates, or --token-file FILE), or --insecure for plain HTTP")
+	case tls && insecure:
+		return errors.New("--insecure and --tls-cert/--tls-key exclude each other")
+	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	return nil
 }
 
 // needs refuses a setting of a part that is not enabled: it would do
@@ -149,6 +184,7 @@ func (c *Config) needs() error {
 		flag, need string
 	}{
 		{t.QueueSize != 0, "--tap-queue", "--tap"},
+		{c.Query.MaxQueries != 0, "--query-max", "--query-listen"},
 		{r.Prefix != "", "--redis-prefix", "--redis"},
 		{r.Compress != nil, "--redis-compress", "--redis"},
 		{r.MaxLen != 0, "--redis-maxlen", "--redis"},
@@ -157,8 +193,11 @@ func (c *Config) needs() error {
 		{r.Timeout != 0, "--redis-timeout", "--redis"},
 	} {
 		enabled := len(t.Listen) > 0
-		if x.need == "--redis" {
+		switch x.need {
+		case "--redis":
 			enabled = r.URL != ""
+		case "--query-listen":
+			enabled = c.Query.Listen != ""
 		}
 		if x.set && !enabled {
 			return fmt.Errorf("%s needs %s", x.flag, x.need)
@@ -187,8 +226,8 @@ func (c *Config) validateKafka() error {
 	switch {
 	case c.Ingest() && c.Collector.Store.Dir != "":
 		return errors.New("--dir: a collector with --kafka writes no files (the writers do, `pcapsync writer`): drop --dir")
-	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != ""):
-		return errors.New("--tap and --redis show what is written: with --kafka this collector writes nothing; give them to the writers")
+	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != "" || c.Query.Listen != ""):
+		return errors.New("--tap, --redis and --query-listen show what is written: with --kafka this collector writes nothing; give them to the writers")
 	case c.Ingest() && c.ListenUDP != "":
 		return errors.New("--listen-udp: a collector with --kafka takes agents over TCP only (UDP has no acknowledgement to wait for Kafka's)")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
 )
@@ -31,9 +32,10 @@ type Service struct {
 	ln    net.Listener
 	udp   *collector.UDPServer // nil without ListenUDP
 	uconn *net.UDPConn
-	tap   *tap.Tap        // nil without tap listeners
-	redis *redisfeed.Feed // nil without a Redis URL
-	msrv  *metrics.Server // nil without a metrics address
+	tap   *tap.Tap          // nil without tap listeners
+	redis *redisfeed.Feed   // nil without a Redis URL
+	msrv  *metrics.Server   // nil without a metrics address
+	query *queryhttp.Server // nil without a query listener
 	m     *metrics.Collector
 
 	kopts  []kgo.Opt         // the Kafka connection's options
@@ -177,8 +179,8 @@ func (s *Service) openFeeds(feeds *collector.Feeds) error {
 	return nil
 }
 
-// bind opens the metrics listener, then the agents' TCP and UDP ones (a
-// writer takes no agents).
+// bind opens the metrics and query listeners, then the agents' TCP and
+// UDP ones (a writer takes no agents).
 func (s *Service) bind() error {
 	c := &s.cfg
 	if c.Metrics.Addr != "" {
@@ -188,6 +190,19 @@ func (s *Service) bind() error {
 		}
 		s.msrv = srv
 		s.closers = append(s.closers, func() { srv.Close() })
+	}
+	if c.Query.Listen != "" {
+		qc := c.Query
+		qc.Dir, qc.TLS, qc.Token, qc.Logger = c.Collector.Store.Dir, c.Collector.TLS, c.Collector.Token, c.Logger
+		q, err := queryhttp.New(qc)
+		if err != nil {
+			return err
+		}
+		s.query = q
+		s.closers = append(s.closers, func() { q.Close() })
+		if s.m != nil {
+			s.m.WatchQuery(&q.Counters)
+		}
 	}
 	if c.Writer() {
 		return nil
@@ -251,6 +266,9 @@ func (s *Service) Tap() *tap.Tap { return s.tap }
 // Redis returns the Redis feed, nil without a Redis URL.
 func (s *Service) Redis() *redisfeed.Feed { return s.redis }
 
+// Query returns the query listener, nil without Config.Query.Listen.
+func (s *Service) Query() *queryhttp.Server { return s.query }
+
 // Addr returns the address agents connect to over TCP.
 func (s *Service) Addr() net.Addr { return s.ln.Addr() }
 
@@ -279,6 +297,12 @@ func (s *Service) Run(ctx context.Context) error {
 		done := goRun(func() error { return s.redis.Run(rctx) })
 		stopRedis = func() { cancel(); <-done }
 	}
+	queryDone := goRun(func() error { // stops its queries when ctx ends
+		if s.query == nil {
+			return nil
+		}
+		return s.query.Run(ctx)
+	})
 	stopTap := func() error { return nil }
 	if s.tap != nil {
 		tctx, cancel := context.WithCancel(bg)
@@ -301,13 +325,14 @@ func (s *Service) Run(ctx context.Context) error {
 		serr = errors.Join(serr, s.prod.Close(s.cfg.Collector.ShutdownTimeout))
 	}
 	uerr := <-udpDone
+	qerr := <-queryDone
 	terr := stopTap() // after the last batch was written
 	stopTick()
 	<-ticked
 	cerr := s.core.Close()
 	stopMetrics()
 	stopRedis() // after the core closed: no more batches come
-	return errors.Join(serr, uerr, terr, cerr)
+	return errors.Join(serr, uerr, qerr, terr, cerr)
 }
 
 // goRun runs f on a goroutine of its own; the channel gets its error.
@@ -320,8 +345,12 @@ func goRun(f func() error) <-chan error {
 func (s *Service) logStart() {
 	c := &s.cfg.Collector
 	if s.writer != nil {
-		s.log.Info("writer consuming", "brokers", strings.Join(s.cfg.Kafka.Brokers, ","), "topic", s.cfg.Kafka.Topic,
-			"group", s.cfg.Group, "dir", c.Store.Dir)
+		attrs := []any{"brokers", strings.Join(s.cfg.Kafka.Brokers, ","), "topic", s.cfg.Kafka.Topic,
+			"group", s.cfg.Group, "dir", c.Store.Dir}
+		if s.query != nil {
+			attrs = append(attrs, "query", s.query.Addr())
+		}
+		s.log.Info("writer consuming", attrs...)
 		return
 	}
 	attrs := []any{"addr", s.ln.Addr().String(), "dir", c.Store.Dir, "tls", c.TLS != nil,
@@ -331,6 +360,9 @@ func (s *Service) logStart() {
 	}
 	if s.tap != nil {
 		attrs = append(attrs, "tap", strings.Join(s.tap.Addrs(), ","))
+	}
+	if s.query != nil {
+		attrs = append(attrs, "query", s.query.Addr())
 	}
 	s.log.Info("collector listening", attrs...)
 }

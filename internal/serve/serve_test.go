@@ -57,6 +57,26 @@ func TestValidate(t *testing.T) {
 		{"pprof without metrics", func(c *Config) { c.Metrics.Pprof = true }, "--pprof"},
 		{"collector rule", func(c *Config) { c.Collector.MaxConns = -1 }, "max conns"},
 		{"store rule", func(c *Config) { c.Collector.Store.Dir = "" }, "output directory is required"},
+		{"query", func(c *Config) { c.Query.Listen = "127.0.0.1:0" }, ""},
+		{"query max without query", func(c *Config) { c.Query.MaxQueries = 2 }, "--query-max needs --query-listen"},
+		{"query max out of range", func(c *Config) { c.Query.Listen, c.Query.MaxQueries = ":0", 5000 }, "--query-max"},
+		{"query bad address", func(c *Config) { c.Query.Listen = "nowhere" }, "--query-listen"},
+		{"query on an ingest collector", func(c *Config) {
+			c.Collector.Store.Dir, c.Kafka.Brokers, c.Query.Listen = "", []string{"127.0.0.1:1"}, ":0"
+		}, "give them to the writers"},
+		{"writer query without security", func(c *Config) {
+			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
+		}, "--query-listen: no transport security chosen"},
+		{"writer query insecure", func(c *Config) { c.Kafka.Brokers, c.Group, c.Query.Listen = []string{"127.0.0.1:1"}, "g", ":0" }, ""},
+		{"writer query tls", func(c *Config) {
+			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
+			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca"
+		}, ""},
+		{"writer security without a listener", func(c *Config) { c.Kafka.Brokers, c.Group = []string{"127.0.0.1:1"}, "g" }, "are for --query-listen and --tap"},
+		{"writer tap without security", func(c *Config) {
+			c.Kafka.Brokers, c.Group, c.Collector.Insecure = []string{"127.0.0.1:1"}, "g", false
+			c.Tap.Listen = []tap.Listener{{Addr: "127.0.0.1:0"}}
+		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base(t)

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
 )
@@ -17,6 +18,7 @@ type Summary struct {
 	collector.Summary
 	Tap   *tap.Summary       `json:"tap,omitempty"`
 	Redis *redisfeed.Summary `json:"redis,omitempty"`
+	Query *queryhttp.Summary `json:"query,omitempty"`
 }
 
 // Summary reads the summary of every part; call it once Run returned.
@@ -34,12 +36,16 @@ func (s *Service) Summary() Summary {
 		r := s.redis.Summary()
 		sum.Redis = &r
 	}
+	if s.query != nil {
+		q := s.query.Summary()
+		sum.Query = &q
+	}
 	return sum
 }
 
 // WriteText writes the summary as lines, each "pcapsync collector: ...":
 // one per UDP agent, the totals, the taps', the details the core adds
-// when they are not zero, and the Redis feed's.
+// when they are not zero, the Redis feed's and the query listener's.
 func (s Summary) WriteText(w io.Writer) error {
 	const prefix = "pcapsync collector:"
 	var lines []string
@@ -55,6 +61,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	lines = append(lines, s.Details()...)
 	if s.Redis != nil {
 		lines = append(lines, s.Redis.String())
+	}
+	if s.Query != nil {
+		lines = append(lines, s.Query.String())
 	}
 	for _, l := range lines {
 		if _, err := fmt.Fprintln(w, prefix, l); err != nil {

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,7 +86,8 @@ func (k *kafkaPipeline) waitCaughtUp(d time.Duration) {
 // ingest collectors (each agent given both, in different orders) into a
 // real Kafka broker; two writers of one group write the files into one
 // shared root. Every agent's files hold its reference packets exactly
-// once, readable by tshark and capinfos.
+// once, readable by tshark and capinfos; a writer serves pcapsync query
+// (--query-listen) over the shared root, the bytes of a local query.
 func TestKafkaPipeline(t *testing.T) {
 	requireTools(t, checkTools...)
 	ctx := testContext(t)
@@ -94,7 +97,9 @@ func TestKafkaPipeline(t *testing.T) {
 	addrA := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	addrB := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ingA, ingB := k.ingest(addrA, "--metrics", "127.0.0.1:0"), k.ingest(addrB, "--metrics", "127.0.0.1:0")
-	w1, w2 := k.writer("1", "--metrics", "127.0.0.1:0"), k.writer("2", "--metrics", "127.0.0.1:0")
+	qaddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	w1 := k.writer("1", "--metrics", "127.0.0.1:0", "--query-listen", qaddr, "--insecure")
+	w2 := k.writer("2", "--metrics", "127.0.0.1:0")
 	mAddrs := []string{metricsAddr(t, ingA), metricsAddr(t, ingB), metricsAddr(t, w1), metricsAddr(t, w2)}
 	orders := []string{addrA + "," + addrB, addrB + "," + addrA, addrA + "," + addrB}
 	agents := make([]*proc, 3)
@@ -109,6 +114,7 @@ func TestKafkaPipeline(t *testing.T) {
 	}
 	k.waitCaughtUp(60 * time.Second)
 	checkKafkaMetrics(t, k, mAddrs[:2], mAddrs[2:], 6)
+	checkRemoteQuery(t, ctx, k.dir, qaddr, "--insecure", "--since", "1767225610", "--until", "1767225640", "udp")
 	for _, p := range []*proc{ingA, ingB, w1, w2} {
 		p.stop(30 * time.Second)
 	}
@@ -120,5 +126,40 @@ func TestKafkaPipeline(t *testing.T) {
 	for i := range agents {
 		r := checkAgentDir(t, filepath.Join(k.dir, fmt.Sprintf("k%d", i)))
 		r.expectExactlyOnce(t, fmt.Sprintf("agent k%d", i), map[uint32]uint64{uint32(100 + i): count})
+	}
+}
+
+// checkRemoteQuery runs a query on the server at addr (query --from,
+// with args) and the same one on dir here, and requires the same bytes.
+func checkRemoteQuery(t *testing.T, ctx context.Context, dir, addr string, args ...string) {
+	t.Helper()
+	work := t.TempDir()
+	local, remote := filepath.Join(work, "local.pcapng"), filepath.Join(work, "remote.pcapng")
+	var sel []string
+	for i := 0; i < len(args); i++ { // the selection, without the TLS flags
+		switch a := args[i]; {
+		case a == "--insecure":
+		case a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key" || a == "--token-file":
+			i++
+		default:
+			sel = append(sel, a)
+		}
+	}
+	if code := startProc(t, ctx, "query --dir", "", append([]string{"query", "--dir", dir, "-w", local}, sel...)...).wait(60 * time.Second); code != 0 {
+		t.Fatalf("local query exited %d", code)
+	}
+	if code := startProc(t, ctx, "query --from", "", append([]string{"query", "--from", addr, "-w", remote}, args...)...).wait(60 * time.Second); code != 0 {
+		t.Fatalf("remote query exited %d", code)
+	}
+	l, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.ReadFile(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) < 10000 || !bytes.Equal(l, r) {
+		t.Errorf("remote query: %d bytes; local query: %d bytes; want the same, not almost empty", len(r), len(l))
 	}
 }

@@ -1,0 +1,137 @@
+package queryhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/query"
+)
+
+// DefaultDialTimeout bounds connecting and the TLS handshake of Fetch.
+const DefaultDialTimeout = 10 * time.Second
+
+// ClientConfig is one remote query.
+type ClientConfig struct {
+	// Addr is the server's query listener, HOST:PORT.
+	Addr string
+	// TLS, if set, is spoken (pki.ClientConfig: the server's CA, the
+	// client's certificate); its ServerName defaults to Addr's host.
+	// nil: plain HTTP.
+	TLS *tls.Config
+	// Token, if set, is sent as "Authorization: Bearer TOKEN".
+	Token  string
+	Params Params
+	// DialTimeout bounds connecting and the TLS handshake; 0 means
+	// DefaultDialTimeout. The query itself has no time limit but ctx.
+	DialTimeout time.Duration
+}
+
+// URL returns the query's URL.
+func (c ClientConfig) URL() string {
+	u := url.URL{Scheme: "https", Host: c.Addr, Path: Path, RawQuery: c.Params.Values().Encode()}
+	if c.TLS == nil {
+		u.Scheme = "http"
+	}
+	return u.String()
+}
+
+// Fetch runs the query cfg on the server and copies the pcapng it
+// streams to w, byte for byte, and returns the server's Result (its
+// Pcapsync-Result trailer). A refusal wraps ErrRefused, or ErrBadRequest
+// for a 400, with the server's reason; a query that failed on the
+// server after its stream began wraps ErrFailed with the server's error
+// (w then holds a valid pcapng of what was written, as a local query's
+// output does), as does a stream cut off before its end.
+func Fetch(ctx context.Context, cfg ClientConfig, w io.Writer) (query.Result, error) {
+	var res query.Result
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return res, fmt.Errorf("server address %q: want HOST:PORT: %w", cfg.Addr, err)
+	}
+	dial := cfg.DialTimeout
+	if dial == 0 {
+		dial = DefaultDialTimeout
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: dial}).DialContext,
+		TLSClientConfig:     cfg.TLS,
+		TLSHandshakeTimeout: dial,
+		DisableCompression:  true, // the bytes as the server wrote them
+		DisableKeepAlives:   true,
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL(), nil)
+	if err != nil {
+		return res, err
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	req.Header.Set("Accept", ContentType)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return res, fmt.Errorf("query %s: %w", cfg.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		reason := strings.Join(strings.Fields(string(b)), " ")
+		if reason == "" {
+			reason = resp.Status
+		}
+		sentinel := ErrRefused
+		switch {
+		case resp.StatusCode == http.StatusBadRequest:
+			sentinel = ErrBadRequest
+		case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
+			sentinel = ErrFailed
+		}
+		return res, fmt.Errorf("%w (%s): %s", sentinel, resp.Status, reason)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
+		return res, fmt.Errorf("query %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, ContentType)
+	}
+	if _, err := io.Copy(errWriter{w}, resp.Body); err != nil {
+		var we *writeError
+		if errors.As(err, &we) {
+			return res, we.err
+		}
+		return res, fmt.Errorf("%w: the stream was cut off: %w", ErrFailed, err)
+	}
+	if msg := resp.Trailer.Get(TrailerError); msg != "" {
+		err = fmt.Errorf("%w: %s", ErrFailed, msg)
+	}
+	rj := resp.Trailer.Get(TrailerResult)
+	if rj == "" {
+		return res, errors.Join(err, fmt.Errorf("%w: the stream ended without the server's result", ErrFailed))
+	}
+	if jerr := json.Unmarshal([]byte(rj), &res); jerr != nil {
+		return res, errors.Join(err, fmt.Errorf("%w: the server's result %q: %w", ErrFailed, rj, jerr))
+	}
+	return res, err
+}
+
+// errWriter marks the errors of w.
+type errWriter struct{ w io.Writer }
+
+func (e errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil {
+		err = &writeError{fmt.Errorf("writing the output: %w", err)}
+	}
+	return n, err
+}
+
+// writeError is an error of Fetch's writer, told apart from the
+// stream's.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }

@@ -1,0 +1,95 @@
+package queryhttp
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultMaxQueries       = 4
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultShutdownTimeout  = 5 * time.Second
+)
+
+// MaxMaxQueries bounds Config.MaxQueries.
+const MaxMaxQueries = 1024
+
+// Config configures a Server. The zero value, but for Listen and Dir,
+// means the defaults, plain HTTP and no token.
+type Config struct {
+	// Listen is the TCP address (HOST:PORT) New opens.
+	Listen string
+	// Dir is the output root queries read (query.Config.Dir).
+	Dir string
+	// TLS, if set, is the collector's configuration (pki.ServerConfig):
+	// the listener speaks TLS with its certificate, and with ClientCAs
+	// a client certificate signed by them is required. A listener on a
+	// loopback address admits plain HTTP clients too. nil: plain HTTP.
+	TLS *tls.Config
+	// Token, if set, must come with every request, as
+	// "Authorization: Bearer TOKEN".
+	Token string
+	// MaxQueries bounds the queries running at once; more are answered
+	// 503. 0 means DefaultMaxQueries.
+	MaxQueries int
+	// ReorderMem is each query's query.Config.ReorderMem; 0 means
+	// query.DefaultReorderMem.
+	ReorderMem int64
+	// HandshakeTimeout bounds a TLS handshake (and reading a plain
+	// client's first byte).
+	HandshakeTimeout time.Duration
+	// WriteTimeout: a client that takes no bytes for this long is cut
+	// off, its query ended.
+	WriteTimeout time.Duration
+	// ShutdownTimeout bounds how long Run waits for the queries it
+	// cancelled to end their responses.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger // nil: slog.Default()
+}
+
+// Validate reports the first unusable setting, naming its flag.
+func (c *Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("query listener: no output root (--dir)")
+	case c.MaxQueries < 0 || c.MaxQueries > MaxMaxQueries:
+		return fmt.Errorf("query listener: %d concurrent queries out of range 1..%d (--query-max)", c.MaxQueries, MaxMaxQueries)
+	case c.ReorderMem < 0:
+		return fmt.Errorf("query listener: reorder memory %d is negative", c.ReorderMem)
+	case c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.ShutdownTimeout < 0:
+		return errors.New("query listener: durations must not be negative")
+	case len(c.Token) > wire.MaxTokenLen:
+		return fmt.Errorf("query listener: token of %d bytes, at most %d", len(c.Token), wire.MaxTokenLen)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("query listener %q: want HOST:PORT (--query-listen): %w", c.Listen, err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxQueries == 0 {
+		c.MaxQueries = DefaultMaxQueries
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,43 @@
+// Package queryhttp serves pcapsync query over HTTPS, for the collector
+// and the writer (--query-listen), and is its client (pcapsync query
+// --from).
+//
+// # API
+//
+//	GET /query?agent=..&iface=..&since=..&until=..&filter=..&count=..&max_bytes=..
+//
+// The parameters are the query's flags (agent and iface repeated or
+// comma-separated; since and until as query.ParseTime reads them, a
+// relative time resolved on the server's clock; max_bytes a size such
+// as 100M); an unknown or repeated one is refused, so that a typo never
+// widens a selection. The server's output root is the root of every
+// query: a client names agents (validated as agent names, or globs
+// without '/'), never paths. The answer is 200 with the pcapng
+// (application/x-pcapng), streamed as query.Run writes it, and the
+// query.Result as JSON in the trailer Pcapsync-Result; a query that
+// fails after its stream began ends with a valid pcapng of what was
+// written and the error in the trailer Pcapsync-Error. A bad parameter
+// is 400 with the message the CLI gives; a refusal 401 or 403, too many
+// queries running 503, each with a one-line reason in a text/plain
+// body.
+//
+// # Authentication
+//
+// As the agents' and the tap's (internal/tap): with the collector's TLS
+// configuration a listener speaks TLS; with client CAs, a client
+// certificate signed by them is required (checked after the handshake,
+// so that a refusal is a 401 or 403 with its reason, not a failed
+// handshake); with a token, every request carries it as
+// "Authorization: Bearer TOKEN" (compared as collector.TokenEqual
+// does). Without TLS the listener is plain HTTP; with TLS, a listener on
+// a loopback address also takes plain HTTP clients (told apart by the
+// first byte), who need no certificate but do need the token.
+//
+// # Limits
+//
+// At most Config.MaxQueries run at once (503 beyond); a client that goes
+// away cancels its query; one that takes no bytes for WriteTimeout is
+// cut off. Each query uses query.Run's memory bound (Config.ReorderMem).
+// Counters count requests by result, bytes and packets served and the
+// queries running; Run stops the running queries when its context ends.
+package queryhttp

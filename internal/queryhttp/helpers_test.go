@@ -1,0 +1,147 @@
+package queryhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// base is the first timestamp of the fixture's packets.
+const base = int64(1_780_000_000_000_000_000)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// writeFixture writes n packets per agent (eth0 and eth1 alternating,
+// 1 ms apart, the agents interleaved) through a real store below a new
+// root, and returns the root.
+func writeFixture(t *testing.T, n int, agents ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(store.Config{Dir: dir, Fsync: store.FsyncNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ai, a := range agents {
+		w, err := st.Writer(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := st.Instance([16]byte{byte(ai + 1)}, a)
+		w.Start("host-" + a)
+		var ifmap []int
+		for _, name := range []string{"eth0", "eth1"} {
+			i, err := w.AddInterface(wire.Interface{Name: name, LinkType: 1, SnapLen: 65535})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ifmap = append(ifmap, i)
+		}
+		var e wire.BatchEncoder
+		const perBatch = 50
+		for b := 0; b*perBatch < n; b++ {
+			e.Reset(nil)
+			for i := b * perBatch; i < min(n, (b+1)*perBatch); i++ {
+				data := gen.Frame(make([]byte, 64+i%700), gen.LinkTypeEthernet, uint32(ai), uint64(i))
+				e.Append(base+int64(i)*1e6+int64(ai)*1e3, uint32(i%2), uint32(len(data)), data)
+			}
+			bt, err := wire.ParseBatch(0, e.Finish(uint64(b + 1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.WriteBatch(&bt, ifmap, inst); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := st.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// localQuery runs cfg here, as pcapsync query --dir does.
+func localQuery(t *testing.T, cfg query.Config) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := query.Run(context.Background(), cfg, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// pkiDir writes a CA, a collector certificate for 127.0.0.1 and a
+// client certificate "viewer" into a new directory.
+func pkiDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, _, err := pki.WriteSet(dir, pki.Set{Collector: []string{"127.0.0.1", "localhost"}, Agents: []string{"viewer"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// clientTLS returns a client's TLS configuration trusting the CA in
+// caDir, with the certificate of name in certDir ("" none).
+func clientTLS(t *testing.T, caDir, certDir, name string) *tls.Config {
+	t.Helper()
+	var cert, key string
+	if name != "" {
+		cert, key = pki.AgentFiles(name)
+		cert, key = filepath.Join(certDir, cert), filepath.Join(certDir, key)
+	}
+	tc, err := pki.ClientConfig(filepath.Join(caDir, pki.CAFile), cert, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+// startServer starts a Server with cfg; it stops with the test.
+func startServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return s
+}
+
+// serverTLS returns the collector's TLS configuration from dir, client
+// certificates required.
+func serverTLS(t *testing.T, dir string) *tls.Config {
+	t.Helper()
+	tc, err := pki.ServerConfig(filepath.Join(dir, pki.CollectorFile), filepath.Join(dir, pki.CollectorKeyFile), filepath.Join(dir, pki.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}

@@ -1,0 +1,315 @@
+package queryhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/query"
+)
+
+// Path is the query's URL path.
+const Path = "/query"
+
+// ContentType is the pcapng media type the answer carries.
+const ContentType = "application/x-pcapng"
+
+// Trailers of the answer.
+const (
+	TrailerResult = "Pcapsync-Result" // query.Result as JSON
+	TrailerError  = "Pcapsync-Error"  // why the query failed after its stream began
+)
+
+// Server serves queries over one listener. Its methods are safe for
+// concurrent use.
+type Server struct {
+	Counters Counters
+
+	cfg   Config
+	log   *slog.Logger
+	cas   *x509.CertPool // client certificates required, verified by the handler
+	ln    *listener
+	srv   *http.Server
+	slots chan struct{}   // a token per running query
+	base  context.Context // the requests'; ended by Run to stop the queries
+	stop  context.CancelFunc
+	plain bool // a TLS listener that admits plain clients (loopback)
+
+	run func(context.Context, query.Config, io.Writer) (query.Result, error) // query.Run; tests replace it
+}
+
+// connKey keys a connection's refusal in its requests' contexts.
+type connKey struct{}
+
+// New validates cfg and returns a Server with its listener open, so
+// that a port already taken fails the start; Run serves it, Close
+// closes it unserved.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxQueries), run: query.Run}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		// The handler checks client certificates, so that a refusal is
+		// an answer with its reason rather than a failed handshake.
+		tc = cfg.TLS.Clone()
+		if tc.ClientAuth >= tls.VerifyClientCertIfGiven && tc.ClientCAs != nil {
+			s.cas, tc.ClientAuth = tc.ClientCAs, tls.RequestClientCert
+		}
+		tc.NextProtos = []string{"http/1.1"}
+	}
+	raw, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("query listener: %w", err)
+	}
+	addr := raw.Addr().String()
+	tcp, _ := raw.Addr().(*net.TCPAddr)
+	switch {
+	case tc == nil:
+		s.log.Warn("INSECURE: query listener in plain HTTP: anyone who reaches it reads the captures", "query", addr)
+	case tcp != nil && tcp.IP.IsLoopback():
+		s.plain = true
+		if s.cas != nil && cfg.Token == "" {
+			s.log.Warn("query listener on loopback: plain HTTP clients on this host need no client certificate; add --token-file to require one there", "query", addr)
+		}
+	}
+	s.ln = newListener(raw, tc, s.plain, cfg.HandshakeTimeout, func(remote string, err error) {
+		s.Counters.TLS.Add(1)
+		s.log.Warn("query client refused", "remote", remote, "query", addr, "status", "tls", "err", err)
+	})
+	s.base, s.stop = context.WithCancel(context.Background())
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(slogWriter{s.log}, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if pc, ok := c.(*plainConn); ok && pc.refused {
+				return context.WithValue(ctx, connKey{}, true)
+			}
+			return ctx
+		},
+	}
+	return s, nil
+}
+
+// Addr returns the address the listener is bound to.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Run serves queries until ctx ends, then stops: it cancels the
+// running queries (their answers end with the error in the trailer),
+// waits up to ShutdownTimeout for them, and returns.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		s.stop()
+		s.ln.Close()
+		return fmt.Errorf("query listener: %w", err)
+	}
+	s.stop()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := s.srv.Shutdown(sctx); serr != nil {
+		s.srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// Close closes the listener of a Server that Run never served.
+func (s *Server) Close() error {
+	s.stop()
+	return s.ln.Close()
+}
+
+// ServeHTTP answers one request: authentication, parameters, a slot,
+// then the query.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	log := s.log.With("remote", r.RemoteAddr, "query", s.Addr())
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		log = log.With("cert_cn", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}
+	if code, reason := s.authenticate(r); code != 0 {
+		s.refuse(w, log, code, reason)
+		return
+	}
+	switch {
+	case r.URL.Path != Path:
+		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path)
+		return
+	case r.Method != http.MethodGet:
+		w.Header().Set("Allow", http.MethodGet)
+		s.refuse(w, log, http.StatusMethodNotAllowed, "the query is GET "+Path)
+		return
+	}
+	cfg, err := parseQuery(r.URL.Query(), s.cfg.Dir, time.Now())
+	if err != nil {
+		s.refuse(w, log, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+		return
+	}
+	defer func() { <-s.slots }()
+	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
+	s.serve(w, r, cfg, log)
+}
+
+// authenticate returns the status and reason of a refused request, or
+// 0: the rules of the agents and the tap.
+func (s *Server) authenticate(r *http.Request) (int, string) {
+	if refused, _ := r.Context().Value(connKey{}).(bool); refused {
+		return http.StatusForbidden, "this query listener requires HTTPS (TLS); plain HTTP only on a loopback listener"
+	}
+	if r.TLS != nil && s.cas != nil {
+		certs := r.TLS.PeerCertificates
+		if len(certs) == 0 {
+			return http.StatusUnauthorized, "client certificate required"
+		}
+		opts := x509.VerifyOptions{Roots: s.cas, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		for _, c := range certs[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		if _, err := certs[0].Verify(opts); err != nil {
+			return http.StatusForbidden, "client certificate refused: " + err.Error()
+		}
+	}
+	if want := s.cfg.Token; want != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case !ok || got == "":
+			return http.StatusUnauthorized, "token required: send Authorization: Bearer TOKEN (pcapsync query --token-file)"
+		case !collector.TokenEqual(strings.TrimSpace(got), want):
+			return http.StatusForbidden, "wrong token"
+		}
+	}
+	return 0, ""
+}
+
+// refuse answers code with reason on one line, logs and counts it.
+func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, code int, reason string) {
+	reason = strings.Join(strings.Fields(reason), " ")
+	s.Counters.result(code).Add(1)
+	log.Warn("query refused", "status", code, "reason", reason)
+	if code == http.StatusUnauthorized && strings.HasPrefix(reason, "token") {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pcapsync"`)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, reason)
+}
+
+// serve runs the query and streams its output, the result in the
+// trailers.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, cfg query.Config, log *slog.Logger) {
+	c := &s.Counters
+	c.Active.Add(1)
+	defer c.Active.Add(-1)
+	h := w.Header()
+	h.Set("Content-Type", ContentType)
+	h.Set("Content-Disposition", `attachment; filename="pcapsync-query.pcapng"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Trailer", TrailerResult+", "+TrailerError)
+	start := time.Now()
+	out := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, sent: &c.Bytes}
+	res, err := s.run(r.Context(), cfg, out)
+	c.Packets.Add(uint64(res.Packets))
+	attrs := []any{"selection", r.URL.RawQuery, "packets", res.Packets, "bytes", out.n, "files_read", res.FilesRead,
+		"duration", time.Since(start).Round(time.Millisecond)}
+	switch {
+	case err == nil:
+		c.OK.Add(1)
+		log.Info("query served", attrs...)
+	case r.Context().Err() != nil && !s.stopping():
+		c.Canceled.Add(1)
+		log.Info("query canceled: the client went away", append(attrs, "err", err)...)
+	default:
+		c.Failed.Add(1)
+		if s.stopping() {
+			err = fmt.Errorf("the server is stopping: %w", err)
+		}
+		log.Warn("query failed", append(attrs, "err", err)...)
+	}
+	if err != nil && out.n == 0 { // nothing sent yet: an answer of its own
+		for k := range h {
+			delete(h, k)
+		}
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+		return
+	}
+	if b, jerr := json.Marshal(res); jerr == nil {
+		h.Set(TrailerResult, string(b))
+	}
+	if err != nil {
+		h.Set(TrailerError, strings.Join(strings.Fields(err.Error()), " "))
+	}
+}
+
+// stopping reports whether Run is stopping the queries.
+func (s *Server) stopping() bool {
+	select {
+	case <-s.base.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// streamWriter writes a query's output to the client as it comes (every
+// write flushed), with a deadline renewed before each: a client that
+// takes nothing for timeout is cut off, a slow one that keeps taking is
+// not.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	n       int64
+	sent    *atomic.Uint64
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	n, err := sw.w.Write(p)
+	sw.n += int64(n)
+	sw.sent.Add(uint64(n))
+	if err == nil {
+		err = sw.rc.Flush()
+	}
+	return n, err
+}
+
+// slogWriter sends net/http's own error lines (a malformed request, a
+// connection reset) to the log, at debug: refusals are logged by the
+// handler.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Debug("query listener: " + strings.TrimSpace(string(p)))
+	return len(p), nil
+}
