@@ -229,19 +229,14 @@ func (s *Service) bind() error {
 // watch makes the UDP intake on the core and registers the metrics of
 // every part.
 func (s *Service) watch() {
-	c := &s.cfg
-	if c.Writer() {
-		if s.m != nil {
-			s.m.Watch(s.core, nil)
-			s.m.WatchWriter(&s.writer.Counters, s.writer)
-		}
-		return
-	}
 	if s.uconn != nil {
 		s.udp = collector.NewUDPServer(s.core)
 	}
 	if s.m != nil {
 		s.m.Watch(s.core, s.udp)
+		if s.writer != nil {
+			s.m.WatchWriter(&s.writer.Counters, s.writer)
+		}
 		if s.tap != nil {
 			s.m.WatchTap(&s.tap.Counters)
 		}

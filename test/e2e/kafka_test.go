@@ -99,8 +99,11 @@ func TestKafkaPipeline(t *testing.T) {
 	ingA, ingB := k.ingest(addrA, "--metrics", "127.0.0.1:0"), k.ingest(addrB, "--metrics", "127.0.0.1:0")
 	qaddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	w1 := k.writer("1", "--metrics", "127.0.0.1:0", "--query-listen", qaddr, "--insecure")
-	w2 := k.writer("2", "--metrics", "127.0.0.1:0")
+	w2 := k.writer("2", "--metrics", "127.0.0.1:0", "--tap", "127.0.0.1:0")
 	mAddrs := []string{metricsAddr(t, ingA), metricsAddr(t, ingB), metricsAddr(t, w1), metricsAddr(t, w2)}
+	if _, ok := scrapeMetrics(t, mAddrs[3])["pcapsync_tap_clients_total"]; !ok {
+		t.Error("a writer with a tap does not export the tap's metrics")
+	}
 	orders := []string{addrA + "," + addrB, addrB + "," + addrA, addrA + "," + addrB}
 	agents := make([]*proc, 3)
 	for i := range agents {
