@@ -147,7 +147,12 @@ type session struct {
 // Peer says where a session comes from, for AgentStats.
 type Peer struct {
 	Addr      string // the agent's address and port
-	Transport string // "tcp", "tls" or "udp"
+	Transport string // "tcp", "tls", "udp" or "kafka"
+	// Verified: the transport checks a checksum over every frame's
+	// bytes end to end (Kafka's record-batch CRC-32C, from the
+	// producer to the consumer), so batches' own are not computed
+	// again (wire.BatchLimits.Verified).
+	Verified bool
 }
 
 // begin validates a Hello from peer and opens a session for it. A live
@@ -293,7 +298,7 @@ func (s *session) batch(flags uint8, payload []byte) (dup bool, err error) {
 	// out inside TLS, whose AEAD authenticates every byte, or was told
 	// to (--checksum never). UDP parses its batches itself and refuses
 	// unchecked ones.
-	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{Unchecked: true})
+	b, err := wire.ParseBatch(flags, payload, wire.BatchLimits{Unchecked: true, Verified: s.peer.Verified})
 	if err != nil {
 		return false, err
 	}

@@ -429,3 +429,38 @@ func TestBeginStoreError(t *testing.T) {
 		t.Fatalf("begin once the store can take the agent: %v", err)
 	}
 }
+
+// TestVerifiedPeer: a batch whose checksum field does not match is
+// refused from a peer whose transport checks nothing, and written from
+// one whose transport verified a checksum over its bytes (Peer.Verified:
+// the Kafka writer).
+func TestVerifiedPeer(t *testing.T) {
+	c := newCore(t, Config{})
+	for i, tc := range []struct {
+		name     string
+		peer     Peer
+		accepted bool
+	}{
+		{"tcp", Peer{Transport: "tcp"}, false},
+		{"kafka", Peer{Transport: "kafka", Verified: true}, true},
+	} {
+		s, _, err := c.begin(hello(tc.name, byte(i+1)), tc.peer, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := batchPayload(1, 0, 10)
+		p[24] ^= 0xff // the crc32c field
+		_, err = s.batch(0, p)
+		switch {
+		case tc.accepted && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case !tc.accepted && !errors.Is(err, wire.ErrChecksum):
+			t.Errorf("%s: err = %v, want ErrChecksum", tc.name, err)
+		}
+		s.commit()
+		s.end(true)
+	}
+	if pkts, _ := readDir(t, filepath.Join(c.Dir(), "kafka")); len(pkts) != 10 {
+		t.Errorf("%d packets written from the verified peer, want 10", len(pkts))
+	}
+}

@@ -299,7 +299,10 @@ func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Rec
 		a.sess.End(false) // a new instance: its session continues the file
 		delete(w.agents, a.name)
 	}
-	peer := collector.Peer{Addr: fmt.Sprintf("%s/%d", rec.Topic, rec.Partition), Transport: "kafka"}
+	// franz-go checks every fetched record batch's CRC-32C, which the
+	// producer (an ingest collector, which checked the agent's, or an
+	// agent) computed over these bytes.
+	peer := collector.Peer{Addr: fmt.Sprintf("%s/%d", rec.Topic, rec.Partition), Transport: "kafka", Verified: true}
 	deadline := time.Now().Add(w.cfg.BusyWait)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		sess, _, err := w.cfg.Core.Begin(&r.Hello, peer, func() {})

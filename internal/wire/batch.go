@@ -298,6 +298,11 @@ type BatchLimits struct {
 	// the sender's choice is trusted. Without it they are refused
 	// (ErrUnchecked).
 	Unchecked bool
+	// Verified skips the batch's own checksum: the transport has
+	// checked one that covers the same bytes end to end (a Kafka record
+	// batch's CRC-32C, computed by the producer and checked by the
+	// consumer).
+	Verified bool
 }
 
 // ParseBatch checks a batch payload (its frame's flags and bytes): size,
@@ -325,7 +330,7 @@ func ParseBatch(flags uint8, p []byte, lim BatchLimits) (Batch, error) {
 		return b, fmt.Errorf("batch seq %d: %w", b.Seq, ErrUnchecked)
 	case b.Unchecked && want != 0:
 		return b, fmt.Errorf("batch seq %d: no checksum flagged, but crc32c field 0x%08x: %w", b.Seq, want, ErrMalformed)
-	case !b.Unchecked:
+	case !b.Unchecked && !lim.Verified:
 		if got := batchCRC(p); got != want {
 			return b, fmt.Errorf("batch seq %d: crc32c 0x%08x, header says 0x%08x: %w", b.Seq, got, want, ErrChecksum)
 		}

@@ -457,3 +457,29 @@ func TestMeta(t *testing.T) {
 		t.Fatal("getMeta accepted a tag with a 9-byte timestamp delta")
 	}
 }
+
+// TestBatchVerified: with BatchLimits.Verified the batch's checksum is
+// not computed (the transport checked one over the same bytes), and
+// every other check still applies.
+func TestBatchVerified(t *testing.T) {
+	good := encode([]Record{{Timestamp: 5, Data: []byte("abc")}, {Timestamp: 9, IfIndex: 1, Data: []byte("de")}}, 7)
+	p := append([]byte(nil), good[HeaderSize:]...)
+	p[24] ^= 0xff // the crc32c field no longer matches
+	if _, err := ParseBatch(0, p, BatchLimits{}); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("unverified: err = %v, want ErrChecksum", err)
+	}
+	b, err := ParseBatch(0, p, BatchLimits{Verified: true})
+	if err != nil {
+		t.Fatalf("verified: %v", err)
+	}
+	if err := b.Validate(2); err != nil || b.Count != 2 {
+		t.Fatalf("verified: count %d, %v", b.Count, err)
+	}
+	binary.LittleEndian.PutUint32(p[20:], 99) // a raw length the records do not have
+	if _, err := ParseBatch(0, p, BatchLimits{Verified: true}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("verified, bad raw length: err = %v, want ErrMalformed", err)
+	}
+	if _, err := ParseBatch(FlagUnchecked, good[HeaderSize:], BatchLimits{Verified: true}); !errors.Is(err, ErrUnchecked) {
+		t.Fatalf("verified, unchecked flag: err = %v, want ErrUnchecked", err)
+	}
+}
