@@ -129,6 +129,8 @@ var storeFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.st.FilesRotated.Load()) }),
 	counter("pcapsync_collector_truncated_packets_total", "Packets written cut to the longest captured length readers accept for their link type (an agent that did not cut them), original length kept.",
 		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
+	counter("pcapsync_collector_index_errors_total", "Index writes that failed: the data file is left without an index (queries scan it; pcapsync index rebuilds it).",
+		func(s *coreSnap) float64 { return u(s.st.IndexErrors.Load()) }),
 	gauge("pcapsync_collector_open_files", "Agent data files holding a file descriptor now (at most --max-open-files).",
 		func(s *coreSnap) float64 { return float64(s.openFiles) }),
 	gauge("pcapsync_collector_max_open_files", "The open-file budget in force (--max-open-files, or its default from RLIMIT_NOFILE); -1 for none.",

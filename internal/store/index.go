@@ -113,6 +113,9 @@ func (af *agentFile) ixWrite() {
 	}
 	if err != nil {
 		af.logErr("writing the index; the file is left without one (pcapsync index rebuilds it)", err)
+		if af.counters != nil {
+			af.counters.IndexErrors.Add(1)
+		}
 		af.ixDrop()
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -415,5 +416,52 @@ func TestIndexLargePacket(t *testing.T) {
 				t.Fatalf("index %+v (%v): want 4 blocks, host of batch 3 in one", ix, err)
 			}
 		})
+	}
+}
+
+// TestIndexWriteError: an index that cannot be written is dropped and
+// counted (Counters.IndexErrors), never a file error, and the data file
+// keeps every packet.
+func TestIndexWriteError(t *testing.T) {
+	every := indexWriteInterval
+	indexWriteInterval = 0
+	t.Cleanup(func() { indexWriteInterval = every })
+	c := newCore(t, Config{IndexBlock: MinIndexBlock})
+	s, _, err := c.Begin(hello("ixerr", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, per = 40, 10
+	for seq := uint64(1); seq <= batches; seq++ {
+		if _, err := s.Batch(0, ipBatch(seq, int(seq-1)*per, per)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if seq == 5 {
+			// The index's file becomes a directory: the next append fails.
+			ix := index.Path(dataFile(t, filepath.Join(c.Dir(), "ixerr")))
+			if err := os.Remove(ix); err != nil {
+				t.Fatalf("the index of the file being written: %v", err)
+			}
+			if err := os.Mkdir(ix, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.End(true)
+	if n := c.Counters.IndexErrors.Load(); n != 1 {
+		t.Errorf("%d index errors counted, want 1", n)
+	}
+	if n := c.Counters.FileErrors.Load(); n != 0 {
+		t.Errorf("%d file errors counted, want 0", n)
+	}
+	path := dataFile(t, filepath.Join(c.Dir(), "ixerr"))
+	if _, err := index.Open(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("index of %s: %v, want none", filepath.Base(path), err)
+	}
+	if pkts := capturetest.ReadFile(t, path); len(pkts) != batches*per {
+		t.Errorf("%d packets in the file, want %d", len(pkts), batches*per)
 	}
 }

@@ -22,6 +22,7 @@ type Counters struct {
 	FilesClosed  atomic.Uint64 // data files closed complete (rotation, goodbye, idle close, shutdown)
 	FilesRotated atomic.Uint64 // of which closed because they reached RotateSize or RotateInterval
 	Truncated    atomic.Uint64 // packets written cut to their link type's limit (pcapfile.MaxCapLen), original length kept
+	IndexErrors  atomic.Uint64 // index writes that failed: the data file is left without an index (readers scan it; pcapsync index rebuilds it)
 
 	// The open-file budget (Config.MaxOpenFiles): files parked (their
 	// descriptor closed, the file kept .part) to open another agent's,
