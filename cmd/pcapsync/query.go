@@ -32,7 +32,14 @@ files still being written are read up to their last complete batch.
 Each file's index (FILE.idx) narrows what is read of it to the blocks
 the time range and the filter may need; a file without a usable index is
 read whole (--no-index: every file). docs/query.md says what is read
-and in which order.`
+and in which order.
+
+--follow goes on live once the files are read, as the collector writes
+(| wireshark -k -i -): until every agent's packets are past --until,
+--count or --max-bytes, or Ctrl-C (the output stays a whole pcapng). A
+packet waits at most --follow-delay for the other agents to catch up;
+one that comes later than that, older than a packet already written,
+is written all the same and counted as late.`
 
 type queryFlags struct {
 	cfg          query.Config
@@ -42,7 +49,7 @@ type queryFlags struct {
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [FILTER]",
+	c := leaf("query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
 		"write the captured packets of many agents, by time, interface and filter, as one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
@@ -58,6 +65,9 @@ func queryCommand(s streams) *cobra.Command {
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
 			f.cfg.ReorderMem = query.DefaultReorderMem
 			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
+			fs.BoolVar(&f.cfg.Follow, "follow", false, "go on live: read the files being written as they grow, new files and new agents, until --until is passed or Ctrl-C")
+			f.cfg.FollowDelay = query.DefaultFollowDelay
+			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")
 			f.summary = addSummaryFlag(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
