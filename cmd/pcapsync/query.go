@@ -38,7 +38,14 @@ and in which order.
 --from HOST:PORT runs the query on a collector or writer that serves it
 (--query-listen) instead of reading --dir here, over HTTPS (--tls-ca,
 --tls-cert, --tls-key, --token-file; plain HTTP with --insecure): the
-same selection flags, the same output; relative times are the server's.`
+same selection flags, the same output; relative times are the server's.
+
+--follow goes on live once the files are read, as the collector writes
+(| wireshark -k -i -): until every agent's packets are past --until,
+--count or --max-bytes, or Ctrl-C (the output stays a whole pcapng). A
+packet waits at most --follow-delay for the other agents to catch up;
+one that comes later than that, older than a packet already written,
+is written all the same and counted as late.`
 
 type queryFlags struct {
 	cfg          query.Config
@@ -50,7 +57,7 @@ type queryFlags struct {
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [FILTER]",
+	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
 		"write the captured packets of many agents, by time, interface and filter, as one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
@@ -66,6 +73,9 @@ func queryCommand(s streams) *cobra.Command {
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
 			f.cfg.ReorderMem = query.DefaultReorderMem
 			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
+			fs.BoolVar(&f.cfg.Follow, "follow", false, "go on live: read the files being written as they grow, new files and new agents, until --until is passed or Ctrl-C")
+			f.cfg.FollowDelay = query.DefaultFollowDelay
+			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")
 			f.summary = addSummaryFlag(fs)
 			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
 			f.tls = tapClientTLSFlags(fs, "--from")
@@ -79,6 +89,9 @@ func queryCommand(s streams) *cobra.Command {
 				if f.from != "" {
 					if fs.Changed("reorder-mem") {
 						return usageError("--reorder-mem is the server's with --from")
+					}
+					if f.cfg.Follow || fs.Changed("follow-delay") {
+						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
 					}
 					return runRemoteQuery(ctx, s, f)
 				}

@@ -35,6 +35,7 @@ func TestQueryFlags(t *testing.T) {
 		{append(q, "--from", "127.0.0.1:1"), "--dir and --from exclude each other"},
 		{append(q, "--insecure"), "go with --from"},
 		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem is the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--follow"}, "--follow is not served over --from"},
 		{[]string{"query", "--from", "127.0.0.1:1", "--insecure"}, "query needs -w"},
 		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--tls-ca", "x.pem"}, "exclude each other"},
 	} {

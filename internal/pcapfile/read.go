@@ -231,6 +231,16 @@ func (r *Reader) ReadInto(p *Packet) error {
 	return err
 }
 
+// Resume lets ReadInto read on after it returned io.EOF, from a source
+// that has more to give since (a file being written, read up to a limit
+// that moved): io.EOF is returned at a block or record boundary only,
+// so the stream goes on from there. Any other error stays.
+func (r *Reader) Resume() {
+	if r.err == io.EOF {
+		r.err, r.srcErr = nil, nil
+	}
+}
+
 // ReadPacket is like ReadInto but returns a packet whose Data is a fresh
 // copy owned by the caller.
 func (r *Reader) ReadPacket() (Packet, error) {

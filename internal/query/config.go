@@ -16,6 +16,12 @@ import (
 // DefaultReorderMem is the default of Config.ReorderMem.
 const DefaultReorderMem = 32 << 20
 
+// DefaultFollowDelay is the default of Config.FollowDelay.
+const DefaultFollowDelay = time.Second
+
+// DefaultFollowPoll is the default of Config.FollowPoll.
+const DefaultFollowPoll = 200 * time.Millisecond
+
 // minStreamMem is the least reorder window of one agent, however many
 // agents share Config.ReorderMem.
 const minStreamMem = 256 << 10
@@ -51,6 +57,25 @@ type Config struct {
 	// NoIndex reads every file whole, as if none had an index (to
 	// compare, or to distrust them).
 	NoIndex bool
+	// Follow goes on live once the files selected are read: each agent's
+	// file being written is read as it grows (up to its last complete
+	// batch), the next file once it is published, agents that appear
+	// later are added, until every agent's packets are FollowDelay past
+	// Until or the clock is (without Until: until Count, MaxBytes or the
+	// context ends it, which is then no error). Packets wait for the
+	// other agents to catch up at most FollowDelay after they are read;
+	// one that turns up older than one already written is written all
+	// the same and counted (Result.Late). See doc.go.
+	Follow bool
+	// FollowDelay bounds how long a packet read waits, in follow mode,
+	// for the other agents before it is written, and how long an agent
+	// without new packets holds the others back. 0 means
+	// DefaultFollowDelay.
+	FollowDelay time.Duration
+	// FollowPoll is how often a followed file, directory and root are
+	// looked at again, and the least often the output is flushed. 0
+	// means DefaultFollowPoll.
+	FollowPoll time.Duration
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,10 +110,28 @@ func (c *Config) Validate() error {
 	if c.ReorderMem < 0 {
 		errs = append(errs, fmt.Errorf("reorder memory %d is negative", c.ReorderMem))
 	}
+	if c.FollowDelay < 0 {
+		errs = append(errs, fmt.Errorf("follow delay %s is negative", c.FollowDelay))
+	}
+	if c.FollowPoll < 0 {
+		errs = append(errs, fmt.Errorf("follow poll interval %s is negative", c.FollowPoll))
+	}
 	if _, err := tap.NewFilter(c.Filter); err != nil {
 		errs = append(errs, fmt.Errorf("filter: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// followTimes returns FollowDelay and FollowPoll with their defaults.
+func (c *Config) followTimes() (delay, poll time.Duration) {
+	delay, poll = c.FollowDelay, c.FollowPoll
+	if delay == 0 {
+		delay = DefaultFollowDelay
+	}
+	if poll == 0 {
+		poll = DefaultFollowPoll
+	}
+	return delay, poll
 }
 
 // bounds returns Since and Until in Unix ns, unbounded ends as the

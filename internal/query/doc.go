@@ -54,6 +54,24 @@
 // order. An error after writing began leaves a valid pcapng of what was
 // written.
 //
+// # Follow
+//
+// With Config.Follow the query goes on once the files are read: a
+// followed .part is read up to the complete length its store.PartTail
+// (a goroutine per followed file) finds as the file grows, the next
+// file once it is published, agents that appear are added (their
+// streams share ReorderMem again). Reading and writing go in rounds:
+// every stream reads what there is now (or until its window is full),
+// then the least packet held is written while every other stream has a
+// full window, has read a packet FollowDelay later, or is silent (read
+// nothing for FollowDelay, and the packet is FollowDelay older than the
+// clock); or while a packet held was read FollowDelay ago and no
+// followed file is still being scanned. A packet older than one already
+// written is written and counted in Result.Late, not ErrOutOfOrder.
+// The output is flushed every round; the statistics blocks of files
+// ended are written in the round that ended them. The context ending
+// writes what is held and is no error (Result.Stopped "interrupted").
+//
 // Memory is bounded by ReorderMem plus one reader (buffers and a
 // decompressor) per selected agent, whatever the size of the result.
 // Run is safe to call concurrently with different writers; a query is

@@ -21,12 +21,18 @@ import (
 
 // Result is what a query did.
 type Result struct {
-	Packets      int64  `json:"packets"`       // written
-	Bytes        int64  `json:"bytes"`         // of pcapng written
-	Agents       int    `json:"agents"`        // selected
-	FilesRead    int    `json:"files_read"`    // opened
-	FilesSkipped int    `json:"files_skipped"` // outside the range by the retention index's times
-	Stopped      string `json:"stopped"`       // "count" or "max-bytes" when a limit ended it, else ""
+	Packets      int64 `json:"packets"`       // written
+	Bytes        int64 `json:"bytes"`         // of pcapng written
+	Agents       int   `json:"agents"`        // selected
+	FilesRead    int   `json:"files_read"`    // opened
+	FilesSkipped int   `json:"files_skipped"` // outside the range by the retention index's times
+	// Stopped is "count" or "max-bytes" when a limit ended the query,
+	// "interrupted" when its context ended a follow; else "".
+	Stopped string `json:"stopped"`
+	// Late counts the packets written after one with a later timestamp:
+	// in follow mode, packets of an agent that came more than
+	// FollowDelay after the others' (never without Follow).
+	Late int64 `json:"late"`
 	// What was read: BytesRead counts the bytes read from the data
 	// files (at the file, under any decompressor, read-ahead included)
 	// and the whole of every index file opened. Of the files read,
@@ -61,7 +67,17 @@ type query struct {
 	outs         []outIface
 	stats        []stats
 	w            *pcapfile.NgWriter
+	bw           *bufio.Writer
 	res          Result
+	lastTS       int64 // of the last packet written
+
+	// Follow mode (follow.go).
+	all         []*stream // every agent's stream, by name
+	delay, poll time.Duration
+	now         time.Time // of the current round
+	round       uint64
+	rounds      []round // rounds still holding packets, from roundBase on
+	roundBase   uint64
 }
 
 // Run runs the query cfg over the files below cfg.Dir and writes the
@@ -85,16 +101,20 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 	q.since, q.until = cfg.bounds()
 	q.filter, _ = tap.NewFilter(cfg.Filter) // Validate compiled it
 	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
+	q.delay, q.poll = cfg.followTimes()
+	q.now = time.Now()
 	streams, err := q.streams()
 	if err != nil {
 		return Result{}, err
 	}
+	q.all = streams
 	defer func() {
-		for _, s := range streams {
+		for _, s := range q.all {
 			s.close()
 		}
 	}()
 	bw := bufio.NewWriterSize(w, 256<<10)
+	q.bw = bw
 	q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
 		OS:       "Linux",
 		UserAppl: "pcapsync query",
@@ -103,7 +123,11 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 	if err != nil {
 		return q.res, err
 	}
-	err = q.merge(ctx, streams)
+	if cfg.Follow {
+		err = q.follow(ctx)
+	} else {
+		err = q.merge(ctx, streams)
+	}
 	if err == nil {
 		err = q.writeStats()
 	}
@@ -131,11 +155,7 @@ func (q *query) streams() ([]*stream, error) {
 			names = append(names, e.Name())
 		}
 	}
-	limit := q.cfg.ReorderMem
-	if limit == 0 {
-		limit = DefaultReorderMem
-	}
-	limit = max(limit/int64(max(len(names), 1)), minStreamMem)
+	limit := q.streamLimit(len(names))
 	var out []*stream
 	for _, name := range names {
 		files, err := store.AgentFiles(q.cfg.Dir, name)
@@ -145,13 +165,24 @@ func (q *query) streams() ([]*stream, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, newStream(q, name, len(out), files, limit))
+		s := newStream(q, name, len(out), files, limit)
+		s.lastRead = q.now
+		out = append(out, s)
 	}
 	q.res.Agents = len(out)
-	if len(out) == 0 && q.cfg.Logger != nil {
+	if len(out) == 0 && q.cfg.Logger != nil && !q.cfg.Follow {
 		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", q.cfg.Agents, "ifaces", q.cfg.Ifaces)
 	}
 	return out, nil
+}
+
+// streamLimit is the reorder window of each of n streams.
+func (q *query) streamLimit(n int) int64 {
+	limit := q.cfg.ReorderMem
+	if limit == 0 {
+		limit = DefaultReorderMem
+	}
+	return max(limit/int64(max(n, 1)), minStreamMem)
 }
 
 // agentSelected: name matches an agent pattern (or there are none) and
@@ -262,6 +293,11 @@ func (q *query) writePacket(p *pkt) (bool, error) {
 	if err := q.w.WritePacket(o.w, p.ts, p.orig, p.data); err != nil {
 		return false, err
 	}
+	if q.res.Packets > 0 && p.ts < q.lastTS {
+		q.res.Late++
+	} else {
+		q.lastTS = p.ts
+	}
 	q.res.Packets++
 	return true, nil
 }
@@ -346,7 +382,14 @@ func (r Result) String() string {
 		r.Packets, r.Bytes, r.Agents, r.FilesRead, r.FilesSkipped)
 	s += fmt.Sprintf("; %d bytes read, %d files through their index (%d blocks read, %d skipped), %d scanned whole",
 		r.BytesRead, r.FilesIndexed, r.BlocksRead, r.BlocksSkipped, r.FilesScanned)
-	if r.Stopped != "" {
+	if r.Late > 0 {
+		s += fmt.Sprintf("; %d late (written after a later packet)", r.Late)
+	}
+	switch r.Stopped {
+	case "":
+	case "interrupted":
+		s += "; interrupted"
+	default:
 		s += "; stopped by --" + r.Stopped
 	}
 	return s

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -31,11 +33,91 @@ type fileSource struct {
 	indexBytes   int64 // of the index file, read whole
 	scanBytes    int64 // of a .part, read whole for its last complete batch
 	indexProblem error // why an index present was not used
+
+	// A followed .part (tail set) is read up to limit, which advance
+	// moves as the tail finds more complete batches; r is made once
+	// there is something to read.
+	tail    *store.PartTail
+	limit   int64
+	caught  bool // the tail had read the whole file when limit was last moved
+	onStats func(int, pcapfile.InterfaceStats)
 }
 
-func (s *fileSource) next(p *pcapfile.Packet) error    { return s.r.ReadInto(p) }
-func (s *fileSource) interfaces() []pcapfile.Interface { return s.r.Interfaces() }
-func (s *fileSource) close() error                     { return s.sp.Close() }
+func (s *fileSource) next(p *pcapfile.Packet) error {
+	if s.r == nil {
+		if s.limit <= 0 {
+			return io.EOF
+		}
+		r, err := pcapfile.NewReader(s.sp, &pcapfile.ReaderConfig{OnStats: s.onStats})
+		if err != nil {
+			return err
+		}
+		s.r = r
+	}
+	return s.r.ReadInto(p)
+}
+
+func (s *fileSource) interfaces() []pcapfile.Interface {
+	if s.r == nil {
+		return nil
+	}
+	return s.r.Interfaces()
+}
+
+func (s *fileSource) close() error {
+	if s.tail != nil {
+		s.tail.Close()
+	}
+	return s.sp.Close()
+}
+
+// advance moves a followed file's limit to what its tail found
+// complete: grew, there is more to read; final, the limit will not move
+// again.
+func (s *fileSource) advance() (grew, final bool, err error) {
+	raw, caught, final, err := s.tail.Complete()
+	s.caught = caught
+	if raw > s.limit {
+		s.limit = raw
+		s.sp.grow(raw)
+		if s.r != nil {
+			s.r.Resume()
+		}
+		return true, false, nil
+	}
+	return false, final, err
+}
+
+// openFollowed opens the .part fi to follow it as it grows, read whole
+// (not through its index, which lags behind the file) up to the end of
+// its last complete batch as its tail finds it. One published since the
+// listing is opened as openFile does.
+func openFollowed(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
+	f, err := os.Open(fi.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return openFile(ctx, fi, onStats, sel)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", fi.Path, err)
+	}
+	src := &fileSource{onStats: onStats}
+	src.tail = store.TailPart(ctx, f, fi.Path, poll)
+	src.sp = newSplice(f, codecByName(fi.Path), []seg{{seekEnd: -1, rawEnd: 0}}, nil)
+	src.sp.members = true
+	return src, nil
+}
+
+// codecByName is the codec of a data file by its name, as the store
+// names them (PartSuffix ignored).
+func codecByName(path string) index.Codec {
+	switch name := strings.TrimSuffix(path, store.PartSuffix); {
+	case strings.HasSuffix(name, ".gz"):
+		return index.CodecGzip
+	case strings.HasSuffix(name, ".zst"):
+		return index.CodecZstd
+	}
+	return index.CodecNone
+}
 
 // bytesRead is the data file bytes read so far.
 func (s *fileSource) bytesRead() int64 { return s.sp.n }

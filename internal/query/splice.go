@@ -41,11 +41,17 @@ type splice struct {
 	n     int64 // data file bytes read
 	cr    countReader
 	br    *bufio.Reader
+	tr    *tailReader // instead of br when members is set
+	src   io.Reader   // br or tr: what the decoder reads
 	gz    *gzip.Reader
 	zd    *zstd.Decoder
 	sec   int64              // where the decoder's file section ends; -1: the file's end
 	head  []byte             // the head's bytes, while plan is pending
 	plan  func([]byte) []seg // nil once called
+	// members: read a gzip file member by member, starting the next
+	// one only when more is wanted (a file being written may not hold
+	// it yet, and a gzip reader's end of stream is final).
+	members bool
 }
 
 // countReader counts the bytes read through it.
@@ -109,6 +115,15 @@ func (s *splice) Read(p []byte) (int, error) {
 			s.head = append(s.head, p[:n]...)
 		}
 		s.pos += int64(n)
+		if err == io.EOF && s.members && s.codec == index.CodecGzip && (g.rawEnd < 0 || s.pos < g.rawEnd) {
+			if rerr := s.gz.Reset(s.src); rerr == nil {
+				s.gz.Multistream(false)
+				if n > 0 {
+					return n, nil
+				}
+				continue
+			}
+		}
 		if err == io.EOF {
 			if g.rawEnd >= 0 && s.pos < g.rawEnd {
 				return n, fmt.Errorf("decoded stream ends at %d, before %d: %w", s.pos, g.rawEnd, io.ErrUnexpectedEOF)
@@ -151,7 +166,7 @@ func (s *splice) position(g *seg) error {
 	}
 	if d := g.raw - s.pos; d > 0 {
 		var err error
-		if s.codec == index.CodecNone {
+		if s.codec == index.CodecNone && !s.members {
 			_, err = s.br.Discard(int(d))
 		} else {
 			_, err = io.CopyN(io.Discard, s.cur, d)
@@ -175,22 +190,32 @@ func (s *splice) open(g *seg) error {
 		end = math.MaxInt64
 	}
 	s.cr.r = io.NewSectionReader(s.f, g.seek, end-g.seek)
-	if s.br == nil {
+	switch {
+	case s.members:
+		if s.tr == nil {
+			s.tr = &tailReader{buf: make([]byte, spliceBuf)}
+		}
+		s.tr.reset(&s.cr)
+		s.src = s.tr
+	case s.br == nil:
 		s.br = bufio.NewReaderSize(&s.cr, spliceBuf)
-	} else {
+		s.src = s.br
+	default:
 		s.br.Reset(&s.cr)
+		s.src = s.br
 	}
 	s.pos = g.seekRaw
 	switch s.codec {
 	case index.CodecNone:
-		s.cur = s.br
+		s.cur = s.src
 	case index.CodecGzip:
 		if s.gz == nil {
 			s.gz = new(gzip.Reader)
 		}
-		if err := s.gz.Reset(s.br); err != nil {
+		if err := s.gz.Reset(s.src); err != nil {
 			return fmt.Errorf("gzip at offset %d: %w", g.seek, err)
 		}
+		s.gz.Multistream(!s.members)
 		s.cur = s.gz
 	case index.CodecZstd:
 		if s.zd == nil {
@@ -200,12 +225,69 @@ func (s *splice) open(g *seg) error {
 			}
 			s.zd = zd
 		}
-		if err := s.zd.Reset(s.br); err != nil {
+		if err := s.zd.Reset(s.src); err != nil {
 			return fmt.Errorf("zstd: %w", err)
 		}
 		s.cur = s.zd
 	}
 	return nil
+}
+
+// grow moves the end of the last segment to rawEnd (a followed file's
+// new limit), so that Read goes on from where it stopped.
+func (s *splice) grow(rawEnd int64) {
+	n := len(s.segs) - 1
+	s.segs[n].rawEnd = rawEnd
+	if s.i > n {
+		s.i, s.at = n, s.cur != nil
+	}
+}
+
+// tailReader is a buffered reader (with ReadByte, so that gzip reads
+// through it without buffering of its own) of a file being written: an
+// end of file is reported only when nothing is buffered and is not
+// kept, so a read after the file grew goes on; bufio.Reader reports an
+// end met while filling at the next read, which a decoder takes as a
+// truncated stream.
+type tailReader struct {
+	r    io.Reader
+	buf  []byte
+	i, n int
+}
+
+func (t *tailReader) reset(r io.Reader) { t.r, t.i, t.n = r, 0, 0 }
+
+func (t *tailReader) fill() error {
+	n, err := t.r.Read(t.buf)
+	t.i, t.n = 0, n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	if t.i == t.n {
+		if err := t.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, t.buf[t.i:t.n])
+	t.i += n
+	return n, nil
+}
+
+func (t *tailReader) ReadByte() (byte, error) {
+	if t.i == t.n {
+		if err := t.fill(); err != nil {
+			return 0, err
+		}
+	}
+	t.i++
+	return t.buf[t.i-1], nil
 }
 
 func (s *splice) Close() error {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/bits"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -20,11 +22,12 @@ const entryOverhead = 64
 
 // pkt is a selected packet held for ordering; data is the stream's.
 type pkt struct {
-	ts   int64
-	seq  uint64 // read order within the stream: ties keep it
-	out  int    // index into query.outs
-	orig uint32
-	data []byte
+	ts    int64
+	seq   uint64 // read order within the stream: ties keep it
+	out   int    // index into query.outs
+	orig  uint32
+	round uint64 // follow mode: the merge round that read it
+	data  []byte
 }
 
 func pktLess(a, b pkt) bool { return a.ts < b.ts || a.ts == b.ts && a.seq < b.seq }
@@ -60,6 +63,18 @@ type stream struct {
 	done  bool  // no more files
 	reads int
 
+	// Follow mode: high is the latest timestamp read (of any packet,
+	// selected or not: the agent's clock has come that far), lastRead
+	// when a packet was last read, state what the last fill stopped at;
+	// lastKey is the name (without PartSuffix) of the last file taken
+	// from files, the next listing keeps only those after it.
+	high     int64
+	seen     bool
+	lastRead time.Time
+	state    fillState
+	lastKey  string
+	newerAt  time.Time // when a file newer than the followed one was first listed
+
 	p    pcapfile.Packet
 	free [33][][]byte // data buffers by size class
 }
@@ -75,16 +90,48 @@ func (s *stream) empty() bool { return s.h.len() == 0 }
 // head is the next packet the stream releases (after fill).
 func (s *stream) head() *pkt { return &s.h.s[0] }
 
-// fill reads until the window is full or the files are read.
+// fillState is why a fill stopped, in follow mode.
+type fillState uint8
+
+const (
+	fillFull   fillState = iota // the window is full (or the stream done)
+	fillCaught                  // all there is now was read
+	fillBehind                  // a followed file's tail is still reading what is there
+)
+
+// fill reads until the window is full or the files are read; in follow
+// mode, until the window is full or there is nothing more to read now
+// (s.state says which).
 func (s *stream) fill(ctx context.Context) error {
+	s.state = fillFull
 	for !s.done && s.mem < s.limit {
 		if s.cur == nil {
+			if s.q.cfg.Follow && s.next == len(s.files) {
+				s.state = fillCaught
+				return nil
+			}
 			if err := s.open(ctx); err != nil {
 				return err
 			}
 			continue
 		}
 		err := s.cur.next(&s.p)
+		if err == io.EOF && s.cur.tail != nil {
+			grew, final, terr := s.cur.advance()
+			if terr != nil {
+				return fmt.Errorf("following %s: %w", s.path, terr)
+			}
+			if grew {
+				continue
+			}
+			if !final && !s.abandon() {
+				s.state = fillBehind
+				if s.cur.caught {
+					s.state = fillCaught
+				}
+				return nil
+			}
+		}
 		if err == io.EOF {
 			if !s.curPast {
 				s.q.stats = append(s.q.stats, s.pending...)
@@ -98,6 +145,10 @@ func (s *stream) fill(ctx context.Context) error {
 		if s.reads++; s.reads&1023 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.q.cfg.Follow {
+			s.high, s.seen = max(s.high, s.p.Timestamp), true
+			s.lastRead = s.q.now
+		}
 		if err := s.take(&s.p); err != nil {
 			return err
 		}
@@ -110,11 +161,19 @@ func (s *stream) open(ctx context.Context) error {
 	for s.next < len(s.files) {
 		fi := s.files[s.next]
 		s.next++
+		s.lastKey = strings.TrimSuffix(fi.Path, store.PartSuffix)
 		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) {
 			s.q.res.FilesSkipped++
 			continue
 		}
-		src, err := openFile(ctx, fi, s.onStats, s.q.sel)
+		var src *fileSource
+		var err error
+		if fi.Part && s.q.cfg.Follow {
+			src, err = openFollowed(ctx, fi, s.onStats, s.q.sel, s.q.poll)
+			s.newerAt = time.Time{}
+		} else {
+			src, err = openFile(ctx, fi, s.onStats, s.q.sel)
+		}
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", s.agent, err)
 		}
@@ -139,13 +198,14 @@ func (s *stream) open(ctx context.Context) error {
 		s.ifmap = s.ifmap[:0]
 		return nil
 	}
-	s.done = true
+	s.done = !s.q.cfg.Follow
 	return nil
 }
 
 // closeCur closes the open file, counting what was read of it.
 func (s *stream) closeCur() {
 	if s.cur != nil {
+
 		s.cur.close()
 		s.q.res.BytesRead += s.cur.bytesRead()
 		if s.cur.indexed {
@@ -165,7 +225,7 @@ func (s *stream) take(p *pcapfile.Packet) error {
 		// rest of a file read without its index is taken to be later
 		// too (an index skips the blocks that are).
 		s.curPast = true
-		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit && !s.cur.indexed {
+		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit && !s.cur.indexed && s.cur.tail == nil {
 			s.closeCur()
 			s.past = 0
 		}
@@ -186,12 +246,12 @@ func (s *stream) take(p *pcapfile.Packet) error {
 	if !ok {
 		return nil
 	}
-	if s.out && ts < s.last {
+	if s.out && ts < s.last && !s.q.cfg.Follow {
 		return fmt.Errorf("agent %s: %s: a packet at %d ns follows one at %d ns already written: %w (raise --reorder-mem)",
 			s.agent, s.path, ts, s.last, ErrOutOfOrder)
 	}
 	buf := s.buf(len(p.Data))
-	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, data: append(buf, p.Data...)})
+	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
 	s.seq++
 	s.mem += int64(cap(buf)) + entryOverhead
 	return nil

@@ -318,6 +318,12 @@ type scanResult struct {
 // corrupt tail ends the scan without an error; a read error or ctx
 // ending is returned, with the cut found so far.
 func scanPart(ctx context.Context, r io.Reader, codec compress.Codec) (scanResult, error) {
+	return scanPartCuts(ctx, r, codec, nil)
+}
+
+// scanPartCuts is scanPart calling onCut, if set, with the
+// decompressed offset of each new cut point as the scan finds it.
+func scanPartCuts(ctx context.Context, r io.Reader, codec compress.Codec, onCut func(raw int64)) (scanResult, error) {
 	cr := &countingReader{r: r}
 	// The decompressors read from the bufio.Reader itself (flate has a
 	// fast path for it, and zstd reads exactly what it decodes), so the
@@ -325,6 +331,7 @@ func scanPart(ctx context.Context, r io.Reader, codec compress.Codec) (scanResul
 	br := bufio.NewReaderSize(cr, scanBufSize)
 	pos := func() int64 { return cr.n - int64(br.Buffered()) }
 	sc := newBlockScanner()
+	sc.onCut = onCut
 	w := &scanWriter{ctx: ctx, sc: sc}
 	var err error
 	switch codec {
@@ -459,6 +466,7 @@ type blockScanner struct {
 	marks   map[[16]byte]uint64 // up to the cut
 	cutOff  int64               // stream offset of the last cut point
 	cutRaw  int64               // its offset in the decompressed stream
+	onCut   func(raw int64)     // if set, called with cutRaw when it moves
 }
 
 func newBlockScanner() *blockScanner {
@@ -572,7 +580,11 @@ func (s *blockScanner) boundary(pos int64) {
 		s.marks[id] = max(s.marks[id], seq)
 	}
 	clear(s.pending)
+	moved := s.end > s.cutRaw
 	s.cutOff, s.cutRaw = pos, s.end
+	if moved && s.onCut != nil {
+		s.onCut(s.cutRaw)
+	}
 }
 
 // markIn returns the batch mark among an EPB's options (which may be
