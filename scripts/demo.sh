@@ -96,5 +96,10 @@ for f in $(find "$out/files" -name '*.pcapng' | sort); do
 	tshark -r "$f" -c 3 -T fields -e frame.interface_name -e frame.time_epoch -e ip.src -e ip.dst -e udp.dstport -e frame.len 2>/dev/null | sed 's/^/    /'
 	echo
 done
+echo "== both hosts merged by time into one pcapng (pcapsync query), each packet on its host's interface"
+"$bin" query --dir "$out/files" -w "$out/merged.pcapng"
+capinfos -c -i "$out/merged.pcapng" | sed 's/^/  /'
+tshark -r "$out/merged.pcapng" -c 4 -T fields -e frame.interface_name -e frame.time_epoch -e ip.src -e ip.dst -e frame.len 2>/dev/null | sed 's/^/    /'
+echo
 echo "logs: $logs"
 echo "mutual TLS certificates: $certs"
