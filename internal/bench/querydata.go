@@ -44,7 +44,7 @@ type QueryData struct {
 }
 
 // queryDataVersion changes whenever the generator writes other packets.
-const queryDataVersion = 1
+const queryDataVersion = 2
 
 const (
 	queryManifest = "qbench.json" // in the work directory, beside the root
@@ -63,9 +63,9 @@ const (
 	queryNeedleFlows = 4
 	queryNeedleLen   = 40
 	// queryEstPacket is the mean bytes an IMIX packet takes in a file
-	// (frame 354.3 bytes, enhanced packet block 32, marks), to space
-	// the timestamps so that the target bytes span about Span.
-	queryEstPacket = 387
+	// (frame 354.3 bytes, enhanced packet block 32, marks): the packets
+	// an agent writes for its share of the bytes, spaced over Span.
+	queryEstPacket = 386
 )
 
 // queryStart is the first packet's time (an arbitrary past moment, so
@@ -284,7 +284,8 @@ func (g *agentGen) newFlow(f *qflow) {
 	f.seq = g.rng.Uint32()
 }
 
-// write writes the agent's packets through st until target bytes.
+// write writes the agent's packets through st: whole batches until
+// about target bytes (queryEstPacket bytes per packet).
 func (g *agentGen) write(ctx context.Context, st *store.Store) error {
 	w, err := st.Writer(g.name)
 	if err != nil {
@@ -300,9 +301,8 @@ func (g *agentGen) write(ctx context.Context, st *store.Store) error {
 	var e wire.BatchEncoder
 	buf := make([]byte, 1500)
 	ts := queryStart.UnixNano()
-	var written int64
 	next := 0 // next needle flow
-	for seq := uint64(1); written < g.target; seq++ {
+	for seq := uint64(1); g.packets < g.target/queryEstPacket; seq++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -329,14 +329,12 @@ func (g *agentGen) write(ctx context.Context, st *store.Store) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", g.name, err)
 		}
-		n, err := w.WriteBatch(&b, ifmap, inst)
-		if err != nil {
+		if _, err := w.WriteBatch(&b, ifmap, inst); err != nil {
 			return fmt.Errorf("%s: %w", g.name, err)
 		}
 		if err := w.Commit(); err != nil {
 			return fmt.Errorf("%s: %w", g.name, err)
 		}
-		written += int64(n)
 	}
 	g.last = ts
 	return w.Close()
