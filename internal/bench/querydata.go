@@ -63,8 +63,9 @@ const (
 	queryNeedleFlows = 4
 	queryNeedleLen   = 40
 	// queryEstPacket is the mean bytes an IMIX packet takes in a file
-	// (frame 354.3 bytes, enhanced packet block 32, marks): the packets
-	// an agent writes for its share of the bytes, spaced over Span.
+	// (frame 354.3 bytes, enhanced packet block 32, marks: 387 in all),
+	// a little under, so that an agent's packets take at least its share
+	// of the bytes; they are spaced over Span.
 	queryEstPacket = 386
 )
 
