@@ -221,6 +221,11 @@ func WriteQuery(w io.Writer, cfg QueryConfig, res QueryResult, markdown bool) er
 		for _, s := range c.Sides {
 			ew.printf("- %s: `%s`\n", s.Name, s.Command)
 		}
+		if c.Name == "needle" && d.Blocks > 0 {
+			fp := d.NeedleMay - d.NeedleBlocks
+			ew.printf("\nIndex blocks: %d in all; %d hold a packet of the needle host, %d more the filters say may (false positives: %.2f%% of the blocks without it).\n",
+				d.Blocks, d.NeedleBlocks, fp, 100*float64(fp)/float64(max(d.Blocks-d.NeedleBlocks, 1)))
+		}
 		ew.printf("\n")
 		if ew.err == nil {
 			ew.err = table(w, queryRows(c, d.DataBytes), markdown)

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -16,6 +19,8 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -41,10 +46,14 @@ type QueryData struct {
 	Until     time.Time
 	RangeN    int64 // packets in the range
 	RangeTCP  int64 // TCP packets in the range
+	// The index blocks of all files; those holding a packet of the
+	// needle host; those whose filter may hold it (a superset, but for
+	// a wrong index).
+	Blocks, NeedleBlocks, NeedleMay int
 }
 
 // queryDataVersion changes whenever the generator writes other packets.
-const queryDataVersion = 2
+const queryDataVersion = 3
 
 const (
 	queryManifest = "qbench.json" // in the work directory, beside the root
@@ -216,11 +225,70 @@ func makeQueryData(ctx context.Context, work string, want QueryData) (QueryData,
 	if d.IdxBytes, err = sizes(idx); err != nil {
 		return d, err
 	}
+	if err := needleBlocks(&d, files); err != nil {
+		return d, err
+	}
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return d, err
 	}
 	return d, os.WriteFile(filepath.Join(work, queryManifest), b, 0o640)
+}
+
+// needleBlocks counts d's index blocks, those that hold a packet to or
+// from the needle host (reading every file) and those whose filter may
+// hold the host.
+func needleBlocks(d *QueryData, files []string) error {
+	m := index.Host(queryNeedle)
+	needle := queryNeedle.As4()
+	for _, f := range files {
+		ix, err := index.Open(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		has := make([]bool, len(ix.All))
+		if err := eachPacket(f, func(ts int64, data []byte) {
+			i, _ := slices.BinarySearchFunc(ix.All, ts, func(b index.Block, ts int64) int { return cmp.Compare(b.Last, ts) })
+			ip := data[14:]
+			if i < len(has) && ([4]byte(ip[12:16]) == needle || [4]byte(ip[16:20]) == needle) {
+				has[i] = true
+			}
+		}); err != nil {
+			return err
+		}
+		for i := range ix.All {
+			d.Blocks++
+			if has[i] {
+				d.NeedleBlocks++
+			}
+			if ix.MayMatch(i, m) {
+				d.NeedleMay++
+			}
+		}
+	}
+	return nil
+}
+
+// eachPacket calls fn with the timestamp and bytes of every packet of
+// the pcapng file path; data is valid until fn returns.
+func eachPacket(path string, fn func(ts int64, data []byte)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := pcapfile.NewReader(bufio.NewReaderSize(f, 1<<20), nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var p pcapfile.Packet
+	for err = r.ReadInto(&p); err == nil; err = r.ReadInto(&p) {
+		fn(p.Timestamp, p.Data)
+	}
+	if err != io.EOF {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // qflow is one flow of an agent's traffic.
