@@ -26,7 +26,7 @@ func TestBenchQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := res.Data
-	if res.Reused || d.Files < 2*cfg.Agents || d.DataBytes < cfg.Bytes || d.NeedleN == 0 || d.RangeTCP == 0 || d.RangeTCP >= d.RangeN ||
+	if res.Reused || d.Files < 2*cfg.Agents || d.DataBytes < cfg.Bytes || d.NeedleN == 0 || d.NeedleN > int64(cfg.Agents*queryNeedleFlows*queryNeedleLen) || d.RangeTCP == 0 || d.RangeTCP >= d.RangeN ||
 		d.NeedleBlocks == 0 || d.NeedleMay < d.NeedleBlocks || d.Blocks < d.NeedleMay {
 		t.Fatalf("root: reused %v, %+v", res.Reused, d)
 	}

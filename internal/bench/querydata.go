@@ -53,7 +53,7 @@ type QueryData struct {
 }
 
 // queryDataVersion changes whenever the generator writes other packets.
-const queryDataVersion = 3
+const queryDataVersion = 4
 
 const (
 	queryManifest = "qbench.json" // in the work directory, beside the root
@@ -324,8 +324,10 @@ func (g *agentGen) init(i, agents int, step, target, since, until int64) {
 	g.step, g.target, g.since, g.until = step, target, since, until
 	n := target / queryEstPacket
 	for k := range int64(queryNeedleFlows) {
-		// Agents start their needle flows at different points.
-		g.needle = append(g.needle, n*(2*k+1)/(2*queryNeedleFlows)+int64(i)*n/int64(7*agents))
+		// Flow k starts at (2k+1)/(2·flows) of the packets, moved by up
+		// to half the distance to the next one so that agents differ,
+		// and the last one has room to end.
+		g.needle = append(g.needle, n*(2*k+1)/(2*queryNeedleFlows)+int64(i)*n/int64(2*queryNeedleFlows*agents))
 	}
 	g.noise = make([]byte, 4096)
 	for j := range g.noise {
