@@ -62,7 +62,7 @@ func TestBenchQuery(t *testing.T) {
 	if err := WriteQuery(&out, cfg, res, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| pcapsync query |", "| mergecap | tcpdump |", "editcap -A", "Goals (issue 16)"} {
+	for _, want := range []string{"| pcapsync query |", `| mergecap \| tcpdump |`, "editcap -A", "Goals (issue 16)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
