@@ -19,7 +19,7 @@ import (
 
 func benchCommand(s streams) *cobra.Command {
 	return group("bench", "measure throughput, fan-in, latency and live capture",
-		benchTransportCommand(s), benchFaninCommand(s), benchLatencyCommand(s), benchPipelineCommand(s), benchLiveCommand(s), benchKafkaCommand(s), benchKafkaScaleCommand(s))
+		benchTransportCommand(s), benchFaninCommand(s), benchLatencyCommand(s), benchPipelineCommand(s), benchLiveCommand(s), benchKafkaCommand(s), benchKafkaScaleCommand(s), benchQueryCommand(s))
 }
 
 func benchLatencyCommand(s streams) *cobra.Command {
@@ -309,6 +309,50 @@ func benchKafkaScaleCommand(s streams) *cobra.Command {
 				c.Log = s.stderr
 				res, err := bench.KafkaScale(ctx, c)
 				return printBench(s.stdout, len(res.Runs) > 0, err, func() error { return bench.WriteKafkaScale(s.stdout, res, *md) })
+			}
+		})
+}
+
+const benchQueryUsage = `Makes an output root of --bytes of captures from --agents agents, as
+the collector writes it (plain pcapng, an index beside every file; IMIX
+TCP and UDP flows between each agent and many peers, over --span of
+packet time), or reuses the one in --keep DIR made for the same
+settings. Then runs two queries side by side, the sides alternating,
+--rounds times each after one unmeasured run of every side: one host
+(under 0.1% of the packets) over the whole time, and TCP in one minute;
+each with pcapsync query, pcapsync query --no-index and mergecap of
+every data file piped into tcpdump (through editcap -A/-B for the
+minute). Reports medians of wall time, ratios, CPU, bytes read
+(/proc/PID/io), peak RSS and packets, and issue 16's goals; fails when
+a side's output does not hold the packets the others' do. Needs
+mergecap, editcap and tcpdump. Prints every run on stderr as it goes.`
+
+func benchQueryCommand(s streams) *cobra.Command {
+	return leaf("query [--bytes 2G] [--agents 8] [--rounds R] [--markdown] [--keep DIR] [--cold] [--exe FILE]", "pcapsync query against mergecap | tcpdump on many agents' files",
+		benchQueryUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			var c bench.QueryConfig
+			c.Bytes = 2 << 30
+			fs.Var(sizeFlag{&c.Bytes}, "bytes", "bytes of data files in the output root (e.g. 2G)")
+			fs.IntVar(&c.Agents, "agents", 8, "agents, each its own directory of files")
+			fs.DurationVar(&c.Span, "span", 10*time.Minute, "packet time the root spans (the broad query takes one minute of it)")
+			c.Rotate = 64 << 20
+			fs.Var(sizeFlag{&c.Rotate}, "rotate-size", "the store's file rotation size")
+			fs.IntVar(&c.Rounds, "rounds", 3, "rounds; every side of each query runs once per round, medians are reported")
+			fs.BoolVar(&c.Cold, "cold", false, "drop the page cache before every measured run instead of warming (root)")
+			exe := fs.String("exe", "", "the pcapsync binary to run (default: this one)")
+			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it; its output root is reused when made for the same --bytes, --agents, --span and --rotate-size (default: a temporary directory, removed)")
+			md := fs.Bool("markdown", false, "print Markdown tables")
+			return func(ctx context.Context, _ []string) error {
+				if c.Bytes < 1<<20 || c.Agents < 1 || c.Span < 2*time.Minute || c.Rounds < 1 || c.Rotate < 4096 {
+					return usageError("--bytes must be at least 1M, --agents and --rounds at least 1, --span at least 2m, --rotate-size at least 4K")
+				}
+				var err error
+				if c.Exe, err = benchExe(*exe); err != nil {
+					return err
+				}
+				c.Log = s.stderr
+				res, err := bench.Query(ctx, c)
+				return printBench(s.stdout, len(res.Cases) > 0, err, func() error { return bench.WriteQuery(s.stdout, c, res, *md) })
 			}
 		})
 }

@@ -44,6 +44,10 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "live", "--rounds", "0"},
 		{"bench", "live", "--generators", "0"},
 		{"bench", "live", "--seconds", "0"},
+		{"bench", "query", "--rounds", "0"},
+		{"bench", "query", "--bytes", "1K"},
+		{"bench", "query", "--span", "1m"},
+		{"bench", "query", "--agents", "0"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); !errors.Is(err, errUsage) {

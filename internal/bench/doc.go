@@ -25,6 +25,12 @@
 // broker's CPU read from /proc/PID/stat, and the latency of both paths
 // capturing lo; KafkaScale with 1, 2 and 3 writers of one group.
 //
+// Query (issue 16) writes an output root of many agents' captures
+// through the store, as the collector does, and runs pcapsync query
+// (with and without the indexes) against mergecap piped into tcpdump
+// (and editcap -A/-B for a time range), each side's bytes read taken
+// from /proc/PID/io once its process has exited, before it is reaped.
+//
 // Everything here is for measuring: it is not used by the agent or the
 // collector.
 package bench

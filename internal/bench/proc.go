@@ -38,6 +38,16 @@ type ProcUsage struct {
 	MaxRSS    int64         // bytes; growth in the last rssEvery of a process is missed, 0 if it ended before the first sample
 	Wall      time.Duration // when the process was timed on its own; else 0
 	Bytes     int64         // bytes it wrote to disk, when counted; else 0
+	// IO is what the process and the children it reaped read, from
+	// /proc/PID/io once it has exited and before it is reaped (zero
+	// where /proc is not there).
+	IO ProcIO
+}
+
+// ProcIO is a process's reads as /proc/PID/io counts them.
+type ProcIO struct {
+	RChar     int64 // bytes read by read(2) and its kin, from files, pipes and sockets, page cache hits included
+	ReadBytes int64 // bytes the process caused to be fetched from storage (page cache misses)
 }
 
 // CPU returns user plus system time.
@@ -47,10 +57,11 @@ func (u ProcUsage) CPU() time.Duration { return u.User + u.Sys }
 // return the first call's error. Safe for concurrent use.
 func (p *proc) wait() error {
 	p.once.Do(func() {
+		io := exitIO(p.cmd.Process.Pid)
 		p.err = p.cmd.Wait()
 		close(p.stopRSS)
 		if st := p.cmd.ProcessState; st != nil {
-			p.usage = ProcUsage{Name: p.name, User: st.UserTime(), Sys: st.SystemTime(), MaxRSS: <-p.rss}
+			p.usage = ProcUsage{Name: p.name, User: st.UserTime(), Sys: st.SystemTime(), MaxRSS: <-p.rss, IO: io}
 		}
 	})
 	return p.err

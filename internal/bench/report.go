@@ -14,7 +14,11 @@ func table(w io.Writer, rows [][]string, markdown bool) error {
 	if markdown {
 		var b strings.Builder
 		for i, r := range rows {
-			b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+			cells := make([]string, len(r))
+			for j, c := range r {
+				cells[j] = strings.ReplaceAll(c, "|", `\|`) // a pipe in a cell ends it
+			}
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 			if i == 0 {
 				b.WriteString("|" + strings.Repeat("---|", len(r)) + "\n")
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // raiseNoFile raises RLIMIT_NOFILE to at least need, the hard limit too
@@ -89,4 +91,39 @@ func treeHWM(pid int) int64 {
 		}
 	}
 	return hwm
+}
+
+// exitIO waits until process pid has exited, without reaping it, and
+// returns its /proc/PID/io counts then: a zombie's are final, and
+// include the children it reaped. Zero if they cannot be read.
+func exitIO(pid int) ProcIO {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			return ProcIO{}
+		}
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return ProcIO{}
+	}
+	var io ProcIO
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(line, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "rchar":
+			io.RChar = n
+		case "read_bytes":
+			io.ReadBytes = n
+		}
+	}
+	return io
 }
