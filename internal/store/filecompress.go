@@ -67,7 +67,7 @@ type memberWriter struct {
 	}
 	zstd     *zstd.Encoder // z, if the codec is zstd
 	frames   bool          // zstd: commit(true) ends the frame (ZstdFramePerBlock)
-	open     bool          // a member was started and not ended (gzip)
+	open     bool          // a member or frame was started and not ended (gzip; zstd with frames)
 	frameEnd int64         // out.n where the last zstd frame ended (frames)
 	out      countingWriter
 }
@@ -134,8 +134,8 @@ func (mw *memberWriter) commit(end bool) error {
 	if mw.zstd != nil && !(mw.frames && end) {
 		return mw.zstd.Flush()
 	}
-	if mw.zstd == nil && !mw.open {
-		return nil
+	if !mw.open {
+		return nil // a member or frame of nothing: none
 	}
 	err := mw.z.Close()
 	mw.z.Reset(&mw.out)
@@ -148,14 +148,10 @@ func (mw *memberWriter) commit(end bool) error {
 
 // finish ends the stream of the file.
 func (mw *memberWriter) finish() error {
-	if mw.zstd == nil {
+	if mw.zstd == nil || mw.frames {
 		return mw.commit(true)
 	}
-	err := mw.zstd.Close()
-	if err == nil {
-		mw.frameEnd = mw.out.n
-	}
-	return err
+	return mw.zstd.Close()
 }
 
 // terminator is what the stream cut at end, a commit's end, needs

@@ -38,6 +38,16 @@ func (m fileMode) name() string {
 	return m.fc.String()
 }
 
+// config returns cfg with m's compression; a frame per block with the
+// smallest blocks, so that small tests write many frames.
+func (m fileMode) config(cfg Config) Config {
+	cfg.FileCompress, cfg.ZstdFrames = m.fc, m.frames
+	if m.frames == ZstdFramePerBlock && cfg.IndexBlock == 0 {
+		cfg.IndexBlock = MinIndexBlock
+	}
+	return cfg
+}
+
 // fileModes are the ways the store writes files.
 var fileModes = []fileMode{{}, {fc: compress.Spec{Codec: compress.Gzip}}, {fc: compress.Spec{Codec: compress.Zstd}},
 	{fc: compress.Spec{Codec: compress.Zstd}, frames: ZstdFramePerBlock}}
