@@ -39,11 +39,13 @@ import (
 //     before the statistics blocks at close; so every block of the
 //     index starts a frame, which a query decodes alone, as it does a
 //     gzip member. zstd, zstdcat and `zstdcat FILE | tshark -r -` read
-//     every frame; Wireshark 4.0's zstd reader only the first (the
-//     head: no packets). Each frame starts without history: about 1%
-//     larger files at 512 KiB blocks (BENCHMARKS.md). Repair is the
-//     same: a cut inside a frame ends it with an empty last block, a
-//     cut at a frame's end needs nothing.
+//     every frame; Wireshark 4.0's own zstd reader misreads files of
+//     several frames (here: small ones whole, larger ones cut short as
+//     "damaged or corrupt"). Each frame starts without history: files
+//     of very compressible packets grow (13% on IMIX with text payloads
+//     at 512 KiB blocks), others hardly (BENCHMARKS.md "Issue 16: zstd
+//     frames"). Repair is the same: a cut inside a frame ends it with an
+//     empty last block, a cut at a frame's end needs nothing.
 
 // fileExt is the extension after ".pcapng" of files compressed with c.
 func fileExt(c compress.Codec) string {
