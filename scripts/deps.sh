@@ -10,13 +10,14 @@
 # free loopback port; the package's system service is left alone), systemd
 # (systemd-analyze checks the units), strace (the system calls a live run
 # makes, against the units' filters) and rpm (rpm -qpl lists the .rpm
-# scripts/package.sh builds), a Java
+# scripts/package.sh builds), zstd (zstd -t and zstdcat check the zstd
+# files of a frame per block, which Wireshark 4.0 reads only in part), a Java
 # runtime and Maven (the Kafka broker the Kafka tests start, fetched from
 # Maven Central by scripts/kafka.sh into a cache), prometheus (its promtool
 # checks and unit-tests the alert rules of deploy/prometheus; the server is
 # not started by the tests). Installs only what is missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl zstd)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -31,6 +31,7 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"rotate-size":        itoa(store.DefaultRotateSize),
 		"rotate-interval":    store.DefaultRotateInterval.String(),
 		"file-compress":      "none",
+		"file-zstd-frames":   store.ZstdFramePerFile.String(),
 		"fsync":              store.DefaultFsync.String(),
 		"idle-close":         store.DefaultIdleClose.String(),
 		"max-open-files":     "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open

@@ -40,8 +40,9 @@ const (
 // Build reads the data file at path (plain, gzip or zstd pcapng as the
 // store writes it, finished or ".part") and returns its index, with
 // blocks of at least blockBytes decoded bytes (0: DefaultBlockBytes)
-// ending where the store's commits do: after a batch mark (plain,
-// zstd) or at a gzip member's end. A file the store wrote with a
+// ending where the store's commits do: after a batch mark (plain, zstd
+// of one frame) or at a gzip member's or zstd frame's end (a zstd file
+// of several frames is indexed as CodecZstdFrames). A file the store wrote with a
 // commit after every batch gets the index the store wrote live; with
 // fewer commits the blocks may end at other points, all of them valid.
 // A ".part" file is indexed up to its last whole pcapng block, without
@@ -88,12 +89,45 @@ func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
 			rb.boundary(pos())
 		}
 	case CodecZstd:
-		dec, derr := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		var starts []int64
+		var whole bool
+		if starts, whole, err = ZstdFrames(f, st.Size()); err != nil {
+			break
+		}
+		dec, derr := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if derr != nil {
 			return nil, derr
 		}
 		defer dec.Close()
-		err = rb.stream(bufio.NewReaderSize(dec, readBuf), 0)
+		if len(starts) <= 1 {
+			// One frame (ZstdFramePerFile): decoded from the start,
+			// blocks ending after marks.
+			if err = dec.Reset(br); err == nil {
+				err = rb.stream(bufio.NewReaderSize(dec, readBuf), 0)
+			}
+			break
+		}
+		// A frame per block: each frame decoded on its own, blocks
+		// ending at frames' ends, as with gzip's members.
+		rb.codec = CodecZstdFrames
+		db := bufio.NewReaderSize(nil, readBuf)
+		for i, start := range starts {
+			end := st.Size()
+			if i+1 < len(starts) {
+				end = starts[i+1]
+			}
+			br.Reset(io.NewSectionReader(f, start, end-start))
+			if err = dec.Reset(br); err != nil {
+				break
+			}
+			db.Reset(dec)
+			if err = rb.stream(db, start); err != nil {
+				break
+			}
+			if i+1 < len(starts) || whole {
+				rb.boundary(end)
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("indexing %s: %w", path, err)
@@ -137,7 +171,7 @@ type rebuild struct {
 func (rb *rebuild) begin(raw int64) {
 	head, seek := rb.ifaces, raw
 	switch rb.codec {
-	case CodecGzip:
+	case CodecGzip, CodecZstdFrames:
 		head, seek, raw = rb.memIfaces, rb.memSeek, rb.memRaw
 	case CodecZstd:
 		seek = 0
@@ -146,8 +180,8 @@ func (rb *rebuild) begin(raw int64) {
 	rb.started = true
 }
 
-// boundary is a point where a decoder can start (a gzip member's end,
-// at file offset seek), after the block read last.
+// boundary is a point where a decoder can start (a gzip member's or
+// zstd frame's end, at file offset seek), after the block read last.
 func (rb *rebuild) boundary(seek int64) {
 	rb.memRaw, rb.memSeek, rb.memIfaces = rb.raw, seek, rb.ifaces
 	if rb.started && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
@@ -215,7 +249,7 @@ func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
 			}
 			rb.b.Add(rb.links[ifc], ts, body[20:20+capLen])
 			rb.marked = hasMark(body[20+capLen+(-capLen&3):])
-			if rb.marked && rb.codec != CodecGzip && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
+			if rb.marked && !rb.codec.Framed() && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
 				next := rb.raw
 				if rb.codec == CodecZstd {
 					next = 0

@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// An index file (Version 2), all integers little-endian:
+// An index file (Version 3), all integers little-endian:
 //
 //	header:
 //	  0  magic      "PSIX"
-//	  4  version    u8 (2; 1 is read too)
+//	  4  version    u8 (3; 1 and 2 are read too)
 //	  5  codec      u8 (Codec of the data file)
 //	  6  headIfaces u16: interfaces described by the data file's head
 //	  8  blockBytes u32: the block size the writer aimed at
@@ -53,12 +53,14 @@ import (
 // `pcapsync index` rebuilds it. Record kinds may be added within a
 // version only if readers may skip them: readers refuse unknown kinds.
 //
-// Version 2 keys the IPv4 addresses of ARP and RARP packets (arpKeys);
-// version 1, with the same layout, did not: its filters cannot say
-// whether a block holds an ARP packet naming an address
-// (Index.KeysARP).
+// Version 3 adds the codec CodecZstdFrames (a zstd file of a frame per
+// block, whose blocks' seek offsets are frame starts), which readers of
+// version 2 would have refused as damaged. Version 2 keys the IPv4
+// addresses of ARP and RARP packets (arpKeys); version 1, with the same
+// layout, did not: its filters cannot say whether a block holds an ARP
+// packet naming an address (Index.KeysARP).
 const (
-	Version = 2
+	Version = 3
 	// MinVersion is the oldest version readers accept.
 	MinVersion = 1
 
@@ -115,7 +117,20 @@ const (
 	CodecNone Codec = iota // .pcapng: a reader may start at any block's raw offset
 	CodecGzip              // .pcapng.gz: a block starts a gzip member
 	CodecZstd              // .pcapng.zst: one zstd frame per file: decoding starts at 0
+	// CodecZstdFrames is a .pcapng.zst file of several zstd frames, one
+	// per block (the store's ZstdFramePerBlock): a block starts a frame,
+	// as with gzip's members (version 3 on).
+	CodecZstdFrames
 )
+
+// Seekable reports whether a decoder starts at a block's Seek (plain,
+// gzip, zstd of a frame per block), rather than at the file's start
+// (zstd of one frame).
+func (c Codec) Seekable() bool { return c != CodecZstd }
+
+// Framed reports whether a block's Seek is the start of a gzip member
+// or zstd frame, which its decoder starts at.
+func (c Codec) Framed() bool { return c == CodecGzip || c == CodecZstdFrames }
 
 // CodecOf returns the codec of a data file by its name (with or without
 // ".part").

@@ -131,8 +131,8 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		return nil, fmt.Errorf("header checksum: %w", ErrDamaged)
 	}
 	ix := &Index{Version: int(b[4]), Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
-	if ix.Codec > CodecZstd {
-		return nil, fmt.Errorf("codec %d: %w", ix.Codec, ErrDamaged)
+	if ix.Codec > CodecZstdFrames || ix.Codec == CodecZstdFrames && ix.Version < 3 {
+		return nil, fmt.Errorf("codec %d in version %d: %w", ix.Codec, ix.Version, ErrDamaged)
 	}
 	words := 0
 	type span struct{ off, n int }
@@ -242,7 +242,8 @@ func (ix *Index) HeadEnd() int64 {
 // complete batch), which a reader scans without the index. The span
 // starts at Raw (the last block's end: the head when there is none) and
 // has no end (RawEnd -1); N is 0. Of a gzip file it starts decoding at
-// the last block's member, of a zstd file at 0.
+// the last block's member, of a zstd file of a frame per block at the
+// last block's frame, of a zstd file of one frame at 0.
 func (ix *Index) Tail() Span {
 	s := Span{Block: len(ix.All), RawEnd: -1}
 	if n := len(ix.All); n > 0 {
@@ -251,7 +252,7 @@ func (ix *Index) Tail() Span {
 		switch ix.Codec {
 		case CodecNone:
 			s.Seek, s.SeekRaw = last.RawEnd, last.RawEnd
-		case CodecGzip:
+		case CodecGzip, CodecZstdFrames:
 			s.Seek, s.SeekRaw = last.Seek, last.Raw
 		}
 	}
@@ -260,8 +261,9 @@ func (ix *Index) Tail() Span {
 
 // Span is a run of consecutive blocks to read: start decoding the data
 // file at offset Seek, whose decoded stream starts at offset SeekRaw
-// (for plain and gzip files SeekRaw == Raw; a zstd file is one frame,
-// decoded from its start: Seek and SeekRaw are 0), discard the decoded
+// (for plain, gzip and zstd files of a frame per block SeekRaw == Raw;
+// a zstd file of one frame is decoded from its start: Seek and SeekRaw
+// are 0), discard the decoded
 // bytes before Raw and read pcapng blocks up to RawEnd.
 type Span struct {
 	Seek, SeekRaw int64
@@ -323,7 +325,7 @@ func (ix *Index) Select(since, until int64, m *Match) []Span {
 			continue
 		}
 		s := Span{Seek: b.Seek, SeekRaw: b.Raw, Raw: b.Raw, RawEnd: b.RawEnd, First: math.MaxInt64, Last: math.MinInt64, Block: i, N: 1}
-		if ix.Codec == CodecZstd {
+		if !ix.Codec.Seekable() {
 			s.Seek, s.SeekRaw = 0, 0
 		}
 		s.First, s.Last = minTime(s.First, b), maxTime(s.Last, b)

@@ -57,6 +57,7 @@ type agentSpec struct {
 	open    bool   // leave the last file being written (.part)
 	stats   bool   // record interface statistics (closed files get ISBs)
 	ixBlock int64  // store.Config.IndexBlock
+	frames  store.ZstdFrames
 }
 
 // writeAgent writes a's batches through a real store below dir and
@@ -70,7 +71,7 @@ func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, RotateSize: a.rotate, Fsync: store.FsyncNever, IndexBlock: a.ixBlock})
+	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, ZstdFrames: a.frames, RotateSize: a.rotate, Fsync: store.FsyncNever, IndexBlock: a.ixBlock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func headSeg(ix *index.Index, limit int64) seg {
 	switch ix.Codec {
 	case index.CodecNone:
 		g.seekEnd = g.rawEnd
-	case index.CodecGzip:
+	case index.CodecGzip, index.CodecZstdFrames:
 		if len(ix.All) > 0 && ix.All[0].Seek > 0 {
 			g.seekEnd = ix.All[0].Seek
 		}
@@ -295,7 +295,7 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 		switch ix.Codec {
 		case index.CodecNone:
 			g.seekEnd = g.rawEnd
-		case index.CodecGzip:
+		case index.CodecGzip, index.CodecZstdFrames:
 			if g.seek == 0 {
 				g.seekRaw = 0
 			}
@@ -329,8 +329,21 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 	switch {
 	case ix.Codec == index.CodecZstd:
 		g.seek, g.seekRaw = 0, 0
-	case ix.Codec == index.CodecGzip && len(all) == 0:
+	case ix.Codec.Framed() && len(all) == 0:
 		g.seek, g.seekRaw = 0, 0
+	case ix.Codec == index.CodecZstdFrames:
+		last := all[len(all)-1]
+		g.seek, g.seekRaw = last.Seek, last.Raw
+		if last.Seek == 0 {
+			g.seekRaw = 0
+		}
+		if trailer {
+			seek, n, ok := zstdTrailer(f, ix.DataSize, ix.RawSize, lastRaw, last.Seek)
+			if ok {
+				g.seek, g.seekRaw = seek, lastRaw
+			}
+			src.sp.n += n
+		}
 	case ix.Codec == index.CodecGzip:
 		last := all[len(all)-1]
 		g.seek, g.seekRaw = last.Seek, last.Raw

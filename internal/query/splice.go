@@ -154,12 +154,12 @@ func (s *splice) nextSeg() {
 }
 
 // position readies the decoder to read g from g.raw: on from where it
-// is when it can (zstd always: the file is one frame; plain and gzip
-// when g follows and the file section read covers it), else from
-// g.seek.
+// is when it can (zstd of one frame always: the file is one frame;
+// others when g follows and the file section read covers it), else
+// from g.seek.
 func (s *splice) position(g *seg) error {
 	covers := s.sec < 0 || g.seekEnd >= 0 && g.seekEnd <= s.sec
-	if s.cur == nil || s.pos > g.raw || s.codec != index.CodecZstd && (g.raw != s.pos || !covers) {
+	if s.cur == nil || s.pos > g.raw || s.codec.Seekable() && (g.raw != s.pos || !covers) {
 		if err := s.open(g); err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func (s *splice) open(g *seg) error {
 		}
 		s.gz.Multistream(!s.members)
 		s.cur = s.gz
-	case index.CodecZstd:
+	case index.CodecZstd, index.CodecZstdFrames:
 		if s.zd == nil {
 			zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 			if err != nil {
@@ -357,4 +357,30 @@ func gzipTrailer(f *os.File, dataSize, rawSize, from, notBefore int64) (seek, ra
 		return lo + int64(i), rawSize - d, n, true
 	}
 	return 0, 0, n, false
+}
+
+// zstdTrailer finds the frame of a closed file of a zstd frame per
+// block (dataSize bytes, decoding to rawSize) where the decoded bytes
+// after its last block, which ends at from and whose frame starts at
+// lastSeek, start: the store ends a frame there, before the statistics.
+// It checks the frame after the last block's by decoding it and what
+// follows to the file's end: exactly rawSize-from bytes. It returns the
+// frame's file offset; n is the data file bytes it read; ok false if
+// the check fails.
+func zstdTrailer(f *os.File, dataSize, rawSize, from, lastSeek int64) (seek, n int64, ok bool) {
+	end, n, err := index.ZstdFrameEnd(f, lastSeek, dataSize)
+	if err != nil || end >= dataSize {
+		return 0, n, false
+	}
+	cr := countReader{r: io.NewSectionReader(f, end, dataSize-end), n: &n}
+	zd, err := zstd.NewReader(&cr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return 0, n, false
+	}
+	defer zd.Close()
+	d, err := io.Copy(io.Discard, zd)
+	if err != nil || d != rawSize-from {
+		return 0, n, false
+	}
+	return end, n, true
 }

@@ -289,7 +289,7 @@ func (af *agentFile) park() error {
 	before := af.diskEnd
 	err := af.bw.Flush()
 	if err == nil && af.mw != nil {
-		err = af.mw.commit()
+		err = af.mw.commit(false)
 	}
 	if err == nil {
 		af.committedEnd = af.markEnd
@@ -302,7 +302,7 @@ func (af *agentFile) park() error {
 			err = af.sync(time.Now())
 		}
 	}
-	if t := af.mw.terminator(); err == nil && len(t) > 0 {
+	if t := af.mw.terminator(af.diskEnd); err == nil && len(t) > 0 {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	if err != nil {
@@ -336,7 +336,7 @@ func (af *agentFile) resume(now time.Time) error {
 	part := af.path + PartSuffix
 	f, err := os.OpenFile(part, os.O_WRONLY, 0)
 	if err == nil {
-		err = reopenAt(f, af.diskEnd, len(af.mw.terminator()))
+		err = reopenAt(f, af.diskEnd, len(af.mw.terminator(af.diskEnd)))
 		if err != nil {
 			f.Close()
 		}

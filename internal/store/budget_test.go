@@ -118,10 +118,10 @@ func checkAgents(t *testing.T, dir string, agents, rounds int) {
 // stays one readable stream (one zstd frame: tshark 4.0 misreads more).
 func TestBudget(t *testing.T) {
 	const agents, rounds, max = 10, 6, 4
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
-			c := newCore(t, Config{Dir: dir, FileCompress: fc, MaxOpenFiles: max, Fsync: FsyncPerBatch})
+			c := newCore(t, fm.config(Config{Dir: dir, MaxOpenFiles: max, Fsync: FsyncPerBatch}))
 			ss := budgetAgents(t, c, agents, rounds, max)
 			if c.Counters.BudgetParks.Load() == 0 || c.Counters.BudgetReopens.Load() == 0 {
 				t.Errorf("%d parks, %d reopens; want some", c.Counters.BudgetParks.Load(), c.Counters.BudgetReopens.Load())
@@ -145,10 +145,10 @@ func TestBudget(t *testing.T) {
 // file is parked gets its block when the file is reopened.
 func TestBudgetShutdown(t *testing.T) {
 	const agents, max = 8, 4
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range []fileMode{{}, {fc: compress.Spec{Codec: compress.Zstd}}, {fc: compress.Spec{Codec: compress.Zstd}, frames: ZstdFramePerBlock}} {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
-			c := newCore(t, Config{Dir: dir, FileCompress: fc, MaxOpenFiles: max})
+			c := newCore(t, fm.config(Config{Dir: dir, MaxOpenFiles: max}))
 			ss := budgetAgents(t, c, agents, 2, max)
 			var w *Writer
 			for _, s := range ss {
@@ -213,10 +213,10 @@ func ifaceNames(t *testing.T, path string) []string {
 // open files loses no committed batch: the next start repairs both.
 func TestBudgetCrash(t *testing.T) {
 	const agents, rounds, max = 8, 3, 4
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
-			c := newCore(t, Config{Dir: dir, FileCompress: fc, MaxOpenFiles: max})
+			c := newCore(t, fm.config(Config{Dir: dir, MaxOpenFiles: max}))
 			budgetAgents(t, c, agents, rounds, max)
 			parked := 0
 			for _, w := range c.writers {
@@ -229,7 +229,7 @@ func TestBudgetCrash(t *testing.T) {
 			if parked != agents-max {
 				t.Fatalf("%d parked, want %d", parked, agents-max)
 			}
-			c2 := newCore(t, Config{Dir: dir, FileCompress: fc, MaxOpenFiles: max})
+			c2 := newCore(t, fm.config(Config{Dir: dir, MaxOpenFiles: max}))
 			checkAgents(t, dir, agents, rounds)
 			for a := range agents {
 				_, wel, err := c2.Begin(hello(fmt.Sprintf("agent%02d", a), byte(a+1)), func() {})

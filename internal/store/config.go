@@ -38,6 +38,12 @@ type Config struct {
 	// FileCompress compresses the files written: a codec compress.Files
 	// allows (see filecompress.go); the zero value writes plain pcapng.
 	FileCompress compress.Spec
+	// ZstdFrames is how a zstd file is cut into frames (filecompress.go):
+	// the zero value, ZstdFramePerFile, writes one frame per file, which
+	// every zstd reader reads whole; ZstdFramePerBlock ends a frame at
+	// every block of the index, so that a query decodes only the blocks
+	// it selects. Only with zstd FileCompress.
+	ZstdFrames ZstdFrames
 	// MaxOpenFiles bounds the agent files open at once: beyond it, the
 	// least recently written file (or, when every file is in use, one
 	// at random) is closed, kept .part with its marks, and reopened for
@@ -128,12 +134,53 @@ func FormatFsync(d time.Duration) string {
 	return d.String()
 }
 
+// ZstdFrames is how a zstd file is cut into frames (Config.ZstdFrames).
+type ZstdFrames uint8
+
+// Frame layouts of zstd files.
+const (
+	// ZstdFramePerFile: one frame per file, flushed at every commit.
+	ZstdFramePerFile ZstdFrames = iota
+	// ZstdFramePerBlock: a frame per index block, one for the file's
+	// head and one for the statistics at its end.
+	ZstdFramePerBlock
+)
+
+// String returns the name UnmarshalText reads: file or block.
+func (z ZstdFrames) String() string {
+	if z == ZstdFramePerBlock {
+		return "block"
+	}
+	return "file"
+}
+
+// MarshalText writes z as UnmarshalText reads it.
+func (z ZstdFrames) MarshalText() ([]byte, error) { return []byte(z.String()), nil }
+
+// UnmarshalText reads file (ZstdFramePerFile) or block
+// (ZstdFramePerBlock), as the collector's --file-zstd-frames takes it.
+func (z *ZstdFrames) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "file":
+		*z = ZstdFramePerFile
+	case "block":
+		*z = ZstdFramePerBlock
+	default:
+		return fmt.Errorf("zstd frames %q: want file or block", b)
+	}
+	return nil
+}
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	if err := compress.Files.Check(c.FileCompress); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	switch {
+	case c.ZstdFrames > ZstdFramePerBlock:
+		return fmt.Errorf("store: zstd frames %d: want ZstdFramePerFile or ZstdFramePerBlock", c.ZstdFrames)
+	case c.ZstdFrames == ZstdFramePerBlock && c.FileCompress.Codec != compress.Zstd:
+		return fmt.Errorf("store: a zstd frame per block needs zstd file compression, not %v", c.FileCompress)
 	case c.Dir == "":
 		return errors.New("store: output directory is required")
 	case c.RotateSize > 0 && c.RotateSize < MinRotateSize:

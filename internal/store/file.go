@@ -69,6 +69,7 @@ type agentFile struct {
 	interval   time.Duration
 	fsync      time.Duration
 	comp       compress.Spec
+	zframes    ZstdFrames       // of zstd files
 	saveState  func() error     // persists every instance's high-water mark
 	syncObs    observe.Observer // Config.SyncLatency; nil for none
 	counters   *Counters        // FilesClosed, FilesRotated; nil in some tests
@@ -99,6 +100,7 @@ type agentFile struct {
 
 	f        *os.File
 	mw       *memberWriter // between bw and f when comp is set; reused across files
+	frameRaw int64         // decoded offset where the open zstd frame starts (ZstdFramePerBlock)
 	bw       *bufio.Writer
 	w        *pcapfile.NgWriter
 	path     string // final name, without PartSuffix
@@ -154,7 +156,7 @@ func InterfaceBlock(agent, host string, ifc wire.Interface) pcapfile.Interface {
 // open starts a new file: section header and every known interface.
 func (af *agentFile) open(now time.Time) error {
 	if af.comp.Codec != compress.None && af.mw == nil {
-		mw, err := newMemberWriter(af.comp)
+		mw, err := newMemberWriter(af.comp, af.zframes)
 		if err != nil {
 			return fmt.Errorf("file compression: %w", err)
 		}
@@ -184,7 +186,7 @@ func (af *agentFile) open(now time.Time) error {
 		err = bw.Flush()
 	}
 	if err == nil && af.mw != nil {
-		err = af.mw.commit()
+		err = af.mw.commit(true) // a frame per block: the head's own frame
 	}
 	if err != nil {
 		f.Close()
@@ -193,6 +195,7 @@ func (af *agentFile) open(now time.Time) error {
 		return fmt.Errorf("writing headers of %s: %w", path, err)
 	}
 	af.f, af.bw, af.w, af.path = f, bw, w, path
+	af.frameRaw = w.Written()
 	af.marked = af.marked[:0]
 	af.markEnd, af.committedEnd, af.diskEnd = 0, 0, 0
 	af.ts, af.tsFlushed = tsRange{}, tsRange{}
@@ -336,20 +339,34 @@ func (af *agentFile) flush() error {
 	if err := af.bw.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
 	}
+	ended := false // a zstd frame (and a block of the index) ends here
 	if af.mw != nil {
-		if err := af.mw.commit(); err != nil {
+		ended = af.mw.frames && af.w.Written()-af.frameRaw >= af.frameBytes()
+		if err := af.mw.commit(ended); err != nil {
 			return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
+		}
+		if ended {
+			af.frameRaw = af.w.Written()
 		}
 	}
 	af.committedEnd = af.markEnd
 	af.tsFlushed = af.ts
 	af.addDisk()
 	af.dirty = true
-	af.ixCommit()
+	af.ixCommit(ended)
 	if af.fsync == FsyncPerBatch {
 		return af.sync(time.Now())
 	}
 	return nil
+}
+
+// frameBytes is the decoded size after which a commit ends a zstd frame
+// (ZstdFramePerBlock): the index's block size.
+func (af *agentFile) frameBytes() int64 {
+	if af.ixBlock > 0 {
+		return af.ixBlock
+	}
+	return DefaultIndexBlock
 }
 
 // addDisk counts what reached the file since the last flush and moves
@@ -467,9 +484,17 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 		return "", nil
 	}
 	rawEnd := af.w.Written() // where the packets end, before the statistics
+	var err0 error
+	if af.mw != nil && af.mw.frames {
+		// The statistics get a frame of their own, which a reader of
+		// the last block need not decode, and vice versa.
+		if err0 = af.bw.Flush(); err0 == nil {
+			err0 = af.mw.commit(true)
+		}
+	}
 	for i := range af.ifaces {
 		fi := &af.ifaces[i]
-		if !fi.haveStats {
+		if !fi.haveStats || err0 != nil {
 			continue
 		}
 		if err := af.w.WriteStats(i, pcapfile.InterfaceStats{
@@ -483,7 +508,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 			break // the flush below reports it
 		}
 	}
-	err = af.bw.Flush()
+	err = errors.Join(err0, af.bw.Flush())
 	if err == nil && af.mw != nil {
 		err = af.mw.finish()
 	}
@@ -555,16 +580,17 @@ func (af *agentFile) abandon() error {
 	af.marked = af.marked[:0] // the cut ones must not be raised by a Commit
 	af.ixDrop()
 	af.bw.Reset(io.Discard)
+	t := af.mw.terminator(af.diskEnd)
 	if af.mw != nil {
 		af.mw.reset(io.Discard) // drop what the compressor holds
 	}
 	af.cuts++
 	err := af.f.Truncate(af.diskEnd)
-	if t := af.mw.terminator(); err == nil && len(t) > 0 && af.committedEnd > 0 {
+	if err == nil && len(t) > 0 && af.committedEnd > 0 {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(af.mw.terminator())), af.tsFlushed, af.committedEnd > 0)
+		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(t)), af.tsFlushed, af.committedEnd > 0)
 	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.

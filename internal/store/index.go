@@ -24,8 +24,9 @@ import (
 //
 // A block of the index ends at the first commit after Config.IndexBlock
 // decoded bytes: where a reader can start (plain: any offset; gzip: the
-// member the commit ended; zstd: the file is one frame, so a reader
-// decodes from its start and skips to the block). Ended blocks are
+// member the commit ended; zstd of a frame per block: the frame the
+// commit ended (filecompress.go); zstd of one frame: a reader decodes
+// from the file's start and skips to the block). Ended blocks are
 // appended to the index file at the commit that ends one, at most
 // every indexWriteInterval unless indexWriteBytes of them wait, and
 // when the file closes; the index file is opened for each write and
@@ -48,15 +49,19 @@ func (af *agentFile) ixStart() {
 	if af.ix == nil {
 		af.ix = new(index.Builder)
 	}
-	af.ix.Reset(filepath.Base(af.path), ixCodec(af.comp.Codec), len(af.ifaces), int(af.ixBlock), af.ixSeek(), af.w.Written())
+	af.ix.Reset(filepath.Base(af.path), af.ixCodec(), len(af.ifaces), int(af.ixBlock), af.ixSeek(), af.w.Written())
 	af.ixLive = true
 }
 
-func ixCodec(c compress.Codec) index.Codec {
-	switch c {
+// ixCodec is the index's codec of the open file.
+func (af *agentFile) ixCodec() index.Codec {
+	switch af.comp.Codec {
 	case compress.Gzip:
 		return index.CodecGzip
 	case compress.Zstd:
+		if af.mw.frames {
+			return index.CodecZstdFrames
+		}
 		return index.CodecZstd
 	}
 	return index.CodecNone
@@ -68,19 +73,22 @@ func (af *agentFile) ixSeek() int64 {
 	switch {
 	case af.mw == nil:
 		return af.w.Written()
-	case af.mw.zstd != nil:
+	case af.mw.zstd != nil && !af.mw.frames:
 		return 0
 	}
 	return af.mw.out.n
 }
 
 // ixCommit ends the index's block at a commit once it holds enough,
-// and writes the blocks ended so far.
-func (af *agentFile) ixCommit() {
+// and writes the blocks ended so far. With a zstd frame per block, the
+// block ends where the commit ended a frame (frameEnded), and only
+// there.
+func (af *agentFile) ixCommit(frameEnded bool) {
 	if !af.ixLive {
 		return
 	}
-	if raw := af.w.Written(); raw-af.ix.BlockRaw() >= af.ixBlock {
+	raw := af.w.Written()
+	if af.mw != nil && af.mw.frames && frameEnded || !(af.mw != nil && af.mw.frames) && raw-af.ix.BlockRaw() >= af.ixBlock {
 		af.ix.EndBlock(raw, af.w.Interfaces(), af.ixSeek())
 	}
 	if af.ix.Blocks() > af.ixWrote {

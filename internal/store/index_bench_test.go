@@ -41,6 +41,16 @@ func benchWriteIndex(b *testing.B, fc compress.Spec, many, on bool) {
 	if on {
 		cfg.IndexBlock = 0
 	}
+	benchWrite(b, cfg, many, 16, true)
+}
+
+// benchWrite measures WriteBatch and Commit of batches of 256 IMIX UDP
+// packets with text payloads into a store of cfg, one flow or a new
+// one per packet (many), kinds different batches in turn, payloads of
+// text (gen.TextPayload) or the generator's pseudo-random bytes, and reports
+// the index's size as a share of the data file's (idx-%) and the data's
+// compression ratio (ratio: pcapng bytes written over bytes on disk).
+func benchWrite(b *testing.B, cfg Config, many bool, kinds int, text bool) {
 	c := newCore(b, cfg)
 	h := hello("bench", 1)
 	w, err := c.Writer("bench")
@@ -56,7 +66,7 @@ func benchWriteIndex(b *testing.B, fc compress.Spec, many, on bool) {
 		ifmap = append(ifmap, i)
 	}
 	inst := c.Instance(h.Instance, "bench")
-	const per, kinds = 256, 16
+	const per = 256
 	batches := make([]wire.Batch, kinds)
 	raw := 0
 	buf := make([]byte, 1500)
@@ -67,7 +77,9 @@ func benchWriteIndex(b *testing.B, fc compress.Spec, many, on bool) {
 			k := uint64(j*per + i)
 			n, _ := gen.MixIMIX.Size(k, nil)
 			p := gen.Frame(buf[:n], gen.LinkTypeEthernet, 1, k)
-			gen.TextPayload(p[42:], 1, k)
+			if text {
+				gen.TextPayload(p[42:], 1, k)
+			}
 			if many {
 				x := mix64(k)
 				binary.BigEndian.PutUint32(p[14+12:], uint32(x))
@@ -95,6 +107,7 @@ func benchWriteIndex(b *testing.B, fc compress.Spec, many, on bool) {
 		}
 	}
 	b.StopTimer()
+	rawSize := w.file.w.Written()
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -113,6 +126,7 @@ func benchWriteIndex(b *testing.B, fc compress.Spec, many, on bool) {
 	}
 	if data > 0 {
 		b.ReportMetric(100*float64(idx)/float64(data), "idx-%")
+		b.ReportMetric(float64(rawSize)/float64(data), "ratio")
 	}
 	c.Close()
 }
@@ -123,4 +137,21 @@ func mix64(x uint64) uint64 {
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
 	return x
+}
+
+// BenchmarkZstdFrames measures the store's write path (as
+// BenchmarkWriteIndex, index on, one flow) for zstd files of one frame
+// per file and of a frame per index block (512 KiB), side by side: the
+// cost of ending a frame at every block in time and in compression
+// (ratio). 512 different batches (45 MB), so that what a frame holds
+// does not repeat within zstd's window: run it with -benchtime=500x.
+func BenchmarkZstdFrames(b *testing.B) {
+	for _, payload := range []string{"text", "random"} {
+		for _, frames := range []ZstdFrames{ZstdFramePerFile, ZstdFramePerBlock} {
+			b.Run(payload+"/frames="+frames.String(), func(b *testing.B) {
+				benchWrite(b, Config{FileCompress: compress.Spec{Codec: compress.Zstd}, ZstdFrames: frames,
+					Fsync: FsyncNever, RotateSize: -1, RotateInterval: -1}, false, 512, payload == "text")
+			})
+		}
+	}
 }

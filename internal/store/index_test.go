@@ -26,6 +26,33 @@ import (
 
 const ixTS0 = 1_700_000_000_000_000_000
 
+// fileMode is a compression of the files and, for zstd, their frames.
+type fileMode struct {
+	fc     compress.Spec
+	frames ZstdFrames
+}
+
+func (m fileMode) name() string {
+	if m.frames != ZstdFramePerFile {
+		return m.fc.String() + "-frame-per-" + m.frames.String()
+	}
+	return m.fc.String()
+}
+
+// config returns cfg with m's compression; a frame per block with the
+// smallest blocks, so that small tests write many frames.
+func (m fileMode) config(cfg Config) Config {
+	cfg.FileCompress, cfg.ZstdFrames = m.fc, m.frames
+	if m.frames == ZstdFramePerBlock && cfg.IndexBlock == 0 {
+		cfg.IndexBlock = MinIndexBlock
+	}
+	return cfg
+}
+
+// fileModes are the ways the store writes files.
+var fileModes = []fileMode{{}, {fc: compress.Spec{Codec: compress.Gzip}}, {fc: compress.Spec{Codec: compress.Zstd}},
+	{fc: compress.Spec{Codec: compress.Zstd}, frames: ZstdFramePerBlock}}
+
 // ipBatch is batch seq of n Ethernet/IPv4/UDP packets on interface 0,
 // from host hostOf(seq) port 1000+seq to 192.0.2.1 port 53: packet
 // k = first+i at ixTS0 + k*1000 ns, with 200 bytes of payload.
@@ -73,7 +100,7 @@ func readSpans(t *testing.T, path string, ix *index.Index, spans []index.Span) [
 				t.Fatalf("gzip at offset %d: %v", seek, err)
 			}
 			return zr
-		case index.CodecZstd:
+		case index.CodecZstd, index.CodecZstdFrames:
 			zr, err := zstd.NewReader(sr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 			if err != nil {
 				t.Fatal(err)
@@ -152,9 +179,9 @@ func TestIndexWritten(t *testing.T) {
 	every := indexWriteInterval
 	indexWriteInterval = 0 // every block at once: the index is read while written
 	t.Cleanup(func() { indexWriteInterval = every })
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
-			c := newCore(t, Config{FileCompress: fc, IndexBlock: MinIndexBlock})
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
+			c := newCore(t, Config{FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock})
 			s, _, err := c.Begin(hello("ix", 1), func() {})
 			if err != nil {
 				t.Fatal(err)
@@ -282,10 +309,10 @@ func TestIndexCrash(t *testing.T) {
 	every := indexWriteInterval
 	indexWriteInterval = 0 // every block at once: a crash leaves an index
 	t.Cleanup(func() { indexWriteInterval = every })
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
-			c := newCore(t, Config{Dir: dir, FileCompress: fc, IndexBlock: MinIndexBlock})
+			c := newCore(t, Config{Dir: dir, FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock})
 			s, _, err := c.Begin(hello("ix", 1), func() {})
 			if err != nil {
 				t.Fatal(err)
@@ -306,7 +333,7 @@ func TestIndexCrash(t *testing.T) {
 			af.bw.Flush()
 			af.f.Close() // the process is gone
 
-			newCore(t, Config{Dir: dir, FileCompress: fc, IndexBlock: MinIndexBlock}) // repairs
+			newCore(t, Config{Dir: dir, FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock}) // repairs
 			path := dataFile(t, filepath.Join(dir, "ix"))
 			if path+PartSuffix != part {
 				t.Fatalf("after repair %s, want %s published", path, part)
@@ -373,11 +400,11 @@ func TestIndexAbandon(t *testing.T) {
 // whole (a D-Bus message of 2 MiB) is indexed by the rebuild as by the
 // store.
 func TestIndexLargePacket(t *testing.T) {
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			h := &wire.Hello{Instance: [16]byte{9}, Name: "dbus", Host: "h1",
 				Interfaces: []wire.Interface{{Name: "system", LinkType: 231, SnapLen: 1 << 27}, {Name: "eth0", LinkType: 1, SnapLen: 1 << 18}}}
-			c := newCore(t, Config{FileCompress: fc, IndexBlock: MinIndexBlock})
+			c := newCore(t, Config{FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock})
 			s, _, err := c.Begin(h, func() {})
 			if err != nil {
 				t.Fatal(err)

@@ -31,6 +31,8 @@ type partSpec struct {
 	commitEvery int                               // batches between commits (flushes); 0: one commit at the end
 	packet      func(buf []byte, i uint64) []byte // packet i, built in buf (at most 1 MiB)
 	tail        bool                              // then a batch without its mark, not committed (torn by the crash)
+	frames      ZstdFrames                        // of a zstd file, with frameBytes
+	frameBytes  int64                             // ZstdFramePerBlock: a frame ends after this much (and an index is written)
 }
 
 // partInstance is the instance whose marks writePart writes.
@@ -45,7 +47,8 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 	if ps.linkType == 0 {
 		ps.linkType = 1
 	}
-	af := &agentFile{dir: filepath.Join(dir, "ag"), name: "ag", host: "h1", fsync: FsyncNever, comp: ps.fc}
+	af := &agentFile{dir: filepath.Join(dir, "ag"), name: "ag", host: "h1", fsync: FsyncNever, comp: ps.fc,
+		zframes: ps.frames, ixBlock: ps.frameBytes}
 	if _, err := af.addIface(wire.Interface{Name: "eth0", LinkType: ps.linkType, SnapLen: 262144}); err != nil {
 		t.Fatal(err)
 	}

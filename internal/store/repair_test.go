@@ -23,9 +23,9 @@ import (
 // crashAfter writes batches 1..n of 10 packets and commits them, then
 // "crashes": the Store is dropped without End or Close, leaving the file
 // as a .part. It returns the .part path.
-func crashAfter(t *testing.T, dir string, n int, fc compress.Spec) string {
+func crashAfter(t *testing.T, dir string, n int, fm fileMode) string {
 	t.Helper()
-	c := newCore(t, Config{Dir: dir, FileCompress: fc})
+	c := newCore(t, fm.config(Config{Dir: dir}))
 	s, _, err := c.Begin(hello("crash", 5), func() {})
 	if err != nil {
 		t.Fatal(err)
@@ -69,12 +69,12 @@ func randomBatch(seq uint64, n int) []byte {
 }
 
 func TestRepairAfterCrash(t *testing.T) {
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) { testRepairAfterCrash(t, fc) })
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) { testRepairAfterCrash(t, fm) })
 	}
 }
 
-func testRepairAfterCrash(t *testing.T, fc compress.Spec) {
+func testRepairAfterCrash(t *testing.T, fm fileMode) {
 	tests := []struct {
 		name string
 		tail func(t *testing.T, part string)
@@ -99,9 +99,9 @@ func testRepairAfterCrash(t *testing.T, fc compress.Spec) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			part := crashAfter(t, dir, 3, fc)
+			part := crashAfter(t, dir, 3, fm)
 			tt.tail(t, part)
-			c := newCore(t, Config{Dir: dir, FileCompress: fc}) // repairs on start
+			c := newCore(t, fm.config(Config{Dir: dir})) // repairs on start
 			if _, err := os.Stat(part); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf(".part still there: %v", err)
 			}
@@ -191,6 +191,9 @@ func checkTshark(t *testing.T, path string) {
 	if err != nil || strings.Contains(string(out), "corrupt") || strings.Contains(string(out), "cut short") {
 		t.Fatalf("capinfos %s: %v\n%s", path, err, out)
 	}
+	if strings.HasSuffix(path, ".zst") {
+		checkZstdCLI(t, path, -1) // capinfos 4.0 reads the first frame only
+	}
 }
 
 // TestDiskFull fills a small tmpfs: the failing batch is not
@@ -200,14 +203,14 @@ func TestDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
 	}
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) { testDiskFull(t, fc) })
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) { testDiskFull(t, fm) })
 	}
 }
 
-func testDiskFull(t *testing.T, fc compress.Spec) {
+func testDiskFull(t *testing.T, fm fileMode) {
 	dir := mountTmpfs(t, 8<<20)
-	c := newCore(t, Config{Dir: dir, Fsync: FsyncPerBatch, FileCompress: fc})
+	c := newCore(t, fm.config(Config{Dir: dir, Fsync: FsyncPerBatch}))
 	// Started with room (Open refuses a full disk): now fill it up.
 	filler := filepath.Join(dir, "filler")
 	fill(t, filler, 32<<10)
@@ -293,12 +296,12 @@ func fill(t *testing.T, path string, free int64) {
 // TestRepairLargeDBusPacket: a D-Bus batch (link type 231) ending in a
 // 300 000-byte packet, committed, survives a crash and repair.
 func TestRepairLargeDBusPacket(t *testing.T) {
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
 			h := &wire.Hello{Instance: [16]byte{9}, Name: "dbus", Host: "h1",
 				Interfaces: []wire.Interface{{Name: "system", LinkType: 231, SnapLen: 1 << 27}}}
-			c := newCore(t, Config{Dir: dir, FileCompress: fc})
+			c := newCore(t, fm.config(Config{Dir: dir}))
 			s, _, err := c.Begin(h, func() {})
 			if err != nil {
 				t.Fatal(err)
@@ -314,9 +317,9 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 				t.Fatalf("Commit = %d, %v", seq, err)
 			}
 			c.writers["dbus"].file.f.Close() // the process is gone
-			parts, _ := filepath.Glob(filepath.Join(dir, "dbus", "*"+PartSuffix))
+			parts := partFiles(filepath.Join(dir, "dbus"))
 
-			c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
+			c2 := newCore(t, fm.config(Config{Dir: dir}))
 			if _, w, err := c2.Begin(h, func() {}); err != nil || w.LastSeq != 1 {
 				t.Fatalf("after repair LastSeq %d (%v), want 1", w.LastSeq, err)
 			}
@@ -376,13 +379,13 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 // count: saved in the state file, welcomed with the right LastSeq, no
 // batch written twice, none reported missing.
 func TestRepairFailureKeepsMarks(t *testing.T) {
-	for _, fc := range []compress.Spec{{}, {Codec: compress.Gzip}, {Codec: compress.Zstd}} {
-		t.Run(fc.String(), func(t *testing.T) {
+	for _, fm := range fileModes {
+		t.Run(fm.name(), func(t *testing.T) {
 			dir := t.TempDir()
-			part := crashAfter(t, dir, 3, fc)
+			part := crashAfter(t, dir, 3, fm)
 			testRepairFault = func(string) error { return errors.New("injected") }
 			t.Cleanup(func() { testRepairFault = nil })
-			c := newCore(t, Config{Dir: dir, FileCompress: fc})
+			c := newCore(t, fm.config(Config{Dir: dir}))
 			if _, err := os.Stat(part); err != nil {
 				t.Fatalf("the unfinished file is gone after a failed repair: %v", err)
 			}
@@ -410,7 +413,7 @@ func TestRepairFailureKeepsMarks(t *testing.T) {
 			c.Close()
 
 			testRepairFault = nil
-			c2 := newCore(t, Config{Dir: dir, FileCompress: fc})
+			c2 := newCore(t, fm.config(Config{Dir: dir}))
 			if _, w, err := c2.Begin(hello("crash", 5), func() {}); err != nil || w.LastSeq != held+1 {
 				t.Fatalf("after the retried repair LastSeq %d (%v), want %d", w.LastSeq, err, held+1)
 			}
@@ -429,7 +432,7 @@ func TestRepairFailureKeepsMarks(t *testing.T) {
 // served; once done, it is welcomed with the marks its files hold.
 func TestRepairInBackground(t *testing.T) {
 	dir := t.TempDir()
-	crashAfter(t, dir, 3, compress.Spec{})
+	crashAfter(t, dir, 3, fileMode{})
 	release := make(chan struct{})
 	testRepairStart = func(agent string) {
 		if agent == "crash" {
@@ -478,7 +481,7 @@ func TestRepairInBackground(t *testing.T) {
 // ShutdownTimeout; the next start finds the marks.
 func TestCloseDuringRepair(t *testing.T) {
 	dir := t.TempDir()
-	crashAfter(t, dir, 3, compress.Spec{Codec: compress.Zstd})
+	crashAfter(t, dir, 3, fileMode{fc: compress.Spec{Codec: compress.Zstd}})
 	release := make(chan struct{})
 	testRepairStart = func(string) { <-release }
 	t.Cleanup(func() { testRepairStart = nil })

@@ -218,7 +218,7 @@ func (s *Store) newWriter(name string) *Writer {
 	w := &Writer{st: s, name: name, file: agentFile{
 		dir: filepath.Join(s.dir, name), name: name,
 		size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
-		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, saveState: s.saveState,
+		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, zframes: s.cfg.ZstdFrames, saveState: s.saveState,
 		syncObs: s.cfg.SyncLatency, counters: &s.Counters, ixBlock: s.cfg.IndexBlock}}
 	w.file.diskBytes = &w.diskBytes
 	w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
