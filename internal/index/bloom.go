@@ -16,14 +16,17 @@ import "math/bits"
 // fewer bits per key, and fewer probes (probes), and so more false
 // positives. Its bytes on disk are the distance to the next block's
 // Seek (or, for the last, the data file's size) for plain and gzip
-// files. A zstd file's blocks have no offset of their own (and a
-// rebuild could not find it): their filters are kept within
-// 1/maxFilterShareZstd of their decoded bytes, as if compressed 4:1.
+// files and zstd files of a frame per block. The blocks of a zstd file
+// of one frame have no offset of their own (and a rebuild could not
+// find it): their filters are kept within 1/maxFilterShareZstd of their
+// decoded bytes, 2% of the bytes on disk up to 20:1 compression. Such a
+// file is decoded from its start whatever its filters say, so they
+// save parsing, not reading, and a smaller one costs little.
 const (
 	bloomBitsPerKey    = 16
 	bloomProbes        = 7
-	maxFilterShare     = 50  // the filter is at most 1/maxFilterShare (2%) of the block's bytes on disk
-	maxFilterShareZstd = 200 // ... of a zstd block's decoded bytes
+	maxFilterShare     = 50   // the filter is at most 1/maxFilterShare (2%) of the block's bytes on disk
+	maxFilterShareZstd = 1000 // ... of a one-frame zstd file's block's decoded bytes (0.1%)
 )
 
 // bloomWords is the filter size, in 64-bit words, for n keys in a block
