@@ -138,6 +138,7 @@ func benchPipelineCommand(s streams) *cobra.Command {
 			collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
 			vsArgs := fs.String("vs-collector-args", "", "compare two collector configurations in one run: only pcapsync runs, twice per round, with --collector-args and with these instead")
 			agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
+			fs.Var(sizeFlag{&c.MemoryLimit}, "memory-limit", "run in a memory cgroup of this SIZE, page cache included (root): the steady state of a full page cache, where writing reclaims (default: none)")
 			return func(ctx context.Context, _ []string) error {
 				if c.Packets < 1 || c.Rounds < 1 {
 					return usageError("--packets and --rounds must be at least 1")

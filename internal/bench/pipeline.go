@@ -24,6 +24,13 @@ type PipelineConfig struct {
 	// CollectorArgs (MethodPcapsync) and with these (MethodPcapsyncVs).
 	VsCollectorArgs []string
 	AgentArgs       []string  // more agent flags (--batch-size, --compress ...)
+	// MemoryLimit, if above 0, runs the whole bench (inputs, agents,
+	// collectors) in a memory cgroup of this many bytes, page cache
+	// included, made for the run and removed after (root only): the
+	// steady state of a machine whose page cache is full, where every
+	// new page written is a page reclaimed, as on a collector that has
+	// run for a day. Without it, writes go into free memory.
+	MemoryLimit int64
 	Dir             string    // work directory, kept afterwards; "" means a temporary one, removed
 	Log             io.Writer // every round's figures as they come; nil means none
 }
@@ -162,6 +169,9 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 	}
 	if len(cfg.AgentArgs) > 0 {
 		ew.printf("; agent flags: %s", strings.Join(cfg.AgentArgs, " "))
+	}
+	if cfg.MemoryLimit > 0 {
+		ew.printf("; everything in a memory cgroup of %s bytes, page cache included (a full page cache: written pages are reclaimed pages)", groupDigits(cfg.MemoryLimit))
 	}
 	ew.printf(". Input read once into the page cache before timing; output to local disk through the page cache (only the collector syncs, every 1s by default). The methods alternate, each round starting with the next one; medians of %d rounds, ratios of medians. CPU is user + system time of each process and the children it reaped (wait4); peak RSS the largest VmHWM of the process and its children, sampled every 5 ms (wait4's ru_maxrss would count this bench's own RSS: Go starts children with vfork).\n\n", cfg.Rounds)
 	allMet := len(res) > 0

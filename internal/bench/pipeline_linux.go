@@ -47,6 +47,17 @@ func Pipeline(ctx context.Context, cfg PipelineConfig) ([]MixResult, error) {
 			return nil, fmt.Errorf("bench pipeline: %s not installed (scripts/deps.sh installs it)", tool)
 		}
 	}
+	if cfg.MemoryLimit > 0 {
+		cg, err := enterMemoryCgroup(cfg.MemoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("bench pipeline: --memory-limit: %w", err)
+		}
+		defer func() {
+			if err := cg.leave(); err != nil && cfg.Log != nil {
+				fmt.Fprintln(cfg.Log, "bench pipeline:", err)
+			}
+		}()
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "pcapsync-pipeline")
