@@ -23,7 +23,7 @@ type PipelineConfig struct {
 	// in one run: only pcapsync runs, twice per round, with
 	// CollectorArgs (MethodPcapsync) and with these (MethodPcapsyncVs).
 	VsCollectorArgs []string
-	AgentArgs       []string  // more agent flags (--batch-size, --compress ...)
+	AgentArgs       []string // more agent flags (--batch-size, --compress ...)
 	// MemoryLimit, if above 0, runs the whole bench (inputs, agents,
 	// collectors) in a memory cgroup of this many bytes, page cache
 	// included, made for the run and removed after (root only): the
@@ -31,8 +31,8 @@ type PipelineConfig struct {
 	// new page written is a page reclaimed, as on a collector that has
 	// run for a day. Without it, writes go into free memory.
 	MemoryLimit int64
-	Dir             string    // work directory, kept afterwards; "" means a temporary one, removed
-	Log             io.Writer // every round's figures as they come; nil means none
+	Dir         string    // work directory, kept afterwards; "" means a temporary one, removed
+	Log         io.Writer // every round's figures as they come; nil means none
 }
 
 func (c PipelineConfig) withDefaults() PipelineConfig {
