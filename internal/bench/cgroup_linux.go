@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,10 +34,10 @@ func enterMemoryCgroup(limit int64) (*memoryCgroup, error) {
 	var cg memoryCgroup
 	var limitFile string
 	if ctl, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil && strings.Contains(" "+string(ctl), " memory") {
-		cg = memoryCgroup{dir: filepath.Join(cgroupRoot, name), parent: cgroupRoot}
+		cg = memoryCgroup{dir: filepath.Join(cgroupRoot, name), parent: filepath.Join(cgroupRoot, ownCgroup("", "0"))}
 		limitFile = "memory.max"
 	} else if _, err := os.Stat(filepath.Join(cgroupRoot, "memory", "memory.limit_in_bytes")); err == nil {
-		cg = memoryCgroup{dir: filepath.Join(cgroupRoot, "memory", name), parent: filepath.Join(cgroupRoot, "memory")}
+		cg = memoryCgroup{dir: filepath.Join(cgroupRoot, "memory", name), parent: filepath.Join(cgroupRoot, "memory", ownCgroup("memory", ""))}
 		limitFile = "memory.limit_in_bytes"
 	} else {
 		return nil, fmt.Errorf("no memory cgroup controller under %s", cgroupRoot)
@@ -67,4 +68,27 @@ func (cg *memoryCgroup) leave() error {
 		return fmt.Errorf("removing memory cgroup %s: %w", cg.dir, err)
 	}
 	return nil
+}
+
+// ownCgroup returns this process's cgroup path in the v1 hierarchy of
+// controller (controller "") or in the v2 one (id "0"), from
+// /proc/self/cgroup ("ID:CONTROLLERS:PATH" per line); "/" if not found.
+func ownCgroup(controller, id string) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "/"
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if id != "" && f[0] == id && f[1] == "" {
+			return f[2]
+		}
+		if controller != "" && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2]
+		}
+	}
+	return "/"
 }

@@ -219,3 +219,27 @@ func TestPipelineMemoryLimit(t *testing.T) {
 		t.Errorf("the report does not say the run was in a memory cgroup:\n%s", out.String())
 	}
 }
+
+// TestMemoryCgroupReturns: leaving the memory cgroup puts this process
+// back into the cgroup it was in.
+func TestMemoryCgroupReturns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a memory cgroup")
+	}
+	before, _ := os.ReadFile("/proc/self/cgroup")
+	cg, err := enterMemoryCgroup(1 << 30)
+	if err != nil {
+		t.Skipf("this machine gives no memory cgroup: %v", err)
+	}
+	inside, _ := os.ReadFile("/proc/self/cgroup")
+	if err := cg.leave(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile("/proc/self/cgroup")
+	if !strings.Contains(string(inside), "pcapsync-bench-") {
+		t.Errorf("inside the cgroup, /proc/self/cgroup says:\n%s", inside)
+	}
+	if string(after) != string(before) {
+		t.Errorf("after leaving, /proc/self/cgroup:\n%s\nwant, as before:\n%s", after, before)
+	}
+}
