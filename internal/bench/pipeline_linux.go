@@ -286,14 +286,6 @@ func warm(path string) (int64, error) {
 	return io.Copy(io.Discard, f)
 }
 
-func fileSize(path string) (int64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
-
 // dirSize returns the total size of the regular files under dir.
 func dirSize(dir string) (int64, error) {
 	var n int64

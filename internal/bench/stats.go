@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"slices"
 	"time"
 )
@@ -37,4 +38,13 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	i := int(p/100*float64(len(ds))+0.5) - 1
 	i = min(max(i, 0), len(ds)-1)
 	return ds[i]
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }

@@ -133,7 +133,8 @@ func statfsDir(dir string) (size, avail int64, err error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, err
 	}
-	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+	bs := int64(st.Bsize) // int64 on Linux, uint32 on macOS
+	return int64(st.Blocks) * bs, int64(st.Bavail) * bs, nil
 }
 
 func newRetainer(c Config, dir string, errs *atomic.Uint64) *retainer {
