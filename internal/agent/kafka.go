@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -357,7 +358,7 @@ func (k *kafkaSender) run(ctx context.Context) error {
 		ctl = wire.AppendStats(ctl[:0], &st)
 		size := recordSize(a.cfg.Name, hello, ctl)
 		k.begin(size)
-		send(a.cfg.Name, hello, ctl, func(err error) { k.answer(0, size, err) })
+		send(a.cfg.Name, bytes.Clone(hello), bytes.Clone(ctl), func(err error) { k.answer(0, size, err) })
 	}
 	backoff := a.cfg.BackoffMin
 	var failedAt uint64 // what was acknowledged at the last failure
@@ -413,10 +414,12 @@ func (k *kafkaSender) run(ctx context.Context) error {
 			}
 			size := recordSize(a.cfg.Name, hello, frame)
 			k.begin(size)
-			// Send copies the frame before it returns; beginWrite keeps
-			// an acknowledgement from pooling b before then all the same.
+			// The record keeps its slices until answered, and hello and
+			// frame (a queued batch's bytes, or spoolBuf) are reused
+			// before then: it gets copies. beginWrite keeps an
+			// acknowledgement from pooling b while the copy is made.
 			a.q.beginWrite(b)
-			send(a.cfg.Name, hello, frame, func(err error) { k.answer(seq, size, err) })
+			send(a.cfg.Name, bytes.Clone(hello), bytes.Clone(frame), func(err error) { k.answer(seq, size, err) })
 			a.q.endWrite()
 			cursor = seq
 			continue

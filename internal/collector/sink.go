@@ -20,8 +20,10 @@ type Sink interface {
 	// Send hands over one Batch or Stats frame of agent's session,
 	// header and payload exactly as the agent sent them, with hello,
 	// the session's Hello frame listing every interface declared so far.
-	// It may block while the sink's buffers are full (backpressure) and
-	// keeps neither slice once it returns. done is called exactly once,
+	// It may block while the sink's buffers are full (backpressure).
+	// Both slices become the sink's until done is called: the caller
+	// does not change them before (send builds each frame for it; a
+	// session's hello is replaced, never changed in place). done is called exactly once,
 	// from any goroutine, when the frame is durable (nil) or cannot be
 	// made so; the calls for one agent come in the order of Send.
 	Send(agent string, hello, frame []byte, done func(error))

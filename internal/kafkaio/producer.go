@@ -84,12 +84,15 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	return &Producer{cfg: cfg, cl: cl, log: cfg.Logger}, nil
 }
 
-// Send produces frame as a record of agent with hello (copies of both:
-// the caller may reuse them) and calls done with the brokers' answer.
+// Send produces frame as a record of agent with hello and calls done
+// with the brokers' answer. Both slices become the record's: the caller
+// must not change them until done is called (the ingest collector hands
+// over a frame it built for this; an agent, whose buffers are reused,
+// passes copies).
 // It blocks while MaxBuffered bytes wait for an answer. done is called
 // in the order of Send for one agent (its records share a partition).
 func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
-	rec := NewRecord(p.cfg.Topic, agent, append([]byte(nil), hello...), append([]byte(nil), frame...))
+	rec := NewRecord(p.cfg.Topic, agent, hello, frame)
 	start := time.Now()
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err != nil {
