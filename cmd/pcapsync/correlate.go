@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -79,20 +78,11 @@ func (f *correlateFlags) config(now time.Time, stderr io.Writer) (correlate.Conf
 	if cfg.Dir == "" {
 		return cfg, usageError("correlate needs --dir")
 	}
-	for _, t := range []struct {
-		flag, v string
-		dst     *time.Time
-	}{{"since", f.since, &cfg.Since}, {"until", f.until, &cfg.Until}} {
-		if t.v == "" {
-			continue
-		}
-		v, err := query.ParseTime(t.v, now)
-		if err != nil {
-			return cfg, usageError("--%s: %v", t.flag, err)
-		}
-		*t.dst = v
+	var err error
+	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, now); err != nil {
+		return cfg, err
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = warnLogger(stderr)
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", errUsage, err)
 	}

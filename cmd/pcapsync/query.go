@@ -114,24 +114,40 @@ func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, erro
 	case f.out == "":
 		return cfg, usageError("query needs -w FILE (or -w - for stdout)")
 	}
+	var err error
+	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, now); err != nil {
+		return cfg, err
+	}
+	cfg.Logger = warnLogger(stderr)
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return cfg, nil
+}
+
+// parseRange reads --since and --until (query.ParseTime, relative to
+// now); a flag not given is the zero time.
+func parseRange(since, until string, now time.Time) (s, u time.Time, err error) {
 	for _, t := range []struct {
 		flag, v string
 		dst     *time.Time
-	}{{"since", f.since, &cfg.Since}, {"until", f.until, &cfg.Until}} {
+	}{{"since", since, &s}, {"until", until, &u}} {
 		if t.v == "" {
 			continue
 		}
 		v, err := query.ParseTime(t.v, now)
 		if err != nil {
-			return cfg, usageError("--%s: %v", t.flag, err)
+			return s, u, usageError("--%s: %v", t.flag, err)
 		}
 		*t.dst = v
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return cfg, nil
+	return s, u, nil
+}
+
+// warnLogger logs warnings and errors to stderr: a file the query scans
+// whole because its index does not verify, say.
+func warnLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func runQuery(ctx context.Context, s streams, f *queryFlags) error {

@@ -234,15 +234,8 @@ func (q *query) drain(h *minHeap[*stream]) error {
 		}
 	}
 	for h.len() > 0 {
-		if q.cfg.Count > 0 && q.res.Packets >= q.cfg.Count {
-			q.res.Stopped = "count"
-			return nil
-		}
-		s := h.s[0]
-		p := s.pop()
-		ok, err := q.writePacket(&p)
-		s.release(p.data)
-		if err != nil || !ok {
+		s, more, err := q.writeHead(h)
+		if err != nil || !more {
 			return err
 		}
 		if s.empty() {

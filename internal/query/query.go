@@ -236,6 +236,21 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 	return len(q.outs) - 1
 }
 
+// writeHead writes the oldest packet of the stream at the top of h
+// and releases its bytes; more is false once a limit (Count, MaxBytes)
+// ends the output.
+func (q *query) writeHead(h *minHeap[*stream]) (s *stream, more bool, err error) {
+	if q.cfg.Count > 0 && q.res.Packets >= q.cfg.Count {
+		q.res.Stopped = "count"
+		return nil, false, nil
+	}
+	s = h.s[0]
+	p := s.pop()
+	ok, err := q.writePacket(&p)
+	s.release(p.data)
+	return s, ok && err == nil, err
+}
+
 // merge writes the streams' packets in timestamp order until they end
 // or a limit is reached.
 func (q *query) merge(ctx context.Context, streams []*stream) error {
@@ -252,15 +267,8 @@ func (q *query) merge(ctx context.Context, streams []*stream) error {
 		}
 	}
 	for h.len() > 0 {
-		if q.cfg.Count > 0 && q.res.Packets >= q.cfg.Count {
-			q.res.Stopped = "count"
-			return nil
-		}
-		s := h.s[0]
-		p := s.pop()
-		ok, err := q.writePacket(&p)
-		s.release(p.data)
-		if err != nil || !ok {
+		s, more, err := q.writeHead(&h)
+		if err != nil || !more {
 			return err
 		}
 		if err := s.fill(ctx); err != nil {
