@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -170,23 +171,7 @@ func TestQueryMatchesMergecap(t *testing.T) {
 		{"empty", mark + 3600e9, mark + 3601e9, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out := filepath.Join(work, strings.ReplaceAll(c.name, " ", "_")+".pcapng")
-			q := startProc(t, ctx, "query", "", append([]string{"query", "--dir", dir, "-w", out,
-				"--since", epoch(c.since), "--until", epoch(c.until)}, c.args...)...)
-			if code := q.wait(20 * time.Second); code != 0 {
-				t.Fatalf("query exited with %d", code)
-			}
-			ref := filepath.Join(work, "ref.pcapng")
-			y := fmt.Sprintf("frame.time_epoch >= %s && frame.time_epoch < %s", epoch(c.since), epoch(c.until))
-			if c.display != "" {
-				y += " && (" + c.display + ")"
-			}
-			runTool(t, "tshark", "-r", merged, "-Y", y, "-w", ref)
-			got, want := readQPkts(t, out), readQPkts(t, ref)
-			// mergecap takes every input to be in order; a live capture
-			// is, to the ns, only nearly: put the reference in
-			// timestamp order (stable), as the query promises.
-			slices.SortStableFunc(want, func(a, b qpkt) int { return int(min(max(a.ts-b.ts, -1), 1)) })
+			out, ref, got, want := queryAndReference(t, ctx, dir, merged, work, c.name, c.since, c.until, c.args, c.display)
 			if c.name == "count" {
 				want = want[:min(100, len(want))]
 			}
@@ -230,4 +215,30 @@ func compareQuery(t *testing.T, got, want []qpkt) {
 				i, g.ts, g.iface, g.orig, len(g.data), w.ts, w.iface, w.orig, len(w.data))
 		}
 	}
+}
+
+// queryAndReference runs pcapsync query over dir for [since, until)
+// with args, and tshark over merged (mergecap of the same files) with
+// the same range and the display filter display (a tshark filter
+// equivalent to the query's), and returns both files and their packets; the reference
+// in timestamp order (stable), as the query promises: mergecap takes
+// every input to be in order, and a live capture is, to the ns, only
+// nearly.
+func queryAndReference(t *testing.T, ctx context.Context, dir, merged, work, name string, since, until int64, args []string, display string) (out, ref string, got, want []qpkt) {
+	t.Helper()
+	out = filepath.Join(work, strings.ReplaceAll(name, " ", "_")+".pcapng")
+	q := startProc(t, ctx, "query", "", append([]string{"query", "--dir", dir, "-w", out,
+		"--since", epoch(since), "--until", epoch(until)}, args...)...)
+	if code := q.wait(20 * time.Second); code != 0 {
+		t.Fatalf("query exited with %d", code)
+	}
+	ref = filepath.Join(work, "ref.pcapng")
+	y := fmt.Sprintf("frame.time_epoch >= %s && frame.time_epoch < %s", epoch(since), epoch(until))
+	if display != "" {
+		y += " && (" + display + ")"
+	}
+	runTool(t, "tshark", "-r", merged, "-Y", y, "-w", ref)
+	got, want = readQPkts(t, out), readQPkts(t, ref)
+	slices.SortStableFunc(want, func(a, b qpkt) int { return int(min(max(a.ts-b.ts, -1), 1)) })
+	return out, ref, got, want
 }

@@ -106,20 +106,7 @@ func TestQueryZstdFrames(t *testing.T) {
 		{"range", mid, mid2, nil, "", 500},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out := filepath.Join(work, strings.ReplaceAll(c.name, " ", "_")+".pcapng")
-			q := startProc(t, ctx, "query", "", append([]string{"query", "--dir", dir, "-w", out,
-				"--since", epoch(c.since), "--until", epoch(c.until)}, c.args...)...)
-			if code := q.wait(20 * time.Second); code != 0 {
-				t.Fatalf("query exited with %d", code)
-			}
-			ref := filepath.Join(work, "ref.pcapng")
-			y := fmt.Sprintf("frame.time_epoch >= %s && frame.time_epoch < %s", epoch(c.since), epoch(c.until))
-			if c.display != "" {
-				y += " && (" + c.display + ")"
-			}
-			runTool(t, "tshark", "-r", merged, "-Y", y, "-w", ref)
-			got, want := readQPkts(t, out), readQPkts(t, ref)
-			slices.SortStableFunc(want, func(a, b qpkt) int { return int(min(max(a.ts-b.ts, -1), 1)) })
+			_, _, got, want := queryAndReference(t, ctx, dir, merged, work, c.name, c.since, c.until, c.args, c.display)
 			if len(want) == 0 || c.want >= 0 && len(want) != c.want {
 				t.Fatalf("the reference selects %d packets, want %d (-1: some)", len(want), c.want)
 			}
