@@ -54,6 +54,12 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	// PCAPSYNC_DEBUG_MEMPROFILE=FILE ("%p" as above) writes the
+	// allocations of the whole run (pprof's allocs profile) at exit.
+	if path := os.Getenv("PCAPSYNC_DEBUG_MEMPROFILE"); path != "" {
+		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
+		defer writeAllocs(path)
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "pcapsync:", err)
@@ -212,4 +218,13 @@ func (f compressFlag) Set(s string) error {
 	}
 	*f.sp = sp
 	return nil
+}
+
+// writeAllocs writes the allocs profile to path, for
+// PCAPSYNC_DEBUG_MEMPROFILE; errors are ignored (a debugging aid).
+func writeAllocs(path string) {
+	if f, err := os.Create(path); err == nil {
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
 }
