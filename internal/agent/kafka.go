@@ -416,11 +416,17 @@ func (k *kafkaSender) run(ctx context.Context) error {
 			k.begin(size)
 			// The record keeps its slices until answered, and hello and
 			// frame (a queued batch's bytes, or spoolBuf) are reused
-			// before then: it gets copies. beginWrite keeps an
+			// before then: it gets copies, the frame's in a pooled
+			// buffer given back with the answer. beginWrite keeps an
 			// acknowledgement from pooling b while the copy is made.
 			a.q.beginWrite(b)
-			send(a.cfg.Name, bytes.Clone(hello), bytes.Clone(frame), func(err error) { k.answer(seq, size, err) })
+			bp := wire.Buffer(len(frame))
+			copy(*bp, frame)
 			a.q.endWrite()
+			send(a.cfg.Name, bytes.Clone(hello), *bp, func(err error) {
+				k.answer(seq, size, err)
+				wire.PutBuffer(bp)
+			})
 			cursor = seq
 			continue
 		}

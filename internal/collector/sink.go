@@ -23,7 +23,9 @@ type Sink interface {
 	// It may block while the sink's buffers are full (backpressure).
 	// Both slices become the sink's until done is called: the caller
 	// does not change them before (send builds each frame for it; a
-	// session's hello is replaced, never changed in place). done is called exactly once,
+	// session's hello is replaced, never changed in place), and reuses
+	// the frame's buffer once done returns, so the sink keeps no
+	// reference to it past done. done is called exactly once,
 	// from any goroutine, when the frame is durable (nil) or cannot be
 	// made so; the calls for one agent come in the order of Send.
 	Send(agent string, hello, frame []byte, done func(error))
@@ -69,11 +71,16 @@ func (ss *sinkSession) send(t wire.Type, flags uint8, payload []byte, seq uint64
 	ss.pending = append(ss.pending, sent{seq: seq, durable: durable})
 	ss.mu.Unlock()
 	// One frame as the agent sent it: a header rebuilt from its fields
-	// (the same bytes) and the payload.
-	frame := make([]byte, 0, wire.HeaderSize+len(payload))
-	frame = wire.AppendHeader(frame, t, flags, uint32(len(payload)))
+	// (the same bytes) and the payload, in a pooled buffer that is the
+	// sink's until it answers (a fresh buffer per batch costs a page
+	// fault per 4 KiB of it).
+	bp := wire.Buffer(wire.HeaderSize + len(payload))
+	frame := wire.AppendHeader((*bp)[:0], t, flags, uint32(len(payload)))
 	frame = append(frame, payload...)
-	ss.sink.Send(ss.name, ss.hello, frame, func(err error) { ss.complete(seq, err) })
+	ss.sink.Send(ss.name, ss.hello, frame, func(err error) {
+		ss.complete(seq, err)
+		wire.PutBuffer(bp)
+	})
 	return nil
 }
 

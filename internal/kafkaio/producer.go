@@ -86,9 +86,10 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 
 // Send produces frame as a record of agent with hello and calls done
 // with the brokers' answer. Both slices become the record's: the caller
-// must not change them until done is called (the ingest collector hands
-// over a frame it built for this; an agent, whose buffers are reused,
-// passes copies).
+// must not change them until done is called, and may reuse them once
+// done returns (the client is done with a record once it answered).
+// The ingest collector and the agent hand over frames in pooled
+// buffers they take back then.
 // It blocks while MaxBuffered bytes wait for an answer. done is called
 // in the order of Send for one agent (its records share a partition).
 func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {

@@ -224,3 +224,27 @@ func (p *pools) get(class, size int) *[]byte {
 }
 
 func (p *pools) put(class int, bp *[]byte) { p[class].Put(bp) }
+
+// Buffer returns a buffer of length n (n > 0) from a pool of size
+// classes, for a frame that outlives the call that built it (an ingest
+// collector's record, waiting for Kafka's answer). Give it back with
+// PutBuffer once nothing refers to it any more; a buffer never given
+// back is left to the garbage collector.
+func Buffer(n int) *[]byte {
+	class, size := classOf(n)
+	bp := frames.get(class, size)
+	*bp = (*bp)[:n]
+	return bp
+}
+
+// PutBuffer gives back a buffer Buffer returned; its bytes must no
+// longer be used. A slice of any other capacity is dropped.
+func PutBuffer(bp *[]byte) {
+	if class, size := classOf(cap(*bp)); size == cap(*bp) {
+		*bp = (*bp)[:cap(*bp)]
+		frames.put(class, bp)
+	}
+}
+
+// frames serves Buffer.
+var frames pools

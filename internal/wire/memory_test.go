@@ -385,3 +385,26 @@ func TestSharedFrameReaderAllocs(t *testing.T) {
 		t.Errorf("%v allocations per frame, want 0", allocs)
 	}
 }
+
+// TestBuffer: Buffer returns a buffer of the length asked for, whose
+// capacity is its size class; a buffer given back is handed out again
+// without an allocation; a slice of another capacity is not pooled.
+func TestBuffer(t *testing.T) {
+	for _, n := range []int{1, 512, 513, 1 << 20, 1<<20 + HeaderSize} {
+		bp := Buffer(n)
+		if _, size := classOf(n); len(*bp) != n || cap(*bp) != size {
+			t.Errorf("Buffer(%d): len %d cap %d, want %d and %d", n, len(*bp), cap(*bp), n, size)
+		}
+		PutBuffer(bp)
+	}
+	const n = 1<<20 + 100
+	PutBuffer(Buffer(n))
+	if allocs := testing.AllocsPerRun(50, func() { PutBuffer(Buffer(n)) }); allocs != 0 {
+		t.Errorf("Buffer after PutBuffer: %v allocations, want 0", allocs)
+	}
+	odd := make([]byte, 1000) // not a class size
+	PutBuffer(&odd)
+	if bp := Buffer(1000); &(*bp)[0] == &odd[0] {
+		t.Errorf("a slice of a capacity that is no class size was pooled")
+	}
+}
