@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/units"
 )
 
 // disabledSize is a pflag.Value for a size whose zero field means the
@@ -156,7 +157,7 @@ func (f uint32SizeFlag) Set(s string) error {
 		return err
 	}
 	if n > math.MaxUint32 {
-		return fmt.Errorf("size %q is too large", s)
+		return fmt.Errorf("size %q is %w", s, units.ErrRange)
 	}
 	*f.n = uint32(n)
 	return nil

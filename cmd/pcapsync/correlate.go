@@ -86,9 +86,6 @@ func (f *correlateFlags) config(now time.Time, stderr io.Writer) (correlate.Conf
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if _, err := os.Stat(cfg.Dir); err != nil {
-		return cfg, fmt.Errorf("%w: --dir: %w", errUsage, err)
-	}
 	return cfg, nil
 }
 

@@ -193,7 +193,7 @@ func (f intSizeFlag) Set(s string) error {
 		return err
 	}
 	if n > 1<<40 || int64(int(n)) != n {
-		return fmt.Errorf("size %q is too large", s)
+		return fmt.Errorf("size %q is %w", s, units.ErrRange)
 	}
 	*f.n = int(n)
 	return nil

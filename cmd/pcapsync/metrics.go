@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -89,35 +87,20 @@ func statusCommand(s streams) *cobra.Command {
 	})
 }
 
+// runStatus prints the status of the collector at addr: as served
+// (raw) or as a table.
 func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
-	if err != nil {
-		return usageError("--metrics %q: %v", addr, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("asking the collector: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading the collector's status: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("collector answered %s (is %s a collector's --metrics listener?)", resp.Status, addr)
-	}
-	if raw {
+	st, body, err := metrics.FetchStatus(ctx, addr)
+	switch {
+	case errors.Is(err, metrics.ErrAddress):
+		return fmt.Errorf("%w: --metrics: %w", errUsage, err)
+	case err != nil:
+		return err
+	case raw:
 		_, err := s.stdout.Write(body)
 		return err
-	}
-	var st metrics.Status
-	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("decoding the collector's status: %w", err)
-	}
-	if st.Agents == nil && st.Time.IsZero() {
-		return errors.New("the answer is not a collector's status")
 	}
 	return metrics.WriteTable(s.stdout, st)
 }

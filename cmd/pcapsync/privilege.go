@@ -1,15 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/pcapsync/pcapsync/internal/privilege"
-	"golang.org/x/sys/unix"
 )
 
 // userFlagUsage is the help of --user (-Z): the agent's and collector's.
@@ -47,37 +43,24 @@ func lookupOwner(user string) (uid, gid int, handOver bool, err error) {
 
 // switchUser is the collector's and the writer's --user, once their
 // files are read and their listeners bound: it makes the output root
-// dir if it is missing (its parents owned by root, mode 0755; dir
-// itself 0750 for the user),
-// switches to the user, and checks that the user may write in dir. An
-// existing dir is not handed over: the user must own it, or be allowed
-// to write in it, already.
+// dir if it is missing (privilege.MakeDir), switches to the user, and
+// checks that the user may write in dir (privilege.Writable).
 func switchUser(log *slog.Logger, user, dir string) error {
 	uid, gid, handOver, err := lookupOwner(user)
 	if err != nil {
 		return err
 	}
 	if handOver && dir != "" {
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			// Parents as root, open to traverse; dir the user's alone.
-			err := os.MkdirAll(filepath.Dir(dir), 0o755)
-			if err == nil {
-				err = os.Mkdir(dir, 0o750)
-			}
-			if err != nil {
-				return fmt.Errorf("--user %s: making --dir: %w", user, err)
-			}
-			if err := os.Chown(dir, uid, gid); err != nil {
-				return fmt.Errorf("--user %s: handing --dir over: %w", user, err)
-			}
+		if _, err := privilege.MakeDir(dir, uid, gid); err != nil {
+			return fmt.Errorf("--user %s: --dir: %w", user, err)
 		}
 	}
 	if err := dropPrivileges(log, user); err != nil {
 		return err
 	}
 	if dir != "" {
-		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
-			return fmt.Errorf("--user %s: the output root %s is not writable by the user (%w): chown it to %s, or choose another --dir", user, dir, err, user)
+		if err := privilege.Writable(dir); err != nil {
+			return fmt.Errorf("--user %s: the output root %w: chown it to %s, or choose another --dir", user, err, user)
 		}
 	}
 	return nil

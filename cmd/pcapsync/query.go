@@ -155,9 +155,6 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(cfg.Dir); err != nil {
-		return fmt.Errorf("%w: --dir: %w", errUsage, err)
-	}
 	w, closeOut := s.stdout, func() error { return nil }
 	if f.out != "-" {
 		out, err := os.Create(f.out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,21 @@ func TestQueryFlags(t *testing.T) {
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want a usage error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestQueryMissingDir: a missing --dir is refused before -w FILE is
+// made.
+func TestQueryMissingDir(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.pcapng")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"query", "--dir", filepath.Join(dir, "nope"), "-w", out}, &stdout, &stderr)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--dir: stat ") {
+		t.Errorf("err = %v, want the usage error \"--dir: stat ...\"", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("-w %s: %v, want it not made", out, err)
 	}
 }
 

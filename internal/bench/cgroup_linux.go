@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,7 +27,7 @@ var cgroupRoot = "/sys/fs/cgroup"
 // hierarchy; both need root.
 func enterMemoryCgroup(limit int64) (*memoryCgroup, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("a memory cgroup needs root")
+		return nil, fmt.Errorf("a memory cgroup %w", ErrNeedsRoot)
 	}
 	name := fmt.Sprintf("pcapsync-bench-%d", os.Getpid())
 	var cg memoryCgroup

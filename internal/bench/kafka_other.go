@@ -4,15 +4,15 @@ package bench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Kafka reads /proc and captures on lo: Linux only.
 func Kafka(context.Context, KafkaConfig) (KafkaResult, error) {
-	return KafkaResult{}, errors.New("bench kafka: Linux only")
+	return KafkaResult{}, fmt.Errorf("bench kafka: %w", ErrNotLinux)
 }
 
 // KafkaScale reads /proc: Linux only.
 func KafkaScale(context.Context, KafkaScaleConfig) (KafkaScaleResult, error) {
-	return KafkaScaleResult{}, errors.New("bench kafka-scale: Linux only")
+	return KafkaScaleResult{}, fmt.Errorf("bench kafka-scale: %w", ErrNotLinux)
 }

@@ -4,10 +4,10 @@ package bench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Latency needs Linux network namespaces and packet capture.
 func Latency(context.Context, LatencyConfig) (LatencyResult, error) {
-	return LatencyResult{}, errors.New("bench latency: Linux only")
+	return LatencyResult{}, fmt.Errorf("bench latency: %w", ErrNotLinux)
 }

@@ -4,10 +4,10 @@ package bench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Live needs Linux network namespaces and packet capture.
 func Live(context.Context, LiveConfig) ([]LiveMixResult, error) {
-	return nil, errors.New("bench live: Linux only")
+	return nil, fmt.Errorf("bench live: %w", ErrNotLinux)
 }

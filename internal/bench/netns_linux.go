@@ -55,7 +55,7 @@ func (p *vethPair) del() {
 // name prefixes the errors ("bench live").
 func vethBench(name, prefix, exe string) (ns *vethPair, dir string, done func(), err error) {
 	if os.Geteuid() != 0 {
-		return nil, "", nil, fmt.Errorf("%s: needs root (network namespaces, packet capture)", name)
+		return nil, "", nil, fmt.Errorf("%s: %w (network namespaces, packet capture)", name, ErrNeedsRoot)
 	}
 	for _, tool := range []string{"ip", "tcpdump"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -4,10 +4,10 @@ package bench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Pipeline reads /proc and wait4's peak RSS: Linux only.
 func Pipeline(context.Context, PipelineConfig) ([]MixResult, error) {
-	return nil, errors.New("bench pipeline: Linux only")
+	return nil, fmt.Errorf("bench pipeline: %w", ErrNotLinux)
 }

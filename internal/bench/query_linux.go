@@ -41,7 +41,7 @@ func Query(ctx context.Context, cfg QueryConfig) (QueryResult, error) {
 		}
 	}
 	if cfg.Cold && os.Geteuid() != 0 {
-		return res, errors.New("bench query: --cold drops the page cache: root only")
+		return res, fmt.Errorf("bench query: --cold drops the page cache: %w", ErrNeedsRoot)
 	}
 	work := cfg.Dir
 	if work == "" {

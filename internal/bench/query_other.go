@@ -4,10 +4,10 @@ package bench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Query reads /proc/PID/io and waits with waitid: Linux only.
 func Query(context.Context, QueryConfig) (QueryResult, error) {
-	return QueryResult{}, errors.New("bench query: Linux only")
+	return QueryResult{}, fmt.Errorf("bench query: %w", ErrNotLinux)
 }

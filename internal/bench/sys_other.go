@@ -2,17 +2,12 @@
 
 package bench
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
-var errNotLinux = errors.New("only measured on Linux")
-
-func raiseNoFile(need uint64) (uint64, error)        { return 0, errNotLinux }
-func cpuTimes() (user, sys time.Duration, err error) { return 0, 0, errNotLinux }
-func memStatus() (hwm, rss int64, err error)         { return 0, 0, errNotLinux }
-func procMem(string) (hwm, rss int64, err error)     { return 0, 0, errNotLinux }
+func raiseNoFile(need uint64) (uint64, error)        { return 0, ErrNotLinux }
+func cpuTimes() (user, sys time.Duration, err error) { return 0, 0, ErrNotLinux }
+func memStatus() (hwm, rss int64, err error)         { return 0, 0, ErrNotLinux }
+func procMem(string) (hwm, rss int64, err error)     { return 0, 0, ErrNotLinux }
 
 func treeHWM(int) int64 { return 0 }
 

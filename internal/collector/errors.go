@@ -30,4 +30,9 @@ var (
 	// ErrUDPInsecure is returned by UDPServer.Serve when the Config does
 	// not set Insecure: UDP has no encryption (no DTLS).
 	ErrUDPInsecure = errors.New("collector: UDP is plaintext (no DTLS): set Insecure (--insecure) to accept it")
+
+	// ErrSink wraps the error of a frame the sink could not make
+	// durable: the session ends without acknowledging it, and the agent
+	// resends.
+	ErrSink = errors.New("sink error")
 )

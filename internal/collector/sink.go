@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -33,10 +32,6 @@ type Sink interface {
 	// takes together with hello; 0: no limit of its own.
 	MaxFrame(agent string, hello []byte) uint32
 }
-
-// ErrSink wraps the error of a frame the sink could not make durable:
-// the session ends without acknowledging it, and the agent resends.
-var ErrSink = errors.New("sink error")
 
 // sinkSession is a session's state in an ingest collector.
 type sinkSession struct {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -158,6 +160,7 @@ func TestRunErrors(t *testing.T) {
 		{"a glob", Config{Dir: dir, Agents: []string{"a", "b*"}}, wire.ErrBadName},
 		{"no directory", Config{Dir: dir, Agents: []string{"a", "c"}}, ErrNoAgent},
 		{"no root", Config{Agents: []string{"a", "b"}}, nil},
+		{"missing root", Config{Dir: filepath.Join(dir, "x"), Agents: []string{"a", "b"}}, fs.ErrNotExist},
 		{"bad filter", Config{Dir: dir, Agents: []string{"a", "b"}, Filter: "udp port"}, nil},
 		{"negative window", Config{Dir: dir, Agents: []string{"a", "b"}, Window: -1}, nil},
 	}
@@ -166,6 +169,9 @@ func TestRunErrors(t *testing.T) {
 			_, err := Run(context.Background(), tc.cfg, nil)
 			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("Run: %v, want an error (%v)", err, tc.is)
+			}
+			if tc.is != ErrNoAgent && tc.cfg.Validate() == nil {
+				t.Errorf("Validate passes what Run refuses")
 			}
 		})
 	}

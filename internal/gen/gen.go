@@ -63,7 +63,8 @@ func Payload(p []byte, stream uint32, seq uint64) {
 
 // Parse finds a generated payload in the UDP payload of an Ethernet or
 // raw IPv4 frame and checks its pattern. ok is false for other packets;
-// err reports a generated payload whose bytes are wrong.
+// err, wrapping ErrCorrupt, reports a generated payload whose bytes are
+// wrong.
 func Parse(frame []byte, linkType uint16) (stream uint32, seq uint64, ok bool, err error) {
 	ip := frame
 	if linkType == LinkTypeEthernet {
@@ -92,7 +93,7 @@ func Parse(frame []byte, linkType uint16) (stream uint32, seq uint64, ok bool, e
 	want := make([]byte, len(p))
 	fill(want, stream, seq)
 	if string(want) != string(p) {
-		return stream, seq, true, fmt.Errorf("stream %d seq %d: payload of %d bytes does not match its pattern", stream, seq, len(p))
+		return stream, seq, true, fmt.Errorf("stream %d seq %d, %d bytes: %w", stream, seq, len(p), ErrCorrupt)
 	}
 	return stream, seq, true, nil
 }
@@ -113,7 +114,8 @@ const (
 	MixMixed Mix = "mixed" // 64..1514 plus 9000-byte jumbo and 65535-byte frames
 )
 
-// Size returns the frame size of packet i of the mix.
+// Size returns the frame size of packet i of the mix; an unknown mix
+// wraps ErrMix.
 func (m Mix) Size(i uint64, rng *rand.Rand) (int, error) {
 	switch m {
 	case Mix64:
@@ -137,7 +139,7 @@ func (m Mix) Size(i uint64, rng *rand.Rand) (int, error) {
 			return 64 + rng.IntN(1514-64+1), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown packet mix %q (want 64, imix or mixed)", m)
+	return 0, fmt.Errorf("%w %q (want 64, imix or mixed)", ErrMix, m)
 }
 
 // FileConfig describes a synthetic capture file.

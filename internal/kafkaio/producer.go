@@ -91,7 +91,8 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 // The ingest collector and the agent hand over frames in pooled
 // buffers they take back then.
 // It blocks while MaxBuffered bytes wait for an answer. done is called
-// in the order of Send for one agent (its records share a partition).
+// in the order of Send for one agent (its records share a partition),
+// with nil or an error wrapping ErrProduce and the brokers' error.
 func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
 	rec := NewRecord(p.cfg.Topic, agent, hello, frame)
 	start := time.Now()
@@ -104,6 +105,9 @@ func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
 			if p.cfg.Latency != nil {
 				p.cfg.Latency.Observe(time.Since(start).Seconds())
 			}
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrProduce, err)
 		}
 		done(err)
 	})
@@ -123,7 +127,7 @@ func (p *Producer) Close(timeout time.Duration) error {
 	err := p.cl.Flush(ctx)
 	p.cl.Close()
 	if err != nil {
-		return fmt.Errorf("kafka producer: flushing at close: %w", err)
+		return fmt.Errorf("kafka producer: flushing at close: %w: %w", ErrProduce, err)
 	}
 	return nil
 }

@@ -64,25 +64,34 @@ type Record struct {
 // ParseRecord decodes and checks a record: a valid agent name as key
 // that its hello names too, exactly one hello, and a value that is one
 // whole Batch or Stats frame within lim. The batch's own contents are
-// checked where it is written. Errors wrap wire.ErrMalformed (or
-// wire.ErrTooLarge) and say what is wrong.
+// checked where it is written. Errors wrap ErrRecord and
+// wire.ErrMalformed (or wire.ErrTooLarge, or wire.ErrBadName for the
+// key) and say what is wrong.
 func ParseRecord(r *kgo.Record, lim wire.Limits) (Record, error) {
+	rec, err := parseRecord(r, lim)
+	if err != nil {
+		return rec, fmt.Errorf("%w of %q: %w", ErrRecord, r.Key, err)
+	}
+	return rec, nil
+}
+
+func parseRecord(r *kgo.Record, lim wire.Limits) (Record, error) {
 	var rec Record
 	rec.Agent = string(r.Key)
 	if err := wire.ValidateName(rec.Agent); err != nil {
-		return rec, fmt.Errorf("record key: %w", err)
+		return rec, fmt.Errorf("key: %w", err)
 	}
 	for _, h := range r.Headers {
 		if h.Key != HelloHeader {
 			continue
 		}
 		if rec.HelloRaw != nil {
-			return rec, fmt.Errorf("record of %q: two %s headers: %w", rec.Agent, HelloHeader, wire.ErrMalformed)
+			return rec, fmt.Errorf("two %s headers: %w", HelloHeader, wire.ErrMalformed)
 		}
 		rec.HelloRaw = h.Value
 	}
 	if rec.HelloRaw == nil {
-		return rec, fmt.Errorf("record of %q: no %s header: %w", rec.Agent, HelloHeader, wire.ErrMalformed)
+		return rec, fmt.Errorf("no %s header: %w", HelloHeader, wire.ErrMalformed)
 	}
 	t, p, err := parseFrame(rec.HelloRaw, wire.Limits{})
 	if err == nil && t.Type != wire.TypeHello {
@@ -92,17 +101,17 @@ func ParseRecord(r *kgo.Record, lim wire.Limits) (Record, error) {
 		rec.Hello, err = wire.ParseHello(p)
 	}
 	if err != nil {
-		return rec, fmt.Errorf("record of %q: %s header: %w", rec.Agent, HelloHeader, err)
+		return rec, fmt.Errorf("%s header: %w", HelloHeader, err)
 	}
 	if rec.Hello.Name != rec.Agent {
-		return rec, fmt.Errorf("record key %q, but its hello names agent %q: %w", rec.Agent, rec.Hello.Name, wire.ErrMalformed)
+		return rec, fmt.Errorf("its hello names agent %q: %w", rec.Hello.Name, wire.ErrMalformed)
 	}
 	h, p, err := parseFrame(r.Value, lim)
 	if err != nil {
-		return rec, fmt.Errorf("record of %q: value: %w", rec.Agent, err)
+		return rec, fmt.Errorf("value: %w", err)
 	}
 	if h.Type != wire.TypeBatch && h.Type != wire.TypeStats {
-		return rec, fmt.Errorf("record of %q: value is a %s frame, want batch or stats: %w", rec.Agent, h.Type, wire.ErrMalformed)
+		return rec, fmt.Errorf("value is a %s frame, want batch or stats: %w", h.Type, wire.ErrMalformed)
 	}
 	rec.Type, rec.Flags, rec.Payload = h.Type, h.Flags, p
 	return rec, nil

@@ -30,7 +30,7 @@ func TestParseRecord(t *testing.T) {
 	}{
 		{"batch", rec("web1", batch, hello), ""},
 		{"stats", rec("web1", stats, hello), ""},
-		{"bad key", rec("../x", batch, hello), "record key"},
+		{"bad key", rec("../x", batch, hello), `bad record of "../x": key`},
 		{"key differs from hello", rec("db1", batch, hello), "hello names agent"},
 		{"no hello", rec("web1", batch), "no pcapsync-hello"},
 		{"two hellos", rec("web1", batch, hello, hello), "two pcapsync-hello"},
@@ -57,6 +57,9 @@ func TestParseRecord(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one saying %q", err, tt.want)
+			}
+			if !errors.Is(err, ErrRecord) {
+				t.Errorf("error %v does not wrap ErrRecord", err)
 			}
 			if !errors.Is(err, wire.ErrMalformed) && !errors.Is(err, wire.ErrTooLarge) && !errors.Is(err, wire.ErrBadName) {
 				t.Errorf("error %v wraps neither wire.ErrMalformed, ErrTooLarge nor ErrBadName", err)

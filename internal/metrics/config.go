@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,16 +23,25 @@ type Config struct {
 	MaxAgents int
 }
 
-// Validate reports the first unusable setting, naming its flag.
+// Validate reports the first unusable setting, naming its flag. Its
+// errors match ErrConfig.
 func (c *Config) Validate() error {
 	switch {
 	case c.Pprof && c.Addr == "":
-		return errors.New("metrics: the profiler (--pprof) needs a listener (--metrics HOST:PORT), it is served there")
+		return configError("metrics: the profiler (--pprof) needs a listener (--metrics HOST:PORT), it is served there")
 	case c.MaxAgents < -1:
-		return fmt.Errorf("metrics: max agents %d: want a positive number, or -1 for no cap (--metrics-max-agents)", c.MaxAgents)
+		return configError(fmt.Sprintf("metrics: max agents %d: want a positive number, or -1 for no cap (--metrics-max-agents)", c.MaxAgents))
 	}
 	return nil
 }
+
+// configError is an error of Validate: its text says what is wrong
+// (ErrConfig's would add nothing), and it matches ErrConfig.
+type configError string
+
+func (e configError) Error() string { return string(e) }
+
+func (configError) Is(target error) bool { return target == ErrConfig }
 
 // Server is a metrics listener. Listen opens it, Run serves it.
 type Server struct {

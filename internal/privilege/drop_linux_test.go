@@ -20,11 +20,34 @@ import (
 // Drop cannot be undone, so it runs in a child process.
 const helperEnv = "PRIVILEGE_TEST_DROP"
 
+// writableEnv makes the test binary run writableHelper instead.
+const writableEnv = "PRIVILEGE_TEST_WRITABLE"
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperEnv); spec != "" {
 		os.Exit(dropHelper(spec))
 	}
+	if spec := os.Getenv(writableEnv); spec != "" {
+		os.Exit(writableHelper(spec))
+	}
 	os.Exit(m.Run())
+}
+
+// writableHelper drops to the user spec names ("USER:DIR") and prints
+// what Writable(DIR) says: "ok", or "error:", the error and whether it
+// matches ErrNotWritable.
+func writableHelper(spec string) int {
+	name, dir, _ := strings.Cut(spec, ":")
+	if _, err := Drop(Config{User: name}); err != nil {
+		fmt.Println("drop:", err)
+		return 1
+	}
+	if err := Writable(dir); err != nil {
+		fmt.Println("error:", err, errors.Is(err, ErrNotWritable))
+		return 0
+	}
+	fmt.Println("ok")
+	return 0
 }
 
 // dropHelper starts threads busy in system calls, drops to the user and
@@ -80,12 +103,7 @@ func dropHelper(spec string) int {
 // credentials, or the helper's error line.
 func runDrop(t *testing.T, spec string) ([]Creds, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+spec)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helper: %v: %s", err, out)
-	}
+	out := runHelper(t, helperEnv, spec)
 	if s := string(out); strings.HasPrefix(s, "error:") {
 		return nil, strings.TrimSpace(s)
 	}
@@ -94,6 +112,19 @@ func runDrop(t *testing.T, spec string) ([]Creds, string) {
 		t.Fatalf("helper output %q: %v", out, err)
 	}
 	return cs, ""
+}
+
+// runHelper runs the test binary with env set to spec (a helper of
+// TestMain) and returns what it printed.
+func runHelper(t *testing.T, env, spec string) []byte {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+spec)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	return out
 }
 
 func TestDrop(t *testing.T) {

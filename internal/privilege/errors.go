@@ -18,4 +18,8 @@ var (
 
 	// ErrNotSupported is returned by Drop on systems other than Linux.
 	ErrNotSupported = errors.New("dropping privileges is only supported on linux")
+
+	// ErrNotWritable is returned by Writable when the process may not
+	// make files in the directory.
+	ErrNotWritable = errors.New("not writable by the user")
 )

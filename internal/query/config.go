@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -81,11 +82,16 @@ type Config struct {
 }
 
 // Validate reports what is wrong with c. It compiles the filter (for
-// Ethernet) and checks the globs.
+// Ethernet), checks the globs, and that Dir is a directory (a missing
+// one: an error wrapping fs.ErrNotExist).
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
 		errs = append(errs, errors.New("no output root (--dir)"))
+	} else if st, err := os.Stat(c.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("--dir: %w", err))
+	} else if !st.IsDir() {
+		errs = append(errs, fmt.Errorf("--dir: output root %s is not a directory", c.Dir))
 	}
 	for _, p := range c.Agents {
 		if _, err := path.Match(p, ""); err != nil {

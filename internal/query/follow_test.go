@@ -390,12 +390,13 @@ func size(t *testing.T, path string) int64 {
 
 // TestFollowConfig: negative follow times are refused.
 func TestFollowConfig(t *testing.T) {
-	for _, c := range []Config{{Dir: "x", FollowDelay: -1}, {Dir: "x", FollowPoll: -1}} {
+	dir := t.TempDir()
+	for _, c := range []Config{{Dir: dir, FollowDelay: -1}, {Dir: dir, FollowPoll: -1}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	if c := (Config{Dir: "x", Follow: true}); c.Validate() != nil {
+	if c := (Config{Dir: dir, Follow: true}); c.Validate() != nil {
 		t.Error("follow with defaults refused")
 	}
 }

@@ -140,12 +140,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 
 // streams selects the agents and their files.
 func (q *query) streams() ([]*stream, error) {
-	if st, err := os.Stat(q.cfg.Dir); err != nil {
-		return nil, fmt.Errorf("output root: %w", err)
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("output root %s is not a directory", q.cfg.Dir)
-	}
-	ents, err := os.ReadDir(q.cfg.Dir)
+	ents, err := os.ReadDir(q.cfg.Dir) // Validate checked it is a directory
 	if err != nil {
 		return nil, fmt.Errorf("output root: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,6 +90,10 @@ func TestSelectionGlobs(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		cfg  Config
 		want string
@@ -101,11 +106,18 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Dir: dir, Count: -1}, "count"},
 		{Config{Dir: dir, MaxBytes: -1}, "max bytes"},
 		{Config{Dir: filepath.Join(dir, "nope")}, "no such file"},
+		{Config{Dir: file}, "is not a directory"},
 	} {
 		_, _, err := runQuery(t, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err %v, want %q", c.cfg, err, c.want)
 		}
+		if verr := c.cfg.Validate(); verr == nil || verr.Error() != err.Error() {
+			t.Errorf("%+v: Validate says %v, Run %v: want Run to refuse what Validate does", c.cfg, verr, err)
+		}
+	}
+	if err := (&Config{Dir: filepath.Join(dir, "nope")}).Validate(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing root: Validate says %v, want an error wrapping fs.ErrNotExist", err)
 	}
 }
 

@@ -6,11 +6,6 @@ import (
 	"time"
 )
 
-// ErrGiveUp, wrapped in a condition's error, ends Eventually or Poll at
-// once with that error: the condition can no longer come true (the
-// process that was to do it exited).
-var ErrGiveUp = errors.New("giving up")
-
 // Eventually polls cond until it returns nil and fails t with cond's
 // last error once timeout passed: the error says what is still missing
 // ("3 of 5 files closed"), so a failure explains itself. It polls at

@@ -9,7 +9,8 @@ import (
 
 // ParseSize reads a byte size: a whole number with an optional suffix
 // K, M, G, T (powers of 1024; KiB, MiB, ... too) or KB, MB, GB, TB
-// (powers of 1000), like "64M" or "1GiB". At most 2^62.
+// (powers of 1000), like "64M" or "1GiB". At most 2^62. Its errors
+// wrap ErrSyntax or ErrRange.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
@@ -28,10 +29,10 @@ func ParseSize(s string) (int64, error) {
 	}
 	var n int64
 	if _, err := fmt.Sscan(t, &n); err != nil || n < 0 || fmt.Sprint(n) != strings.TrimSpace(t) {
-		return 0, fmt.Errorf("size %q: want a whole number with an optional K, M, G or T suffix", s)
+		return 0, fmt.Errorf("size %q: %w", s, ErrSyntax)
 	}
 	if n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
+		return 0, fmt.Errorf("size %q is %w", s, ErrRange)
 	}
 	return n * mult, nil
 }
