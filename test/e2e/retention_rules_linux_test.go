@@ -99,9 +99,12 @@ func (w *dirWatch) look(root string) {
 		w.mu.Lock()
 		for name, size := range sizes {
 			// A closed file's bytes, as retention counts them: with its
-			// index, published before it.
+			// index, published before it. The largest seen: a closed
+			// file does not change, but a look racing its deletion may
+			// find the index already gone.
 			if !strings.HasSuffix(name, ".part") && !index.IsIndex(name) {
-				w.closed[a.Name()+"/"+name] = size + sizes[index.Path(name)]
+				k := a.Name() + "/" + name
+				w.closed[k] = max(w.closed[k], size+sizes[index.Path(name)])
 			}
 		}
 		w.peak[a.Name()] = max(w.peak[a.Name()], sum)
