@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -406,5 +407,29 @@ func TestBuffer(t *testing.T) {
 	PutBuffer(&odd)
 	if bp := Buffer(1000); &(*bp)[0] == &odd[0] {
 		t.Errorf("a slice of a capacity that is no class size was pooled")
+	}
+
+	// Kept across garbage collections, up to BufferKeep bytes.
+	keep := BufferKeep
+	t.Cleanup(func() { BufferKeep = keep })
+	BufferKeep = 3 << 20
+	frames.mu.Lock()
+	frames.free, frames.bytes = [numClasses][]*[]byte{}, 0 // what the cases above left
+	frames.mu.Unlock()
+	bps := []*[]byte{Buffer(1 << 20), Buffer(1 << 20), Buffer(1 << 20), Buffer(1 << 20)}
+	for _, bp := range bps {
+		PutBuffer(bp)
+	}
+	runtime.GC()
+	runtime.GC()
+	seen := map[*byte]bool{}
+	for _, bp := range bps[:3] {
+		seen[&(*bp)[:1][0]] = true
+	}
+	for i := range 4 {
+		bp := Buffer(1 << 20)
+		if got := seen[&(*bp)[:1][0]]; got != (i < 3) {
+			t.Errorf("buffer %d after two collections: reused %v, want %v (3 MiB kept)", i, got, i < 3)
+		}
 	}
 }
