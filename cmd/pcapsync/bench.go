@@ -229,8 +229,9 @@ func splitMixes(s string) []gen.Mix {
 
 const benchKafkaUsage = `Replays one generated IMIX file, the paths alternating round by round,
 through the direct path (agent -> collector -> files), the Kafka path
-(agent -> ingest collector -> broker -> writer -> files) and Kafka's own
-ProducerPerformance (kafka-tools) with the Kafka path's record size and
+(agent -> ingest collector -> broker -> writer -> files), the same with
+the agent producing straight to Kafka (agent --kafka -> broker -> writer
+-> files) and Kafka's own ProducerPerformance (kafka-tools) with the Kafka path's record size and
 acks=all into the same broker; checks every packet reached the files
 exactly once; then, as root, measures the latency of both paths at
 --latency-rate with two agents capturing lo. Reports packets/s, MB/s,

@@ -66,20 +66,21 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 
 // The paths a Kafka run compares, in the order of its rounds.
 const (
-	PathDirect   = "direct"
-	PathKafka    = "kafka"
-	PathProducer = "ProducerPerformance"
+	PathDirect     = "direct"
+	PathKafka      = "kafka"       // through an ingest collector
+	PathKafkaAgent = "kafka-agent" // agents straight to Kafka
+	PathProducer   = "ProducerPerformance"
 )
 
-// KafkaRun is one round of the Kafka path: agent -> ingest collector ->
-// broker -> writer -> files.
+// KafkaRun is one round of a Kafka path: agent -> ingest collector ->
+// broker -> writer -> files, or agent -> broker -> writer -> files.
 type KafkaRun struct {
 	// Wall is from the agent's start to the writers' group having
 	// committed every record (lag 0: everything in files); Procs are
-	// the agent, the ingest collector and the writer.
+	// the agent, the ingest collector (if any) and the writer.
 	PipelineRun
 	Ingest      time.Duration // the agent's start to its exit, every packet acknowledged: in Kafka
-	Records     int64         // records the ingest collector produced
+	Records     int64         // records the writer consumed (all there were: lag 0)
 	RecordBytes int64         // the bytes of their values
 	BrokerCPU   time.Duration // the broker's user + system time over the round; 0 when not measured
 }
@@ -125,7 +126,8 @@ type KafkaResult struct {
 	InputBytes int64
 	OwnBroker  bool // the bench started the broker and measured its CPU
 	Direct     MethodResult
-	Kafka      []KafkaRun
+	Kafka      []KafkaRun // through an ingest collector
+	KafkaAgent []KafkaRun // agents straight to Kafka
 	Perf       []PerfRun
 	Latency    KafkaLatency
 }
@@ -150,6 +152,10 @@ type KafkaGoals struct {
 	// path's (agent, collector); goal <= 1.5.
 	CPURatio float64
 	CPUMet   bool
+	// CPURatioAgent is the same for agents straight to Kafka (agent,
+	// writer), when measured.
+	CPURatioAgent float64
+	CPUMetAgent   bool
 	// LatencyP99 of the Kafka path; goal < Flush + 25 ms.
 	LatencyP99, LatencyGoal time.Duration
 	LatencyMet              bool
@@ -165,6 +171,10 @@ func (r KafkaResult) Goals() KafkaGoals {
 	if len(r.Kafka) > 0 && len(r.Direct.Runs) > 0 {
 		g.CPURatio = r.kafkaMed(func(k KafkaRun) float64 { return perM(k.CPU(), r.Packets) }) / r.Direct.CPUPerM(r.Packets, -1)
 		g.CPUMet = g.CPURatio <= 1.5
+	}
+	if len(r.KafkaAgent) > 0 && len(r.Direct.Runs) > 0 {
+		g.CPURatioAgent = medianOf(r.KafkaAgent, func(k KafkaRun) float64 { return perM(k.CPU(), r.Packets) }) / r.Direct.CPUPerM(r.Packets, -1)
+		g.CPUMetAgent = g.CPURatioAgent <= 1.5
 	}
 	g.LatencyGoal = r.Latency.Flush + 25*time.Millisecond
 	if len(r.Latency.Kafka) > 0 {
@@ -187,6 +197,7 @@ func WriteKafka(w io.Writer, cfg KafkaConfig, r KafkaResult, markdown bool) erro
 		groupDigits(int64(r.Packets)), groupDigits(r.InputBytes), broker, cfg.Partitions, len(r.Kafka), max(cfg.Settle, 0))
 	ew.printf("- direct: pcapsync agent --read F -> collector -> pcapng (both --insecure, defaults: --fsync 1s); time to the agent's exit, every packet acknowledged (in a file).\n")
 	ew.printf("- kafka: pcapsync agent --read F -> ingest collector (collector --kafka) -> broker -> pcapsync writer -> pcapng (defaults: --fsync 1s); to files: time to the group's committed offsets at the topic's end (lag 0: every record in a file, as durable as --fsync promises); ingest: time to the agent's exit (every packet acknowledged: in Kafka, acks=all). MB/s of the ingest row are record value bytes.\n")
+	ew.printf("- kafka, agents straight to Kafka: the same with the agent producing itself (agent --kafka), no ingest collector.\n")
 	ew.printf("- ProducerPerformance: Kafka's own tool (org.apache.kafka.tools.ProducerPerformance, kafka-tools of the broker's release), as many records of the Kafka path's mean record size, acks=all, batch.size %d, --throughput -1, into the same broker; its rate from its own closing line, seconds are the JVM's whole run.\n\n",
 		cfg.PerfBatch)
 	if ew.err == nil {
@@ -214,6 +225,9 @@ func WriteKafka(w io.Writer, cfg KafkaConfig, r KafkaResult, markdown bool) erro
 	ew.printf("Goals (issue 15):\n")
 	ew.printf("- Kafka path ingest bytes/s >= 0.7x ProducerPerformance's: %s, %s\n", ratioStr(g.IngestRatio, len(r.Kafka) > 0 && len(r.Perf) > 0), metStr(g.IngestMet))
 	ew.printf("- pcapsync's processes' CPU per packet, Kafka path <= 1.5x direct (broker apart): %s, %s\n", ratioStr(g.CPURatio, len(r.Kafka) > 0 && len(r.Direct.Runs) > 0), metStr(g.CPUMet))
+	if len(r.KafkaAgent) > 0 {
+		ew.printf("  - the same with agents straight to Kafka (no ingest collector): %s, %s\n", ratioStr(g.CPURatioAgent, len(r.Direct.Runs) > 0), metStr(g.CPUMetAgent))
+	}
 	lat := "not measured"
 	if g.LatencyP99 > 0 {
 		lat = fmtDur(g.LatencyP99)
@@ -252,25 +266,31 @@ func kafkaRows(r KafkaResult) [][]string {
 			fmt.Sprintf("%.3f", secs), fmt.Sprintf("%.3f", d.CPUPerM(n, -1)), "", ""})
 		procRows(d.Runs)
 	}
-	if len(r.Kafka) > 0 {
-		wall := r.kafkaMed(func(k KafkaRun) float64 { return k.Wall.Seconds() })
-		ing := r.kafkaMed(func(k KafkaRun) float64 { return k.Ingest.Seconds() })
-		cpu := r.kafkaMed(func(k KafkaRun) float64 { return perM(k.CPU(), n) })
+	kafkaPath := func(label string, ks []KafkaRun) {
+		if len(ks) == 0 {
+			return
+		}
+		med := func(f func(KafkaRun) float64) float64 { return medianOf(ks, f) }
+		wall := med(func(k KafkaRun) float64 { return k.Wall.Seconds() })
+		ing := med(func(k KafkaRun) float64 { return k.Ingest.Seconds() })
+		cpu := med(func(k KafkaRun) float64 { return perM(k.CPU(), n) })
 		rows = append(rows,
-			[]string{"kafka: to files (lag 0)", fmtRate(float64(n) / wall), mbps(float64(r.InputBytes), wall), fmt.Sprintf("%.3f", wall), fmt.Sprintf("%.3f", cpu), "", ""},
-			[]string{"kafka: ingest (all in Kafka)", fmtRate(float64(n) / ing), fmt.Sprintf("%.1f", r.kafkaMed(KafkaRun.IngestRate)/1e6), fmt.Sprintf("%.3f", ing), "", "", ""},
-			[]string{"  files behind Kafka at the agent's exit", "", "", fmt.Sprintf("%.3f", r.kafkaMed(func(k KafkaRun) float64 { return (k.Wall - k.Ingest).Seconds() })), "", "", ""})
-		runs := make([]PipelineRun, len(r.Kafka))
-		for i, k := range r.Kafka {
+			[]string{label + ": to files (lag 0)", fmtRate(float64(n) / wall), mbps(float64(r.InputBytes), wall), fmt.Sprintf("%.3f", wall), fmt.Sprintf("%.3f", cpu), "", ""},
+			[]string{label + ": ingest (all in Kafka)", fmtRate(float64(n) / ing), fmt.Sprintf("%.1f", med(KafkaRun.IngestRate)/1e6), fmt.Sprintf("%.3f", ing), "", "", ""},
+			[]string{"  files behind Kafka at the agent's exit", "", "", fmt.Sprintf("%.3f", med(func(k KafkaRun) float64 { return (k.Wall - k.Ingest).Seconds() })), "", "", ""})
+		runs := make([]PipelineRun, len(ks))
+		for i, k := range ks {
 			runs[i] = k.PipelineRun
 		}
 		procRows(runs)
 		if r.OwnBroker {
-			rows = append(rows, []string{"  broker (apart)", "", "", "", fmt.Sprintf("%.3f", r.kafkaMed(func(k KafkaRun) float64 { return perM(k.BrokerCPU, n) })), "", ""})
+			rows = append(rows, []string{"  broker (apart)", "", "", "", fmt.Sprintf("%.3f", med(func(k KafkaRun) float64 { return perM(k.BrokerCPU, n) })), "", ""})
 		}
-		rows = append(rows, []string{fmt.Sprintf("  records: %.0f of %s bytes (mean)", r.kafkaMed(func(k KafkaRun) float64 { return float64(k.Records) }),
-			groupDigits(int64(r.kafkaMed(KafkaRun.RecordSize)))), "", "", "", "", "", ""})
+		rows = append(rows, []string{fmt.Sprintf("  records: %.0f of %s bytes (mean)", med(func(k KafkaRun) float64 { return float64(k.Records) }),
+			groupDigits(int64(med(KafkaRun.RecordSize)))), "", "", "", "", "", ""})
 	}
+	kafkaPath("kafka", r.Kafka)
+	kafkaPath("kafka, agents straight to Kafka", r.KafkaAgent)
 	if len(r.Perf) > 0 {
 		p0 := r.Perf[0]
 		rows = append(rows, []string{fmt.Sprintf("ProducerPerformance: %d records of %s bytes", p0.Records, groupDigits(int64(p0.RecordSize))),
@@ -300,8 +320,12 @@ func kafkaRoundLine(round int, path string, r KafkaResult) string {
 		for _, p := range run.Procs {
 			fmt.Fprintf(&b, "; %s %.3f s CPU", p.Name, p.CPU().Seconds())
 		}
-	case PathKafka:
-		k := r.Kafka[len(r.Kafka)-1]
+	case PathKafka, PathKafkaAgent:
+		ks := r.Kafka
+		if path == PathKafkaAgent {
+			ks = r.KafkaAgent
+		}
+		k := ks[len(ks)-1]
 		fmt.Fprintf(&b, " ingest %.3f s (%.1f MB/s of records), to files %.3f s, %d records of %.0f bytes, broker %.3f s CPU",
 			k.Ingest.Seconds(), k.IngestRate()/1e6, k.Wall.Seconds(), k.Records, k.RecordSize(), k.BrokerCPU.Seconds())
 		for _, p := range k.Procs {

@@ -41,7 +41,7 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 	res.OwnBroker, res.InputBytes = ks.b.pid != 0, ks.inBytes
 	dir, in := ks.dir, ks.in
 	env := kafkaEnv{cfg: cfg, dir: dir, in: in, b: ks.b}
-	paths := []string{PathDirect, PathKafka, PathProducer}
+	paths := []string{PathDirect, PathKafka, PathKafkaAgent, PathProducer}
 	for round := range cfg.Rounds {
 		for k := range paths {
 			path := paths[(round+k)%len(paths)]
@@ -57,11 +57,13 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 					res.Direct.Runs = append(res.Direct.Runs, r)
 					err = os.RemoveAll(filepath.Join(dir, "pcapsync-out")) // see freshPages
 				}
-			case PathKafka:
+			case PathKafka, PathKafkaAgent:
 				var r KafkaRun
-				r, err = env.runKafkaPath(ctx, round+1)
-				if err == nil {
+				r, err = env.runKafkaPath(ctx, round+1, path == PathKafka)
+				if err == nil && path == PathKafka {
 					res.Kafka = append(res.Kafka, r)
+				} else if err == nil {
+					res.KafkaAgent = append(res.KafkaAgent, r)
 				}
 			case PathProducer:
 				// Round 1 runs the Kafka path first: its records give
@@ -233,11 +235,12 @@ func stopProc(p *proc) error {
 	return nil
 }
 
-// runKafkaPath: an ingest collector and a writer on a fresh topic and
-// group, the writer holding the topic's partitions, then an agent
-// replaying the file into the collector; timed from the agent's start
-// to its exit (ingest) and to the group's lag 0 (to files).
-func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error) {
+// runKafkaPath: an ingest collector (viaIngest) and a writer on a fresh
+// topic and group, the writer holding the topic's partitions, then an
+// agent replaying the file into the collector, or straight into Kafka
+// (agent --kafka); timed from the agent's start to its exit (ingest)
+// and to the group's lag 0 (to files).
+func (e kafkaEnv) runKafkaPath(ctx context.Context, round int, viaIngest bool) (KafkaRun, error) {
 	var run KafkaRun
 	out := filepath.Join(e.dir, "kafka-out")
 	if err := os.RemoveAll(out); err != nil {
@@ -245,12 +248,22 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 	}
 	ps := &procSet{ctx: ctx}
 	defer ps.stop()
-	k := &kafkaProcs{ps: ps, exe: e.cfg.Exe, brokers: e.b.brokerList(), partitions: e.cfg.Partitions, root: out,
-		topic: fmt.Sprintf("pcapsync-bench-%d-%d", os.Getpid(), round), group: fmt.Sprintf("pcapsync-bench-%d-%d", os.Getpid(), round)}
+	name := fmt.Sprintf("pcapsync-bench-%d-%d", os.Getpid(), round)
+	if !viaIngest {
+		name += "-agent"
+	}
+	k := &kafkaProcs{ps: ps, exe: e.cfg.Exe, brokers: e.b.brokerList(), partitions: e.cfg.Partitions, root: out, topic: name, group: name}
 	e.b.dropTopic(k.topic)
-	ing, addr, imetrics, err := k.ingest(ctx, "ingest collector")
-	if err != nil {
-		return run, err
+	agentArgs := []string{e.cfg.Exe, "agent", "--name", "bench", "--read", e.in, "--log-level", "error",
+		"--kafka", k.brokers, "--kafka-topic", k.topic, "--kafka-partitions", strconv.Itoa(int(k.partitions))}
+	var ing *proc
+	if viaIngest {
+		var addr string
+		var err error
+		if ing, addr, _, err = k.ingest(ctx, "ingest collector"); err != nil {
+			return run, err
+		}
+		agentArgs = append(agentArgs[:len(agentArgs)-6], "--insecure", "--collector", addr)
 	}
 	wr, wmetrics, err := k.writer("writer")
 	if err != nil {
@@ -267,7 +280,7 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 		return run, err
 	}
 	start := time.Now()
-	ag, err := ps.start("agent", nil, e.cfg.Exe, "agent", "--insecure", "--collector", addr, "--name", "bench", "--read", e.in, "--log-level", "error")
+	ag, err := ps.start("agent", nil, agentArgs...)
 	if err != nil {
 		return run, err
 	}
@@ -289,16 +302,23 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 		return run, err
 	}
 	run.BrokerCPU = cpu1 - cpu0
-	recs, err := scrapeSum(ctx, imetrics, "pcapsync_kafka_produced_records_total")
+	// What reached the files' writer: every record, once the group's
+	// lag is 0.
+	recs, err := scrapeSum(ctx, wmetrics, "pcapsync_kafka_consumed_records_total")
 	if err != nil {
 		return run, err
 	}
-	bytes, err := scrapeSum(ctx, imetrics, "pcapsync_kafka_produced_bytes_total")
+	bytes, err := scrapeSum(ctx, wmetrics, "pcapsync_kafka_consumed_bytes_total")
 	if err != nil {
 		return run, err
 	}
 	run.Records, run.RecordBytes = int64(recs), int64(bytes)
-	if err := errors.Join(stopProc(ing), stopProc(wr)); err != nil {
+	if ing != nil {
+		if err := stopProc(ing); err != nil {
+			return run, err
+		}
+	}
+	if err := stopProc(wr); err != nil {
 		return run, err
 	}
 	files, err := filepath.Glob(filepath.Join(out, "bench", "*.pcapng"))
@@ -312,7 +332,10 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int) (KafkaRun, error)
 	if wu.Bytes, err = dirSize(out); err != nil {
 		return run, err
 	}
-	run.Procs = []ProcUsage{ag.usage, ing.usage, wu}
+	run.Procs = []ProcUsage{ag.usage, wu}
+	if ing != nil {
+		run.Procs = []ProcUsage{ag.usage, ing.usage, wu}
+	}
 	return run, os.RemoveAll(out) // see freshPages
 }
 

@@ -56,8 +56,11 @@ func TestKafkaBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Direct.Runs) != 1 || len(res.Kafka) != 1 || len(res.Perf) != 1 {
-		t.Fatalf("rounds: direct %d, kafka %d, ProducerPerformance %d; want 1 each", len(res.Direct.Runs), len(res.Kafka), len(res.Perf))
+	if len(res.Direct.Runs) != 1 || len(res.Kafka) != 1 || len(res.KafkaAgent) != 1 || len(res.Perf) != 1 {
+		t.Fatalf("rounds: direct %d, kafka %d, kafka-agent %d, ProducerPerformance %d; want 1 each", len(res.Direct.Runs), len(res.Kafka), len(res.KafkaAgent), len(res.Perf))
+	}
+	if ka := res.KafkaAgent[0]; len(ka.Procs) != 2 || ka.Procs[0].CPU() <= 0 || ka.Procs[1].CPU() <= 0 || ka.Records < 1 || ka.RecordBytes < int64(res.InputBytes)/2 || ka.Wall < ka.Ingest {
+		t.Errorf("kafka-agent round: %d processes %+v, %d records of %d bytes, ingest %v, to files %v; want the agent and the writer, every record", len(ka.Procs), ka.Procs, ka.Records, ka.RecordBytes, ka.Ingest, ka.Wall)
 	}
 	k, p := res.Kafka[0], res.Perf[0]
 	if !res.OwnBroker || k.BrokerCPU <= 0 || p.BrokerCPU <= 0 {
@@ -78,7 +81,7 @@ func TestKafkaBench(t *testing.T) {
 		t.Errorf("ProducerPerformance: %d records of %d bytes at %.1f/s; the Kafka path had %d of %.1f", p.Records, p.RecordSize, p.RecordsPerSec, k.Records, k.RecordSize())
 	}
 	g := res.Goals()
-	if g.IngestRatio <= 0 || g.CPURatio <= 0 {
+	if g.IngestRatio <= 0 || g.CPURatio <= 0 || g.CPURatioAgent <= 0 {
 		t.Errorf("goals not computed: %+v", g)
 	}
 	if os.Geteuid() == 0 {
@@ -93,6 +96,7 @@ func TestKafkaBench(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 	for _, want := range []string{"direct: agent -> collector -> files", "kafka: ingest (all in Kafka)", "  broker (apart)",
+		"kafka, agents straight to Kafka: to files (lag 0)", "  - the same with agents straight to Kafka (no ingest collector): " + fmt.Sprintf("%.2fx", g.CPURatioAgent),
 		"- Kafka path ingest bytes/s >= 0.7x ProducerPerformance's: " + fmt.Sprintf("%.2fx", g.IngestRatio)} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
@@ -199,6 +203,7 @@ func TestKafkaGoals(t *testing.T) {
 		{"cpu over", KafkaResult{Packets: n, Direct: direct, Kafka: kafka(4 * time.Second), Perf: perf, Latency: lat(75 * time.Millisecond)}, 0.5, 2, false, false, false},
 		{"ingest over 0.7, no latency", KafkaResult{Packets: n, Direct: direct, Kafka: kafka(time.Second), Perf: []PerfRun{{Records: 100, RecordSize: 1e6, RecordsPerSec: 140}}}, 0.714, 0.5, true, true, false},
 		{"nothing measured", KafkaResult{Packets: n}, 0, 0, false, false, false},
+		{"agents straight to Kafka under, through ingest over", KafkaResult{Packets: n, Direct: direct, Kafka: kafka(4 * time.Second), KafkaAgent: kafka(2 * time.Second), Perf: perf}, 0.5, 2, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.r.Goals()
@@ -210,7 +215,14 @@ func TestKafkaGoals(t *testing.T) {
 			if err := WriteKafka(&out, KafkaConfig{}, tc.r, true); err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Count(out.String(), "NOT MET"); got != 3-btoi(g.IngestMet)-btoi(g.CPUMet)-btoi(g.LatencyMet) {
+			if want := len(tc.r.KafkaAgent) > 0; want != (g.CPURatioAgent > 0) || (want && g.CPUMetAgent != (g.CPURatioAgent <= 1.5)) {
+				t.Errorf("agents straight to Kafka: ratio %.2f met %v", g.CPURatioAgent, g.CPUMetAgent)
+			}
+			notMet := 3 - btoi(g.IngestMet) - btoi(g.CPUMet) - btoi(g.LatencyMet)
+			if len(tc.r.KafkaAgent) > 0 && !g.CPUMetAgent {
+				notMet++
+			}
+			if got := strings.Count(out.String(), "NOT MET"); got != notMet {
 				t.Errorf("%d NOT MET in the report for %+v:\n%s", got, g, out.String())
 			}
 		})
