@@ -83,6 +83,17 @@ type KafkaRun struct {
 	Records     int64         // records the writer consumed (all there were: lag 0)
 	RecordBytes int64         // the bytes of their values
 	BrokerCPU   time.Duration // the broker's user + system time over the round; 0 when not measured
+	topic       string        // where its records stay until the end (runFloor reads them)
+}
+
+// FloorRun is one round of franz-go alone on a Kafka path round's
+// records (runFloor): the CPU of reading them all as a writer's group
+// member does, dropping them; and of a relay reading them and producing
+// each again as the ingest collector does.
+type FloorRun struct {
+	Records        int
+	Bytes          int64
+	Consume, Relay time.Duration // this process's user + system time
 }
 
 // RecordSize returns the mean record value size.
@@ -128,6 +139,7 @@ type KafkaResult struct {
 	Direct     MethodResult
 	Kafka      []KafkaRun // through an ingest collector
 	KafkaAgent []KafkaRun // agents straight to Kafka
+	Floor      []FloorRun // franz-go alone on the Kafka rounds' records
 	Perf       []PerfRun
 	Latency    KafkaLatency
 }
@@ -156,6 +168,14 @@ type KafkaGoals struct {
 	// writer), when measured.
 	CPURatioAgent float64
 	CPUMetAgent   bool
+	// FloorRatio is the least CPURatio franz-go allows, when measured:
+	// the direct path's CPU per packet plus the relay's (reading every
+	// record as a writer and producing it as an ingest collector), over
+	// the direct path's. The Kafka path does all the direct path does
+	// (an agent sending, a process reading its socket and checking its
+	// batches, one parsing them and writing files) and the relay's work
+	// on top.
+	FloorRatio float64
 	// LatencyP99 of the Kafka path; goal < Flush + 25 ms.
 	LatencyP99, LatencyGoal time.Duration
 	LatencyMet              bool
@@ -171,6 +191,10 @@ func (r KafkaResult) Goals() KafkaGoals {
 	if len(r.Kafka) > 0 && len(r.Direct.Runs) > 0 {
 		g.CPURatio = r.kafkaMed(func(k KafkaRun) float64 { return perM(k.CPU(), r.Packets) }) / r.Direct.CPUPerM(r.Packets, -1)
 		g.CPUMet = g.CPURatio <= 1.5
+	}
+	if len(r.Floor) > 0 && len(r.Direct.Runs) > 0 {
+		d := r.Direct.CPUPerM(r.Packets, -1)
+		g.FloorRatio = (d + medianOf(r.Floor, func(f FloorRun) float64 { return perM(f.Relay, r.Packets) })) / d
 	}
 	if len(r.KafkaAgent) > 0 && len(r.Direct.Runs) > 0 {
 		g.CPURatioAgent = medianOf(r.KafkaAgent, func(k KafkaRun) float64 { return perM(k.CPU(), r.Packets) }) / r.Direct.CPUPerM(r.Packets, -1)
@@ -198,6 +222,7 @@ func WriteKafka(w io.Writer, cfg KafkaConfig, r KafkaResult, markdown bool) erro
 	ew.printf("- direct: pcapsync agent --read F -> collector -> pcapng (both --insecure, defaults: --fsync 1s); time to the agent's exit, every packet acknowledged (in a file).\n")
 	ew.printf("- kafka: pcapsync agent --read F -> ingest collector (collector --kafka) -> broker -> pcapsync writer -> pcapng (defaults: --fsync 1s); to files: time to the group's committed offsets at the topic's end (lag 0: every record in a file, as durable as --fsync promises); ingest: time to the agent's exit (every packet acknowledged: in Kafka, acks=all). MB/s of the ingest row are record value bytes.\n")
 	ew.printf("- kafka, agents straight to Kafka: the same with the agent producing itself (agent --kafka), no ingest collector.\n")
+	ew.printf("- franz-go alone, after the rounds, on each Kafka round's records, CPU of the bench's own process (getrusage): a consumer group member as the writer's (from the start, no automatic commits) reading every record and dropping it; then a relay, another member reading them and the ingest collector's producer (idempotent, acks=all) writing each again to a fresh topic. The Kafka path does all the direct path does plus what the relay does, so direct + relay over direct is the least CPU ratio the Kafka path can have on franz-go.\n")
 	ew.printf("- ProducerPerformance: Kafka's own tool (org.apache.kafka.tools.ProducerPerformance, kafka-tools of the broker's release), as many records of the Kafka path's mean record size, acks=all, batch.size %d, --throughput -1, into the same broker; its rate from its own closing line, seconds are the JVM's whole run.\n\n",
 		cfg.PerfBatch)
 	if ew.err == nil {
@@ -227,6 +252,9 @@ func WriteKafka(w io.Writer, cfg KafkaConfig, r KafkaResult, markdown bool) erro
 	ew.printf("- pcapsync's processes' CPU per packet, Kafka path <= 1.5x direct (broker apart): %s, %s\n", ratioStr(g.CPURatio, len(r.Kafka) > 0 && len(r.Direct.Runs) > 0), metStr(g.CPUMet))
 	if len(r.KafkaAgent) > 0 {
 		ew.printf("  - the same with agents straight to Kafka (no ingest collector): %s, %s\n", ratioStr(g.CPURatioAgent, len(r.Direct.Runs) > 0), metStr(g.CPUMetAgent))
+	}
+	if g.FloorRatio > 0 {
+		ew.printf("  - the least franz-go allows through an ingest collector (direct + the relay's CPU, over direct): %.2fx\n", g.FloorRatio)
 	}
 	lat := "not measured"
 	if g.LatencyP99 > 0 {
@@ -291,6 +319,12 @@ func kafkaRows(r KafkaResult) [][]string {
 	}
 	kafkaPath("kafka", r.Kafka)
 	kafkaPath("kafka, agents straight to Kafka", r.KafkaAgent)
+	if len(r.Floor) > 0 {
+		rows = append(rows,
+			[]string{"franz-go alone on the Kafka path's records", "", "", "", "", "", ""},
+			[]string{"  a group member reading them, dropping them", "", "", "", fmt.Sprintf("%.3f", medianOf(r.Floor, func(f FloorRun) float64 { return perM(f.Consume, n) })), "", ""},
+			[]string{"  a relay: reading them, producing each again", "", "", "", fmt.Sprintf("%.3f", medianOf(r.Floor, func(f FloorRun) float64 { return perM(f.Relay, n) })), "", ""})
+	}
 	if len(r.Perf) > 0 {
 		p0 := r.Perf[0]
 		rows = append(rows, []string{fmt.Sprintf("ProducerPerformance: %d records of %s bytes", p0.Records, groupDigits(int64(p0.RecordSize))),

@@ -82,6 +82,19 @@ func Kafka(ctx context.Context, cfg KafkaConfig) (KafkaResult, error) {
 			}
 		}
 	}
+	for i, k := range res.Kafka {
+		if err := settle(ctx, cfg.Settle); err != nil {
+			return res, err
+		}
+		f, err := env.runFloor(ctx, i+1, k.topic)
+		if err != nil {
+			return res, fmt.Errorf("bench kafka: franz-go alone, round %d: %w", i+1, err)
+		}
+		res.Floor = append(res.Floor, f)
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "round %d franz-go alone: %d records of %d bytes; consume %.3f s CPU, relay %.3f s CPU\n", i+1, f.Records, f.Bytes, f.Consume.Seconds(), f.Relay.Seconds())
+		}
+	}
 	res.Latency = env.latency(ctx)
 	if res.Latency.Error != "" {
 		return res, fmt.Errorf("bench kafka: latency: %s", res.Latency.Error)
@@ -312,7 +325,7 @@ func (e kafkaEnv) runKafkaPath(ctx context.Context, round int, viaIngest bool) (
 	if err != nil {
 		return run, err
 	}
-	run.Records, run.RecordBytes = int64(recs), int64(bytes)
+	run.Records, run.RecordBytes, run.topic = int64(recs), int64(bytes), k.topic
 	if ing != nil {
 		if err := stopProc(ing); err != nil {
 			return run, err

@@ -81,7 +81,13 @@ func TestKafkaBench(t *testing.T) {
 		t.Errorf("ProducerPerformance: %d records of %d bytes at %.1f/s; the Kafka path had %d of %.1f", p.Records, p.RecordSize, p.RecordsPerSec, k.Records, k.RecordSize())
 	}
 	g := res.Goals()
-	if g.IngestRatio <= 0 || g.CPURatio <= 0 || g.CPURatioAgent <= 0 {
+	if len(res.Floor) != 1 {
+		t.Fatalf("%d rounds of franz-go alone, want 1", len(res.Floor))
+	}
+	if f := res.Floor[0]; f.Records != int(k.Records) || f.Bytes != k.RecordBytes || f.Consume <= 0 || f.Relay <= f.Consume {
+		t.Errorf("franz-go alone: %d records of %d bytes, consume %v, relay %v; want the Kafka round's %d of %d, a relay dearer than consuming", f.Records, f.Bytes, f.Consume, f.Relay, k.Records, k.RecordBytes)
+	}
+	if g.IngestRatio <= 0 || g.CPURatio <= 0 || g.CPURatioAgent <= 0 || g.FloorRatio <= 1 {
 		t.Errorf("goals not computed: %+v", g)
 	}
 	if os.Geteuid() == 0 {
@@ -96,7 +102,8 @@ func TestKafkaBench(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 	for _, want := range []string{"direct: agent -> collector -> files", "kafka: ingest (all in Kafka)", "  broker (apart)",
-		"kafka, agents straight to Kafka: to files (lag 0)", "  - the same with agents straight to Kafka (no ingest collector): " + fmt.Sprintf("%.2fx", g.CPURatioAgent),
+		"kafka, agents straight to Kafka: to files (lag 0)", "  a relay: reading them, producing each again",
+		"  - the least franz-go allows through an ingest collector (direct + the relay's CPU, over direct): " + fmt.Sprintf("%.2fx", g.FloorRatio), "  - the same with agents straight to Kafka (no ingest collector): " + fmt.Sprintf("%.2fx", g.CPURatioAgent),
 		"- Kafka path ingest bytes/s >= 0.7x ProducerPerformance's: " + fmt.Sprintf("%.2fx", g.IngestRatio)} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
@@ -206,7 +213,11 @@ func TestKafkaGoals(t *testing.T) {
 		{"agents straight to Kafka under, through ingest over", KafkaResult{Packets: n, Direct: direct, Kafka: kafka(4 * time.Second), KafkaAgent: kafka(2 * time.Second), Perf: perf}, 0.5, 2, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tc.r.Floor = []FloorRun{{Consume: time.Second, Relay: 1500 * time.Millisecond}}
 			g := tc.r.Goals()
+			if wantFloor := (2 + 1.5) / 2; len(tc.r.Direct.Runs) > 0 && g.FloorRatio != wantFloor || len(tc.r.Direct.Runs) == 0 && g.FloorRatio != 0 {
+				t.Errorf("floor %.3f, want %.3f with the direct path measured, else 0", g.FloorRatio, wantFloor)
+			}
 			if fmt.Sprintf("%.3f %.3f", g.IngestRatio, g.CPURatio) != fmt.Sprintf("%.3f %.3f", tc.ingest, tc.cpu) ||
 				g.IngestMet != tc.ingestMet || g.CPUMet != tc.cpuMet || g.LatencyMet != tc.lat {
 				t.Errorf("got %+v; want ingest %.2f %v, cpu %.2f %v, latency %v", g, tc.ingest, tc.ingestMet, tc.cpu, tc.cpuMet, tc.lat)
