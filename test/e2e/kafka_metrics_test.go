@@ -78,30 +78,34 @@ func checkKafkaMetrics(t *testing.T, k *kafkaPipeline, ingest, writers []string,
 			t.Errorf("ingest %s: no produce latency observed", addr)
 		}
 	}
-	for _, addr := range writers {
-		// The offsets are listed at an assignment and every 5 s: wait
-		// for a listing that knows every partition's lag and sees the
-		// end the group committed.
-		var m metricstest.Families
-		var n float64
-		testutil.Eventually(t, 3*5*time.Second, func() error {
-			m = scrapeMetrics(t, addr)
-			n = m.Value(t, "pcapsync_kafka_assigned_partitions", "topic="+k.topic)
-			if got := len(m["pcapsync_kafka_consumer_lag_records"].GetMetric()); got != int(n) {
-				return fmt.Errorf("writer %s: %d partitions with a known lag, %v assigned", addr, got, n)
+	// The offsets are listed at an assignment and every 5 s: wait for
+	// listings that know every partition's lag and see the end the
+	// group committed, with every partition held (all writers scraped
+	// together: one scraped in a rebalance holds none for a moment).
+	ms := make([]metricstest.Families, len(writers))
+	ns := make([]float64, len(writers))
+	testutil.Eventually(t, 3*5*time.Second, func() error {
+		assigned = 0
+		for i, addr := range writers {
+			ms[i] = scrapeMetrics(t, addr)
+			ns[i] = ms[i].Value(t, "pcapsync_kafka_assigned_partitions", "topic="+k.topic)
+			if got := len(ms[i]["pcapsync_kafka_consumer_lag_records"].GetMetric()); got != int(ns[i]) {
+				return fmt.Errorf("writer %s: %d partitions with a known lag, %v assigned", addr, got, ns[i])
 			}
-			if lag := sumSamples(m, "pcapsync_kafka_consumer_lag_records"); lag != 0 {
+			if lag := sumSamples(ms[i], "pcapsync_kafka_consumer_lag_records"); lag != 0 {
 				return fmt.Errorf("writer %s: lag %v records after the group caught up", addr, lag)
 			}
-			return nil
-		})
-		assigned += n
-		consumed += m.Value(t, "pcapsync_kafka_consumed_records_total")
-		delays += m.Value(t, "pcapsync_kafka_record_delay_seconds")
-		checkWriterStatus(t, k, addr, int(n))
-	}
-	if assigned != float64(partitions) {
-		t.Errorf("the writers hold %v partitions, the topic has %d", assigned, partitions)
+			assigned += ns[i]
+		}
+		if assigned != float64(partitions) {
+			return fmt.Errorf("the writers hold %v partitions, the topic has %d", assigned, partitions)
+		}
+		return nil
+	})
+	for i, addr := range writers {
+		consumed += ms[i].Value(t, "pcapsync_kafka_consumed_records_total")
+		delays += ms[i].Value(t, "pcapsync_kafka_record_delay_seconds")
+		checkWriterStatus(t, k, addr, int(ns[i]))
 	}
 	if produced == 0 || consumed < produced {
 		t.Errorf("%v records produced by the ingest collectors, %v consumed by the writers", produced, consumed)
