@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -259,21 +258,6 @@ func testDiskFull(t *testing.T, fm fileMode) {
 	}
 	s2.End(true)
 	c.Close()
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new temporary directory,
-// unmounted in Cleanup; it skips the test without root.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
 }
 
 // fill writes a file at path that leaves about free bytes free on its

@@ -107,9 +107,7 @@ func TestOpenRefusesRoot(t *testing.T) {
 		{"below a file", func(*testing.T) string { return filepath.Join(file, "out") }, "cannot be created"},
 		{"read-only file system", func(t *testing.T) string {
 			dir := mountTmpfs(t, 8<<20)
-			if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-				t.Skipf("remounting read-only: %v", err)
-			}
+			remountReadOnly(t, dir)
 			return dir
 		}, "not writable"},
 		{"full disk", func(t *testing.T) string {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e runs the real pcapsync binary end to end: collectors,
 // agents and traffic generators as separate processes, live capture on
 // a veth pair between network namespaces the tests create, and output
