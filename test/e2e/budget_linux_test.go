@@ -58,6 +58,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	coll := start()
 	var collMu sync.Mutex
 	maxOpen, maxAll := 0, 0 // the writers' descriptors; with repair's and retention's readers
+	var overBudget []string // the writing descriptors of the first sample over the budget
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { // the collector's descriptors on capture files, sampled
@@ -71,7 +72,10 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 			syscall.Kill(pid, syscall.SIGSTOP)
 			writing, all := openCaptureFiles(pid, dir)
 			syscall.Kill(pid, syscall.SIGCONT)
-			maxOpen, maxAll = max(maxOpen, writing), max(maxAll, all)
+			if len(writing) > budget && overBudget == nil {
+				overBudget = writing
+			}
+			maxOpen, maxAll = max(maxOpen, len(writing)), max(maxAll, all)
 			time.Sleep(20 * time.Millisecond) // a sampling period
 		}
 	}()
@@ -114,7 +118,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 		return
 	}
 	if maxOpen > budget {
-		t.Errorf("the collector held %d capture files open for writing at once; --max-open-files %d", maxOpen, budget)
+		t.Errorf("the collector held %d capture files open for writing at once; --max-open-files %d; the first sample over it:\n%s", maxOpen, budget, strings.Join(overBudget, "\n"))
 	}
 	// Repair and retention's index each read one file at a time,
 	// outside the budget (architecture.md, Files).
@@ -147,23 +151,26 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 // budgetAgentName is simulated agent i's name.
 func budgetAgentName(i uint32) string { return fmt.Sprintf("fan%03d", i) }
 
-// openCaptureFiles counts process pid's descriptors on capture files
-// below dir: those open for writing (the store's writers), and all.
-func openCaptureFiles(pid int, dir string) (writing, all int) {
+// openCaptureFiles lists process pid's descriptors on capture files
+// below dir open for writing (the store's writers: "fd path"), and
+// counts all of them.
+func openCaptureFiles(pid int, dir string) (writing []string, all int) {
 	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(fdDir)
 	if err != nil {
-		return 0, 0
+		return nil, 0
 	}
 	for _, e := range ents {
 		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
-		// An index is opened for a moment per block, outside the budget.
-		if err != nil || !strings.HasPrefix(l, dir+"/") || !strings.Contains(filepath.Base(l), ".pcapng") || index.IsIndex(filepath.Base(l)) {
+		// An index is opened for a moment per block, outside the budget;
+		// a file removed while open reads "PATH (deleted)".
+		name := strings.TrimSuffix(filepath.Base(l), " (deleted)")
+		if err != nil || !strings.HasPrefix(l, dir+"/") || !strings.Contains(name, ".pcapng") || index.IsIndex(name) {
 			continue
 		}
 		all++
 		if fdWriteOnly(pid, e.Name()) {
-			writing++
+			writing = append(writing, e.Name()+" "+l)
 		}
 	}
 	return writing, all
