@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -375,8 +376,32 @@ func checkRetained(want int, collectorStdout string, files ...string) error {
 	return nil
 }
 
-// freeLoopbackAddr returns 127.0.0.1:PORT with a port free a moment ago.
+// freeLoopbackAddr returns 127.0.0.1:PORT with PORT free now, for a
+// process the bench starts to listen on. The port is picked at random
+// below the kernel's ephemeral range (ip_local_port_range): a port that
+// listening on port 0 hands out is one an outgoing connection of
+// another process (a Kafka client, a parallel test) may take before the
+// bench's process binds it.
 func freeLoopbackAddr() (string, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 50 {
+		if low-1024 < 1000 {
+			break
+		}
+		port := 1024 + rand.IntN(low-1024)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			addr := l.Addr().String()
+			l.Close()
+			return addr, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -3,8 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +77,34 @@ func TestMemoryCgroupReturns(t *testing.T) {
 	}
 	if string(after) != string(before) {
 		t.Errorf("after leaving, /proc/self/cgroup:\n%s\nwant, as before:\n%s", after, before)
+	}
+}
+
+// TestFreeLoopbackAddr: the address is on loopback, free (it can be
+// listened on), and below the ephemeral range, where no outgoing
+// connection takes it meanwhile.
+func TestFreeLoopbackAddr(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skip(err)
+	}
+	low, err := strconv.Atoi(strings.Fields(string(b))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		if n, _ := strconv.Atoi(port); host != "127.0.0.1" || n < 1024 || (low > 2024 && n >= low) {
+			t.Fatalf("%s: want 127.0.0.1 and a port in [1024, %d)", addr, low)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s is not free: %v", addr, err)
+		}
+		l.Close()
 	}
 }
