@@ -232,7 +232,7 @@ func (p *pools) put(class int, bp *[]byte) { p[class].Put(bp) }
 // back is left to the garbage collector.
 //
 // Unlike the readers' sync.Pools, which garbage collections empty, the
-// pool keeps up to BufferKeep bytes of free buffers for good: a
+// pool keeps up to bufferKeep bytes of free buffers for good: a
 // process that holds frames for a while keeps reusing the same pages
 // instead of touching fresh ones (a page fault per 4 KiB).
 func Buffer(n int) *[]byte {
@@ -253,7 +253,7 @@ func Buffer(n int) *[]byte {
 
 // PutBuffer gives back a buffer Buffer returned; its bytes must no
 // longer be used. A slice of any other capacity, or one that would take
-// the free buffers over BufferKeep bytes, is dropped.
+// the free buffers over bufferKeep bytes, is dropped.
 func PutBuffer(bp *[]byte) {
 	c := cap(*bp)
 	class, size := classOf(c)
@@ -261,15 +261,15 @@ func PutBuffer(bp *[]byte) {
 		return
 	}
 	frames.mu.Lock()
-	if frames.bytes+int64(c) <= BufferKeep {
+	if frames.bytes+int64(c) <= bufferKeep {
 		frames.free[class] = append(frames.free[class], bp)
 		frames.bytes += int64(c)
 	}
 	frames.mu.Unlock()
 }
 
-// BufferKeep bounds the bytes of free buffers the pool of Buffer keeps.
-var BufferKeep int64 = 64 << 20
+// bufferKeep bounds the bytes of free buffers the pool of Buffer keeps.
+var bufferKeep int64 = 64 << 20
 
 // frames serves Buffer: free buffers by size class.
 var frames struct {

@@ -409,10 +409,10 @@ func TestBuffer(t *testing.T) {
 		t.Errorf("a slice of a capacity that is no class size was pooled")
 	}
 
-	// Kept across garbage collections, up to BufferKeep bytes.
-	keep := BufferKeep
-	t.Cleanup(func() { BufferKeep = keep })
-	BufferKeep = 3 << 20
+	// Kept across garbage collections, up to bufferKeep bytes.
+	keep := bufferKeep
+	t.Cleanup(func() { bufferKeep = keep })
+	bufferKeep = 3 << 20
 	frames.mu.Lock()
 	frames.free, frames.bytes = [numClasses][]*[]byte{}, 0 // what the cases above left
 	frames.mu.Unlock()
