@@ -232,6 +232,15 @@ func (c *Conn) Close() error {
 	return err
 }
 
+// CloseWrite shuts down the writing side, if the connection below has
+// one (TCP does), so that a refusal can be read before the close.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // NetConn returns the connection Accept took, as tls.Conn's does.
 func (c *Conn) NetConn() net.Conn { return c.Conn }
 

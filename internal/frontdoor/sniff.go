@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"time"
 )
@@ -33,6 +34,15 @@ type peekedConn struct {
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite shuts down the writing side of the connection below, if
+// it has one.
+func (c *peekedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
 
 // NetConn returns the connection below, for TCPConn.
 func (c *peekedConn) NetConn() net.Conn { return c.Conn }
