@@ -36,14 +36,17 @@ type Config struct {
 	// (Counters.OverLimit). 0 means DefaultMaxConns.
 	MaxConns int
 	// MaxPerSource bounds the connections of one source address open at
-	// once (Counters.OverSource). 0 means a quarter of MaxConns, at
-	// least 1.
+	// once (Counters.OverSource). 0 means a quarter of MaxConns, but at
+	// least 4 (or MaxConns, if lower).
 	MaxPerSource int
 	// LogInterval is the least time between two log lines of one kind
 	// of refusal (see RateLog). 0 means DefaultLogInterval.
 	LogInterval time.Duration
 	// Logger receives the refusals. nil means slog.Default().
 	Logger *slog.Logger
+	// OnOver, if set, is called for each connection closed over a cap,
+	// besides the Counters (a caller's own counter).
+	OnOver func()
 }
 
 // Validate reports the first unusable setting.
@@ -65,7 +68,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxConns = DefaultMaxConns
 	}
 	if c.MaxPerSource == 0 {
-		c.MaxPerSource = max(c.MaxConns/4, 1)
+		c.MaxPerSource = max(c.MaxConns/4, min(c.MaxConns, 4))
 	}
 	if c.LogInterval == 0 {
 		c.LogInterval = DefaultLogInterval
@@ -137,7 +140,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
-			if !isResourceErr(err) {
+			if !IsResourceError(err) {
 				return nil, err
 			}
 			l.Counters.AcceptErrors.Add(1)
@@ -177,6 +180,9 @@ func (l *Listener) admit(c net.Conn) net.Conn {
 		l.Counters.Open.Add(1)
 		l.Counters.Accepted.Add(1)
 		return &Conn{Conn: c, l: l, src: src}
+	}
+	if l.cfg.OnOver != nil {
+		l.cfg.OnOver()
 	}
 	limit := l.cfg.MaxConns
 	if over == "max_conns" {
@@ -271,9 +277,9 @@ func sourceOf(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-// isResourceErr reports an accept error that passes when connections
-// end: out of file descriptors, buffers or memory.
-func isResourceErr(err error) bool {
+// IsResourceError reports an accept or read error that passes when
+// connections end: out of file descriptors, buffers or memory.
+func IsResourceError(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }

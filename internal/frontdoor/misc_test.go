@@ -75,6 +75,13 @@ func TestRateLog(t *testing.T) {
 		if !strings.Contains(b.String(), "not_logged_since_last=999") {
 			t.Fatalf("the second line does not count the 999 not logged:\n%s", b.String())
 		}
+		// At debug, each is logged: WARN, then DEBUG.
+		b.Reset()
+		debug := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		r.Warn(debug, "refused")
+		if !strings.Contains(b.String(), "level=DEBUG msg=refused") {
+			t.Fatalf("not logged at debug:\n%s", b.String())
+		}
 	})
 }
 
@@ -149,5 +156,13 @@ func TestBudget(t *testing.T) {
 				t.Errorf("caps, files and reserve need %d descriptors of %d", sum, tt.nofile)
 			}
 		})
+	}
+}
+
+func TestDefaultPerSource(t *testing.T) {
+	for _, tt := range []struct{ max, per int }{{1, 1}, {2, 2}, {4, 4}, {8, 4}, {16, 4}, {64, 16}, {0, DefaultMaxConns / 4}} {
+		if got := (Config{MaxConns: tt.max}).WithDefaults().MaxPerSource; got != tt.per {
+			t.Errorf("MaxConns %d: %d per source, want %d", tt.max, got, tt.per)
+		}
 	}
 }

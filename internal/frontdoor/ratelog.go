@@ -9,7 +9,8 @@ import (
 
 // RateLog logs at most one line per Interval, each with the count of
 // the lines it did not log since the previous one
-// ("not_logged_since_last"). The zero value logs at most one line per
+// ("not_logged_since_last"); those go to DEBUG instead, where a logger
+// enables it. The zero value logs at most one line per
 // DefaultLogInterval. Safe for concurrent use.
 type RateLog struct {
 	Interval time.Duration
@@ -36,6 +37,9 @@ func (r *RateLog) Log(log *slog.Logger, level slog.Level, msg string, args ...an
 	if !r.last.IsZero() && now.Sub(r.last) < iv {
 		r.missed++
 		r.mu.Unlock()
+		if ctx := context.Background(); level > slog.LevelDebug && log.Enabled(ctx, slog.LevelDebug) {
+			log.Log(ctx, slog.LevelDebug, msg, args...)
+		}
 		return false
 	}
 	missed := r.missed

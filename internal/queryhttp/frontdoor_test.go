@@ -149,34 +149,34 @@ func TestNoServerPaths(t *testing.T) {
 // open, a quarter of them from one address; more are closed at once and
 // counted, and once one closes another is served.
 func TestConnCap(t *testing.T) {
-	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: writeFixture(t, 10, "a1"), MaxConns: 8})
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: writeFixture(t, 10, "a1"), MaxConns: 16})
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
 			c.Close()
 		}
 	}()
-	for i := range 3 { // 2 = 8/4 from one address, the third closed
+	for i := range 5 { // 4 = 16/4 from one address, the fifth closed
 		c, err := net.Dial("tcp", s.Addr())
-		if err != nil && i < 2 {
+		if err != nil && i < 4 {
 			t.Fatal(err)
 		}
 		if err == nil {
 			held = append(held, c)
 		}
-		// The third is reset: its Dial fails, or its first read.
-		if i == 2 && err == nil {
+		// The fifth is reset: its Dial fails, or its first read.
+		if i == 4 && err == nil {
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if _, err := c.Read(make([]byte, 1)); err == nil || isTimeoutErr(err) {
 				t.Errorf("the connection over the cap: %v, want it closed", err)
 			}
 		}
 	}
-	testutil.EventuallyTrue(t, 5*time.Second, "2 open, 1 over the source's cap", func() bool {
-		return s.Conns().Open.Load() == 2 && s.Conns().OverSource.Load() == 1
+	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
+		return s.Conns().Open.Load() == 4 && s.Conns().OverSource.Load() == 1
 	})
 	held[0].Close()
-	testutil.EventuallyTrue(t, 5*time.Second, "1 open", func() bool { return s.Conns().Open.Load() == 1 })
+	testutil.EventuallyTrue(t, 5*time.Second, "3 open", func() bool { return s.Conns().Open.Load() == 3 })
 	if _, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr()}, io.Discard); err != nil {
 		t.Errorf("a query within the cap: %v", err)
 	}

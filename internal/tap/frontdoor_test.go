@@ -54,19 +54,23 @@ func dialFrom(t *testing.T, src, addr string) net.Conn {
 // a TLS handshake) count against the listener's MaxConns, and a
 // quarter of it per address; more are closed at once and counted.
 func TestTapConnCap(t *testing.T) {
-	tp := runTap(t, Config{MaxConns: 4, RequestWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	tp := runTap(t, Config{MaxConns: 16, RequestWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 	door := tp.Doors()[0]
 	addr := door.Addr().String()
-	dialFrom(t, "127.0.0.1", addr) // 1 = 4/4 from one address
-	dialFrom(t, "127.0.0.1", addr)
-	testutil.EventuallyTrue(t, 5*time.Second, "1 open, 1 over the source's cap", func() bool {
-		return door.Counters.Open.Load() == 1 && door.Counters.OverSource.Load() == 1
-	})
-	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"} {
-		dialFrom(t, src, addr)
+	for range 5 { // 4 = 16/4 from one address
+		dialFrom(t, "127.0.0.1", addr)
 	}
-	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the listener's cap", func() bool {
-		return door.Counters.Open.Load() == 4 && door.Counters.OverLimit.Load() == 1
+	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
+		return door.Counters.Open.Load() == 4 && door.Counters.OverSource.Load() == 1
+	})
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		for range 4 {
+			dialFrom(t, src, addr)
+		}
+	}
+	dialFrom(t, "127.0.0.5", addr)
+	testutil.EventuallyTrue(t, 5*time.Second, "16 open, 1 over the listener's cap", func() bool {
+		return door.Counters.Open.Load() == 16 && door.Counters.OverLimit.Load() == 1
 	})
 }
 
