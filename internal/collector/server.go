@@ -61,7 +61,8 @@ func NewServer(core *Core) *Server {
 	return &Server{core: core, log: core.log, conns: map[net.Conn]struct{}{}}
 }
 
-// Serve accepts connections on ln until ctx ends; then it stops reading,
+// Serve accepts connections on ln (through a front door, see Core.Door,
+// unless it is one) until ctx ends; then it stops reading,
 // lets every connection commit and acknowledge what it wrote, waits for
 // them (bounded by ShutdownTimeout) and returns. The caller closes the
 // Core afterwards. Without TLS and without Insecure in the Config it
@@ -79,7 +80,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	door, ok := ln.(*frontdoor.Listener)
 	if !ok {
-		door = frontdoor.New(ln, s.door())
+		door = s.core.Door(ln)
 	}
 	s.door1.Store(door)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -129,11 +130,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return fmt.Errorf("accepting connections: %w", err)
 }
 
-// door is the front door's configuration of the agents' listener.
-func (s *Server) door() frontdoor.Config {
-	cfg := &s.core.cfg
-	return frontdoor.Config{Name: "agents", MaxConns: cfg.MaxConns, MaxPerSource: cfg.MaxConnsPerSource, Logger: s.log,
-		OnOver: func() { s.core.Counters.OverLimit.Add(1) }}
+// Door returns a front door on ln for the agents: Config.MaxConns and
+// MaxConnsPerSource, the connections closed over them counted in
+// Counters.OverLimit. Server.Serve makes one on a listener that is not.
+func (c *Core) Door(ln net.Listener) *frontdoor.Listener {
+	return frontdoor.New(ln, frontdoor.Config{Name: "agents", MaxConns: c.cfg.MaxConns, MaxPerSource: c.cfg.MaxConnsPerSource,
+		Logger: c.log, OnOver: func() { c.Counters.OverLimit.Add(1) }})
 }
 
 // Door returns the front door Serve accepts through (its connection
