@@ -23,7 +23,9 @@ func TestListenerConnCap(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, srv.Handler(prometheus.NewRegistry(), nil), slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- srv.Run(ctx, srv.Handler(prometheus.NewRegistry(), nil), slog.New(slog.DiscardHandler))
+	}()
 	defer func() { cancel(); <-done }()
 	var held []net.Conn
 	defer func() {

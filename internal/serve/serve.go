@@ -31,8 +31,8 @@ type Service struct {
 	log *slog.Logger
 
 	core  *collector.Core
-	ln    net.Listener        // the agents'; nil for a writer
-	door  *frontdoor.Listener // ln's front door, made once the core is
+	ln    net.Listener         // the agents'; nil for a writer
+	door  *frontdoor.Listener  // ln's front door, made once the core is
 	udp   *collector.UDPServer // nil without ListenUDP
 	uconn *net.UDPConn
 	tap   *tap.Tap          // nil without tap listeners
