@@ -50,7 +50,7 @@ type Server struct {
 
 	shutting atomic.Bool
 	door1    atomic.Pointer[frontdoor.Listener] // Serve's
-	refusals frontdoor.RateLog                  // unauthenticated clients refused: one WARN per interval
+	refusals frontdoor.RateLog                  // unauthenticated clients refused: one WARN per interval and reason
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -168,7 +168,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	conn, peer, err := s.secure(raw)
 	if err != nil {
 		s.core.Counters.Rejected.Add(1)
-		s.refusals.Warn(log, "TLS handshake failed, connection rejected", "err", err)
+		s.refusals.WarnKey(log, "tls "+err.Error(), "TLS handshake failed, connection rejected", "err", err)
 		return
 	}
 	lr := &liveness.Reader{Conn: conn, Stop: &s.shutting} // Timeout 0: the handshake deadline holds
@@ -181,7 +181,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 		if b, _ := fr.Peek(1); len(b) == 1 && b[0] == 0x16 {
 			s.core.Counters.Rejected.Add(1)
 			err := errors.New("the agent speaks TLS, this collector plain TCP (--insecure): give both the same setting")
-			s.refusals.Warn(log, "handshake failed, closing connection", "err", err)
+			s.refusals.WarnKey(log, "hello "+err.Error(), "handshake failed, closing connection", "err", err)
 			s.reject(conn, err)
 			return
 		}
@@ -198,7 +198,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	}
 	if err != nil {
 		s.core.Counters.Rejected.Add(1)
-		s.refusals.Warn(log, "handshake failed, closing connection", "err", err)
+		s.refusals.WarnKey(log, "hello "+err.Error(), "handshake failed, closing connection", "err", err)
 		s.reject(conn, err)
 		return
 	}
@@ -206,7 +206,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	// disk (no directory, no file, no instance mark).
 	if err := s.core.authenticate(&hello, peer); err != nil {
 		s.core.Counters.Rejected.Add(1)
-		s.refusals.Warn(log, "handshake rejected", "agent", hello.Name, "err", err)
+		s.refusals.WarnKey(log, "auth "+err.Error(), "handshake rejected", "agent", hello.Name, "err", err)
 		s.reject(conn, err)
 		return
 	}

@@ -15,9 +15,9 @@
 //   - TokenEqual compares tokens in constant time; BearerToken reads an
 //     Authorization header whose scheme is any case of "Bearer"
 //     (RFC 7235).
-//   - RateLog logs a refusal at most once per interval, with the count
-//     of those it did not log, so that refused clients cannot flood the
-//     log.
+//   - RateLog logs a refusal at most once per interval and reason (16
+//     reasons, and one line for the rest), with the count of those it
+//     did not log, so that refused clients cannot flood the log.
 //   - HTTPServer returns an http.Server with header and idle deadlines;
 //     CloseAfter makes a refusal the last answer of its connection.
 //

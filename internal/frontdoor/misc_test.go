@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -81,6 +82,18 @@ func TestRateLog(t *testing.T) {
 		r.Warn(debug, "refused")
 		if !strings.Contains(b.String(), "level=DEBUG msg=refused") {
 			t.Fatalf("not logged at debug:\n%s", b.String())
+		}
+		// Each kind has its own limit; at most 16 kinds (and one for
+		// the rest) a second.
+		b.Reset()
+		var kinds RateLog
+		for i := range 100 {
+			for range 3 {
+				kinds.WarnKey(log, fmt.Sprint("reason ", i), "refused")
+			}
+		}
+		if n := strings.Count(b.String(), "refused"); n != maxLogKeys+1 {
+			t.Fatalf("%d lines for 100 kinds of refusals, want %d:\n%s", n, maxLogKeys+1, b.String())
 		}
 	})
 }

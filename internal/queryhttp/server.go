@@ -212,12 +212,12 @@ func (s *Server) authenticate(r *http.Request) (int, string) {
 }
 
 // refuse answers code with reason on one line, counts it and logs it
-// (at most one line per interval), and closes the connection after the
+// (at most one line per interval and reason), and closes the connection after the
 // answer: a refused client keeps nothing open.
 func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, code int, reason string) {
 	reason = strings.Join(strings.Fields(reason), " ")
 	s.Counters.result(code).Add(1)
-	s.refusals.Warn(log, "query refused", "status", code, "reason", reason)
+	s.refusals.WarnKey(log, fmt.Sprint(code, reason), "query refused", "status", code, "reason", reason)
 	frontdoor.CloseAfter(w)
 	if code == http.StatusUnauthorized && strings.HasPrefix(reason, "token") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pcapsync"`)

@@ -258,7 +258,7 @@ func (t *Tap) handle(ctx context.Context, raw net.Conn, lc ListenConfig) {
 	stop()
 	if err != nil {
 		t.Counters.Rejected.Add(1)
-		t.refused.Warn(log, "tap client refused", "err", err)
+		t.refused.WarnKey(log, err.Error(), "tap client refused", "err", err)
 		if conn != nil && reason != "" {
 			refuse(conn, raw, reason)
 		}
