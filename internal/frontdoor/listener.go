@@ -132,15 +132,16 @@ func (l *Listener) Config() Config { return l.cfg }
 
 // Accept returns the next connection within the caps. A connection over
 // a cap is closed (with a reset) and counted, and Accept goes on; an
-// accept that fails for lack of descriptors or memory is counted and
-// retried after a pause. Any other error, net.ErrClosed after Close
-// included, is returned.
+// accept that fails for lack of descriptors or memory, or with another
+// temporary error, is counted and retried after a pause. Any other
+// error, net.ErrClosed after Close included, is returned.
 func (l *Listener) Accept() (net.Conn, error) {
 	pause := minPause
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
-			if !IsResourceError(err) {
+			var te interface{ Temporary() bool }
+			if !IsResourceError(err) && !(errors.As(err, &te) && te.Temporary() && !errors.Is(err, net.ErrClosed)) {
 				return nil, err
 			}
 			l.Counters.AcceptErrors.Add(1)

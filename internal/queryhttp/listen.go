@@ -25,6 +25,7 @@ type listener struct {
 	onTLSFail func(remote string, err error)
 
 	conns  chan net.Conn
+	failed chan error // the accept loop's end
 	done   chan struct{}
 	ctx    context.Context // ends with done: cuts short a peek or handshake
 	cancel context.CancelFunc
@@ -41,7 +42,7 @@ type plainConn struct {
 
 func newListener(ln *frontdoor.Listener, cfg *tls.Config, plain bool, handshake time.Duration, onTLSFail func(string, error)) *listener {
 	l := &listener{ln: ln, tls: cfg, plain: plain, handshake: handshake, onTLSFail: onTLSFail,
-		conns: make(chan net.Conn), done: make(chan struct{})}
+		conns: make(chan net.Conn), failed: make(chan error, 1), done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -53,7 +54,8 @@ func (l *listener) acceptLoop() {
 	for {
 		raw, err := l.ln.Accept() // pauses itself when out of descriptors
 		if err != nil {
-			return // closed
+			l.failed <- err // net.ErrClosed after Close; else Accept returns it
+			return
 		}
 		l.wg.Add(1)
 		go func() {
@@ -101,6 +103,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
+	case err := <-l.failed:
+		l.failed <- err // for the next call
+		return nil, err
 	case <-l.done:
 		return nil, net.ErrClosed
 	}
