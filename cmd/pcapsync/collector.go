@@ -117,7 +117,8 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.DurationVar(&cc.HandshakeTimeout, "handshake-timeout", collector.DefaultHandshakeTimeout, "time a new connection has to complete its handshake")
 	fs.DurationVar(&cc.ShutdownTimeout, "shutdown-timeout", collector.DefaultShutdownTimeout, "on SIGINT/SIGTERM, time connections have to finish before they are cut")
 	securityFlagsOn(fs, cfg, "accept plain TCP, without TLS: packets cross the network in clear text and, without --token-file, anyone who reaches the port writes as any agent; needed for --listen-udp (with --tls-cert, TCP keeps TLS and this admits only UDP)")
-	fs.IntVar(&cc.MaxConns, "max-conns", collector.DefaultMaxConns, "most connections open at once; more are closed at once, logged and counted")
+	fs.IntVar(&cc.MaxConns, "max-conns", 0, "most agent connections open at once, handshakes included; more are closed at once, logged and counted; 0: what RLIMIT_NOFILE leaves beside --max-open-files, 256 and the other listeners' caps")
+	fs.IntVar(&cc.MaxConnsPerSource, "max-conns-per-source", 0, "most agent connections of one address open at once; 0: a quarter of --max-conns (at least 4)")
 	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
 	metricsFlagsOn(fs, &cfg.Metrics)
@@ -147,6 +148,7 @@ func retainFlagsOn(fs *pflag.FlagSet, rc *store.RetainConfig) {
 func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config) {
 	fs.StringVar(&m.Addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
 	fs.BoolVar(&m.Pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
+	fs.IntVar(&m.MaxConns, "metrics-max-conns", 0, "with --metrics: most connections open at once (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 16, at most "+strconv.Itoa(metrics.DefaultMaxConns))
 	fs.IntVar(&m.MaxAgents, "metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
 }
 
@@ -157,6 +159,7 @@ func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.StringVar(&q.Listen, "query-listen", "", "serve pcapsync query over HTTPS on `HOST:PORT` (pcapsync query --from, curl): TLS, client certificates and token as for agents; plain HTTP with --insecure, or on a loopback address (see docs/query.md)")
 	q.MaxQueries = queryhttp.DefaultMaxQueries
 	fs.IntVar(&q.MaxQueries, "query-max", queryhttp.DefaultMaxQueries, "with --query-listen: queries running at once; more are refused (503)")
+	fs.IntVar(&q.MaxConns, "query-max-conns", 0, "with --query-listen: most connections open at once, handshakes and idle ones included (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 8, at most "+strconv.Itoa(queryhttp.DefaultMaxConns))
 	fs.Func("tap", "serve a live pcapng stream of what is written on `HOST:PORT[=AGENT[:IFACE]]` (repeatable): \"wireshark -k -i TCP@HOST:PORT\" sees AGENT (default every agent), \"pcapsync tail\" asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
 		l, err := tap.ParseListener(s)
 		t.Listen = append(t.Listen, l)
@@ -164,6 +167,7 @@ func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	})
 	t.QueueSize = tap.DefaultQueueSize
 	annotate(fs, "tap", annRepeatable)
+	fs.IntVar(&t.MaxConns, "tap-max-conns", 0, "with --tap: most connections of each tap listener open at once, handshakes included (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 8 / the tap listeners, at most "+strconv.Itoa(tap.DefaultMaxConns))
 	fs.Var(intSizeFlag{&t.QueueSize}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
 	fs.StringVar(&r.URL, "redis", "", "also publish every written batch to a Redis Stream per agent at this URL (redis://[:PASSWORD@]HOST:PORT[/DB], rediss://, unix:///PATH); Redis down or slow never holds up the files: batches are dropped and counted")
 	fs.StringVar(&r.Prefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")

@@ -25,48 +25,52 @@ import (
 func TestCollectorFlagDefaults(t *testing.T) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	want := map[string]string{
-		"listen":             serve.DefaultListen,
-		"listen-udp":         "",
-		"dir":                "",
-		"rotate-size":        itoa(store.DefaultRotateSize),
-		"rotate-interval":    store.DefaultRotateInterval.String(),
-		"file-compress":      "none",
-		"file-zstd-frames":   store.ZstdFramePerFile.String(),
-		"fsync":              store.DefaultFsync.String(),
-		"idle-close":         store.DefaultIdleClose.String(),
-		"max-open-files":     "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
-		"index-block":        itoa(store.DefaultIndexBlock),
-		"retain-free":        strconv.Itoa(store.DefaultRetainFreePercent) + "%",
-		"retain-size":        "0",
-		"retain-age":         "0s",
-		"retain-agent-size":  "0",
-		"max-frame":          itoa(collector.DefaultMaxFrame),
-		"udp-reassembly-mem": itoa(collector.DefaultUDPReassemblyBytes),
-		"read-memory":        itoa(collector.DefaultReadMemory),
-		"handshake-timeout":  collector.DefaultHandshakeTimeout.String(),
-		"shutdown-timeout":   collector.DefaultShutdownTimeout.String(),
-		"tls-cert":           "",
-		"tls-key":            "",
-		"tls-client-ca":      "",
-		"token-file":         "",
-		"insecure":           "false",
-		"max-conns":          strconv.Itoa(collector.DefaultMaxConns),
-		"heartbeat":          liveness.DefaultHeartbeat.String(),
-		"peer-timeout":       liveness.DefaultPeerTimeout.String(),
-		"metrics":            "",
-		"pprof":              "false",
-		"metrics-max-agents": strconv.Itoa(metrics.DefaultMaxAgents),
-		"tap":                "",
-		"tap-queue":          strconv.Itoa(tap.DefaultQueueSize),
-		"query-listen":       "",
-		"query-max":          strconv.Itoa(queryhttp.DefaultMaxQueries),
-		"redis":              "",
-		"redis-prefix":       redisfeed.DefaultPrefix,
-		"redis-compress":     redisfeed.DefaultCompress.String(),
-		"redis-maxlen":       itoa(redisfeed.DefaultMaxLen),
-		"redis-max-age":      "0s",
-		"redis-queue":        itoa(redisfeed.DefaultQueueBytes),
-		"redis-timeout":      redisfeed.DefaultTimeout.String(),
+		"listen":               serve.DefaultListen,
+		"listen-udp":           "",
+		"dir":                  "",
+		"rotate-size":          itoa(store.DefaultRotateSize),
+		"rotate-interval":      store.DefaultRotateInterval.String(),
+		"file-compress":        "none",
+		"file-zstd-frames":     store.ZstdFramePerFile.String(),
+		"fsync":                store.DefaultFsync.String(),
+		"idle-close":           store.DefaultIdleClose.String(),
+		"max-open-files":       "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
+		"index-block":          itoa(store.DefaultIndexBlock),
+		"retain-free":          strconv.Itoa(store.DefaultRetainFreePercent) + "%",
+		"retain-size":          "0",
+		"retain-age":           "0s",
+		"retain-agent-size":    "0",
+		"max-frame":            itoa(collector.DefaultMaxFrame),
+		"udp-reassembly-mem":   itoa(collector.DefaultUDPReassemblyBytes),
+		"read-memory":          itoa(collector.DefaultReadMemory),
+		"handshake-timeout":    collector.DefaultHandshakeTimeout.String(),
+		"shutdown-timeout":     collector.DefaultShutdownTimeout.String(),
+		"tls-cert":             "",
+		"tls-key":              "",
+		"tls-client-ca":        "",
+		"token-file":           "",
+		"insecure":             "false",
+		"max-conns":            "0", // derived from RLIMIT_NOFILE by serve (frontdoor.Budget)
+		"max-conns-per-source": "0", // a quarter of max-conns
+		"tap-max-conns":        "0", // derived, at most tap.DefaultMaxConns
+		"query-max-conns":      "0", // derived, at most queryhttp.DefaultMaxConns
+		"metrics-max-conns":    "0", // derived, at most metrics.DefaultMaxConns
+		"heartbeat":            liveness.DefaultHeartbeat.String(),
+		"peer-timeout":         liveness.DefaultPeerTimeout.String(),
+		"metrics":              "",
+		"pprof":                "false",
+		"metrics-max-agents":   strconv.Itoa(metrics.DefaultMaxAgents),
+		"tap":                  "",
+		"tap-queue":            strconv.Itoa(tap.DefaultQueueSize),
+		"query-listen":         "",
+		"query-max":            strconv.Itoa(queryhttp.DefaultMaxQueries),
+		"redis":                "",
+		"redis-prefix":         redisfeed.DefaultPrefix,
+		"redis-compress":       redisfeed.DefaultCompress.String(),
+		"redis-maxlen":         itoa(redisfeed.DefaultMaxLen),
+		"redis-max-age":        "0s",
+		"redis-queue":          itoa(redisfeed.DefaultQueueBytes),
+		"redis-timeout":        redisfeed.DefaultTimeout.String(),
 	}
 	maps.Copy(want, kafkaFlagDefaults)
 	fs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
@@ -100,7 +104,7 @@ func TestWriterFlagDefaults(t *testing.T) {
 	want := map[string]string{"group": "pcapsync-writers"}
 	cfs.VisitAll(func(f *pflag.Flag) { want[f.Name] = f.DefValue }) // the security flags too: for --query-listen and --tap
 	for _, agentsOnly := range []string{"listen", "listen-udp", "max-frame", "udp-reassembly-mem", "read-memory", "handshake-timeout",
-		"shutdown-timeout", "max-conns", "heartbeat", "peer-timeout"} {
+		"shutdown-timeout", "max-conns", "max-conns-per-source", "heartbeat", "peer-timeout"} {
 		delete(want, agentsOnly)
 	}
 	fs := pflag.NewFlagSet("writer", pflag.ContinueOnError)

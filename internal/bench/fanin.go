@@ -43,7 +43,7 @@ type FaninConfig struct {
 	// CollectorCommand, if set, is the command line of a "pcapsync
 	// collector" (binary and subcommand) that Fanin starts as a child
 	// process (adding --listen, --dir, --insecure, --fsync never,
-	// --max-conns, --summary json, --metrics and --pprof) instead of
+	// --max-conns, --max-conns-per-source, --summary json, --metrics and --pprof) instead of
 	// running Core and Server in this process: each process then needs
 	// one descriptor per agent for its sockets (the collector its files
 	// too, within its --max-open-files), and the collector's CPU, memory

@@ -58,7 +58,7 @@ func startProcCollector(ctx context.Context, argv []string, dir string, agents i
 		return nil, err
 	}
 	args := append(argv[1:len(argv):len(argv)], "--listen", listen, "--dir", dir, "--insecure", "--fsync", "never",
-		"--max-conns", strconv.Itoa(agents+64), "--summary", "json", "--metrics", metrics, "--pprof")
+		"--max-conns", strconv.Itoa(agents+64), "--max-conns-per-source", strconv.Itoa(agents+64), "--summary", "json", "--metrics", metrics, "--pprof")
 	p := &procCollector{listen: listen, metrics: metrics, stderr: newLineLog("collector listening")}
 	p.cmd = exec.Command(argv[0], args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, p.stderr
@@ -198,7 +198,8 @@ func startLocalCollector(cfg FaninConfig, dir string) (*localCollector, error) {
 	core, err := collector.NewCore(collector.Config{
 		Store:    store.Config{Dir: dir, Fsync: store.FsyncNever},
 		Insecure: true,
-		MaxConns: cfg.Agents + 64, Logger: cfg.Logger,
+		MaxConns: cfg.Agents + 64, MaxConnsPerSource: cfg.Agents + 64, // every agent on loopback
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,10 @@ type Config struct {
 	// connection over it is closed at once, logged and counted
 	// (Counters.OverLimit). 0 means DefaultMaxConns.
 	MaxConns int
+	// MaxConnsPerSource bounds the open connections of one address, as
+	// MaxConns all of them (Counters.OverLimit too). 0 means a quarter
+	// of MaxConns.
+	MaxConnsPerSource int
 	// Heartbeat: a connection re-sends its last acknowledgement when it
 	// has sent nothing for this long, so that the agent knows it is alive.
 	// 0 means liveness.DefaultHeartbeat.
@@ -178,6 +182,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("collector: UDP reassembly memory %d bytes out of range 64KiB..1TiB", c.UDPReassemblyBytes)
 	case c.MaxConns < 0:
 		return fmt.Errorf("collector: max conns %d is negative", c.MaxConns)
+	case c.MaxConnsPerSource < 0:
+		return fmt.Errorf("collector: max conns per source %d is negative", c.MaxConnsPerSource)
 	case c.Token != "" && (len(c.Token) < MinTokenLen || len(c.Token) > wire.MaxTokenLen):
 		return fmt.Errorf("collector: token of %d bytes, want %d to %d", len(c.Token), MinTokenLen, wire.MaxTokenLen)
 	case c.Token != "" && c.TLS == nil && !c.Insecure:

@@ -2,8 +2,6 @@ package collector
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,9 +11,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -51,6 +49,8 @@ type Server struct {
 	log  *slog.Logger
 
 	shutting atomic.Bool
+	door1    atomic.Pointer[frontdoor.Listener] // Serve's
+	refusals frontdoor.RateLog                  // unauthenticated clients refused: one WARN per interval and reason
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -61,7 +61,8 @@ func NewServer(core *Core) *Server {
 	return &Server{core: core, log: core.log, conns: map[net.Conn]struct{}{}}
 }
 
-// Serve accepts connections on ln until ctx ends; then it stops reading,
+// Serve accepts connections on ln (through a front door, see Core.Door,
+// unless it is one) until ctx ends; then it stops reading,
 // lets every connection commit and acknowledge what it wrote, waits for
 // them (bounded by ShutdownTimeout) and returns. The caller closes the
 // Core afterwards. Without TLS and without Insecure in the Config it
@@ -77,6 +78,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert && cfg.Token == "":
 		s.log.Warn("TLS without client authentication: any host that reaches this port can write as any agent name; add client certificates or a token")
 	}
+	door, ok := ln.(*frontdoor.Listener)
+	if !ok {
+		door = s.core.Door(ln)
+	}
+	s.door1.Store(door)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	// Ends every wait for read memory at shutdown, as the read
@@ -84,34 +90,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reading, stopReading := context.WithCancelCause(context.Background())
 	defer stopReading(nil)
 	var err error
-	var overLimit, acceptErrs limitLog
-	pause := 5 * time.Millisecond
 	for {
 		var conn net.Conn
-		conn, err = ln.Accept()
+		// Over a cap, a connection is closed here and counted; out of
+		// descriptors or memory, Accept pauses until connections end.
+		conn, err = door.Accept()
 		if err != nil {
-			if ctx.Err() == nil && isResourceErr(err) {
-				// Out of file descriptors or memory: wait for connections
-				// to end instead of stopping the collector.
-				acceptErrs.log(s.log, "accepting a connection failed, pausing", "err", err, "pause", pause)
-				time.Sleep(pause)
-				pause = min(2*pause, time.Second)
-				continue
-			}
 			break
 		}
-		pause = 5 * time.Millisecond
 		s.mu.Lock()
-		if len(s.conns) >= cfg.MaxConns {
-			s.mu.Unlock()
-			s.core.Counters.OverLimit.Add(1)
-			overLimit.log(s.log, "connection limit reached, closing new connections at once", "max_conns", cfg.MaxConns, "remote", conn.RemoteAddr().String())
-			if tc, ok := conn.(*net.TCPConn); ok {
-				tc.SetLinger(0)
-			}
-			conn.Close()
-			continue
-		}
 		s.conns[conn] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -143,6 +130,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return fmt.Errorf("accepting connections: %w", err)
 }
 
+// Door returns a front door on ln for the agents: Config.MaxConns and
+// MaxConnsPerSource, the connections closed over them counted in
+// Counters.OverLimit. Server.Serve makes one on a listener that is not.
+func (c *Core) Door(ln net.Listener) *frontdoor.Listener {
+	return frontdoor.New(ln, frontdoor.Config{Name: "agents", MaxConns: c.cfg.MaxConns, MaxPerSource: c.cfg.MaxConnsPerSource,
+		Logger: c.log, OnOver: func() { c.Counters.OverLimit.Add(1) }})
+}
+
+// Door returns the front door Serve accepts through (its connection
+// counters), nil before Serve.
+func (s *Server) Door() *frontdoor.Listener { return s.door1.Load() }
+
 // handle runs one connection; reading ends its waits for read memory.
 func (s *Server) handle(reading context.Context, raw net.Conn) {
 	ctx, cancel := context.WithCancelCause(reading)
@@ -156,7 +155,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	}()
 	cfg := &s.core.cfg
 	log := s.log.With("remote", raw.RemoteAddr().String())
-	if tc, ok := raw.(*net.TCPConn); ok {
+	if tc, ok := frontdoor.TCPConn(raw); ok {
 		tc.SetReadBuffer(4 << 20)
 		if err := liveness.SetUserTimeout(tc, cfg.PeerTimeout); err != nil {
 			log.Debug("TCP_USER_TIMEOUT not set", "err", err)
@@ -169,7 +168,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	conn, peer, err := s.secure(raw)
 	if err != nil {
 		s.core.Counters.Rejected.Add(1)
-		log.Warn("TLS handshake failed, connection rejected", "err", err)
+		s.refusals.WarnKey(log, "tls "+err.Error(), "TLS handshake failed, connection rejected", "err", err)
 		return
 	}
 	lr := &liveness.Reader{Conn: conn, Stop: &s.shutting} // Timeout 0: the handshake deadline holds
@@ -182,7 +181,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 		if b, _ := fr.Peek(1); len(b) == 1 && b[0] == 0x16 {
 			s.core.Counters.Rejected.Add(1)
 			err := errors.New("the agent speaks TLS, this collector plain TCP (--insecure): give both the same setting")
-			log.Warn("handshake failed, closing connection", "err", err)
+			s.refusals.WarnKey(log, "hello "+err.Error(), "handshake failed, closing connection", "err", err)
 			s.reject(conn, err)
 			return
 		}
@@ -199,7 +198,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	}
 	if err != nil {
 		s.core.Counters.Rejected.Add(1)
-		log.Warn("handshake failed, closing connection", "err", err)
+		s.refusals.WarnKey(log, "hello "+err.Error(), "handshake failed, closing connection", "err", err)
 		s.reject(conn, err)
 		return
 	}
@@ -207,7 +206,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	// disk (no directory, no file, no instance mark).
 	if err := s.core.authenticate(&hello, peer); err != nil {
 		s.core.Counters.Rejected.Add(1)
-		log.Warn("handshake rejected", "agent", hello.Name, "err", err)
+		s.refusals.WarnKey(log, "auth "+err.Error(), "handshake rejected", "agent", hello.Name, "err", err)
 		s.reject(conn, err)
 		return
 	}
@@ -325,7 +324,7 @@ func (s *Server) secure(raw net.Conn) (net.Conn, *x509.Certificate, error) {
 // that the agent's name is its certificate's. The error is the reason the
 // agent is told. Every transport calls it before begin.
 func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
-	if want := c.cfg.Token; want != "" && !TokenEqual(h.Token, want) {
+	if want := c.cfg.Token; want != "" && !frontdoor.TokenEqual(h.Token, want) {
 		if h.Token == "" {
 			return errors.New("token required: give the agent the collector's token file")
 		}
@@ -337,14 +336,6 @@ func (c *Core) authenticate(h *wire.Hello, peer *x509.Certificate) error {
 		}
 	}
 	return nil
-}
-
-// TokenEqual reports whether got is the token want, in constant time;
-// comparing digests hides the length of the expected token too. Every
-// listener that takes the collector's token (agents, the tap) uses it.
-func TokenEqual(got, want string) bool {
-	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 // ackWriter writes a session's acknowledgements; the connection
@@ -478,29 +469,6 @@ func (s *Server) reject(conn net.Conn, reason error) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// isResourceErr reports an accept error that passes when connections
-// end: out of file descriptors, buffers or memory.
-func isResourceErr(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
-}
-
-// limitLog logs an event at most once a second, with how often it
-// happened since the last line. Not safe for concurrent use.
-type limitLog struct {
-	last   time.Time
-	missed int
-}
-
-func (l *limitLog) log(log *slog.Logger, msg string, args ...any) {
-	if now := time.Now(); now.Sub(l.last) >= time.Second {
-		log.Warn(msg, append(args, "not_logged_since_last", l.missed)...)
-		l.last, l.missed = now, 0
-		return
-	}
-	l.missed++
 }
 
 func isNetErr(err error) bool {

@@ -39,7 +39,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 		cfg.Store.Dir = filepath.Join(t.TempDir(), "out")
 	}
 	lb := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})) // refusals after the first of a second are at debug
 	core, err := NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -316,19 +316,6 @@ func TestToken(t *testing.T) {
 	}
 }
 
-func TestTokenEqual(t *testing.T) {
-	for _, tt := range []struct {
-		got, want string
-		ok        bool
-	}{
-		{"abc", "abc", true}, {"abd", "abc", false}, {"ab", "abc", false}, {"abcd", "abc", false}, {"", "abc", false},
-	} {
-		if TokenEqual(tt.got, tt.want) != tt.ok {
-			t.Errorf("TokenEqual(%q, %q) = %v", tt.got, tt.want, !tt.ok)
-		}
-	}
-}
-
 // TestServeNeedsTLSOrInsecure: the zero Config does not serve plain TCP.
 func TestServeNeedsTLSOrInsecure(t *testing.T) {
 	core := newCore(t, Config{})
@@ -353,6 +340,42 @@ func TestTLSAgentToPlainCollector(t *testing.T) {
 	}
 	ts.waitRejected(t, 1, "the agent speaks TLS")
 	ts.expectNothingWritten(t)
+}
+
+// TestMaxConnsPerSource: one address's connections over
+// MaxConnsPerSource are closed at once and counted; another address
+// still connects.
+func TestMaxConnsPerSource(t *testing.T) {
+	ts := startServer(t, Config{Insecure: true, MaxConns: 100, MaxConnsPerSource: 2})
+	dialFrom := func(src string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+		return d.Dial("tcp", ts.addr)
+	}
+	for range 2 {
+		c, err := dialFrom("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	ts.waitConns(t, 2)
+	if over, err := dialFrom("127.0.0.1"); err == nil { // the reset may beat the dial's return
+		defer over.Close()
+		over.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := over.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("third connection of one address: read %v, want it closed", err)
+		}
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "the connection over the cap counted", func() bool { return ts.core.Counters.OverLimit.Load() == 1 })
+	other, err := dialFrom("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ts.waitConns(t, 3)
+	if d := ts.srv.Door(); d == nil || d.Counters.OverSource.Load() != 1 || d.Counters.Open.Load() != 3 {
+		t.Fatalf("front door counters: want 1 over the source's cap, 3 open")
+	}
 }
 
 // TestMaxConns: connections over the limit are closed at once, counted

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/sockopt"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -103,9 +104,9 @@ type UDPServer struct {
 
 	conn       *net.UDPConn
 	lastReject time.Time
-	unknownLog limitLog
-	badLog     limitLog
-	busyLog    limitLog
+	unknownLog frontdoor.RateLog
+	badLog     frontdoor.RateLog
+	busyLog    frontdoor.RateLog
 	dirty      []*udpPeer // written to since the last commit
 
 	// Batches in progress from pieces, oldest first, and the bytes
@@ -183,7 +184,7 @@ func (u *UDPServer) loop(ctx context.Context) error {
 	buf := make([]byte, 64<<10) // more than any datagram
 	var dirtySince time.Time
 	lastSweep := time.Now()
-	var readErrs limitLog
+	var readErrs frontdoor.RateLog
 	for {
 		deadline := lastSweep.Add(udpSweep)
 		if !dirtySince.IsZero() {
@@ -204,8 +205,8 @@ func (u *UDPServer) loop(ctx context.Context) error {
 		default:
 			// ICMP errors and resource shortages pass; nothing here is
 			// a reason to stop receiving.
-			readErrs.log(u.log, "reading a datagram failed", "err", err)
-			if isResourceErr(err) {
+			readErrs.Warn(u.log, "reading a datagram failed", "err", err)
+			if frontdoor.IsResourceError(err) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
@@ -246,7 +247,7 @@ func (u *UDPServer) datagram(d []byte, src netip.AddrPort, now time.Time) (wrote
 		if p == nil {
 			if h.Type != wire.TypeBye { // a repeated goodbye is no news
 				u.Counters.Unknown.Add(1)
-				u.unknownLog.log(u.log, "datagram from a source without a session (no hello yet): dropped", "remote", src.String(), "frame", h.Type.String())
+				u.unknownLog.Warn(u.log, "datagram from a source without a session (no hello yet): dropped", "remote", src.String(), "frame", h.Type.String())
 			}
 			return wrote
 		}
@@ -350,7 +351,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 	log := u.log.With("remote", src.String(), "agent", hl.Name)
 	if len(u.peers) >= u.core.cfg.MaxConns {
 		u.core.Counters.OverLimit.Add(1)
-		u.unknownLog.log(log, "UDP session limit reached (--max-conns): hello dropped", "max_conns", u.core.cfg.MaxConns)
+		u.unknownLog.Warn(log, "UDP session limit reached (--max-conns): hello dropped", "max_conns", u.core.cfg.MaxConns)
 		return nil
 	}
 	if err := u.core.authenticate(&hl, nil); err != nil {
@@ -364,7 +365,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 	u.mu.Lock()
 	switch {
 	case errors.Is(err, ErrBusy):
-		u.busyLog.log(log, "hello dropped; the agent repeats it", "err", err)
+		u.busyLog.Warn(log, "hello dropped; the agent repeats it", "err", err)
 		return nil
 	case err != nil:
 		u.refuse(log, src, err, size, now)
@@ -387,7 +388,7 @@ func (u *UDPServer) hello(p *udpPeer, src netip.AddrPort, payload []byte, size i
 // larger than its hello (UDP sources can be forged: a reply must not
 // amplify), at most one every udpRejectGap.
 func (u *UDPServer) refuse(log *slog.Logger, src netip.AddrPort, reason error, size int, now time.Time) {
-	u.badLog.log(log, "handshake rejected", "err", reason)
+	u.badLog.Warn(log, "handshake rejected", "err", reason)
 	if now.Sub(u.lastReject) < udpRejectGap {
 		return
 	}
@@ -449,7 +450,7 @@ func (u *UDPServer) malformed(p *udpPeer, src netip.AddrPort, err error) {
 	if p != nil && !p.ended {
 		p.malformed++
 	}
-	u.badLog.log(u.log, "malformed datagram dropped", "remote", src.String(), "err", err)
+	u.badLog.Warn(u.log, "malformed datagram dropped", "remote", src.String(), "err", err)
 }
 
 // commit commits every session written to since the last commit.

@@ -1,14 +1,19 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 )
+
+// DefaultMaxConns is the connection cap of a metrics listener (Config.MaxConns).
+const DefaultMaxConns = 64
 
 // Config configures a metrics listener (Listen) and, for a collector,
 // the label cap of NewCollector. The zero value means no listener.
@@ -18,6 +23,10 @@ type Config struct {
 	// Pprof also serves Go's profiler at /debug/pprof/ (no
 	// authentication). It needs Addr.
 	Pprof bool
+	// MaxConns bounds the connections open at once, and a quarter of it
+	// those of one address (frontdoor.Listener): more are closed at once
+	// and counted. 0 means DefaultMaxConns.
+	MaxConns int
 	// MaxAgents caps the "agent" label values of a collector's metrics
 	// (see NewCollector): 0 means DefaultMaxAgents, -1 no cap.
 	MaxAgents int
@@ -29,6 +38,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Pprof && c.Addr == "":
 		return configError("metrics: the profiler (--pprof) needs a listener (--metrics HOST:PORT), it is served there")
+	case c.MaxConns < 0:
+		return configError(fmt.Sprintf("metrics: max conns %d is negative (--metrics-max-conns)", c.MaxConns))
 	case c.MaxAgents < -1:
 		return configError(fmt.Sprintf("metrics: max agents %d: want a positive number, or -1 for no cap (--metrics-max-agents)", c.MaxAgents))
 	}
@@ -46,7 +57,7 @@ func (configError) Is(target error) bool { return target == ErrConfig }
 // Server is a metrics listener. Listen opens it, Run serves it.
 type Server struct {
 	cfg Config
-	ln  net.Listener
+	ln  *frontdoor.Listener
 }
 
 // Listen validates cfg and opens its listener (cfg.Addr must be set),
@@ -56,12 +67,15 @@ func Listen(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := frontdoor.Listen(cfg.Addr, frontdoor.Config{Name: "metrics", MaxConns: cmp.Or(cfg.MaxConns, DefaultMaxConns)})
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
 	return &Server{cfg: cfg, ln: ln}, nil
 }
+
+// Conns returns the counters of the listener's connections.
+func (s *Server) Conns() *frontdoor.Counters { return &s.ln.Counters }
 
 // Addr returns the listener's address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -38,6 +39,30 @@ func (m *Collector) WatchRedis(c *redisfeed.Counters) {
 func counterFunc(name, help string, v *atomic.Uint64) prometheus.CounterFunc {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 		func() float64 { return float64(v.Load()) })
+}
+
+// WatchListener registers the connection counters of the listener name
+// ("agents", "tap", "query", "metrics") bound to addr on reg.
+func WatchListener(reg *prometheus.Registry, name, addr string, c *frontdoor.Counters) {
+	l := prometheus.Labels{"listener": name, "addr": addr}
+	counter := func(n, help string, v *atomic.Uint64, extra ...string) prometheus.CounterFunc {
+		labels := prometheus.Labels{"listener": name, "addr": addr}
+		if len(extra) == 2 {
+			labels[extra[0]] = extra[1]
+		}
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: n, Help: help, ConstLabels: labels},
+			func() float64 { return float64(v.Load()) })
+	}
+	const refusedHelp = "Connections closed as soon as accepted, by the cap they were over: max_conns (the listener's), max_conns_per_source (one address's)."
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pcapsync_listener_connections", ConstLabels: l,
+			Help: "Connections open now, handshakes and idle ones included."},
+			func() float64 { return float64(c.Open.Load()) }),
+		counter("pcapsync_listener_accepted_total", "Connections accepted within the caps.", &c.Accepted),
+		counter("pcapsync_listener_refused_total", refusedHelp, &c.OverLimit, "cap", "max_conns"),
+		counter("pcapsync_listener_refused_total", refusedHelp, &c.OverSource, "cap", "max_conns_per_source"),
+		counter("pcapsync_listener_accept_errors_total", "Accepts that failed for lack of descriptors or memory (each followed by a pause).", &c.AcceptErrors),
+	)
 }
 
 // WatchQuery registers the query listener's counters (--query-listen).

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 )
 
 // Options say what Handler serves besides /metrics.
@@ -38,10 +40,13 @@ func Handler(reg *prometheus.Registry, opts Options) http.Handler {
 }
 
 // Serve serves h on ln until ctx ends, then shuts the server down
-// (waiting up to a second for requests in flight) and returns nil.
+// (waiting up to a second for requests in flight) and returns nil. A
+// client has frontdoor.DefaultHeaderTimeout for its request's headers
+// and a kept-alive connection is closed after
+// frontdoor.DefaultIdleTimeout without a request.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := frontdoor.HTTPServer(h, frontdoor.HTTPConfig{})
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
@@ -181,6 +182,7 @@ func exported(t *testing.T) map[string]bool {
 	feeds.WatchTap(&tap.Counters{})
 	feeds.WatchRedis(&redisfeed.Counters{})
 	feeds.WatchQuery(&queryhttp.Counters{})
+	WatchListener(feeds.Registry, "query", "127.0.0.1:1", &frontdoor.Counters{})
 	kafka := NewCollector(0) // an ingest collector's and a writer's
 	kafka.WatchProducer(&kafkaio.ProducerCounters{})
 	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})

@@ -17,6 +17,10 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
+	// DefaultMaxConns is the connection cap of a Server on its own; a
+	// collector derives its cap from RLIMIT_NOFILE (frontdoor.Budget),
+	// at most this.
+	DefaultMaxConns = 256
 )
 
 // MaxMaxQueries bounds Config.MaxQueries.
@@ -40,6 +44,11 @@ type Config struct {
 	// MaxQueries bounds the queries running at once; more are answered
 	// 503. 0 means DefaultMaxQueries.
 	MaxQueries int
+	// MaxConns bounds the connections open at once, TLS handshakes and
+	// idle kept-alive ones included, and a quarter of it those of one
+	// client address (frontdoor.Listener): more are closed at once and
+	// counted. 0 means DefaultMaxConns.
+	MaxConns int
 	// ReorderMem is each query's query.Config.ReorderMem; 0 means
 	// query.DefaultReorderMem.
 	ReorderMem int64
@@ -62,6 +71,8 @@ func (c *Config) Validate() error {
 		return errors.New("query listener: no output root (--dir)")
 	case c.MaxQueries < 0 || c.MaxQueries > MaxMaxQueries:
 		return fmt.Errorf("query listener: %d concurrent queries out of range 1..%d (--query-max)", c.MaxQueries, MaxMaxQueries)
+	case c.MaxConns < 0:
+		return fmt.Errorf("query listener: max conns %d is negative (--query-max-conns)", c.MaxConns)
 	case c.ReorderMem < 0:
 		return fmt.Errorf("query listener: reorder memory %d is negative", c.ReorderMem)
 	case c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.ShutdownTimeout < 0:
@@ -78,6 +89,9 @@ func (c *Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.MaxQueries == 0 {
 		c.MaxQueries = DefaultMaxQueries
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

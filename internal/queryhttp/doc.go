@@ -28,7 +28,7 @@
 // certificate signed by them is required (checked after the handshake,
 // so that a refusal is a 401 or 403 with its reason, not a failed
 // handshake); with a token, every request carries it as
-// "Authorization: Bearer TOKEN" (compared as collector.TokenEqual
+// "Authorization: Bearer TOKEN", the scheme in any case (compared as frontdoor.TokenEqual
 // does). Without TLS the listener is plain HTTP; with TLS, a listener on
 // a loopback address also takes plain HTTP clients (told apart by the
 // first byte), who need no certificate but do need the token.

@@ -1,29 +1,31 @@
 package queryhttp
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 )
 
-// listener sorts the connections of a TCP listener: with TLS, a
+// listener sorts the connections of a front door (its caps applied
+// before anything is read): with TLS, a
 // client whose first byte starts a TLS handshake is shaken hands with
 // here (a failure is refused and counted, never handed on), any other
 // is a plain one, handed on marked refused unless the listener admits
 // plain clients. Accept returns the *tls.Conn, so that net/http sees
 // TLS.
 type listener struct {
-	ln        net.Listener
+	ln        *frontdoor.Listener
 	tls       *tls.Config // nil: plain HTTP only
 	plain     bool        // with tls: plain clients admitted too
 	handshake time.Duration
 	onTLSFail func(remote string, err error)
 
 	conns  chan net.Conn
+	failed chan error // the accept loop's end
 	done   chan struct{}
 	ctx    context.Context // ends with done: cuts short a peek or handshake
 	cancel context.CancelFunc
@@ -38,17 +40,9 @@ type plainConn struct {
 	refused bool
 }
 
-// bufConn reads through r what was peeked from Conn.
-type bufConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func newListener(ln net.Listener, cfg *tls.Config, plain bool, handshake time.Duration, onTLSFail func(string, error)) *listener {
+func newListener(ln *frontdoor.Listener, cfg *tls.Config, plain bool, handshake time.Duration, onTLSFail func(string, error)) *listener {
 	l := &listener{ln: ln, tls: cfg, plain: plain, handshake: handshake, onTLSFail: onTLSFail,
-		conns: make(chan net.Conn), done: make(chan struct{})}
+		conns: make(chan net.Conn), failed: make(chan error, 1), done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -58,19 +52,10 @@ func newListener(ln net.Listener, cfg *tls.Config, plain bool, handshake time.Du
 func (l *listener) acceptLoop() {
 	defer l.wg.Done()
 	for {
-		raw, err := l.ln.Accept()
+		raw, err := l.ln.Accept() // pauses itself when out of descriptors
 		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of descriptors and the like: pause, as net/http does.
-			time.Sleep(100 * time.Millisecond)
-			continue
+			l.failed <- err // net.ErrClosed after Close; else Accept returns it
+			return
 		}
 		l.wg.Add(1)
 		go func() {
@@ -94,20 +79,16 @@ func (l *listener) sort(raw net.Conn) net.Conn {
 	raw.SetReadDeadline(time.Now().Add(l.handshake))
 	stop := context.AfterFunc(l.ctx, func() { raw.SetReadDeadline(time.Now()) })
 	defer stop()
-	br := bufio.NewReader(raw)
-	b, err := br.Peek(1)
+	c, isTLS, err := frontdoor.Sniff(raw)
 	if err != nil {
 		raw.Close()
 		return nil
 	}
-	if b[0] != 0x16 { // not a TLS handshake record
+	if !isTLS {
 		raw.SetReadDeadline(time.Time{})
-		return &plainConn{Conn: &bufConn{raw, br}, refused: !l.plain}
+		return &plainConn{Conn: c, refused: !l.plain}
 	}
-	tc := tls.Server(&bufConn{raw, br}, l.tls)
-	ctx, cancel := context.WithTimeout(l.ctx, l.handshake)
-	err = tc.HandshakeContext(ctx)
-	cancel()
+	tc, err := frontdoor.Handshake(l.ctx, c, l.tls, l.handshake)
 	if err != nil {
 		l.onTLSFail(raw.RemoteAddr().String(), err)
 		raw.Close()
@@ -122,6 +103,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
+	case err := <-l.failed:
+		l.failed <- err // for the next call
+		return nil, err
 	case <-l.done:
 		return nil, net.ErrClosed
 	}

@@ -11,11 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/query"
 )
 
@@ -46,6 +48,8 @@ type Server struct {
 	stop  context.CancelFunc
 	plain bool // a TLS listener that admits plain clients (loopback)
 
+	refusals, tlsFails frontdoor.RateLog // one WARN per interval for each
+
 	run func(context.Context, query.Config, io.Writer) (query.Result, error) // query.Run; tests replace it
 }
 
@@ -71,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		tc.NextProtos = []string{"http/1.1"}
 	}
-	raw, err := net.Listen("tcp", cfg.Listen)
+	raw, err := frontdoor.Listen(cfg.Listen, frontdoor.Config{Name: "query", MaxConns: cfg.MaxConns, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("query listener: %w", err)
 	}
@@ -88,25 +92,23 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ln = newListener(raw, tc, s.plain, cfg.HandshakeTimeout, func(remote string, err error) {
 		s.Counters.TLS.Add(1)
-		s.log.Warn("query client refused", "remote", remote, "query", addr, "status", "tls", "err", err)
+		s.tlsFails.Warn(s.log, "query client refused", "remote", remote, "query", addr, "status", "tls", "err", err)
 	})
 	s.base, s.stop = context.WithCancel(context.Background())
-	s.srv = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: cfg.HandshakeTimeout,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(slogWriter{s.log}, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return s.base },
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if pc, ok := c.(*plainConn); ok && pc.refused {
-				return context.WithValue(ctx, connKey{}, true)
-			}
-			return ctx
-		},
+	s.srv = frontdoor.HTTPServer(s, frontdoor.HTTPConfig{HeaderTimeout: cfg.HandshakeTimeout})
+	s.srv.ErrorLog = log.New(slogWriter{s.log}, "", 0)
+	s.srv.BaseContext = func(net.Listener) context.Context { return s.base }
+	s.srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if pc, ok := c.(*plainConn); ok && pc.refused {
+			return context.WithValue(ctx, connKey{}, true)
+		}
+		return ctx
 	}
 	return s, nil
 }
+
+// Conns returns the counters of the listener's connections.
+func (s *Server) Conns() *frontdoor.Counters { return &s.ln.ln.Counters }
 
 // Addr returns the address the listener is bound to.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -198,22 +200,25 @@ func (s *Server) authenticate(r *http.Request) (int, string) {
 		}
 	}
 	if want := s.cfg.Token; want != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := frontdoor.BearerToken(r.Header.Get("Authorization"))
 		switch {
-		case !ok || got == "":
+		case !ok:
 			return http.StatusUnauthorized, "token required: send Authorization: Bearer TOKEN (pcapsync query --token-file)"
-		case !collector.TokenEqual(strings.TrimSpace(got), want):
+		case !frontdoor.TokenEqual(got, want):
 			return http.StatusForbidden, "wrong token"
 		}
 	}
 	return 0, ""
 }
 
-// refuse answers code with reason on one line, logs and counts it.
+// refuse answers code with reason on one line, counts it and logs it
+// (at most one line per interval and reason), and closes the connection after the
+// answer: a refused client keeps nothing open.
 func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, code int, reason string) {
 	reason = strings.Join(strings.Fields(reason), " ")
 	s.Counters.result(code).Add(1)
-	log.Warn("query refused", "status", code, "reason", reason)
+	s.refusals.WarnKey(log, fmt.Sprint(code, reason), "query refused", "status", code, "reason", reason)
+	frontdoor.CloseAfter(w)
 	if code == http.StatusUnauthorized && strings.HasPrefix(reason, "token") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pcapsync"`)
 	}
@@ -260,15 +265,41 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, cfg query.Config,
 		}
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+		fmt.Fprintln(w, s.public(err))
 		return
 	}
 	if b, jerr := json.Marshal(res); jerr == nil {
 		h.Set(TrailerResult, string(b))
 	}
 	if err != nil {
-		h.Set(TrailerError, strings.Join(strings.Fields(err.Error()), " "))
+		h.Set(TrailerError, s.public(err))
 	}
+}
+
+// absPath finds an absolute path in an error's text: a '/' at the start
+// or after a space, quote, parenthesis, '=' or ':', followed by a name.
+var absPath = regexp.MustCompile(`(^|[\s"'(=:])/[^\s/]`)
+
+// public returns err's text for the client, on one line: the paths
+// below the output root relative to it; if an absolute path of the
+// server remains, a generic text instead (the log has the error).
+func (s *Server) public(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	roots := []string{filepath.Clean(s.cfg.Dir)}
+	if abs, aerr := filepath.Abs(s.cfg.Dir); aerr == nil && abs != roots[0] {
+		roots = append(roots, abs)
+	}
+	for _, r := range roots {
+		if r == "/" || r == "." {
+			continue
+		}
+		msg = strings.ReplaceAll(msg, r+"/", "")
+		msg = regexp.MustCompile(regexp.QuoteMeta(r)+`($|[\s"':)])`).ReplaceAllString(msg, ".$1")
+	}
+	if absPath.MatchString(msg) {
+		return "the query failed on the server (its log has the reason)"
+	}
+	return msg
 }
 
 // stopping reports whether Run is stopping the queries.

@@ -185,6 +185,9 @@ func (c *Config) needs() error {
 	}{
 		{t.QueueSize != 0, "--tap-queue", "--tap"},
 		{c.Query.MaxQueries != 0, "--query-max", "--query-listen"},
+		{c.Query.MaxConns != 0, "--query-max-conns", "--query-listen"},
+		{t.MaxConns != 0, "--tap-max-conns", "--tap"},
+		{c.Metrics.MaxConns != 0, "--metrics-max-conns", "--metrics"},
 		{r.Prefix != "", "--redis-prefix", "--redis"},
 		{r.Compress != nil, "--redis-compress", "--redis"},
 		{r.MaxLen != 0, "--redis-maxlen", "--redis"},
@@ -198,6 +201,8 @@ func (c *Config) needs() error {
 			enabled = r.URL != ""
 		case "--query-listen":
 			enabled = c.Query.Listen != ""
+		case "--metrics":
+			enabled = c.Metrics.Addr != ""
 		}
 		if x.set && !enabled {
 			return fmt.Errorf("%s needs %s", x.flag, x.need)

@@ -14,12 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/tap"
 )
 
@@ -29,7 +31,8 @@ type Service struct {
 	log *slog.Logger
 
 	core  *collector.Core
-	ln    net.Listener
+	ln    net.Listener         // the agents'; nil for a writer
+	door  *frontdoor.Listener  // ln's front door, made once the core is
 	udp   *collector.UDPServer // nil without ListenUDP
 	uconn *net.UDPConn
 	tap   *tap.Tap          // nil without tap listeners
@@ -88,6 +91,9 @@ func (s *Service) open() error {
 	if err := cc.Validate(); err != nil { // again, with the token read
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if err := s.budget(frontdoor.NoFileLimit()); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	var feeds collector.Feeds
 	if err := s.openFeeds(&feeds); err != nil {
 		return err
@@ -122,6 +128,37 @@ func (s *Service) open() error {
 	}
 	s.watch()
 	return nil
+}
+
+// budget derives the connection caps left zero, for nofile descriptors (--max-conns, the tap's,
+// the query listener's, the metrics listener's) from RLIMIT_NOFILE, less
+// the store's open-file budget and frontdoor.Reserve, and refuses caps
+// that together need more descriptors than the process may hold: no
+// client can then take the descriptors the store needs.
+func (s *Service) budget(nofile uint64) error {
+	c := &s.cfg
+	files := 0
+	if !c.Ingest() { // an ingest collector writes no files
+		// With no budget (-1) the store takes what it needs: the caps
+		// are split as by default.
+		if files = c.Collector.Store.MaxOpenFiles; files <= 0 {
+			files = store.DefaultMaxOpenFiles(nofile)
+		}
+	}
+	var shares []frontdoor.Share
+	if !c.Writer() {
+		shares = append(shares, frontdoor.Share{Flag: "--max-conns", Cap: &c.Collector.MaxConns})
+	}
+	if n := len(c.Tap.Listen); n > 0 {
+		shares = append(shares, frontdoor.Share{Flag: "--tap-max-conns", Cap: &c.Tap.MaxConns, Listeners: n, Divisor: 8, Max: tap.DefaultMaxConns})
+	}
+	if c.Query.Listen != "" {
+		shares = append(shares, frontdoor.Share{Flag: "--query-max-conns", Cap: &c.Query.MaxConns, Divisor: 8, Max: queryhttp.DefaultMaxConns})
+	}
+	if c.Metrics.Addr != "" {
+		shares = append(shares, frontdoor.Share{Flag: "--metrics-max-conns", Cap: &c.Metrics.MaxConns, Divisor: 16, Max: metrics.DefaultMaxConns})
+	}
+	return frontdoor.Budget(nofile, files, shares)
 }
 
 // loadFiles reads the TLS files and the token file into the collector's
@@ -232,8 +269,12 @@ func (s *Service) watch() {
 	if s.uconn != nil {
 		s.udp = collector.NewUDPServer(s.core)
 	}
+	if s.ln != nil {
+		s.door = s.core.Door(s.ln)
+	}
 	if s.m != nil {
 		s.m.Watch(s.core, s.udp)
+		s.watchDoors()
 		if s.writer != nil {
 			s.m.WatchWriter(&s.writer.Counters, s.writer)
 		}
@@ -246,6 +287,25 @@ func (s *Service) watch() {
 		if s.prod != nil {
 			s.m.WatchProducer(&s.prod.Counters)
 		}
+	}
+}
+
+// watchDoors registers the connection counters of every listener.
+func (s *Service) watchDoors() {
+	reg := s.m.Registry
+	if s.door != nil {
+		metrics.WatchListener(reg, "agents", s.door.Addr().String(), &s.door.Counters)
+	}
+	if s.tap != nil {
+		for _, d := range s.tap.Doors() {
+			metrics.WatchListener(reg, "tap", d.Addr().String(), &d.Counters)
+		}
+	}
+	if s.query != nil {
+		metrics.WatchListener(reg, "query", s.query.Addr(), s.query.Conns())
+	}
+	if s.msrv != nil {
+		metrics.WatchListener(reg, "metrics", s.msrv.Addr(), s.msrv.Conns())
 	}
 }
 
@@ -314,7 +374,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.writer != nil {
 		serr = s.writer.Run(ctx)
 	} else {
-		serr = collector.NewServer(s.core).Serve(ctx, s.ln)
+		serr = collector.NewServer(s.core).Serve(ctx, s.door)
 	}
 	if s.prod != nil { // what the sessions sent is answered, or fails
 		serr = errors.Join(serr, s.prod.Close(s.cfg.Collector.ShutdownTimeout))
@@ -348,7 +408,7 @@ func (s *Service) logStart() {
 		s.log.Info("writer consuming", attrs...)
 		return
 	}
-	attrs := []any{"addr", s.ln.Addr().String(), "dir", c.Store.Dir, "tls", c.TLS != nil,
+	attrs := []any{"addr", s.ln.Addr().String(), "max_conns", c.MaxConns, "dir", c.Store.Dir, "tls", c.TLS != nil,
 		"client_certificates", c.TLS != nil && c.TLS.ClientAuth == tls.RequireAndVerifyClientCert, "token", c.Token != ""}
 	if s.uconn != nil {
 		attrs = append(attrs, "udp", s.uconn.LocalAddr().String())

@@ -58,6 +58,9 @@ func TestValidate(t *testing.T) {
 		{"collector rule", func(c *Config) { c.Collector.MaxConns = -1 }, "max conns"},
 		{"store rule", func(c *Config) { c.Collector.Store.Dir = "" }, "output directory is required"},
 		{"query", func(c *Config) { c.Query.Listen = "127.0.0.1:0" }, ""},
+		{"query conns without query", func(c *Config) { c.Query.MaxConns = 5 }, "--query-max-conns needs --query-listen"},
+		{"tap conns without tap", func(c *Config) { c.Tap.MaxConns = 5 }, "--tap-max-conns needs --tap"},
+		{"metrics conns without metrics", func(c *Config) { c.Metrics.MaxConns = 5 }, "--metrics-max-conns needs --metrics"},
 		{"query max without query", func(c *Config) { c.Query.MaxQueries = 2 }, "--query-max needs --query-listen"},
 		{"query max out of range", func(c *Config) { c.Query.Listen, c.Query.MaxQueries = ":0", 5000 }, "--query-max"},
 		{"query bad address", func(c *Config) { c.Query.Listen = "nowhere" }, "--query-listen"},
@@ -173,5 +176,44 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// TestBudget: the connection caps left zero are derived from the
+// descriptors the store's budget and the reserve leave, and caps given
+// that need more descriptors than RLIMIT_NOFILE are refused, naming the
+// flags.
+func TestBudget(t *testing.T) {
+	all := func(c *Config) {
+		c.Tap.Listen = []tap.Listener{{Addr: "127.0.0.1:0"}, {Addr: "127.0.0.1:0"}}
+		c.Query.Listen, c.Metrics.Addr = "127.0.0.1:0", "127.0.0.1:0"
+	}
+	for _, tt := range []struct {
+		name   string
+		nofile uint64
+		edit   func(c *Config)
+		want   [4]int // agents, tap (each), query, metrics
+		err    string
+	}{
+		// (1024-256)/2 = 384 files; of the 384 left: 24 per tap, 48, 24, the rest.
+		{"defaults", 1024, all, [4]int{264, 24, 48, 24}, ""},
+		{"agents only", 1024, func(*Config) {}, [4]int{384}, ""},
+		{"files given", 1024, func(c *Config) { all(c); c.Collector.Store.MaxOpenFiles = 600 }, [4]int{117, 10, 21, 10}, ""},
+		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "--max-conns 16384, --tap-max-conns 24, --query-max-conns 48, --metrics-max-conns 24"},
+		{"writer", 1024, func(c *Config) {
+			c.Query.Listen = "127.0.0.1:0"
+			c.Kafka.Brokers, c.Group = []string{"x:9092"}, "g"
+		}, [4]int{0, 0, 48, 0}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base(t)
+			tt.edit(&c)
+			s := &Service{cfg: c}
+			err := s.budget(tt.nofile)
+			got := [4]int{s.cfg.Collector.MaxConns, s.cfg.Tap.MaxConns, s.cfg.Query.MaxConns, s.cfg.Metrics.MaxConns}
+			if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("caps %v, err %v; want %v, error %q", got, err, tt.want, tt.err)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -59,6 +60,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("tap: queue size %d out of range 64KiB..1GiB (--tap-queue)", c.QueueSize)
 	case c.MaxClients < 0:
 		return fmt.Errorf("tap: max clients %d is negative", c.MaxClients)
+	case c.MaxConns < 0:
+		return fmt.Errorf("tap: max conns %d is negative (--tap-max-conns)", c.MaxConns)
 	case c.RequestWait < 0 || c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.DrainTimeout < 0:
 		return errors.New("tap: durations must not be negative")
 	case len(c.Token) > wire.MaxTokenLen:
@@ -76,6 +79,10 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// Doors returns the front doors of the listeners New opened: their
+// connection counters.
+func (t *Tap) Doors() []*frontdoor.Listener { return t.lns }
 
 // listenConfig is how ln serves (see Config.TLS), with the warnings
 // its setting deserves.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -30,6 +31,10 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultDrainTimeout     = 5 * time.Second
+	// DefaultMaxConns is the connection cap of each listener of a Tap on
+	// its own; a collector derives its cap from RLIMIT_NOFILE
+	// (frontdoor.Budget), at most this.
+	DefaultMaxConns = 256
 )
 
 // Config configures a Tap. The zero value means the defaults, no
@@ -44,7 +49,7 @@ type Config struct {
 	// (which Wireshark's TCP@ needs). nil: plain TCP everywhere.
 	TLS *tls.Config
 	// Token, if set, must be in every client's request line (compared
-	// with collector.TokenEqual, as the agents' hellos are).
+	// with frontdoor.TokenEqual, as the agents' hellos are).
 	Token string
 	// QueueSize bounds the bytes of packets queued for one client; a
 	// client that falls further behind is dropped as too slow.
@@ -52,6 +57,11 @@ type Config struct {
 	QueueSize int
 	// MaxClients bounds the clients served at once, over every listener.
 	MaxClients int
+	// MaxConns bounds the connections of each listener open at once,
+	// TLS handshakes and clients not yet served included, and a quarter
+	// of it those of one client address (frontdoor.Listener): more are
+	// closed at once and counted. 0 means DefaultMaxConns.
+	MaxConns int
 	// RequestWait is how long a new client has to send its request line
 	// (after the TLS handshake, if any) before it gets its listener's
 	// default selection.
@@ -86,6 +96,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.QueueSize, DefaultQueueSize)
 	def(&c.MaxClients, DefaultMaxClients)
+	def(&c.MaxConns, DefaultMaxConns)
 	defDur(&c.RequestWait, DefaultRequestWait)
 	defDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defDur(&c.WriteTimeout, DefaultWriteTimeout)
@@ -130,9 +141,10 @@ type Tap struct {
 	mu      sync.Mutex                // serialises changes of clients
 	clients atomic.Pointer[[]*client] // copy on write: Batch reads it without a lock
 	wg      sync.WaitGroup            // connection goroutines
+	refused frontdoor.RateLog         // one WARN per interval
 
-	lns []net.Listener // Config.Listen, opened by New
-	lcs []ListenConfig // theirs
+	lns []*frontdoor.Listener // Config.Listen, opened by New
+	lcs []ListenConfig        // theirs
 }
 
 // New validates cfg and returns a Tap with its listeners (Config.Listen)
@@ -145,7 +157,7 @@ func New(cfg Config) (*Tap, error) {
 	cfg = cfg.withDefaults()
 	t := &Tap{cfg: cfg, log: cfg.Logger}
 	for _, l := range cfg.Listen {
-		ln, err := net.Listen("tcp", l.Addr)
+		ln, err := frontdoor.Listen(l.Addr, t.door())
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("tap: %w", err)
@@ -197,23 +209,27 @@ func (t *Tap) remove(c *client) {
 	t.clients.Store(&cs)
 }
 
-// Serve accepts tap clients on ln until ctx ends, then closes ln, lets
+// door is the front door's configuration of a tap listener.
+func (t *Tap) door() frontdoor.Config {
+	return frontdoor.Config{Name: "tap", MaxConns: t.cfg.MaxConns, Logger: t.log}
+}
+
+// Serve accepts tap clients on ln (through a front door with
+// Config.MaxConns, unless it is one) until ctx ends, then closes ln, lets
 // every client take what is queued for it (bounded by DrainTimeout) and
 // returns once all connections of the Tap are closed. Cancel ctx only
 // after the collector stopped writing, so that clients see everything.
 func (t *Tap) Serve(ctx context.Context, ln net.Listener, lc ListenConfig) error {
+	if _, ok := ln.(*frontdoor.Listener); !ok {
+		ln = frontdoor.New(ln, t.door())
+	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var err error
 	for {
 		var conn net.Conn
-		conn, err = ln.Accept()
+		conn, err = ln.Accept() // pauses itself when out of descriptors
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				t.log.Warn("tap: accepting a connection failed, pausing", "err", err)
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
 			break
 		}
 		t.wg.Add(1)
@@ -229,14 +245,6 @@ func (t *Tap) Serve(ctx context.Context, ln net.Listener, lc ListenConfig) error
 	return fmt.Errorf("tap: accepting connections: %w", err)
 }
 
-// bufConn reads through r what was peeked from Conn.
-type bufConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
 // errNoRequest: the client sent no request line.
 var errNoRequest = errors.New("no request line")
 
@@ -250,7 +258,7 @@ func (t *Tap) handle(ctx context.Context, raw net.Conn, lc ListenConfig) {
 	stop()
 	if err != nil {
 		t.Counters.Rejected.Add(1)
-		log.Warn("tap client refused", "err", err)
+		t.refused.WarnKey(log, err.Error(), "tap client refused", "err", err)
 		if conn != nil && reason != "" {
 			refuse(conn, raw, reason)
 		}
@@ -284,39 +292,38 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 	if ctx.Err() != nil { // after the deadline: handle's AfterFunc wins
 		return nil, nil, "", errors.New("shutting down")
 	}
-	br := bufio.NewReaderSize(raw, MaxRequest)
 	conn = raw
 	var tlsState *tls.ConnectionState
 	if lc.TLS != nil {
-		b, _ := br.Peek(1)
-		isTLS := len(b) == 1 && b[0] == 0x16 // a TLS handshake record
+		// A client that sends nothing (Wireshark) is a plain one.
+		sc, isTLS, _ := frontdoor.Sniff(raw)
+		conn = sc
 		if !isTLS && !lc.Plain {
 			reason := "this tap requires TLS: use pcapsync tail with TLS flags, or a loopback tap (through an SSH tunnel) for Wireshark's TCP@"
 			return nil, raw, reason, errors.New("plain TCP client at a TLS tap")
 		}
 		if isTLS {
-			tc := tls.Server(&bufConn{raw, br}, lc.TLS)
 			raw.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
 			if ctx.Err() != nil {
 				return nil, nil, "", errors.New("shutting down")
 			}
-			if err := tc.Handshake(); err != nil {
+			tc, err := frontdoor.Handshake(ctx, sc, lc.TLS, cfg.HandshakeTimeout)
+			if err != nil {
 				return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
 			}
 			st := tc.ConnectionState()
 			tlsState = &st
 			conn = tc
-			br = bufio.NewReaderSize(tc, MaxRequest)
 			deadline = time.Now().Add(cfg.RequestWait)
 			tc.SetDeadline(deadline)
 		}
 	}
-	req, err := readRequest(br)
+	req, err := readRequest(bufio.NewReaderSize(conn, MaxRequest))
 	if err != nil && !errors.Is(err, errNoRequest) {
 		return nil, conn, err.Error(), err
 	}
 	requested := err == nil
-	if want := cfg.Token; want != "" && !collector.TokenEqual(req.Token, want) {
+	if want := cfg.Token; want != "" && !frontdoor.TokenEqual(req.Token, want) {
 		reason := "wrong token"
 		if req.Token == "" {
 			reason = "token required: send a request line with token= (pcapsync tail --token-file)"

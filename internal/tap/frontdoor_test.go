@@ -1,0 +1,99 @@
+package tap
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil"
+)
+
+// runTap runs a Tap of cfg with one listener on 127.0.0.1 until the
+// test ends.
+func runTap(t *testing.T, cfg Config) *Tap {
+	t.Helper()
+	cfg.Listen = []Listener{{Addr: "127.0.0.1:0"}}
+	tp, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return tp
+}
+
+// dialFrom connects to addr from src and sends nothing; nil if the tap
+// reset it before Dial returned.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestTapConnCap: connections that have not yet sent their request (or
+// a TLS handshake) count against the listener's MaxConns, and a
+// quarter of it per address; more are closed at once and counted.
+func TestTapConnCap(t *testing.T) {
+	tp := runTap(t, Config{MaxConns: 16, RequestWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	door := tp.Doors()[0]
+	addr := door.Addr().String()
+	for range 5 { // 4 = 16/4 from one address
+		dialFrom(t, "127.0.0.1", addr)
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
+		return door.Counters.Open.Load() == 4 && door.Counters.OverSource.Load() == 1
+	})
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		for range 4 {
+			dialFrom(t, src, addr)
+		}
+	}
+	dialFrom(t, "127.0.0.5", addr)
+	testutil.EventuallyTrue(t, 5*time.Second, "16 open, 1 over the listener's cap", func() bool {
+		return door.Counters.Open.Load() == 16 && door.Counters.OverLimit.Load() == 1
+	})
+}
+
+// TestTapRefusalLogLimited: refused tap clients are logged at most once
+// per interval, not once each.
+func TestTapRefusalLogLimited(t *testing.T) {
+	var log testutil.Buffer
+	tp := runTap(t, Config{Token: "0123456789abcdef", Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	addr := tp.Addrs()[0]
+	const n = 30
+	for range n {
+		c := dialFrom(t, "127.0.0.1", addr)
+		if c == nil {
+			t.Fatal("reset")
+		}
+		c.Write([]byte("PCAPSYNC-TAP/1 token=wrong\n"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 256)
+		c.Read(b)
+		c.Close()
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "all refused", func() bool { return tp.Counters.Rejected.Load() == n })
+	if lines := strings.Count(log.String(), "tap client refused"); lines < 1 || lines > 3 {
+		t.Errorf("%d log lines for %d refusals, want one per second:\n%s", lines, n, log.String())
+	}
+}
