@@ -33,6 +33,7 @@ func kafkaFlagsOn(fs *pflag.FlagSet, k *kafkaconn.Config, role string) {
 	fs.StringVar(&k.SASL, "kafka-sasl", "", "with --kafka: SASL mechanism: SCRAM-SHA-256 or SCRAM-SHA-512 (needs --kafka-user and --kafka-password-file)")
 	fs.StringVar(&k.User, "kafka-user", "", "with --kafka-sasl: the user name")
 	fs.StringVar(&k.PasswordFile, "kafka-password-file", "", "with --kafka-sasl: a file holding the password (surrounding white space ignored)")
+	fs.StringVar(&k.RecordKeyFile, "kafka-record-key", "", "with --kafka: a file holding the record key (at least 16 bytes, surrounding white space ignored) that every producer and writer of the topic shares: records are signed with it (HMAC-SHA256), and a writer refuses records not signed with it")
 }
 
 const writerUsage = `Consumes the records that ingest collectors (pcapsync collector --kafka)
