@@ -244,25 +244,37 @@ func noFileLimit() uint64 {
 // client, after a pause that grows from 1 s to 30 s and is back to 1 s
 // once a membership lasted a minute.
 func (w *Writer) Run(ctx context.Context) error {
-	pause := time.Second
+	var pause restartPause
 	for {
 		start := time.Now()
 		err := w.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) >= healthyAfter {
-			pause = time.Second
-		}
+		wait := pause.next(time.Since(start))
 		w.Counters.Restarts.Add(1)
-		w.log.Error("kafka writer: starting over from the committed offsets", "err", err, "in", pause)
+		w.log.Error("kafka writer: starting over from the committed offsets", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(pause):
+		case <-time.After(wait):
 		}
-		pause = min(2*pause, restartPauseMax)
 	}
+}
+
+// restartPause is the pause before a start over: 1 s, doubled at each
+// start over up to restartPauseMax, and 1 s again after a membership
+// that lasted healthyAfter. The zero value is ready.
+type restartPause struct{ last time.Duration }
+
+// next returns the pause after a membership that lasted lasted.
+func (p *restartPause) next(lasted time.Duration) time.Duration {
+	if p.last == 0 || lasted >= healthyAfter {
+		p.last = time.Second
+	} else {
+		p.last = min(2*p.last, restartPauseMax)
+	}
+	return p.last
 }
 
 // consume is one membership of the group: until ctx ends (nil) or a

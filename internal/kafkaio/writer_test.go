@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -502,4 +503,19 @@ func testPartitionsAdded(t *testing.T, b *kafkatest.Broker) {
 		return nil
 	})
 	t.Logf("the new partition's record written %v after the partitions were added", time.Since(added).Round(time.Millisecond))
+}
+
+// TestRestartPause: the pause before a start over doubles up to 30 s,
+// and is back to 1 s after a membership that lasted a minute.
+func TestRestartPause(t *testing.T) {
+	var p restartPause
+	var got []time.Duration
+	for _, lasted := range []time.Duration{0, time.Second, 0, 0, 0, 0, 0, 0, healthyAfter, 0} {
+		got = append(got, p.next(lasted))
+	}
+	s := time.Second
+	want := []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 30 * s, s, 2 * s}
+	if !slices.Equal(got, want) {
+		t.Errorf("pauses %v, want %v", got, want)
+	}
 }
