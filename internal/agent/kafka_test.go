@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -341,4 +342,59 @@ func TestKafkaResendDuplicates(t *testing.T) {
 		}
 	}
 	t.Logf("%d batch records for %d batches; the files hold every packet once", len(tr.batches), countDistinct(tr.batches))
+}
+
+// TestKafkaRecordKey: an agent given --kafka-record-key signs its
+// records and a writer with the same key writes them all; an agent
+// without the key produces to the same topic (the brokers let it), and
+// the writer refuses, counted, every one of its records.
+func TestKafkaRecordKey(t *testing.T) {
+	b := kafkatest.Start(t)
+	keyFile := filepath.Join(t.TempDir(), "record.key")
+	if err := os.WriteFile(keyFile, []byte("c2VjcmV0LXJlY29yZC1rZXktb2YtdGhlLXNpdGU=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const count = 2000
+	signed := kafkaAgent(b, "keyed", "signed", genFile(t, count, 5))
+	signed.Kafka.RecordKeyFile = keyFile
+	if sum := runAgent(t, signed, nil); sum.Acked != count {
+		t.Fatalf("signed agent: %+v", sum)
+	}
+	if sum := runAgent(t, kafkaAgent(b, "keyed", "unsigned", genFile(t, 500, 6)), nil); sum.Acked != 500 {
+		t.Fatalf("unsigned agent: %+v", sum)
+	}
+	dir := t.TempDir()
+	w, err := serve.New(serve.Config{Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
+		Collector: collector.Config{Store: store.Config{Dir: dir, Shared: true}}, Logger: signed.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(ctx) }()
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		parts := w.Writer().Partitions()
+		for _, p := range parts {
+			if p.Lag != 0 {
+				return fmt.Errorf("partition %d: lag %d", p.Partition, p.Lag)
+			}
+		}
+		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count {
+			return fmt.Errorf("%d of %d packets written, %d partitions", n, count, len(parts))
+		}
+		return nil
+	})
+	cancel()
+	if err := <-wdone; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	if n := w.Core().Counters.Packets.Load(); n != count {
+		t.Errorf("%d packets written, want the signed agent's %d", n, count)
+	}
+	if n := w.Writer().Counters.Unauthenticated.Load(); n == 0 {
+		t.Errorf("no record of the unsigned agent refused")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unsigned")); err == nil {
+		t.Errorf("the unsigned agent has files")
+	}
 }

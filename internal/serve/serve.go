@@ -253,6 +253,9 @@ func (s *Service) watch() {
 // Core returns the collector's core: its Counters, its Store's.
 func (s *Service) Core() *collector.Core { return s.core }
 
+// Writer returns a writer's Kafka consumer; nil for every other role.
+func (s *Service) Writer() *kafkaio.Writer { return s.writer }
+
 // UDP returns the UDP intake, nil without Config.ListenUDP.
 func (s *Service) UDP() *collector.UDPServer { return s.udp }
 
