@@ -88,8 +88,9 @@ const (
 	// takes by default (group.min.session.timeout.ms).
 	DefaultSessionTimeout = 6 * time.Second
 	DefaultBusyWait       = 60 * time.Second
-	// DefaultIdleRelease is the store's default idle close: an agent
-	// silent this long would have its file closed by a collector too.
+	// DefaultIdleRelease is the store's default idle close (a writer
+	// passes its --idle-close): an agent silent this long would have
+	// its file closed by a collector too.
 	DefaultIdleRelease = time.Minute
 )
 

@@ -112,7 +112,8 @@ func (s *Service) open() error {
 	s.closers = append(s.closers, func() { core.Close() })
 	if c.Writer() {
 		wc := kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
-			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Key: s.rkey, Logger: c.Logger}
+			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Key: s.rkey,
+			IdleRelease: cc.Store.IdleClose, Logger: c.Logger}
 		if s.m != nil {
 			wc.Delay = s.m.RecordDelay
 		}
