@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,5 +397,89 @@ func TestKafkaRecordKey(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "unsigned")); err == nil {
 		t.Errorf("the unsigned agent has files")
+	}
+}
+
+// TestKafkaTopicRecreated: the topic deleted and created again while an
+// agent produces straight to Kafka: the agent's producer, which never
+// adopts the topic's new ID by itself, forgets the topic and produces
+// to the new one; the agent sends everything and exits.
+func TestKafkaTopicRecreated(t *testing.T) {
+	b := kafkatest.Start(t)
+	const topic, count = "reborn", 20_000
+	src := genFile(t, count, 7)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "in.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafkaAgent(b, topic, "r1", fifo)
+	cfg.Kafka.Partitions = 1
+	cfg.BatchBytes = 16 << 10
+	type result struct {
+		sum agent.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaTimeout)
+	defer cancel()
+	go func() {
+		a, err := agent.New(cfg)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		sum, err := a.Run(ctx)
+		done <- result{sum, err}
+	}()
+	in, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	half := len(data) / 2
+	if _, err := in.Write(data[:half]); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(b.Client())
+	ends := func() int64 {
+		o, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return 0
+		}
+		var n int64
+		o.Each(func(l kadm.ListedOffset) { n += max(l.Offset, 0) })
+		return n
+	}
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		if n := ends(); n < 10 {
+			return fmt.Errorf("%d records in the topic", n)
+		}
+		return nil
+	})
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		ts, err := adm.ListTopics(ctx)
+		if err == nil && ts.Has(topic) {
+			err = errors.New("topic still listed")
+		}
+		return err
+	})
+	b.CreateTopic(topic, 1)
+	if _, err := in.Write(data[half:]); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	r := <-done
+	if r.err != nil || r.sum.Acked != count {
+		t.Fatalf("agent: %v, summary %+v: want every packet acknowledged", r.err, r.sum)
+	}
+	if n := ends(); n == 0 {
+		t.Errorf("the new topic holds no record")
 	}
 }
