@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
@@ -73,6 +74,29 @@ func (a testAgent) batch(topic string, seq uint64, n int) *kgo.Record {
 		e.Append(int64(seq)*1e9+int64(i), 0, 60, pkt)
 	}
 	return NewRecord(topic, a.name, a.hello, e.Finish(seq))
+}
+
+// zbatch returns the record of batch seq of n 60-byte packets, its
+// records compressed with zstd.
+func (a testAgent) zbatch(t *testing.T, topic string, seq uint64, n int) *kgo.Record {
+	t.Helper()
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		pkt := make([]byte, 60)
+		binary.BigEndian.PutUint64(pkt, seq)
+		binary.BigEndian.PutUint32(pkt[8:], uint32(i))
+		e.Append(int64(seq)*1e9+int64(i), 0, 60, pkt)
+	}
+	enc, err := compress.NewEncoder(compress.Spec{Codec: compress.Zstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, codec := enc.Compress(wire.CompressedFrame(nil), e.Records())
+	if codec != wire.CodecZstd {
+		t.Fatalf("batch not compressed (%s)", codec)
+	}
+	return NewRecord(topic, a.name, a.hello, e.FinishCompressed(frame, seq, codec))
 }
 
 // produce produces recs in order and waits for the broker's acks.
@@ -215,7 +239,8 @@ func testForgedJump(t *testing.T, b *kafkatest.Broker) {
 }
 
 // testFlippedBytes: records whose value had one byte flipped past its
-// frame header are counted and not written, whatever byte it was.
+// frame header are counted and not written, whatever byte it was, the
+// batch compressed (zstd) or not.
 func testFlippedBytes(t *testing.T, b *kafkatest.Broker) {
 	const topic = "flipped"
 	b.CreateTopic(topic, 1)
@@ -225,6 +250,9 @@ func testFlippedBytes(t *testing.T, b *kafkatest.Broker) {
 	flipped := 0
 	for seq := uint64(1); seq <= 200; seq++ {
 		rec := a.batch(topic, seq, 3)
+		if seq%4 >= 2 {
+			rec = a.zbatch(t, topic, seq, 3)
+		}
 		if seq%2 == 0 { // every other batch corrupt, at a byte that moves along the value
 			i := wire.HeaderSize + int(seq*7)%(len(rec.Value)-wire.HeaderSize)
 			rec.Value[i] ^= 1 << (seq % 8)
