@@ -186,6 +186,7 @@ type Writer struct {
 	agents  map[string]*wagent
 	touched map[*wagent]bool // agents written since their last commit
 	bad     time.Time        // when a bad record was last logged
+	capped  bool             // MaxAgents was reached (logged once)
 
 	fetchErrs map[int32]string // the fetch error of each partition, as last logged; poll loop only
 
@@ -568,7 +569,9 @@ func (w *Writer) evict() error {
 	if old == nil {
 		return nil
 	}
-	if w.Counters.Released.Add(1) == 1 {
+	w.Counters.Released.Add(1)
+	if !w.capped {
+		w.capped = true
 		w.log.Warn("kafka writer: more agents than it may hold at once: giving up the least recently written (each takes a new file when it comes back; raise RLIMIT_NOFILE)",
 			"max_agents", w.cfg.MaxAgents)
 	}
