@@ -52,6 +52,7 @@ fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
 fuzz FuzzDecodeEntry ./internal/redisfeed
+fuzz FuzzRecord ./internal/kafkaio
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null

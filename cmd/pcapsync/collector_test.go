@@ -93,6 +93,7 @@ var kafkaFlagDefaults = map[string]string{
 	"kafka-sasl":            "",
 	"kafka-user":            "",
 	"kafka-password-file":   "",
+	"kafka-record-key":      "",
 }
 
 // TestWriterFlagDefaults: the writer's flags are the collector's store,

@@ -33,6 +33,7 @@ func kafkaFlagsOn(fs *pflag.FlagSet, k *kafkaconn.Config, role string) {
 	fs.StringVar(&k.SASL, "kafka-sasl", "", "with --kafka: SASL mechanism: SCRAM-SHA-256 or SCRAM-SHA-512 (needs --kafka-user and --kafka-password-file)")
 	fs.StringVar(&k.User, "kafka-user", "", "with --kafka-sasl: the user name")
 	fs.StringVar(&k.PasswordFile, "kafka-password-file", "", "with --kafka-sasl: a file holding the password (surrounding white space ignored)")
+	fs.StringVar(&k.RecordKeyFile, "kafka-record-key", "", "with --kafka: a file holding the record key (at least 16 bytes, surrounding white space ignored) that every producer and writer of the topic shares: records are signed with it (HMAC-SHA256), and a writer refuses records not signed with it")
 }
 
 const writerUsage = `Consumes the records that ingest collectors (pcapsync collector --kafka)
@@ -81,7 +82,7 @@ func storeFlagsOn(fs *pflag.FlagSet, st *store.Config) {
 	fs.TextVar(&st.FileCompress, "file-compress", st.FileCompress, "compress the files: none, gzip[:1-9] or zstd[:1-22] (.pcapng.gz, .pcapng.zst; Wireshark, tshark and capinfos read them; every acknowledgement ends a gzip member or flushes the zstd frame; see --file-zstd-frames)")
 	fs.TextVar(&st.ZstdFrames, "file-zstd-frames", st.ZstdFrames, "with --file-compress zstd: file (one zstd frame per file, which every zstd reader reads whole, Wireshark 4.0's own too) or block (a frame per index block, so that a query decodes only the blocks it selects; zstd, zstdcat and zstdcat F | tshark -r - read such files whole, Wireshark 4.0's own zstd reader only the first frame)")
 	fs.Var(fsyncFlag{&st.Fsync}, "fsync", "when written data is synced to disk: batch (before every acknowledgement), never (left to the OS; closed files are synced anyway unless never), or an interval such as 1s (an acknowledgement then means written to the OS: safe if the collector crashes, an OS crash can lose up to the interval)")
-	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye")
+	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye (a writer: give up an agent without a record for this long)")
 	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
 	fs.Var(disabledSize{&st.IndexBlock, store.DefaultIndexBlock}, "index-block", "index every file as it is written (FILE.idx beside it: packet times and the addresses, ports and protocols per block of this much pcapng, for queries; docs/index.md); 0 writes no index")
 	retainFlagsOn(fs, &st.Retain)

@@ -76,12 +76,13 @@ type produceFunc func(agent string, hello, frame []byte, done func(error))
 // goroutine (run) once New returned.
 type kafkaSender struct {
 	a          *Agent
-	kc         kafkaconn.Config // with defaults
-	opts       []kgo.Opt        // kc.Opts, read once by New
-	maxRecord  int              // the topic's record limit
-	batchBytes int              // Config.BatchBytes, capped to fit maxRecord
-	window     int64            // record bytes in the producer at most
-	brokers    []netip.AddrPort // seeds and the brokers listed at start: ownTraffic
+	kc         kafkaconn.Config   // with defaults
+	opts       []kgo.Opt          // kc.Opts, read once by New
+	key        *kafkaio.RecordKey // signs the records; nil: none
+	maxRecord  int                // the topic's record limit
+	batchBytes int                // Config.BatchBytes, capped to fit maxRecord
+	window     int64              // record bytes in the producer at most
+	brokers    []netip.AddrPort   // seeds and the brokers listed at start: ownTraffic
 
 	// wrap, if set, wraps the producer's Send (tests: an answer lost).
 	wrap func(produceFunc) produceFunc
@@ -107,6 +108,15 @@ func newKafkaSender(a *Agent) (*kafkaSender, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	k.opts = opts
+	if key, err := kc.RecordKey(); err != nil || key != nil {
+		if err == nil {
+			k.key, err = kafkaio.NewRecordKey(key)
+			clear(key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent: kafka: %w", err)
+		}
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent: kafka: %w", err)
@@ -335,7 +345,7 @@ func (k *kafkaSender) drain(ctx context.Context) bool {
 // declared more interfaces than the batches were sized for).
 func (k *kafkaSender) run(ctx context.Context) error {
 	a := k.a
-	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: k.opts, Topic: k.kc.Topic, MaxRecord: k.maxRecord,
+	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: k.opts, Topic: k.kc.Topic, MaxRecord: k.maxRecord, Key: k.key,
 		MaxBuffered: k.window + 2*int64(k.maxRecord), Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

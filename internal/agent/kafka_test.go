@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,4 +343,143 @@ func TestKafkaResendDuplicates(t *testing.T) {
 		}
 	}
 	t.Logf("%d batch records for %d batches; the files hold every packet once", len(tr.batches), countDistinct(tr.batches))
+}
+
+// TestKafkaRecordKey: an agent given --kafka-record-key signs its
+// records and a writer with the same key writes them all; an agent
+// without the key produces to the same topic (the brokers let it), and
+// the writer refuses, counted, every one of its records.
+func TestKafkaRecordKey(t *testing.T) {
+	b := kafkatest.Start(t)
+	keyFile := filepath.Join(t.TempDir(), "record.key")
+	if err := os.WriteFile(keyFile, []byte("c2VjcmV0LXJlY29yZC1rZXktb2YtdGhlLXNpdGU=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const count = 2000
+	signed := kafkaAgent(b, "keyed", "signed", genFile(t, count, 5))
+	signed.Kafka.RecordKeyFile = keyFile
+	if sum := runAgent(t, signed, nil); sum.Acked != count {
+		t.Fatalf("signed agent: %+v", sum)
+	}
+	if sum := runAgent(t, kafkaAgent(b, "keyed", "unsigned", genFile(t, 500, 6)), nil); sum.Acked != 500 {
+		t.Fatalf("unsigned agent: %+v", sum)
+	}
+	dir := t.TempDir()
+	w, err := serve.New(serve.Config{Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
+		Collector: collector.Config{Store: store.Config{Dir: dir, Shared: true}}, Logger: signed.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(ctx) }()
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		parts := w.Writer().Partitions()
+		for _, p := range parts {
+			if p.Lag != 0 {
+				return fmt.Errorf("partition %d: lag %d", p.Partition, p.Lag)
+			}
+		}
+		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count {
+			return fmt.Errorf("%d of %d packets written, %d partitions", n, count, len(parts))
+		}
+		return nil
+	})
+	cancel()
+	if err := <-wdone; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	if n := w.Core().Counters.Packets.Load(); n != count {
+		t.Errorf("%d packets written, want the signed agent's %d", n, count)
+	}
+	if n := w.Writer().Counters.Unauthenticated.Load(); n == 0 {
+		t.Errorf("no record of the unsigned agent refused")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unsigned")); err == nil {
+		t.Errorf("the unsigned agent has files")
+	}
+}
+
+// TestKafkaTopicRecreated: the topic deleted and created again while an
+// agent produces straight to Kafka: the agent's producer, which never
+// adopts the topic's new ID by itself, forgets the topic and produces
+// to the new one; the agent sends everything and exits.
+func TestKafkaTopicRecreated(t *testing.T) {
+	b := kafkatest.Start(t)
+	const topic, count = "reborn", 20_000
+	src := genFile(t, count, 7)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "in.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafkaAgent(b, topic, "r1", fifo)
+	cfg.Kafka.Partitions = 1
+	cfg.BatchBytes = 16 << 10
+	type result struct {
+		sum agent.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaTimeout)
+	defer cancel()
+	go func() {
+		a, err := agent.New(cfg)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		sum, err := a.Run(ctx)
+		done <- result{sum, err}
+	}()
+	in, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	half := len(data) / 2
+	if _, err := in.Write(data[:half]); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(b.Client())
+	ends := func() int64 {
+		o, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return 0
+		}
+		var n int64
+		o.Each(func(l kadm.ListedOffset) { n += max(l.Offset, 0) })
+		return n
+	}
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		if n := ends(); n < 10 {
+			return fmt.Errorf("%d records in the topic", n)
+		}
+		return nil
+	})
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, kafkaTimeout, func() error {
+		ts, err := adm.ListTopics(ctx)
+		if err == nil && ts.Has(topic) {
+			err = errors.New("topic still listed")
+		}
+		return err
+	})
+	b.CreateTopic(topic, 1)
+	if _, err := in.Write(data[half:]); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	r := <-done
+	if r.err != nil || r.sum.Acked != count {
+		t.Fatalf("agent: %v, summary %+v: want every packet acknowledged", r.err, r.sum)
+	}
+	if n := ends(); n == 0 {
+		t.Errorf("the new topic holds no record")
+	}
 }

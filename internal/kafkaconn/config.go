@@ -1,6 +1,7 @@
 package kafkaconn
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,12 @@ type Config struct {
 	SASL         string
 	User         string
 	PasswordFile string
+
+	// RecordKeyFile, if set, holds the record key (surrounding white
+	// space is not part of it): every producer of the topic signs its
+	// records with it and every writer refuses records it did not sign
+	// (kafkaio.RecordKey). Read by RecordKey.
+	RecordKeyFile string
 }
 
 // WithDefaults returns c with every zero field that has a default set
@@ -236,4 +243,21 @@ func readPassword(file string) (string, error) {
 		return "", fmt.Errorf("kafka: %s: %w", file, ErrEmptyPassword)
 	}
 	return pass, nil
+}
+
+// RecordKey reads RecordKeyFile: the key without surrounding white
+// space, nil when no file is set. An empty key is ErrEmptyRecordKey.
+func (c Config) RecordKey() ([]byte, error) {
+	if c.RecordKeyFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.RecordKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: record key file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("kafka: %s: %w", c.RecordKeyFile, ErrEmptyRecordKey)
+	}
+	return b, nil
 }

@@ -149,3 +149,39 @@ func TestOptsFiles(t *testing.T) {
 		t.Fatalf("readPassword = %q, %v; want the file without surrounding white space", got, err)
 	}
 }
+
+// TestRecordKey: the record key file's content without surrounding
+// white space; none without a file; an empty or missing file refused.
+func TestRecordKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tt := range []struct {
+		name, file string
+		want       string
+		err        error // nil: accepted
+	}{
+		{"none", "", "", nil},
+		{"trimmed", write("k", "  0123456789abcdef\n"), "0123456789abcdef", nil},
+		{"empty", write("e", " \n\t"), "", ErrEmptyRecordKey},
+		{"missing", filepath.Join(dir, "no-such"), "", os.ErrNotExist},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Config{RecordKeyFile: tt.file}.RecordKey()
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("error %v, want %v", err, tt.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want || (tt.file == "" && got != nil) {
+				t.Fatalf("RecordKey() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

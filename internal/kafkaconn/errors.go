@@ -12,4 +12,7 @@ var (
 	// ErrEmptyPassword: the SASL password file holds nothing but white
 	// space.
 	ErrEmptyPassword = errors.New("password file is empty")
+	// ErrEmptyRecordKey: the record key file holds nothing but white
+	// space.
+	ErrEmptyRecordKey = errors.New("record key file is empty")
 )

@@ -13,4 +13,12 @@ var (
 	// could not make durable (given to its done), and for the records
 	// still unanswered when Close gave up waiting.
 	ErrProduce = errors.New("kafka produce failed")
+
+	// ErrUnauthenticated: a record without a valid MAC header where a
+	// RecordKey is in force (RecordKey.Verify); it was not produced by a
+	// holder of the key, or was changed since.
+	ErrUnauthenticated = errors.New("record not authenticated by the record key")
+
+	// ErrShortKey: a record key shorter than MinRecordKey.
+	ErrShortKey = errors.New("record key too short")
 )

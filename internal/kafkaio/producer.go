@@ -2,11 +2,13 @@ package kafkaio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/observe"
@@ -27,6 +29,9 @@ type ProducerConfig struct {
 	// acknowledged by the brokers; Send blocks beyond it. 0 means
 	// DefaultMaxBuffered.
 	MaxBuffered int64
+	// Key, if set, signs every record (RecordKey.Sign): the writers of
+	// the topic hold the same key.
+	Key *RecordKey
 	// Latency, if set, observes the seconds from Send to the brokers'
 	// acknowledgement of each record.
 	Latency observe.Observer
@@ -54,6 +59,8 @@ type Producer struct {
 	log *slog.Logger
 
 	Counters ProducerCounters
+
+	purging atomic.Bool // forgetTopic in progress
 }
 
 // NewProducer connects a producer (the brokers are contacted lazily:
@@ -95,6 +102,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 // with nil or an error wrapping ErrProduce and the brokers' error.
 func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
 	rec := NewRecord(p.cfg.Topic, agent, hello, frame)
+	p.cfg.Key.Sign(rec)
 	start := time.Now()
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err != nil {
@@ -107,10 +115,29 @@ func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
 			}
 		}
 		if err != nil {
+			if errors.Is(err, kerr.UnknownTopicID) {
+				p.forgetTopic()
+			}
 			err = fmt.Errorf("%w: %w", ErrProduce, err)
 		}
 		done(err)
 	})
+}
+
+// forgetTopic makes the client forget the topic, whose records fail
+// with UNKNOWN_TOPIC_ID: it was deleted and created again under a new
+// ID, which a franz-go client never adopts by itself. The records sent
+// next look the topic up anew. It returns at once; one forgetting runs
+// at a time.
+func (p *Producer) forgetTopic() {
+	if !p.purging.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.purging.Store(false)
+		p.log.Warn("kafka producer: the topic is unknown under the ID known here (deleted, or created again): looking it up anew", "topic", p.cfg.Topic)
+		p.cl.PurgeTopicsFromProducing(p.cfg.Topic)
+	}()
 }
 
 // MaxFrame returns the largest frame that fits a record with this agent

@@ -26,11 +26,12 @@ const HelloHeader = "pcapsync-hello"
 
 // recordOverhead bounds what a record adds around its value and hello
 // in a Kafka record batch (v2: the batch header of 61 bytes, the
-// record's varints and the header key), for a batch of one record.
-const recordOverhead = 61 + 64 + len(HelloHeader)
+// record's varints and the header key), for a batch of one record, and
+// the MAC header a RecordKey adds.
+const recordOverhead = 61 + 64 + len(HelloHeader) + macOverhead
 
-// NewRecord returns the record of one frame of agent's session. It
-// keeps the slices it is given.
+// NewRecord returns the record of one frame of agent's session, without
+// a MAC (RecordKey.Sign adds it). It keeps the slices it is given.
 func NewRecord(topic, agent string, hello, frame []byte) *kgo.Record {
 	return &kgo.Record{
 		Topic:   topic,

@@ -10,9 +10,11 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -44,10 +46,36 @@ type WriterConfig struct {
 	// writer still holds (a rebalance in progress) before it starts
 	// over from the committed offsets. 0 means DefaultBusyWait.
 	BusyWait time.Duration
+	// Key, if set, is the record key the topic's producers sign with:
+	// a record without a valid MAC is counted (Unauthenticated) and
+	// skipped. Without it every record is taken as authentic (the
+	// brokers' ACLs decide who may produce).
+	Key *RecordKey
+	// MaxAgents bounds the agents the writer holds at once (each holds
+	// a lock file open, and its file while it writes): taking one more
+	// first gives up the one that wrote least recently. 0 means
+	// DefaultMaxAgents of the process's RLIMIT_NOFILE.
+	MaxAgents int
+	// IdleRelease gives up an agent (its file closed and published, its
+	// lock released) that had no record for this long; its next record
+	// takes it again, in a new file. 0 means DefaultIdleRelease.
+	IdleRelease time.Duration
 	// Delay, if set, observes for each record the seconds from its
 	// timestamp (when it was produced) to the commit of its offset.
 	Delay  observe.Observer
 	Logger *slog.Logger
+}
+
+// DefaultMaxAgents returns WriterConfig.MaxAgents' default for a
+// process that may hold nofile descriptors: what the store's open-file
+// budget (store.DefaultMaxOpenFiles) leaves of the descriptors beyond
+// its reserve of 256, so that every held agent's lock and file fit
+// together; at least 4.
+func DefaultMaxAgents(nofile uint64) int {
+	if nofile < 256+2*4 {
+		return 4
+	}
+	return int(min((nofile-256)/2, 1<<30))
 }
 
 // Defaults of WriterConfig.
@@ -60,13 +88,50 @@ const (
 	// takes by default (group.min.session.timeout.ms).
 	DefaultSessionTimeout = 6 * time.Second
 	DefaultBusyWait       = 60 * time.Second
+	// DefaultIdleRelease is the store's default idle close (a writer
+	// passes its --idle-close): an agent silent this long would have
+	// its file closed by a collector too.
+	DefaultIdleRelease = time.Minute
+)
+
+// Timings of the consumer loop.
+const (
+	// pollWait bounds one poll, so that idle agents are given up while
+	// no record comes.
+	pollWait = time.Second
+	// fetchBackoffMax bounds the pause after a poll that brought only
+	// errors (a broker down, a topic deleted).
+	fetchBackoffMax = 2 * time.Second
+	// topicGoneAfter is how long fetches may fail because the topic is
+	// unknown (deleted, or deleted and created again under a new ID,
+	// which a client never adopts) before the writer starts over with
+	// a new client, which learns the topic anew.
+	topicGoneAfter = 5 * time.Second
+	// metadataMaxAge is how often the writer's client refreshes the
+	// topic's metadata: partitions added, or the topic created again,
+	// are consumed within it.
+	metadataMaxAge = 5 * time.Second
+	// healthyAfter: a membership that lasted this long resets the
+	// pause before the next start over to its least.
+	healthyAfter = time.Minute
+	// restartPauseMax bounds the pause before a start over.
+	restartPauseMax = 30 * time.Second
 )
 
 // WriterCounters are a Writer's totals. Safe for concurrent use.
 type WriterCounters struct {
 	Records    atomic.Uint64 // records consumed
 	Bytes      atomic.Uint64 // their values' bytes
-	BadRecords atomic.Uint64 // records skipped: malformed, or refused by the core
+	BadRecords atomic.Uint64 // records skipped: malformed, unauthenticated, corrupt, or refused by the core
+	// BadChecksums are the batch records skipped because their batch
+	// checksum did not match (corrupted, or forged); also in BadRecords.
+	BadChecksums atomic.Uint64
+	// Unauthenticated are the records skipped for a missing or wrong MAC
+	// (WriterConfig.Key); also in BadRecords.
+	Unauthenticated atomic.Uint64
+	// Released are the agents given up while their partition stayed
+	// assigned: idle for IdleRelease, or to stay within MaxAgents.
+	Released   atomic.Uint64
 	Rebalances atomic.Uint64 // partition assignments received
 	Commits    atomic.Uint64 // offset commits that succeeded
 	Restarts   atomic.Uint64 // times the consumer started over from the committed offsets
@@ -103,6 +168,13 @@ func (w *Writer) Group() string { return w.cfg.Group }
 // (written and, as --fsync promises, durable); a writer that starts
 // from a committed offset drops by the marks in the files what another
 // writer already wrote after it.
+//
+// A record is written only once it passed every check: its MAC (with a
+// Key), its shape (ParseRecord) and, for a batch, its checksum. A
+// record that fails one is counted, logged (at most once a second) and
+// skipped: its hello starts no session and its sequence number raises
+// no mark, so a forged or corrupted record cannot make the agent's
+// later batches look like duplicates.
 type Writer struct {
 	cfg WriterConfig
 	log *slog.Logger
@@ -110,9 +182,13 @@ type Writer struct {
 
 	Counters WriterCounters
 
-	mu     sync.Mutex // guards agents: the poll loop and the rebalance callbacks
-	agents map[string]*wagent
-	bad    time.Time // when a bad record was last logged
+	mu      sync.Mutex // guards agents, touched: the poll loop and the rebalance callbacks
+	agents  map[string]*wagent
+	touched map[*wagent]bool // agents written since their last commit
+	bad     time.Time        // when a bad record was last logged
+	capped  bool             // MaxAgents was reached (logged once)
+
+	fetchErrs map[int32]string // the fetch error of each partition, as last logged; poll loop only
 
 	pmu   sync.Mutex // guards parts, apart from mu so that Partitions never waits for a write
 	parts map[int32]*PartitionState
@@ -126,6 +202,7 @@ type wagent struct {
 	hello     wire.Hello
 	helloRaw  []byte
 	partition int32
+	last      time.Time // when a record of it was last written
 }
 
 // NewWriter returns a Writer; Run consumes.
@@ -139,37 +216,71 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.BusyWait == 0 {
 		cfg.BusyWait = DefaultBusyWait
 	}
+	if cfg.MaxAgents <= 0 {
+		cfg.MaxAgents = DefaultMaxAgents(noFileLimit())
+	}
+	if cfg.IdleRelease <= 0 {
+		cfg.IdleRelease = DefaultIdleRelease
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Writer{cfg: cfg, log: cfg.Logger, lim: wire.Limits{MaxFrame: cfg.MaxFrame},
-		agents: map[string]*wagent{}, parts: map[int32]*PartitionState{}, list: make(chan struct{}, 1)}, nil
+		agents: map[string]*wagent{}, touched: map[*wagent]bool{}, fetchErrs: map[int32]string{},
+		parts: map[int32]*PartitionState{}, list: make(chan struct{}, 1)}, nil
 }
 
-// Run consumes until ctx ends. After a storage error, or when an agent
-// stays held by another writer for BusyWait, it ends every session,
-// leaves the group and starts over from the committed offsets, with a
-// growing pause.
+// noFileLimit returns the process's RLIMIT_NOFILE (soft).
+func noFileLimit() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return rl.Cur
+}
+
+// Run consumes until ctx ends. After a storage error, when an agent
+// stays held by another writer for BusyWait, or when the topic stays
+// unknown (deleted, or created again), it ends every session, leaves
+// the group and starts over from the committed offsets with a new
+// client, after a pause that grows from 1 s to 30 s and is back to 1 s
+// once a membership lasted a minute.
 func (w *Writer) Run(ctx context.Context) error {
-	pause := time.Second
+	var pause restartPause
 	for {
+		start := time.Now()
 		err := w.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
+		wait := pause.next(time.Since(start))
 		w.Counters.Restarts.Add(1)
-		w.log.Error("kafka writer: starting over from the committed offsets", "err", err, "in", pause)
+		w.log.Error("kafka writer: starting over from the committed offsets", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(pause):
+		case <-time.After(wait):
 		}
-		pause = min(2*pause, 30*time.Second)
 	}
 }
 
+// restartPause is the pause before a start over: 1 s, doubled at each
+// start over up to restartPauseMax, and 1 s again after a membership
+// that lasted healthyAfter. The zero value is ready.
+type restartPause struct{ last time.Duration }
+
+// next returns the pause after a membership that lasted lasted.
+func (p *restartPause) next(lasted time.Duration) time.Duration {
+	if p.last == 0 || lasted >= healthyAfter {
+		p.last = time.Second
+	} else {
+		p.last = min(2*p.last, restartPauseMax)
+	}
+	return p.last
+}
+
 // consume is one membership of the group: until ctx ends (nil) or a
-// write fails (the error).
+// write fails, or the topic stays unknown (the error).
 func (w *Writer) consume(ctx context.Context) (err error) {
 	opts := append(slices.Clip(w.cfg.Opts),
 		kgo.ConsumerGroup(w.cfg.Group),
@@ -179,6 +290,7 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(time.Second),
+		kgo.MetadataMaxAge(metadataMaxAge),
 		kgo.OnPartitionsAssigned(w.assigned),
 		kgo.OnPartitionsRevoked(w.revoked),
 		kgo.OnPartitionsLost(w.lost),
@@ -197,20 +309,24 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
 	go w.watchEnds(lagCtx, cl)
+	clear(w.fetchErrs)
 	var recs []*kgo.Record
+	var backoff time.Duration
+	var gone time.Time // since when fetches found the topic unknown; zero: they do not
 	for {
-		fs := cl.PollRecords(ctx, 4096)
+		pctx, cancel := context.WithTimeout(ctx, pollWait)
+		fs := cl.PollRecords(pctx, 4096)
+		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				w.log.Warn("kafka writer: fetch", "topic", t, "partition", p, "err", err)
-			}
-		})
+		failed, unknown := w.fetchErrors(fs)
 		recs = recs[:0]
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			recs = append(recs, p.Records...)
+			if len(p.Records) > 0 {
+				w.fetchOK(p.Partition)
+			}
 			w.pmu.Lock()
 			if ps := w.parts[p.Partition]; ps != nil && len(p.Records) > 0 {
 				ps.Offset = p.Records[len(p.Records)-1].Offset + 1
@@ -223,16 +339,71 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 			return err
 		}
 		w.commit(cl, recs)
+		if err := w.releaseIdle(); err != nil {
+			return err
+		}
 		cl.AllowRebalance()
+		switch {
+		case !unknown:
+			gone = time.Time{}
+		case gone.IsZero():
+			gone = time.Now()
+		case time.Since(gone) >= topicGoneAfter:
+			return fmt.Errorf("kafka writer: topic %q unknown to the brokers for %s (deleted, or created again)", w.cfg.Topic, topicGoneAfter)
+		}
+		if !failed || len(recs) > 0 {
+			backoff = 0
+			continue
+		}
+		// Only errors: a client retrying at once would spin.
+		backoff = min(max(2*backoff, 50*time.Millisecond), fetchBackoffMax)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
 }
 
-// write writes recs and commits every session they touched.
+// fetchErrors logs the fetch errors of fs, each partition's once per
+// change of error (fetchOK logs its recovery). It reports whether there
+// were any, and whether one says the topic is unknown.
+func (w *Writer) fetchErrors(fs kgo.Fetches) (failed, unknown bool) {
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return // the poll's own deadline
+		}
+		failed = true
+		if errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+			unknown = true
+		}
+		if msg := err.Error(); w.fetchErrs[p] != msg {
+			w.fetchErrs[p] = msg
+			w.log.Warn("kafka writer: fetch failing (logged again when it changes or recovers)", "topic", t, "partition", p, "err", err)
+		}
+	})
+	return failed, unknown
+}
+
+// fetchOK notes that partition p delivered records, logging the end of
+// its fetch errors.
+func (w *Writer) fetchOK(p int32) {
+	if _, ok := w.fetchErrs[p]; ok {
+		delete(w.fetchErrs, p)
+		w.log.Info("kafka writer: fetch recovered", "topic", w.cfg.Topic, "partition", p)
+	}
+}
+
+// write writes recs and commits every session they touched. The
+// records of one agent are written in their order, the agents one after
+// the other (so that each is taken at most once, however many agents
+// the poll holds past MaxAgents).
 func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	touched := map[*wagent]bool{}
-	for _, rec := range recs {
+	order := slices.Clone(recs)
+	slices.SortStableFunc(order, func(a, b *kgo.Record) int { return bytes.Compare(a.Key, b.Key) })
+	for _, rec := range order {
 		w.Counters.Records.Add(1)
 		w.Counters.Bytes.Add(uint64(len(rec.Value)))
 		a, err := w.handle(ctx, rec)
@@ -240,13 +411,26 @@ func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
 			return err
 		}
 		if a != nil {
-			touched[a] = true
+			w.touched[a] = true
 		}
 	}
-	for a := range touched {
-		if _, err := a.sess.Commit(); err != nil {
-			return fmt.Errorf("agent %s: %w", a.name, err)
+	for a := range w.touched {
+		if err := w.commitAgent(a); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// commitAgent commits a's session if it was written since its last
+// commit. w.mu must be held.
+func (w *Writer) commitAgent(a *wagent) error {
+	if !w.touched[a] {
+		return nil
+	}
+	delete(w.touched, a)
+	if _, err := a.sess.Commit(); err != nil {
+		return fmt.Errorf("agent %s: %w", a.name, err)
 	}
 	return nil
 }
@@ -255,7 +439,7 @@ func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
 // a record skipped) and an error only when the writer must start over.
 // w.mu must be held.
 func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
-	r, err := ParseRecord(rec, w.lim)
+	r, err := w.check(rec)
 	if err != nil {
 		w.skip(rec, err)
 		return nil, nil
@@ -266,7 +450,7 @@ func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
 			return nil, err
 		}
 	}
-	a.partition = rec.Partition
+	a.partition, a.last = rec.Partition, time.Now()
 	if _, err := a.sess.Frame(r.Type, r.Flags, r.Payload); err != nil {
 		if errors.Is(err, collector.ErrStorage) {
 			return nil, err
@@ -277,10 +461,35 @@ func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
 	return a, nil
 }
 
+// check authenticates (with a Key) and parses rec, and verifies a
+// batch's checksum, counting what fails.
+func (w *Writer) check(rec *kgo.Record) (Record, error) {
+	if err := w.cfg.Key.Verify(rec); err != nil {
+		w.Counters.Unauthenticated.Add(1)
+		return Record{}, fmt.Errorf("%w of %q: %w", ErrRecord, rec.Key, err)
+	}
+	r, err := ParseRecord(rec, w.lim)
+	if err != nil || r.Type != wire.TypeBatch {
+		return r, err
+	}
+	// The batch's own checksum, which the agent computed over these
+	// bytes: Kafka's record-batch CRC covers them only from the
+	// producer on. A batch sent without one (an agent inside TLS) has
+	// only the MAC, if any, to vouch for it.
+	if _, err := wire.ParseBatch(r.Flags, r.Payload, wire.BatchLimits{Unchecked: true}); err != nil {
+		if errors.Is(err, wire.ErrChecksum) {
+			w.Counters.BadChecksums.Add(1)
+		}
+		return r, fmt.Errorf("%w of %q: %w", ErrRecord, rec.Key, err)
+	}
+	return r, nil
+}
+
 // session returns the agent's session for r's hello: the current one
 // with the interfaces r's hello adds declared, or a new one (the agent
 // restarted, or was not seen yet). It returns nil for a record whose
-// hello the core refuses.
+// hello the core refuses; an agent it took for it is given up again.
+// w.mu must be held.
 func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Record) (*wagent, error) {
 	if a != nil && a.hello.Instance == r.Hello.Instance && a.hello.Host == r.Hello.Host &&
 		len(r.Hello.Interfaces) > len(a.hello.Interfaces) &&
@@ -296,12 +505,17 @@ func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Rec
 		return a, nil
 	}
 	if a != nil {
-		a.sess.End(false) // a new instance: its session continues the file
-		delete(w.agents, a.name)
+		// A new instance: its session continues the file.
+		if err := w.retire(a, false); err != nil {
+			return nil, err
+		}
+	} else if len(w.agents) >= w.cfg.MaxAgents {
+		if err := w.evict(); err != nil {
+			return nil, err
+		}
 	}
-	// franz-go checks every fetched record batch's CRC-32C, which the
-	// producer (an ingest collector, which checked the agent's, or an
-	// agent) computed over these bytes.
+	// The record passed check: its batch's checksum (or, with a Key, the
+	// MAC) was verified, and franz-go checked the record batch's CRC.
 	peer := collector.Peer{Addr: fmt.Sprintf("%s/%d", rec.Topic, rec.Partition), Transport: "kafka", Verified: true}
 	deadline := time.Now().Add(w.cfg.BusyWait)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
@@ -312,6 +526,9 @@ func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Rec
 			w.agents[r.Agent] = a
 			return a, nil
 		case errors.Is(err, collector.ErrRejected):
+			// The store may have taken the agent before the core refused
+			// the hello: give it up, or its lock stays held.
+			w.release(r.Agent)
 			w.skip(rec, err)
 			return nil, nil
 		case time.Now().After(deadline):
@@ -322,6 +539,68 @@ func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Rec
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
+	}
+}
+
+// retire commits a's session if it was written, ends it and forgets
+// the agent; with release it also gives the agent up (its file closed
+// and published, its lock released). w.mu must be held.
+func (w *Writer) retire(a *wagent, release bool) error {
+	if err := w.commitAgent(a); err != nil {
+		return err
+	}
+	a.sess.End(release)
+	delete(w.agents, a.name)
+	if release {
+		w.release(a.name)
+	}
+	return nil
+}
+
+// evict gives up the agent written least recently, to take another
+// within MaxAgents. w.mu must be held.
+func (w *Writer) evict() error {
+	var old *wagent
+	for _, a := range w.agents {
+		if old == nil || a.last.Before(old.last) {
+			old = a
+		}
+	}
+	if old == nil {
+		return nil
+	}
+	w.Counters.Released.Add(1)
+	if !w.capped {
+		w.capped = true
+		w.log.Warn("kafka writer: more agents than it may hold at once: giving up the least recently written (each takes a new file when it comes back; raise RLIMIT_NOFILE)",
+			"max_agents", w.cfg.MaxAgents)
+	}
+	return w.retire(old, true)
+}
+
+// releaseIdle gives up the agents without a record for IdleRelease.
+func (w *Writer) releaseIdle() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.agents {
+		if time.Since(a.last) < w.cfg.IdleRelease {
+			continue
+		}
+		w.Counters.Released.Add(1)
+		if err := w.retire(a, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release gives agent name up in the store (WriterConfig.Release).
+func (w *Writer) release(name string) {
+	if w.cfg.Release == nil {
+		return
+	}
+	if err := w.cfg.Release(name); err != nil {
+		w.log.Error("kafka writer: giving an agent up", "agent", name, "err", err)
 	}
 }
 
@@ -416,12 +695,9 @@ func (w *Writer) endAll(match func(*wagent) bool) int {
 		}
 		a.sess.End(true)
 		delete(w.agents, name)
+		delete(w.touched, a)
 		n++
-		if w.cfg.Release != nil {
-			if err := w.cfg.Release(name); err != nil {
-				w.log.Error("kafka writer: giving an agent up", "agent", name, "err", err)
-			}
-		}
+		w.release(name)
 	}
 	return n
 }

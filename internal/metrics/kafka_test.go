@@ -35,6 +35,9 @@ func TestKafkaMetrics(t *testing.T) {
 	wc.Records.Store(9)
 	wc.Bytes.Store(9 << 20)
 	wc.BadRecords.Store(1)
+	wc.BadChecksums.Store(6)
+	wc.Unauthenticated.Store(7)
+	wc.Released.Store(8)
 	wc.Rebalances.Store(3)
 	wc.Commits.Store(4)
 	wc.Restarts.Store(5)
@@ -49,6 +52,9 @@ func TestKafkaMetrics(t *testing.T) {
 		{Name: "pcapsync_kafka_consumed_records_total", Value: 9},
 		{Name: "pcapsync_kafka_consumed_bytes_total", Value: 9 << 20},
 		{Name: "pcapsync_kafka_bad_records_total", Value: 1},
+		{Name: "pcapsync_kafka_bad_checksum_records_total", Value: 6},
+		{Name: "pcapsync_kafka_unauthenticated_records_total", Value: 7},
+		{Name: "pcapsync_kafka_agents_released_total", Value: 8},
 		{Name: "pcapsync_kafka_rebalances_total", Value: 3},
 		{Name: "pcapsync_kafka_commits_total", Value: 4},
 		{Name: "pcapsync_kafka_consumer_restarts_total", Value: 5},

@@ -41,9 +41,10 @@ type Service struct {
 	query *queryhttp.Server // nil without a query listener
 	m     *metrics.Collector
 
-	kopts  []kgo.Opt         // the Kafka connection's options
-	prod   *kafkaio.Producer // an ingest collector's; nil otherwise
-	writer *kafkaio.Writer   // a writer's; nil otherwise
+	kopts  []kgo.Opt          // the Kafka connection's options
+	rkey   *kafkaio.RecordKey // the record key; nil: none
+	prod   *kafkaio.Producer  // an ingest collector's; nil otherwise
+	writer *kafkaio.Writer    // a writer's; nil otherwise
 
 	closers []func() // what New opened, in order; undone if New fails
 }
@@ -117,7 +118,8 @@ func (s *Service) open() error {
 	s.closers = append(s.closers, func() { core.Close() })
 	if c.Writer() {
 		wc := kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
-			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Logger: c.Logger}
+			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Key: s.rkey,
+			IdleRelease: cc.Store.IdleClose, Logger: c.Logger}
 		if s.m != nil {
 			wc.Delay = s.m.RecordDelay
 		}
@@ -312,6 +314,9 @@ func (s *Service) watchDoors() {
 // Core returns the collector's core: its Counters, its Store's.
 func (s *Service) Core() *collector.Core { return s.core }
 
+// Writer returns a writer's Kafka consumer; nil for every other role.
+func (s *Service) Writer() *kafkaio.Writer { return s.writer }
+
 // UDP returns the UDP intake, nil without Config.ListenUDP.
 func (s *Service) UDP() *collector.UDPServer { return s.udp }
 
@@ -435,6 +440,9 @@ func (s *Service) openKafka() error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.kopts = opts
+	if s.rkey, err = recordKey(c.Kafka); err != nil {
+		return err
+	}
 	cl, err := c.Kafka.NewClient()
 	if err != nil {
 		return err
@@ -457,7 +465,7 @@ func (s *Service) openKafka() error {
 	if err != nil {
 		return fmt.Errorf("kafka topic %q: reading its record size limit: %w", kc.Topic, err)
 	}
-	pc := kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Logger: s.log}
+	pc := kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Key: s.rkey, Logger: s.log}
 	if s.m != nil {
 		pc.Latency = s.m.Produce
 	}
@@ -469,6 +477,26 @@ func (s *Service) openKafka() error {
 	s.closers = append(s.closers, func() { p.Close(time.Second) })
 	c.Collector.Sink = p
 	return nil
+}
+
+// recordKey reads kc's record key file, if any (ErrConfig when it is
+// unusable).
+func recordKey(kc kafkaconn.Config) (*kafkaio.RecordKey, error) {
+	b, err := kc.RecordKey()
+	if err != nil || b == nil {
+		return nil, wrapConfig(err)
+	}
+	k, err := kafkaio.NewRecordKey(b)
+	clear(b)
+	return k, wrapConfig(err)
+}
+
+// wrapConfig wraps a non-nil err in ErrConfig.
+func wrapConfig(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrConfig, err)
 }
 
 // kafkaStartTimeout bounds the wait for the brokers at start.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -108,6 +109,16 @@ func TestNewFails(t *testing.T) {
 	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	short := filepath.Join(t.TempDir(), "record.key")
+	if err := os.WriteFile(short, []byte("fifteen bytes!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(keyFile string) func(c *Config) {
+		return func(c *Config) {
+			c.Collector.Store.Dir = ""
+			c.Kafka = kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}, RecordKeyFile: keyFile}
+		}
+	}
 	free := freePort(t)
 	for _, tt := range []struct {
 		name   string
@@ -118,6 +129,9 @@ func TestNewFails(t *testing.T) {
 		{"missing certificate", func(c *Config) { c.Collector.Insecure = false; c.TLSCertFile, c.TLSKeyFile = "no-such.pem", "k.pem" }, true},
 		{"agents' port taken", func(c *Config) { c.Tap.Listen = []tap.Listener{{Addr: free}}; c.Listen = taken.Addr().String() }, false},
 		{"metrics port taken", func(c *Config) { c.Metrics.Addr = taken.Addr().String() }, false},
+		{"record key too short", ingest(short), true},
+		{"record key file empty", ingest(empty), true},
+		{"record key file missing", ingest("no-such.key"), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base(t)

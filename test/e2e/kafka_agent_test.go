@@ -46,6 +46,9 @@ func TestKafkaAgentDirect(t *testing.T) {
 	ing.stop(30 * time.Second)
 	w.stop(30 * time.Second)
 	if strings.Contains(w.stderr.String(), "skipping a record") {
+		t.Errorf("the writer refused records signed with the record key:\n%s", w.stderr.String())
+	}
+	if strings.Contains(w.stderr.String(), "skipping a record") {
 		t.Errorf("the writer skipped records")
 	}
 	for i, name := range []string{"direct", "via-ingest"} {
@@ -56,8 +59,8 @@ func TestKafkaAgentDirect(t *testing.T) {
 
 // TestKafkaSecureCLI: an agent producing straight to Kafka, an ingest
 // collector and a writer, all on the broker's SASL_SSL listener with
-// TLS (a CA, a client certificate) and SCRAM-SHA-512, move every packet
-// into files; an agent with a wrong password exits non-zero at once,
+// TLS (a CA, a client certificate) and SCRAM-SHA-512, and sharing a
+// record key, move every packet into files; an agent with a wrong password exits non-zero at once,
 // saying SASL authentication failed.
 func TestKafkaSecureCLI(t *testing.T) {
 	requireTools(t, checkTools...)
@@ -66,7 +69,8 @@ func TestKafkaSecureCLI(t *testing.T) {
 	cert, key := p.Issue(t, p.CA, "kafka-client", pki.Leaf{CommonName: "kafka-client", Client: true})
 	pass := filepath.Join(p.Dir, "alice.pass")
 	wrong := filepath.Join(p.Dir, "wrong.pass")
-	for f, v := range map[string]string{pass: "alice-secret\n", wrong: "not-alices\n"} {
+	recordKey := filepath.Join(p.Dir, "record.key")
+	for f, v := range map[string]string{pass: "alice-secret\n", wrong: "not-alices\n", recordKey: "a-record-key-of-the-site-0123456789\n"} {
 		if err := os.WriteFile(f, []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +81,8 @@ func TestKafkaSecureCLI(t *testing.T) {
 	secure := func(passFile string) []string {
 		return []string{"--kafka", b.SASLAddr, "--kafka-topic", k.topic, "--kafka-partitions", "3",
 			"--kafka-tls", "--kafka-tls-ca", p.CAFile, "--kafka-tls-cert", cert, "--kafka-tls-key", key,
-			"--kafka-sasl", "SCRAM-SHA-512", "--kafka-user", "alice", "--kafka-password-file", passFile}
+			"--kafka-sasl", "SCRAM-SHA-512", "--kafka-user", "alice", "--kafka-password-file", passFile,
+			"--kafka-record-key", recordKey}
 	}
 	const count = 20_000
 	tmp := t.TempDir()
@@ -112,6 +117,9 @@ func TestKafkaSecureCLI(t *testing.T) {
 	k.waitCaughtUp(60 * time.Second)
 	ing.stop(30 * time.Second)
 	w.stop(30 * time.Second)
+	if strings.Contains(w.stderr.String(), "skipping a record") {
+		t.Errorf("the writer refused records signed with the record key:\n%s", w.stderr.String())
+	}
 	for i, name := range []string{"direct", "via-ingest"} {
 		r := checkAgentDir(t, filepath.Join(k.dir, name))
 		r.expectExactlyOnce(t, "agent "+name, map[uint32]uint64{uint32(300 + i): count})
