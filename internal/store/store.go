@@ -62,6 +62,7 @@ type Store struct {
 
 	budget *fileBudget // nil: no budget
 	ret    *retainer   // retention (retention.go)
+	owner  *os.File    // holds the root's owner lock (OwnerFile) until Close
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -99,7 +100,8 @@ func (in *Instance) raise(seq uint64) {
 
 // Open returns a Store writing below cfg.Dir. It refuses a root it
 // cannot write to, or on a disk already full, with an error that says
-// which and why; it loads the state file and (re)creates the reserve.
+// which and why, and a root another owner holds (ErrRootBusy, see
+// OwnerFile); it loads the state file and (re)creates the reserve.
 // Files a previous run left unfinished are repaired in the background;
 // until an agent's are done, Writer refuses it with ErrBusy (in Shared
 // mode Open repairs nothing: Writer repairs an agent's files when it
@@ -117,6 +119,21 @@ func Open(cfg Config) (*Store, error) {
 	if err := checkRoot(dir); err != nil {
 		return nil, err
 	}
+	owner, err := lockRoot(dir, c.Shared, c.Group)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(c, dir)
+	if err != nil {
+		owner.Close()
+		return nil, err
+	}
+	s.owner = owner
+	return s, nil
+}
+
+// open is Open's work once the root is locked.
+func open(c Config, dir string) (*Store, error) {
 	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{}, moving: map[string]bool{},
 		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{},
 		savedAgent: map[string]map[[16]byte]savedMark{}, held: map[string]bool{}}
@@ -371,6 +388,9 @@ func (s *Store) Close(ctx context.Context) error {
 			w.mu.Unlock()
 			s.unlockAgent(w)
 		}
+	}
+	if s.owner != nil {
+		s.owner.Close() // gives the root back
 	}
 	return errors.Join(errs...)
 }
