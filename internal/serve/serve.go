@@ -72,7 +72,7 @@ func (s *Service) open() error {
 	}
 	cc := &c.Collector
 	cc.Logger = cmp.Or(cc.Logger, c.Logger)
-	if c.Writer() {
+	if c.Writer() && cc.Store.Shared {
 		cc.Store.Group = c.Group // the group's writers share the root; another owner is refused
 	}
 	if c.Metrics.Addr != "" {
