@@ -282,12 +282,20 @@ func keepReserve(dir string, stateLen int) {
 // writeFileAtomic writes b to path through a temporary file in dir,
 // synced, then renamed over path.
 func writeFileAtomic(dir, path string, b []byte) error {
+	return writeFile(dir, path, b, true)
+}
+
+// writeFile writes b to path through a temporary file in dir, created
+// exclusively (never through a link planted under its name), synced
+// when sync, then renamed over path (which replaces whatever path was,
+// a link included, and never writes through it).
+func writeFile(dir, path string, b []byte, sync bool) error {
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	_, err = tmp.Write(b)
-	if err == nil {
+	if err == nil && sync {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
