@@ -223,3 +223,19 @@ func TestRetentionCacheFIFO(t *testing.T) {
 	})
 	stop()
 }
+
+// TestStateFileForged: a state file with an instance id longer than 16
+// bytes (which hex.Decode would write past the id's end) is damaged:
+// Open moves it aside and starts, it does not panic.
+func TestStateFileForged(t *testing.T) {
+	dir := t.TempDir()
+	doc := `{"version":1,"instances":[{"instance":"` + strings.Repeat("ab", 17) + `","name":"a1","last_seq":5}]}`
+	if err := os.WriteFile(filepath.Join(dir, StateFile), []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	c := newCore(t, Config{Dir: dir})
+	defer c.Close()
+	if _, err := os.Stat(filepath.Join(dir, StateFile+".damaged")); err != nil {
+		t.Fatalf("forged state file not moved aside: %v", err)
+	}
+}
