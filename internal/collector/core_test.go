@@ -221,6 +221,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal("batch 3 written again after restart")
 	}
 	s2.end(true)
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	os.WriteFile(filepath.Join(dir, store.StateFile), []byte("{not json"), 0o600)
 	c3 := newCore(t, Config{Store: store.Config{Dir: dir}}) // must start, not crash-loop
