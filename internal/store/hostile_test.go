@@ -239,3 +239,23 @@ func TestStateFileForged(t *testing.T) {
 		t.Fatalf("forged state file not moved aside: %v", err)
 	}
 }
+
+// TestForeignDirNotAnAgent: a directory below the root holding no file
+// the Store made (exports/) is not taken for an agent by retention.
+func TestForeignDirNotAnAgent(t *testing.T) {
+	dir := t.TempDir()
+	plant(t, filepath.Join(dir, "exports", "incident.pcapng"))
+	c, _, stop := runStore(t, Config{Dir: dir, Retain: RetainConfig{MaxAge: time.Hour, FreePercent: -1}})
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if !c.ret.loaded.Load() {
+			return errors.New("retention index not loaded yet")
+		}
+		return nil
+	})
+	stop()
+	for _, a := range c.RetainStats().Agents {
+		if a.Name == "exports" {
+			t.Fatalf("exports/ taken for an agent: %+v", a)
+		}
+	}
+}

@@ -161,12 +161,15 @@ func publishIndex(part string) {
 }
 
 // partFiles returns the data files in dir still being written (or left
-// so by a crash), not their indexes.
+// so by a crash), not their indexes: regular files of the names the
+// Store gives them (a link or FIFO so named is not repaired).
 func partFiles(dir string) []string {
 	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
+	agent := filepath.Base(dir)
 	out := parts[:0]
 	for _, p := range parts {
-		if !index.IsIndex(filepath.Base(p)) {
+		st, err := os.Lstat(p)
+		if err == nil && st.Mode().IsRegular() && IsDataFile(agent, strings.TrimSuffix(filepath.Base(p), PartSuffix)) {
 			out = append(out, p)
 		}
 	}

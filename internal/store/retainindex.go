@@ -206,7 +206,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		r.log.Error("retention: reading an agent directory", "agent", name, "err", err)
 		return 0, 0, 0
 	}
-	a := r.agent(name)
+	var a *retAgent // made at its first data file: a directory without any is no agent's
 	stale := 0
 	for _, e := range ents {
 		if ctx.Err() != nil {
@@ -218,6 +218,9 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		}
 		if !IsDataFile(name, e.Name()) {
 			continue // a .part, an index, a repair's
+		}
+		if a == nil {
+			a = r.agent(name)
 		}
 		r.mu.Lock()
 		known := false

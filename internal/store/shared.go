@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,6 +127,9 @@ func (s *Store) take(name string) (*Writer, error) {
 func (s *Store) loadAgentState(name string) error {
 	dir := filepath.Join(s.dir, AgentStateDir)
 	path := filepath.Join(dir, name+".json")
+	if err := safefs.Dir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: agent %q: %w", name, err) // a link: nothing read, renamed or removed through it
+	}
 	removeTemps(path+".tmp*", time.Time{}) // the agent is held: no one else writes them
 	var es []stateMark
 	b, err := readStateFile(path)
@@ -245,7 +249,7 @@ func (s *Store) writeAgentState(name string) error {
 		return err
 	}
 	dir := filepath.Join(s.dir, AgentStateDir)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := ensureDir(dir); err != nil {
 		return fmt.Errorf("saving state of agent %q: %w", name, err)
 	}
 	if err := s.writeStateFile(dir, filepath.Join(dir, name+".json"), b); err != nil {
