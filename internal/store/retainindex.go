@@ -19,7 +19,10 @@ import (
 // RetainDir, below Dir, holds retention's index of closed files, one
 // file per agent (<agent>.json: name, bytes, first and last packet of
 // each). It is a cache, written without fsync: a file it lacks, or
-// lists with another size, is read at start for its packets' times.
+// lists with another size or modification time, is read at start for
+// its packets' times. Anyone who can write the root can write it, so it
+// is read with a size limit, never through a link or FIFO, and its
+// entries checked (parseIndex).
 // Agent names cannot start with '.', so it never collides with an
 // agent directory.
 const RetainDir = ".pcapsync-retain"

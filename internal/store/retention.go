@@ -50,8 +50,11 @@ import (
 // is kept in memory, recorded when the Store closes a file, and saved
 // per agent below Dir/RetainDir (without fsync: it is a cache). At
 // start it is rebuilt from the agent directories: a file the saved
-// index lists with the same size keeps its times, any other is read
-// (scanPart) for its first and last packet. An agent whose directory is
+// index lists with the same size and modification time keeps its
+// times, any other is read (scanPart) for its first and last packet.
+// Only the data files the Store names (IsDataFile) are indexed and
+// deleted, in agent directories that are not links; anything else
+// below the root is left alone and logged once (foreign). An agent whose directory is
 // gone (removed by hand) is dropped from the index, with its saved
 // index, at start, every goneCheckInterval and when a deletion finds
 // one of its files gone (dropGone, forgetAgent).
