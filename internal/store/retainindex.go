@@ -88,9 +88,12 @@ func IsDataFile(agent, name string) bool {
 
 // ownFile reports whether name, in the directory of agent, is one the
 // Store makes: a data file, finished or .part, its index (finished or
-// .part), or a repair's temporary file.
+// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
 func ownFile(agent, name string) bool {
 	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
+	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
+		n = t + index.Suffix
+	}
 	if index.IsIndex(n) {
 		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
 	}
