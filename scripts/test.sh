@@ -47,6 +47,8 @@ fuzz FuzzDatagram ./internal/wire
 fuzz FuzzPiece ./internal/wire
 fuzz FuzzUDPDatagram ./internal/collector
 fuzz FuzzScanPart ./internal/store
+fuzz FuzzRetainIndex ./internal/store
+fuzz FuzzStateFile ./internal/store
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress

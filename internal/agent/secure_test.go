@@ -76,7 +76,7 @@ func (rc *realCollector) files(t *testing.T) []string {
 			if err == nil && d.IsDir() && d.Name() == store.RetainDir {
 				return filepath.SkipDir // retention's index of closed files
 			}
-			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile && !index.IsIndex(d.Name()) {
+			if err == nil && p != rc.dir && d.Name() != store.StateFile && d.Name() != store.ReserveFile && d.Name() != store.OwnerFile && !index.IsIndex(d.Name()) {
 				out = append(out, strings.TrimPrefix(p, rc.dir))
 				// A state file being saved is StateFile.tmpNNN until renamed.
 				if strings.HasSuffix(p, store.PartSuffix) || strings.Contains(d.Name(), ".tmp") {

@@ -178,6 +178,13 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 	}
 
 	w, err := c.st.Writer(h.Name)
+	if errors.Is(err, store.ErrAgentDir) {
+		// Its directory is a link (or not a directory): the agent is
+		// refused, with the details in the collector's log only, until
+		// an operator puts it right; nothing of it is acknowledged.
+		c.Counters.Rejected.Add(1)
+		return nil, wire.Welcome{}, fmt.Errorf("%w: %w: the collector's directory of agent %q is a link or not a directory", ErrRejected, store.ErrAgentDir, h.Name)
+	}
 	if err != nil {
 		// The store cannot take the agent now: its files are being
 		// repaired, another process holds it (a shared root), or its

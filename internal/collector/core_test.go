@@ -107,7 +107,7 @@ func TestRejectsBadNamesBeforeAnyFile(t *testing.T) {
 	}
 	ents, _ := os.ReadDir(c.Dir())
 	for _, e := range ents {
-		if e.Name() != store.ReserveFile {
+		if e.Name() != store.ReserveFile && e.Name() != store.OwnerFile {
 			t.Errorf("output dir holds %q after rejected handshakes", e.Name())
 		}
 	}
@@ -221,6 +221,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal("batch 3 written again after restart")
 	}
 	s2.end(true)
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	os.WriteFile(filepath.Join(dir, store.StateFile), []byte("{not json"), 0o600)
 	c3 := newCore(t, Config{Store: store.Config{Dir: dir}}) // must start, not crash-loop

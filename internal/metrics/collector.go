@@ -131,6 +131,8 @@ var storeFields = []field[coreSnap]{
 		func(s *coreSnap) float64 { return u(s.st.Truncated.Load()) }),
 	counter("pcapsync_collector_index_errors_total", "Index writes that failed: the data file is left without an index (queries scan it; pcapsync index rebuilds it).",
 		func(s *coreSnap) float64 { return u(s.st.IndexErrors.Load()) }),
+	counter("pcapsync_collector_agent_dir_refused_total", "Agent sessions refused because the agent's directory below --dir is a symbolic link or not a directory (nothing of the agent written, nothing acknowledged).",
+		func(s *coreSnap) float64 { return u(s.st.AgentDirRefused.Load()) }),
 	gauge("pcapsync_collector_open_files", "Agent data files holding a file descriptor now (at most --max-open-files).",
 		func(s *coreSnap) float64 { return float64(s.openFiles) }),
 	gauge("pcapsync_collector_max_open_files", "The open-file budget in force (--max-open-files, or its default from RLIMIT_NOFILE); -1 for none.",
@@ -170,6 +172,8 @@ var (
 		[]string{"rule"}, nil)
 	retainShortTotal = prometheus.NewDesc("pcapsync_collector_retention_short_total",
 		"Times a retention rule became unable to free enough.", nil, nil)
+	retainForeign = prometheus.NewDesc("pcapsync_collector_retention_foreign_total",
+		"Paths below --dir that the collector did not make (or links, FIFOs where it made files), left alone by retention and logged once each.", nil, nil)
 	retainHolds = prometheus.NewDesc("pcapsync_collector_retention_write_holds_total",
 		"Batch writes that waited at retention's write gate for deletion to catch up (usage near a --retain-size or --retain-free limit).", nil, nil)
 	retainHeld = prometheus.NewDesc("pcapsync_collector_retention_write_held_seconds_total",
@@ -203,6 +207,7 @@ func (c *coreCollector) collectRetention(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(retainShort, prometheus.GaugeValue, short, name)
 	}
 	ch <- prometheus.MustNewConstMetric(retainShortTotal, prometheus.CounterValue, u(rc.Short.Load()))
+	ch <- prometheus.MustNewConstMetric(retainForeign, prometheus.CounterValue, u(rc.Foreign.Load()))
 	ch <- prometheus.MustNewConstMetric(retainHolds, prometheus.CounterValue, u(rc.Holds.Load()))
 	ch <- prometheus.MustNewConstMetric(retainHeld, prometheus.CounterValue, float64(rc.HeldNanos.Load())/1e9)
 	ch <- prometheus.MustNewConstMetric(retainRootBytes, prometheus.GaugeValue, float64(rs.RootBytes))
@@ -275,7 +280,7 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	describe(ownAgentFields, ch)
 	ch <- decodeErrors
 	ch <- batchesRejected
-	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainHolds, retainHeld, retainRootBytes, retainLimit, retainHigh, retainLow, retainOldest} {
+	for _, d := range []*prometheus.Desc{retainDeletedFiles, retainDeletedBytes, retainShort, retainShortTotal, retainForeign, retainHolds, retainHeld, retainRootBytes, retainLimit, retainHigh, retainLow, retainOldest} {
 		ch <- d
 	}
 }

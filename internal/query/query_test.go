@@ -336,10 +336,11 @@ func TestIndexTimes(t *testing.T) {
 	if ist, err := os.Stat(index.Path(files[0])); err == nil {
 		size += ist.Size()
 	}
-	writeIndex := func(size int64) {
+	mod := st.ModTime().UnixNano()
+	writeIndex := func(size, mod int64) {
 		t.Helper()
 		doc := map[string]any{"version": 1, "files": []map[string]any{
-			{"name": filepath.Base(files[0]), "bytes": size, "first": base + 5e9, "last": base + 6e9}}}
+			{"name": filepath.Base(files[0]), "bytes": size, "mod": mod, "first": base + 5e9, "last": base + 6e9}}}
 		b, _ := json.Marshal(doc)
 		os.MkdirAll(filepath.Join(dir, store.RetainDir), 0o750)
 		if err := os.WriteFile(filepath.Join(dir, store.RetainDir, "x1.json"), b, 0o640); err != nil {
@@ -350,15 +351,16 @@ func TestIndexTimes(t *testing.T) {
 	inFirst := func(r ref) bool { return false }
 	_ = inFirst
 	for _, c := range []struct {
-		name    string
-		size    int64
-		skipped int
+		name      string
+		size, mod int64
+		skipped   int
 	}{
-		{"trusted", size, 1},
-		{"other size", size + 1, 0},
+		{"trusted", size, mod, 1},
+		{"other size", size + 1, mod, 0},
+		{"other modification time", size, mod + 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			writeIndex(c.size)
+			writeIndex(c.size, c.mod)
 			out, res, err := runQuery(t, Config{Dir: dir, Until: ts(1e9)})
 			if err != nil {
 				t.Fatal(err)
@@ -387,9 +389,10 @@ func TestIndexTimes(t *testing.T) {
 func readFileRefs(t *testing.T, path string) [][]byte {
 	t.Helper()
 	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "r"), 0o750)
+	agent := filepath.Base(filepath.Dir(path)) // a query reads the files named after their agent only
+	os.MkdirAll(filepath.Join(dir, agent), 0o750)
 	b, _ := os.ReadFile(path)
-	os.WriteFile(filepath.Join(dir, "r", filepath.Base(path)), b, 0o640)
+	os.WriteFile(filepath.Join(dir, agent, filepath.Base(path)), b, 0o640)
 	out, _, err := runQuery(t, Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -43,3 +43,9 @@ func openBeneath(root, rel string, flag int, perm uint32) (int, error) {
 	}
 	return fd, err
 }
+
+// openDirBeneath opens the directory rel below root as a path-only
+// descriptor (for the *at calls), refusing a link in any element.
+func openDirBeneath(root, rel string) (int, error) {
+	return openBeneath(root, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}

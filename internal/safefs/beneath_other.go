@@ -15,3 +15,7 @@ var errUnsupported = errors.New("openat2 not available")
 func openBeneath(root, rel string, flag int, perm uint32) (int, error) {
 	return -1, errUnsupported
 }
+
+func openDirBeneath(root, rel string) (int, error) {
+	return -1, errUnsupported
+}

@@ -168,3 +168,45 @@ func clean(rel string) (string, error) {
 	}
 	return filepath.Clean(rel), nil
 }
+
+// RemoveIn removes the file rel below root (never a directory) with
+// OpenIn's rules for the directories above it: none may be a symbolic
+// link, so a link planted in place of a directory cannot make it remove
+// a file elsewhere. A link as rel's last element is removed itself, as
+// os.Remove does.
+func RemoveIn(root, rel string) error {
+	rel, err := clean(rel)
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(root, rel)
+	dir, base := filepath.Split(rel)
+	if dir == "" {
+		dir = "."
+	}
+	if base == "" || base == "." {
+		return &fs.PathError{Op: "remove", Path: name, Err: ErrPath}
+	}
+	dfd, err := openDirBeneath(root, dir)
+	if errors.Is(err, errUnsupported) {
+		if err := DirsIn(root, dir); err != nil {
+			return err
+		}
+		return removeFile(name)
+	}
+	if err != nil {
+		return openError(filepath.Join(root, dir), err)
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, base, 0); err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	return nil
+}
+
+func removeFile(name string) error {
+	if err := unix.Unlink(name); err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	return nil
+}

@@ -143,3 +143,26 @@ func TestReadFile(t *testing.T) {
 		t.Fatalf("ReadFile(fifo) = %v", err)
 	}
 }
+
+func TestRemoveInRefusesLinkedDirectories(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		noOpenat2.Store(fallback)
+		root, _ := tree(t)
+		must(t, os.WriteFile(filepath.Join(root, "a", "g"), nil, 0o644))
+		if err := RemoveIn(root, "link/g"); !errors.Is(err, ErrLink) {
+			t.Errorf("fallback %v: RemoveIn through a linked directory = %v, want ErrLink", fallback, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root, "a", "g")); err != nil {
+			t.Errorf("fallback %v: file removed through the link: %v", fallback, err)
+		}
+		must(t, RemoveIn(root, "a/g"))
+		must(t, RemoveIn(root, "a/out")) // a link itself goes, not its target
+		if err := RemoveIn(root, "a/g"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("fallback %v: RemoveIn of a missing file = %v", fallback, err)
+		}
+		if err := RemoveIn(root, "../x"); !errors.Is(err, ErrPath) {
+			t.Errorf("fallback %v: RemoveIn(../x) = %v", fallback, err)
+		}
+	}
+	noOpenat2.Store(false)
+}

@@ -76,6 +76,9 @@ func (s *Service) open() error {
 	}
 	cc := &c.Collector
 	cc.Logger = cmp.Or(cc.Logger, c.Logger)
+	if c.Writer() && cc.Store.Shared {
+		cc.Store.Group = c.Group // the group's writers share the root; another owner is refused
+	}
 	if c.Metrics.Addr != "" {
 		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
 		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync

@@ -7,10 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // The file budget (Config.MaxOpenFiles) bounds the agent files holding
@@ -334,7 +337,7 @@ func (af *agentFile) park() error {
 func (af *agentFile) resume(now time.Time) error {
 	af.budget.acquire(af, now)
 	part := af.path + PartSuffix
-	f, err := os.OpenFile(part, os.O_WRONLY, 0)
+	f, err := safefs.OpenIn(filepath.Dir(af.dir), filepath.Join(filepath.Base(af.dir), filepath.Base(part)), os.O_WRONLY, 0)
 	if err == nil {
 		err = reopenAt(f, af.diskEnd, len(af.mw.terminator(af.diskEnd)))
 		if err != nil {
@@ -433,7 +436,7 @@ func (af *agentFile) parkedSyncDue(now time.Time) string {
 // meanwhile was closed, and synced then.
 func (s *Store) syncParked(w *Writer, path string, start time.Time) error {
 	s.budget.acquire(nil, start)
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if err == nil {
 		err = errors.Join(syncFile(s.cfg.SyncLatency, f), f.Close())
 	}

@@ -229,6 +229,7 @@ func TestBudgetCrash(t *testing.T) {
 			if parked != agents-max {
 				t.Fatalf("%d parked, want %d", parked, agents-max)
 			}
+			c.die()
 			c2 := newCore(t, fm.config(Config{Dir: dir, MaxOpenFiles: max}))
 			checkAgents(t, dir, agents, rounds)
 			for a := range agents {

@@ -73,6 +73,11 @@ type Config struct {
 	// exclusive mode, assumes one Store on Dir: a root is used in one
 	// mode at a time.
 	Shared bool
+	// Group names the writer group of a Shared root: Open admits the
+	// Stores of one group to the root together and refuses those of
+	// another group, and an exclusive Store, with ErrRootBusy (see
+	// OwnerFile). Only with Shared; at most MaxGroupLen bytes.
+	Group string
 	// IndexBlock is the decoded size of the blocks of the index written
 	// beside every data file (index.go): 0 means DefaultIndexBlock;
 	// negative writes no index.
@@ -195,6 +200,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: index block %d bytes: want %d to %d", c.IndexBlock, MinIndexBlock, MaxIndexBlock)
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
+	case c.Group != "" && !c.Shared:
+		return fmt.Errorf("store: group %q without a shared root", c.Group)
+	case len(c.Group) > MaxGroupLen:
+		return fmt.Errorf("store: group name of %d bytes is over %d", len(c.Group), MaxGroupLen)
 	}
 	rotate := c.RotateSize
 	if rotate == 0 {

@@ -8,7 +8,12 @@
 //
 // Dir/<agent>/<agent>_<UTC start>.pcapng[.gz|.zst] are finished files;
 // the one being written ends in PartSuffix. Dir/StateFile holds the
-// instances' high-water marks, Dir/ReserveFile space kept for it. Files
+// instances' high-water marks, Dir/ReserveFile space kept for it,
+// Dir/OwnerFile the lock of the root's one owner (a Store in exclusive
+// mode, or the Stores of one writer group): Open refuses a root another
+// owner holds (ErrRootBusy). The root may be writable by others: every
+// file below it is opened without following a link and never a FIFO or
+// device (internal/safefs), and only names the Store makes are deleted. Files
 // rotate by size and time (Config), close after a goodbye
 // (Writer.Close) or an idle time (Writer.Linger), and lose their suffix
 // once the marks they hold are saved (publish).

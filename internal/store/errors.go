@@ -18,3 +18,14 @@ var ErrReleased = errors.New("agent released")
 // commit (a rotation or close failed) after batches were written: they
 // are in no file, and the marks stay where they were.
 var ErrCutBack = errors.New("file was cut back after a write error")
+
+// ErrRootBusy: Open found the output root held by another owner (see
+// OwnerFile): a Store of another process, or of this one, in exclusive
+// mode, or a writer group other than Config.Group. The error names the
+// holder as its owner file describes it.
+var ErrRootBusy = errors.New("output root held by another owner")
+
+// ErrAgentDir: an agent's directory below the root is not a directory
+// the Store can write safely (a symbolic link, or not a directory):
+// Store.Writer refuses the agent until it is put right by hand.
+var ErrAgentDir = errors.New("agent directory refused")

@@ -13,12 +13,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -213,7 +215,9 @@ func (af *agentFile) open(now time.Time) error {
 // (by a file, or by a .part: O_EXCL) gets _001, _002, ...: '_' sorts
 // after '.', so names sort in creation order. The agent's directory is
 // made only when missing (at its first file, or removed by hand): a
-// file opened costs one lstat and one open.
+// file opened costs one lstat and one open. The .part is created
+// exclusively and never through a link: a directory of the agent that
+// is a link fails with ErrAgentDir.
 func (af *agentFile) create(now time.Time) (*os.File, string, error) {
 	base := af.name + "_" + now.UTC().Format("20060102T150405.000") + "Z"
 	ext := ".pcapng" + fileExt(af.comp.Codec)
@@ -227,14 +231,23 @@ func (af *agentFile) create(now time.Time) (*os.File, string, error) {
 			n++
 			continue
 		}
-		f, err := os.OpenFile(path+PartSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		root := filepath.Dir(af.dir)
+		f, err := safefs.OpenIn(root, filepath.Join(filepath.Base(af.dir), filepath.Base(path)+PartSuffix), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 		switch {
 		case err == nil:
 			return f, path, nil
 		case errors.Is(err, fs.ErrExist):
 			n++
+		case errors.Is(err, safefs.ErrLink), errors.Is(err, safefs.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
+			return nil, "", fmt.Errorf("creating output file: %w: %w", ErrAgentDir, err)
 		case errors.Is(err, fs.ErrNotExist) && !made:
-			if err := os.MkdirAll(af.dir, 0o750); err != nil {
+			// The root's own path is the operator's; the agent's
+			// directory is one element below it, made without
+			// following a link (Mkdir fails on one).
+			if err := os.MkdirAll(root, 0o750); err != nil {
+				return nil, "", fmt.Errorf("creating %s: %w", root, err)
+			}
+			if err := os.Mkdir(af.dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 				return nil, "", fmt.Errorf("creating %s: %w", af.dir, err)
 			}
 			made = true
@@ -522,7 +535,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	af.addDisk()
 	af.ixFinish(rawEnd)
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+af.ixBytes, af.ts, true)
+		af.ret.closed(filepath.Base(af.path), af.diskEnd+af.ixBytes, modTime(af.f), af.ts, true)
 	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
@@ -590,7 +603,7 @@ func (af *agentFile) abandon() error {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(t)), af.tsFlushed, af.committedEnd > 0)
+		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(t)), modTime(af.f), af.tsFlushed, af.committedEnd > 0)
 	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
@@ -622,6 +635,16 @@ func (af *agentFile) abandon() error {
 		return fmt.Errorf("closing %s: %w", af.path, err)
 	}
 	return nil
+}
+
+// modTime is f's modification time (Unix ns); 0 when it cannot be read
+// (retention's saved index then does not vouch for the file).
+func modTime(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.ModTime().UnixNano()
 }
 
 // syncDir makes a rename or creation in dir durable.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // Every data file gets an index beside it (package index, docs/index.md):
@@ -114,7 +115,7 @@ func (af *agentFile) ixFinish(rawEnd int64) {
 func (af *agentFile) ixWrite() {
 	p := af.ix.Pending()
 	path := index.Path(af.path + PartSuffix)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err == nil {
 		_, err = f.Write(p)
 		err = errors.Join(err, f.Close())
@@ -160,12 +161,15 @@ func publishIndex(part string) {
 }
 
 // partFiles returns the data files in dir still being written (or left
-// so by a crash), not their indexes.
+// so by a crash), not their indexes: regular files of the names the
+// Store gives them (a link or FIFO so named is not repaired).
 func partFiles(dir string) []string {
 	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
+	agent := filepath.Base(dir)
 	out := parts[:0]
 	for _, p := range parts {
-		if !index.IsIndex(filepath.Base(p)) {
+		st, err := os.Lstat(p)
+		if err == nil && st.Mode().IsRegular() && IsDataFile(agent, strings.TrimSuffix(filepath.Base(p), PartSuffix)) {
 			out = append(out, p)
 		}
 	}
@@ -175,7 +179,7 @@ func partFiles(dir string) []string {
 // indexBytes returns the size of the index of the data file at path, 0
 // if it has none.
 func indexBytes(path string) int64 {
-	if st, err := os.Stat(index.Path(path)); err == nil {
+	if st, err := os.Lstat(index.Path(path)); err == nil && st.Mode().IsRegular() {
 		return st.Size()
 	}
 	return 0

@@ -332,6 +332,7 @@ func TestIndexCrash(t *testing.T) {
 			af := &c.writers["ix"].file
 			af.bw.Flush()
 			af.f.Close() // the process is gone
+			c.die()
 
 			newCore(t, Config{Dir: dir, FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock}) // repairs
 			path := dataFile(t, filepath.Join(dir, "ix"))

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // FileInfo is one data file of an agent as a reader of the root (a
@@ -23,7 +24,8 @@ type FileInfo struct {
 	Part bool
 	// Times: First and Last hold the Unix ns of the file's earliest and
 	// latest packet, from retention's index (RetainDir), which lists the
-	// file with this very size. Never set for a Part.
+	// file with this very size and modification time (an entry that
+	// does not match is not trusted). Never set for a Part.
 	Times       bool
 	First, Last int64
 }
@@ -31,19 +33,28 @@ type FileInfo struct {
 // AgentFiles lists the data files of agent below dir in the order the
 // Store wrote them (by name: <agent>_<UTC start>[_NNN].pcapng..., with
 // PartSuffix ignored), with their times where retention's index has
-// them. It does not open the files. A missing agent directory is an
-// error matching fs.ErrNotExist. Files listed may be removed (retention)
-// or renamed (a .part published) before the caller opens them.
+// them. It does not open the files. Only the files the Store names
+// (IsDataFile) are listed, never through a link: an agent directory
+// that is a link is refused (ErrAgentDir). A missing agent directory is
+// an error matching fs.ErrNotExist. Files listed may be removed
+// (retention) or renamed (a .part published) before the caller opens
+// them.
 func AgentFiles(dir, agent string) ([]FileInfo, error) {
+	if err := safefs.Dir(filepath.Join(dir, agent)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("agent %q: %w: %w", agent, ErrAgentDir, err)
+	}
 	ents, err := os.ReadDir(filepath.Join(dir, agent))
 	if err != nil {
 		return nil, err
 	}
-	idx := readIndex(dir, agent)
+	idx, _ := readIndex(dir, agent) // a cache: without it, the files are read
 	var out []FileInfo
 	for _, e := range ents {
 		name, part := strings.CutSuffix(e.Name(), PartSuffix)
-		if !e.Type().IsRegular() || !isDataFile(name) {
+		if !e.Type().IsRegular() || !IsDataFile(agent, name) {
 			continue
 		}
 		info, err := e.Info()
@@ -55,7 +66,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 		}
 		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
 		// Retention counts a file with its index (sidecar) bytes.
-		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+indexBytes(fi.Path) {
+		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+indexBytes(fi.Path) && f.Mod == info.ModTime().UnixNano() {
 			fi.Times, fi.First, fi.Last = true, f.First, f.Last
 		}
 		out = append(out, fi)
@@ -66,25 +77,6 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 	return out, nil
 }
 
-// readIndex returns retention's saved index of agent's closed files by
-// name; empty when there is none or it does not parse (a cache: the
-// files are then read).
-func readIndex(dir, agent string) map[string]retFile {
-	b, err := os.ReadFile(filepath.Join(dir, RetainDir, agent+".json"))
-	if err != nil {
-		return nil
-	}
-	var doc indexDoc
-	if json.Unmarshal(b, &doc) != nil || doc.Version != 1 {
-		return nil
-	}
-	m := make(map[string]retFile, len(doc.Files))
-	for _, f := range doc.Files {
-		m[f.Name] = f
-	}
-	return m
-}
-
 // CompleteLength reads the data file at path (plain, gzip or zstd, by
 // its name) as repair does and returns the length of its decompressed
 // pcapng stream up to the end of its last complete batch (a batch mark,
@@ -93,7 +85,7 @@ func readIndex(dir, agent string) map[string]retFile {
 // file may grow meanwhile; what follows the returned length is not
 // looked at.
 func CompleteLength(ctx context.Context, path string) (int64, error) {
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if err != nil {
 		return 0, err
 	}

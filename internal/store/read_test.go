@@ -31,9 +31,18 @@ func TestAgentFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mod := func(name string) int64 {
+		st, err := os.Stat(filepath.Join(ad, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ModTime().UnixNano()
+	}
 	b, _ := json.Marshal(indexDoc{Version: 1, Files: []retFile{
-		{Name: "a1_20261124T090000.000Z.pcapng.zst", Bytes: 12, First: 5, Last: 9},
-		{Name: "a1_20261124T100000.000Z.pcapng", Bytes: 99, First: 1, Last: 2}, // another size: not trusted
+		{Name: "a1_20261124T090000.000Z.pcapng.zst", Bytes: 12, Mod: mod("a1_20261124T090000.000Z.pcapng.zst"), First: 5, Last: 9},
+		{Name: "a1_20261124T100000.000Z.pcapng", Bytes: 99, Mod: mod("a1_20261124T100000.000Z.pcapng"), First: 1, Last: 2}, // another size: not trusted
+		// The right size, another modification time: not trusted either.
+		{Name: "a1_20261124T100000.000Z_001.pcapng.gz", Bytes: 11, Mod: mod("a1_20261124T100000.000Z_001.pcapng.gz") - 1, First: 1, Last: 2},
 	}})
 	os.MkdirAll(filepath.Join(dir, RetainDir), 0o750)
 	os.WriteFile(filepath.Join(dir, RetainDir, "a1.json"), b, 0o640)

@@ -19,6 +19,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -201,7 +202,7 @@ type repairResult struct {
 // in the file (the next repair keeps them), and must count.
 func repairPart(ctx context.Context, path string) (res repairResult, err error) {
 	codec := codecOf(path)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := safefs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return res, err
 	}

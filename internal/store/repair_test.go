@@ -52,6 +52,7 @@ func crashAfter(t *testing.T, dir string, n int, fm fileMode) string {
 	}
 	af.bw.Flush()
 	af.f.Close() // the process is gone
+	c.die()
 	return parts[0]
 }
 
@@ -140,6 +141,7 @@ func TestRepairUnacknowledged(t *testing.T) {
 			af.f.Truncate(af.w.Written() - (4 + 4 + markSize + 4 + 4)) // mark option, end of options, trailer: a torn last block
 		}
 		af.f.Close()
+		c.die()
 		c2 := newCore(t, Config{Dir: dir})
 		ents, _ := os.ReadDir(filepath.Join(dir, "nomark"))
 		_, w, _ := c2.Begin(hello("nomark", 1), func() {})
@@ -301,6 +303,7 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 				t.Fatalf("Commit = %d, %v", seq, err)
 			}
 			c.writers["dbus"].file.f.Close() // the process is gone
+			c.die()
 			parts := partFiles(filepath.Join(dir, "dbus"))
 
 			c2 := newCore(t, fm.config(Config{Dir: dir}))
@@ -343,6 +346,7 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 	af := &c.writers["full"].file
 	af.bw.Flush()
 	af.f.Close() // the process is gone
+	c.die()
 	fill(t, filepath.Join(dir, "filler"), 2<<20)
 
 	c2 := newCore(t, Config{Dir: dir, FileCompress: fc})

@@ -106,6 +106,10 @@ type RetainCounters struct {
 	Files [NumRules]atomic.Uint64 // files deleted, by rule
 	Bytes [NumRules]atomic.Uint64 // their bytes
 	Short atomic.Uint64           // times a rule found nothing more it may delete while still over its limit
+	// Foreign: paths below the root the Store did not make (or that are
+	// links, FIFOs, devices where it made files), reported once each and
+	// left alone (at most maxForeign are counted).
+	Foreign atomic.Uint64
 
 	// The write gate (retaingate.go): writes that waited for deletion
 	// to catch up, and how long they waited in all.

@@ -11,13 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // RetainDir, below Dir, holds retention's index of closed files, one
 // file per agent (<agent>.json: name, bytes, first and last packet of
 // each). It is a cache, written without fsync: a file it lacks, or
-// lists with another size, is read at start for its packets' times.
+// lists with another size or modification time, is read at start for
+// its packets' times. Anyone who can write the root can write it, so it
+// is read with a size limit, never through a link or FIFO, and its
+// entries checked (parseIndex).
 // Agent names cannot start with '.', so it never collides with an
 // agent directory.
 const RetainDir = ".pcapsync-retain"
@@ -46,34 +51,75 @@ func (t *tsRange) add(ts int64) {
 	t.max = max(t.max, ts)
 }
 
-// isDataFile reports whether name is a closed data file of the Store.
-func isDataFile(name string) bool {
-	return !strings.HasPrefix(name, ".") &&
-		(strings.HasSuffix(name, ".pcapng") || strings.HasSuffix(name, ".pcapng.gz") || strings.HasSuffix(name, ".pcapng.zst"))
+// fileTimeLayout is the UTC start in a data file's name (create).
+const fileTimeLayout = "20060102T150405.000"
+
+// IsDataFile reports whether name is a name the Store gives the closed
+// data files of agent: <agent>_<UTC start>Z[_NNN].pcapng[.gz|.zst]
+// (see create), the start a valid time. The Store deletes (retention),
+// indexes and lists (AgentFiles) files of such names only; any other
+// file in an agent's directory (a capture copied there by hand, an
+// export) is not its own and is left alone.
+func IsDataFile(agent, name string) bool {
+	rest, ok := strings.CutPrefix(name, agent+"_")
+	if !ok || len(rest) < len(fileTimeLayout)+1 || rest[len(fileTimeLayout)] != 'Z' {
+		return false
+	}
+	if _, err := time.Parse(fileTimeLayout, rest[:len(fileTimeLayout)]); err != nil {
+		return false
+	}
+	rest = rest[len(fileTimeLayout)+1:]
+	if n, ok := strings.CutPrefix(rest, "_"); ok { // _001, _002, ...: a name taken in the same millisecond
+		i := 0
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+		if i < 3 || i > 9 {
+			return false
+		}
+		rest = n[i:]
+	}
+	switch rest {
+	case ".pcapng", ".pcapng.gz", ".pcapng.zst":
+		return true
+	}
+	return false
+}
+
+// ownFile reports whether name, in the directory of agent, is one the
+// Store makes: a data file, finished or .part, its index (finished or
+// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
+func ownFile(agent, name string) bool {
+	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
+	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
+		n = t + index.Suffix
+	}
+	if index.IsIndex(n) {
+		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
+	}
+	return IsDataFile(agent, n)
 }
 
 // load adds to the index every closed data file below the agent
 // directories that it does not hold yet: with the times the saved index
-// gives for its name and size, else with those a scan of the file finds.
+// gives for its name, size and modification time, else with those a
+// scan of the file finds.
 func (r *retainer) load(ctx context.Context) {
 	start := time.Now()
-	tmps, _ := filepath.Glob(filepath.Join(r.dir, RetainDir, "*.tmp*")) // left by a crash
-	for _, t := range tmps {
-		os.Remove(t)
+	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
+		tmps, _ := filepath.Glob(filepath.Join(r.dir, RetainDir, "*.tmp*")) // left by a crash
+		for _, t := range tmps {
+			os.Remove(t)
+		}
 	}
-	ents, err := os.ReadDir(r.dir)
+	names, err := r.agentDirs()
 	if err != nil {
-		r.errs.Add(1)
-		r.log.Error("retention: reading the output root", "dir", r.dir, "err", err)
 		return
 	}
 	var files, scanned int
 	var bytes int64
-	for _, e := range ents {
-		if !e.IsDir() || wire.ValidateName(e.Name()) != nil {
-			continue
-		}
-		n, sc, b := r.loadAgent(ctx, e.Name(), time.Time{})
+	for _, name := range names {
+		n, sc, b := r.loadAgent(ctx, name, time.Time{})
 		files, scanned, bytes = files+n, scanned+sc, bytes+b
 		r.setAllowance() // the free rule's, while the rest loads
 		if ctx.Err() != nil {
@@ -87,21 +133,76 @@ func (r *retainer) load(ctx context.Context) {
 	}
 }
 
-// loadAgent is load for one agent directory; it returns the files it
-// added, how many of them it scanned and their bytes. A file the saved
-// index does not list and that was modified after young (when not zero)
-// is left for a later call: its writer is about to list it.
-func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
-	saved := map[string]retFile{}
-	if b, err := os.ReadFile(filepath.Join(r.dir, RetainDir, name+".json")); err == nil {
-		var doc indexDoc
-		if json.Unmarshal(b, &doc) == nil && doc.Version == 1 {
-			for _, f := range doc.Files {
-				saved[f.Name] = f
-			}
+// agentDirs lists the agent directories of the root: directories (not
+// links) with a valid agent name. Anything else there that the Store
+// did not make is reported once (foreign) and left alone.
+func (r *retainer) agentDirs() ([]string, error) {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		r.errs.Add(1)
+		r.log.Error("retention: reading the output root", "dir", r.dir, "err", err)
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			r.foreign(filepath.Join(r.dir, e.Name()), "a symbolic link in the output root: not followed, nothing through it deleted")
+		case strings.HasPrefix(e.Name(), ".pcapsync"): // the Store's own
+		case e.IsDir() && wire.ValidateName(e.Name()) == nil:
+			names = append(names, e.Name())
+		default:
+			r.foreign(filepath.Join(r.dir, e.Name()), "not an agent directory: left alone")
 		}
 	}
-	ents, err := os.ReadDir(filepath.Join(r.dir, name))
+	return names, nil
+}
+
+// maxForeign bounds the paths foreign remembers having reported.
+const maxForeign = 1000
+
+// foreign reports, once per path, something below the root that the
+// Store did not make (or that is not what it made: a link, a FIFO) and
+// leaves alone: retention never deletes it, nor anything through it.
+func (r *retainer) foreign(path, why string) {
+	r.mu.Lock()
+	seen := r.reported[path]
+	full := !seen && len(r.reported) >= maxForeign
+	if !seen && !full {
+		if r.reported == nil {
+			r.reported = map[string]bool{}
+		}
+		r.reported[path] = true
+	}
+	first := full && !r.reportedFull
+	r.reportedFull = r.reportedFull || full
+	r.mu.Unlock()
+	switch {
+	case first:
+		r.log.Warn("retention: more files the collector did not make are left alone; not reported each", "reported", maxForeign)
+	case !seen && !full:
+		r.Counters.Foreign.Add(1)
+		r.log.Warn("retention: "+why, "path", path)
+	}
+}
+
+// loadAgent is load for one agent directory; it returns the files it
+// added, how many of them it scanned and their bytes. A file the saved
+// index does not list (or lists with another size or modification
+// time) and that was modified after young (when not zero) is left for a
+// later call: its writer is about to list it. Only the agent's data
+// files (IsDataFile) are indexed; other files are reported (foreign).
+func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
+	adir := filepath.Join(r.dir, name)
+	if err := safefs.Dir(adir); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.foreign(adir, "an agent directory that is a link or not a directory: not followed, nothing through it deleted")
+		}
+		r.forgetAgent(name)
+		return 0, 0, 0
+	}
+	saved := r.savedIndex(name)
+	ents, err := os.ReadDir(adir)
 	if errors.Is(err, fs.ErrNotExist) {
 		r.forgetAgent(name)
 		return 0, 0, 0
@@ -111,10 +212,21 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		r.log.Error("retention: reading an agent directory", "agent", name, "err", err)
 		return 0, 0, 0
 	}
-	a := r.agent(name)
+	var a *retAgent // made at its first data file: a directory without any is no agent's
+	stale := 0
 	for _, e := range ents {
-		if !e.Type().IsRegular() || !isDataFile(e.Name()) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			break
+		}
+		if !ownFile(name, e.Name()) || !e.Type().IsRegular() {
+			r.foreign(filepath.Join(adir, e.Name()), "not a file the collector made: left alone")
 			continue
+		}
+		if !IsDataFile(name, e.Name()) {
+			continue // a .part, an index, a repair's
+		}
+		if a == nil {
+			a = r.agent(name)
 		}
 		r.mu.Lock()
 		known := false
@@ -126,24 +238,28 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		if known || err != nil {
 			continue
 		}
+		path := filepath.Join(adir, e.Name())
+		size, mod := info.Size()+indexBytes(path), info.ModTime().UnixNano()
 		f, ok := saved[e.Name()]
+		if ok && (f.Bytes != size || f.Mod != mod) {
+			ok = false
+			stale++
+		}
 		if !ok && !young.IsZero() && info.ModTime().After(young) {
 			continue
 		}
-		size := info.Size() + indexBytes(filepath.Join(r.dir, name, e.Name()))
-		if !ok || f.Bytes != size {
+		if !ok {
 			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
-			f, err = scanTimes(ctx, filepath.Join(r.dir, name, e.Name()))
+			f, err = scanTimes(ctx, path)
 			r.budget.release(nil)
 			scanned++
 			if err != nil {
 				// Unreadable or without a packet: its modification time
 				// stands in for its last packet.
 				r.log.Warn("retention: no packet time found in file; using its modification time", "agent", name, "file", e.Name(), "err", err)
-				mt := info.ModTime().UnixNano()
-				f = retFile{Name: e.Name(), First: mt, Last: mt}
+				f = retFile{Name: e.Name(), First: mod, Last: mod}
 			}
-			f.Bytes = size
+			f.Bytes, f.Mod = size, mod
 		}
 		r.mu.Lock()
 		a.insert(f)
@@ -151,13 +267,29 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		added++
 		bytes += f.Bytes
 	}
+	if stale > 0 {
+		r.log.Warn("retention: saved index entries that do not match their files (size or modification time) ignored; the files were read again",
+			"agent", name, "files", stale)
+	}
 	return added, scanned, bytes
+}
+
+// savedIndex returns agent name's saved index (RetainDir/<name>.json)
+// by file name, its entries checked (parseIndex); empty when there is
+// none or it cannot be read, with a warning when it is not a regular
+// file of at most maxIndexDoc bytes or does not parse.
+func (r *retainer) savedIndex(name string) map[string]retFile {
+	m, err := readIndex(r.dir, name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.log.Warn("retention: saved index ignored; the files are read instead", "agent", name, "err", err)
+	}
+	return m
 }
 
 // scanTimes reads a closed data file for the times of its first and
 // last packet.
 func scanTimes(ctx context.Context, path string) (retFile, error) {
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if err != nil {
 		return retFile{}, err
 	}
@@ -199,7 +331,7 @@ func (r *retainer) saveIndexes(force bool) {
 		return
 	}
 	dir := filepath.Join(r.dir, RetainDir)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := ensureDir(dir); err != nil {
 		r.log.Debug("retention: saving the index", "err", err)
 		return
 	}
@@ -209,7 +341,7 @@ func (r *retainer) saveIndexes(force bool) {
 		}
 		b, err := json.Marshal(&j.doc)
 		if err == nil {
-			err = writeFileNoSync(dir, filepath.Join(dir, j.a.name+".json"), b)
+			err = writeFile(dir, filepath.Join(dir, j.a.name+".json"), b, false)
 		}
 		if err != nil {
 			r.log.Debug("retention: saving the index; retrying later", "agent", j.a.name, "err", err)
@@ -218,26 +350,6 @@ func (r *retainer) saveIndexes(force bool) {
 			r.mu.Unlock()
 		}
 	}
-}
-
-// writeFileNoSync writes b to path through a temporary file in dir,
-// renamed over path, without a sync.
-func writeFileNoSync(dir, path string, b []byte) error {
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // goneCheckInterval is the least time between two looks for agent
@@ -256,14 +368,17 @@ func (r *retainer) dropGone() {
 		}
 	}
 	r.mu.Unlock()
-	ents, _ := os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: no saved index
+	var ents []os.DirEntry
+	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: no saved index
+	}
 	for _, e := range ents {
 		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && wire.ValidateName(name) == nil {
 			names[name] = true
 		}
 	}
 	for name := range names {
-		if _, err := os.Stat(filepath.Join(r.dir, name)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(r.dir, name)); errors.Is(err, fs.ErrNotExist) {
 			r.forgetAgent(name)
 		}
 	}
@@ -282,7 +397,7 @@ func (r *retainer) forgetAgent(name string) {
 		a.files, a.closedBytes, a.dirty = nil, 0, false
 	}
 	r.mu.Unlock()
-	err := os.Remove(filepath.Join(r.dir, RetainDir, name+".json"))
+	err := safefs.RemoveIn(r.dir, filepath.Join(RetainDir, name+".json"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Debug("retention: removing the index of an agent whose directory is gone", "agent", name, "err", err)
 	}

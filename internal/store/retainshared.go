@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -80,7 +80,7 @@ type indexStamp struct {
 // can and then enforces the rules, until ctx ends; leader or not, it
 // saves the indexes of the agents this Store holds.
 func (r *retainer) runShared(ctx context.Context) {
-	lock, err := os.OpenFile(filepath.Join(r.dir, RetainLockFile), os.O_RDWR|os.O_CREATE, 0o640)
+	lock, err := safefs.OpenFile(filepath.Join(r.dir, RetainLockFile), os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		r.errs.Add(1)
 		r.log.Error("retention: opening the leader's lock; this process will not delete", "err", err)
@@ -147,7 +147,10 @@ func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 		r.shared.stamps = map[string]indexStamp{}
 	}
 	var names []string
-	ents, _ := os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: nothing changed
+	var ents []os.DirEntry
+	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: nothing changed
+	}
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || wire.ValidateName(name) != nil {
@@ -164,17 +167,9 @@ func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 		}
 	}
 	if all {
-		names = names[:0]
-		ents, err := os.ReadDir(r.dir)
-		if err != nil {
-			r.errs.Add(1)
-			r.log.Error("retention: reading the output root", "dir", r.dir, "err", err)
+		var err error
+		if names, err = r.agentDirs(); err != nil {
 			return
-		}
-		for _, e := range ents {
-			if e.IsDir() && wire.ValidateName(e.Name()) == nil {
-				names = append(names, e.Name())
-			}
 		}
 	}
 	for _, name := range names {
@@ -190,6 +185,9 @@ func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 // directory, and counts the bytes of its .part files when this Store
 // does not hold it.
 func (r *retainer) prune(name string) {
+	if safefs.Dir(filepath.Join(r.dir, name)) != nil {
+		return // gone, or a link: loadAgent forgot it
+	}
 	ents, err := os.ReadDir(filepath.Join(r.dir, name))
 	if err != nil {
 		return
@@ -200,7 +198,7 @@ func (r *retainer) prune(name string) {
 	for _, e := range ents {
 		n, part := strings.CutSuffix(e.Name(), PartSuffix)
 		present[n] = true
-		if part && (isDataFile(n) || index.IsIndex(n)) && !a.shared.held.Load() {
+		if part && ownFile(name, e.Name()) && !a.shared.held.Load() {
 			if info, err := e.Info(); err == nil {
 				foreign += info.Size()
 			}
@@ -224,6 +222,9 @@ func (r *retainer) prune(name string) {
 // their publish), oldest first. It drops from this Store's index the
 // files gone (deleted by the leader).
 func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
+	if safefs.Dir(filepath.Join(r.dir, name)) != nil {
+		return files
+	}
 	ents, err := os.ReadDir(filepath.Join(r.dir, name))
 	if err != nil {
 		return files
@@ -241,15 +242,11 @@ func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
 			seen[f.Name] = true
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(r.dir, RetainDir, name+".json")); err == nil {
-		var doc indexDoc
-		if json.Unmarshal(b, &doc) == nil && doc.Version == 1 {
-			for _, f := range doc.Files {
-				if !seen[f.Name] && present[f.Name] {
-					out = append(out, f)
-					seen[f.Name] = true
-				}
-			}
+	saved, _ := readIndex(r.dir, name) // its valid entries
+	for _, f := range saved {
+		if !seen[f.Name] && present[f.Name] {
+			out = append(out, f)
+			seen[f.Name] = true
 		}
 	}
 	slices.SortFunc(out, fileOrder)
@@ -291,10 +288,10 @@ func (r *retainer) release(name string) {
 		dir := filepath.Join(r.dir, RetainDir)
 		b, err := json.Marshal(&doc)
 		if err == nil {
-			err = os.MkdirAll(dir, 0o750)
+			err = ensureDir(dir)
 		}
 		if err == nil {
-			err = writeFileNoSync(dir, filepath.Join(dir, name+".json"), b)
+			err = writeFile(dir, filepath.Join(dir, name+".json"), b, false)
 		}
 		if err != nil {
 			// A cache: the leader reads the files it lacks.

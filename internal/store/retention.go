@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // Retention deletes closed data files, oldest first by the time of
@@ -50,8 +50,11 @@ import (
 // is kept in memory, recorded when the Store closes a file, and saved
 // per agent below Dir/RetainDir (without fsync: it is a cache). At
 // start it is rebuilt from the agent directories: a file the saved
-// index lists with the same size keeps its times, any other is read
-// (scanPart) for its first and last packet. An agent whose directory is
+// index lists with the same size and modification time keeps its
+// times, any other is read (scanPart) for its first and last packet.
+// Only the data files the Store names (IsDataFile) are indexed and
+// deleted, in agent directories that are not links; anything else
+// below the root is left alone and logged once (foreign). An agent whose directory is
 // gone (removed by hand) is dropped from the index, with its saved
 // index, at start, every goneCheckInterval and when a deletion finds
 // one of its files gone (dropGone, forgetAgent).
@@ -90,12 +93,16 @@ type retainer struct {
 	rateSum int64
 	goneAt  time.Time // when enforce last looked for agent directories gone (dropGone)
 
-	mu     sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize
-	agents map[string]*retAgent
-	held   map[string]int // paths held by readers
-	short  [NumRules]time.Time
-	fsSize int64
-	saved  time.Time // when dirty indexes were last saved (guarded by shared.saveMu)
+	mu sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize, reported
+	// reported: the paths foreign reported; reportedFull: it stopped
+	// reporting at maxForeign of them.
+	reported     map[string]bool
+	reportedFull bool
+	agents       map[string]*retAgent
+	held         map[string]int // paths held by readers
+	short        [NumRules]time.Time
+	fsSize       int64
+	saved        time.Time // when dirty indexes were last saved (guarded by shared.saveMu)
 
 	shared sharedRetainer // Shared mode (retainshared.go)
 }
@@ -119,7 +126,8 @@ type retAgent struct {
 // retFile is a closed data file.
 type retFile struct {
 	Name  string `json:"name"`
-	Bytes int64  `json:"bytes"`
+	Bytes int64  `json:"bytes"` // the file's size and its index's
+	Mod   int64  `json:"mod"`   // Unix ns of the file's modification time
 	First int64  `json:"first"` // Unix ns of its first (earliest) packet
 	Last  int64  `json:"last"`  // Unix ns of its last (latest) packet
 }
@@ -180,8 +188,9 @@ func (a *retAgent) wrote(n, first int64) {
 }
 
 // closed records that the agent's open file was closed: kept (under
-// its final name, with bytes and its packets' times) or removed.
-func (a *retAgent) closed(name string, bytes int64, t tsRange, kept bool) {
+// its final name, with bytes, modification time and its packets'
+// times) or removed.
+func (a *retAgent) closed(name string, bytes, mod int64, t tsRange, kept bool) {
 	a.open.Store(0)
 	a.admitted.Store(0)
 	a.openFirst.Store(0)
@@ -193,7 +202,7 @@ func (a *retAgent) closed(name string, bytes int64, t tsRange, kept bool) {
 	}
 	r := a.r
 	r.mu.Lock()
-	a.insert(retFile{Name: name, Bytes: bytes, First: t.min, Last: t.max})
+	a.insert(retFile{Name: name, Bytes: bytes, Mod: mod, First: t.min, Last: t.max})
 	r.mu.Unlock()
 }
 
@@ -497,13 +506,16 @@ func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[strin
 	return best, bf, best != nil
 }
 
-// delete unlinks f of agent a, for rule, logs and counts it. A file
+// delete unlinks f of agent a, for rule, logs and counts it: a file
+// whose name the Store gives its data files (the index holds no other),
+// never through a link. A file
 // not yet published (still .part: its state save failed) or that
 // cannot be removed stays in the index and is skipped for the rest of
 // the round.
 func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[string]bool) bool {
 	path := filepath.Join(r.dir, a.name, f.Name)
-	err := os.Remove(path)
+	rel := filepath.Join(a.name, f.Name)
+	err := safefs.RemoveIn(r.dir, rel) // never through a link in place of the agent's directory
 	if errors.Is(err, fs.ErrNotExist) {
 		if r.missed != nil {
 			r.missed(path)
@@ -514,7 +526,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 		}
 		// Published between the two looks (the index learns of a file
 		// just before its .part is renamed): it is there now.
-		err = os.Remove(path)
+		err = safefs.RemoveIn(r.dir, rel)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		skip[filepath.Join(a.name, f.Name)] = true
@@ -522,7 +534,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 		r.log.Error("retention: deleting file", "agent", a.name, "file", path, "rule", rule.String(), "err", err)
 		return false
 	}
-	if ierr := os.Remove(index.Path(path)); ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
+	if ierr := safefs.RemoveIn(r.dir, index.Path(rel)); ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
 		r.errs.Add(1)
 		r.log.Error("retention: deleting the index of a deleted file", "agent", a.name, "file", path, "err", ierr)
 	}
@@ -530,7 +542,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 	a.remove(f.Name)
 	r.mu.Unlock()
 	if err != nil { // gone already: deleted by someone else
-		if !exists(filepath.Join(r.dir, a.name)) {
+		if safefs.Dir(filepath.Join(r.dir, a.name)) != nil {
 			r.forgetAgent(a.name) // its directory too: the rest of its files
 			return false
 		}

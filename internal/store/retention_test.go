@@ -60,7 +60,7 @@ func newTestRetainer(t *testing.T, rc RetainConfig, rotate int64, files []tf, op
 		}
 		a := r.agent(f.agent)
 		last := t0.Add(time.Duration(f.last) * time.Minute).UnixNano()
-		a.closed(filepath.Base(path), f.mib*mib, tsRange{last - int64(time.Minute), last, true}, true)
+		a.closed(filepath.Base(path), f.mib*mib, 1, tsRange{last - int64(time.Minute), last, true}, true)
 	}
 	for name, n := range open {
 		r.agent(name).wrote(n*mib, 1)

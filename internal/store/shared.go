@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,44 +127,24 @@ func (s *Store) take(name string) (*Writer, error) {
 func (s *Store) loadAgentState(name string) error {
 	dir := filepath.Join(s.dir, AgentStateDir)
 	path := filepath.Join(dir, name+".json")
+	if err := safefs.Dir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: agent %q: %w", name, err) // a link: nothing read, renamed or removed through it
+	}
 	removeTemps(path+".tmp*", time.Time{}) // the agent is held: no one else writes them
-	var doc stateDoc
-	b, err := os.ReadFile(path)
+	var es []stateMark
+	b, err := readStateFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		err = nil // an agent no one wrote yet
-	case err != nil:
+	case err != nil && !damagedState(err):
 		return fmt.Errorf("store: agent %q: reading %s: %w", name, path, err)
-	default:
-		err = json.Unmarshal(b, &doc)
-		if err == nil && doc.Version != 1 {
-			err = fmt.Errorf("version %d, want 1", doc.Version)
-		}
-	}
-	type entry struct {
-		id [16]byte
-		e  stateEntry
-	}
-	var es []entry
-	for i := 0; err == nil && i < len(doc.Instances); i++ {
-		e := doc.Instances[i]
-		var id [16]byte
-		n, herr := hex.Decode(id[:], []byte(e.Instance))
-		switch {
-		case herr != nil:
-			err = herr
-		case n != 16:
-			err = fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
-		case e.Name != name:
-			err = fmt.Errorf("instance %s of agent %q in the state file of %q", e.Instance, e.Name, name)
-		default:
-			es = append(es, entry{id, e})
-		}
+	case err == nil:
+		es, err = parseState(b, name)
 	}
 	if err != nil {
 		es = nil
 		bad := path + ".damaged"
-		os.Rename(path, bad)
+		os.Rename(path, bad) // a link or FIFO is renamed, never followed
 		s.log.Error("agent state file damaged; moved aside, taking the agent without duplicate history but for its .part files", "agent", name, "file", bad, "err", err)
 	}
 	s.instMu.Lock()
@@ -172,19 +153,19 @@ func (s *Store) loadAgentState(name string) error {
 	for _, x := range es {
 		in := s.instances[x.id]
 		if in == nil {
-			in = &Instance{id: x.id, name: name, seen: x.e.Seen}
+			in = &Instance{id: x.id, name: name, seen: x.seen}
 			s.instances[x.id] = in
 		}
 		if in.name != name {
 			s.log.Warn("instance in an agent's state file is known here under another agent name; ignored",
-				"agent", name, "instance", x.e.Instance, "known_as", in.name)
+				"agent", name, "instance", hex.EncodeToString(x.id[:]), "known_as", in.name)
 			continue
 		}
-		in.raise(x.e.LastSeq)
-		if x.e.Seen.After(in.seen) {
-			in.seen = x.e.Seen
+		in.raise(x.seq)
+		if x.seen.After(in.seen) {
+			in.seen = x.seen
 		}
-		saved[x.id] = savedMark{x.e.LastSeq, x.e.Seen}
+		saved[x.id] = savedMark{x.seq, x.seen}
 	}
 	s.savedAgent[name] = saved
 	s.held[name] = true
@@ -268,7 +249,7 @@ func (s *Store) writeAgentState(name string) error {
 		return err
 	}
 	dir := filepath.Join(s.dir, AgentStateDir)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := ensureDir(dir); err != nil {
 		return fmt.Errorf("saving state of agent %q: %w", name, err)
 	}
 	if err := s.writeStateFile(dir, filepath.Join(dir, name+".json"), b); err != nil {

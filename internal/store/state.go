@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/safefs"
+	"github.com/pcapsync/pcapsync/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,41 +69,102 @@ func (c *Store) loadState() error {
 	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*", filepath.Join(c.dir, probePrefix) + "*"} {
 		removeTemps(pat, older)
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := readStateFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	if err != nil {
+	case err != nil && !damagedState(err):
 		return fmt.Errorf("store: reading %s: %w", path, err)
 	}
-	var doc stateDoc
-	err = json.Unmarshal(b, &doc)
-	if err == nil && doc.Version != 1 {
-		err = fmt.Errorf("version %d, want 1", doc.Version)
-	}
-	for i := 0; err == nil && i < len(doc.Instances); i++ {
-		e := doc.Instances[i]
-		var id [16]byte
-		var n int
-		n, err = hex.Decode(id[:], []byte(e.Instance))
-		if err == nil && n != 16 {
-			err = fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
-		}
-		if err == nil {
-			in := &Instance{id: id, name: e.Name, seen: e.Seen}
-			in.lastSeq.Store(e.LastSeq)
-			c.instances[id] = in
-			c.saved[id] = savedMark{e.LastSeq, e.Seen}
-		}
+	var marks []stateMark
+	if err == nil {
+		marks, err = parseState(b, "")
 	}
 	if err != nil {
-		clear(c.instances)
-		clear(c.saved)
 		bad := path + ".damaged"
-		os.Rename(path, bad)
+		os.Rename(path, bad) // a link or FIFO is renamed, never followed
 		c.log.Error("state file damaged; moved aside, starting without duplicate history", "file", bad, "err", err)
+		return nil
+	}
+	for _, m := range marks {
+		in := &Instance{id: m.id, name: m.name, seen: m.seen}
+		in.lastSeq.Store(m.seq)
+		c.instances[m.id] = in
+		c.saved[m.id] = savedMark{m.seq, m.seen}
 	}
 	return nil
+}
+
+// Limits of a state file, which anyone who can write the root can
+// write: a larger file, or one with more instances, is damaged.
+const (
+	maxStateFile      = 64 << 20
+	maxStateInstances = 1 << 20
+)
+
+// readStateFile reads the state file at path: a regular file (not a
+// link, FIFO or device) of at most maxStateFile bytes.
+func readStateFile(path string) ([]byte, error) {
+	return safefs.ReadFile(path, maxStateFile)
+}
+
+// damagedState reports whether a read error of readStateFile means a
+// state file to move aside: not a regular file, or too large.
+func damagedState(err error) bool {
+	return errors.Is(err, safefs.ErrLink) || errors.Is(err, safefs.ErrNotRegular) || errors.Is(err, safefs.ErrTooLarge)
+}
+
+// stateMark is one instance's entry of a state file, checked.
+type stateMark struct {
+	id   [16]byte
+	name string
+	seq  uint64
+	seen time.Time
+}
+
+// parseState parses a state file: StateFile when agent is "", else the
+// state file of agent (AgentStateDir), whose entries must all be of
+// agent. Every entry it returns holds a 16-byte instance id (hex) found
+// once in the file and a valid agent name (wire.ValidateName); a
+// document that is not version 1, lists more than maxStateInstances
+// instances or holds an entry that is not so is an error (the file is
+// damaged).
+func parseState(b []byte, agent string) ([]stateMark, error) {
+	if len(b) > maxStateFile {
+		return nil, fmt.Errorf("%d bytes, limit %d", len(b), maxStateFile)
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	switch {
+	case doc.Version != 1:
+		return nil, fmt.Errorf("version %d, want 1", doc.Version)
+	case len(doc.Instances) > maxStateInstances:
+		return nil, fmt.Errorf("%d instances, limit %d", len(doc.Instances), maxStateInstances)
+	}
+	out := make([]stateMark, 0, len(doc.Instances))
+	seen := make(map[[16]byte]bool, len(doc.Instances))
+	for _, e := range doc.Instances {
+		var id [16]byte
+		if len(e.Instance) != 32 {
+			return nil, fmt.Errorf("instance %q is not 16 bytes of hex", e.Instance)
+		}
+		if _, err := hex.Decode(id[:], []byte(e.Instance)); err != nil {
+			return nil, fmt.Errorf("instance %q: %w", e.Instance, err)
+		}
+		switch {
+		case seen[id]:
+			return nil, fmt.Errorf("instance %s listed twice", e.Instance)
+		case wire.ValidateName(e.Name) != nil:
+			return nil, fmt.Errorf("instance %s: agent name %q invalid", e.Instance, e.Name)
+		case agent != "" && e.Name != agent:
+			return nil, fmt.Errorf("instance %s of agent %q in the state file of %q", e.Instance, e.Name, agent)
+		}
+		seen[id] = true
+		out = append(out, stateMark{id, e.Name, e.LastSeq, e.Seen})
+	}
+	return out, nil
 }
 
 // stateSaver makes saveState a group commit: a save covers every request
@@ -282,12 +345,20 @@ func keepReserve(dir string, stateLen int) {
 // writeFileAtomic writes b to path through a temporary file in dir,
 // synced, then renamed over path.
 func writeFileAtomic(dir, path string, b []byte) error {
+	return writeFile(dir, path, b, true)
+}
+
+// writeFile writes b to path through a temporary file in dir, created
+// exclusively (never through a link planted under its name), synced
+// when sync, then renamed over path (which replaces whatever path was,
+// a link included, and never writes through it).
+func writeFile(dir, path string, b []byte, sync bool) error {
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	_, err = tmp.Write(b)
-	if err == nil {
+	if err == nil && sync {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

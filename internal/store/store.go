@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -22,7 +24,10 @@ type Counters struct {
 	FilesClosed  atomic.Uint64 // data files closed complete (rotation, goodbye, idle close, shutdown)
 	FilesRotated atomic.Uint64 // of which closed because they reached RotateSize or RotateInterval
 	Truncated    atomic.Uint64 // packets written cut to their link type's limit (pcapfile.MaxCapLen), original length kept
-	IndexErrors  atomic.Uint64 // index writes that failed: the data file is left without an index (readers scan it; pcapsync index rebuilds it)
+	// Writer calls refused because the agent's directory is a symbolic
+	// link or not a directory (ErrAgentDir).
+	AgentDirRefused atomic.Uint64
+	IndexErrors     atomic.Uint64 // index writes that failed: the data file is left without an index (readers scan it; pcapsync index rebuilds it)
 
 	// The open-file budget (Config.MaxOpenFiles): files parked (their
 	// descriptor closed, the file kept .part) to open another agent's,
@@ -62,6 +67,7 @@ type Store struct {
 
 	budget *fileBudget // nil: no budget
 	ret    *retainer   // retention (retention.go)
+	owner  *os.File    // holds the root's owner lock (OwnerFile) until Close
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -99,7 +105,8 @@ func (in *Instance) raise(seq uint64) {
 
 // Open returns a Store writing below cfg.Dir. It refuses a root it
 // cannot write to, or on a disk already full, with an error that says
-// which and why; it loads the state file and (re)creates the reserve.
+// which and why, and a root another owner holds (ErrRootBusy, see
+// OwnerFile); it loads the state file and (re)creates the reserve.
 // Files a previous run left unfinished are repaired in the background;
 // until an agent's are done, Writer refuses it with ErrBusy (in Shared
 // mode Open repairs nothing: Writer repairs an agent's files when it
@@ -117,6 +124,21 @@ func Open(cfg Config) (*Store, error) {
 	if err := checkRoot(dir); err != nil {
 		return nil, err
 	}
+	owner, err := lockRoot(dir, c.Shared, c.Group)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(c, dir)
+	if err != nil {
+		owner.Close()
+		return nil, err
+	}
+	s.owner = owner
+	return s, nil
+}
+
+// open is Open's work once the root is locked.
+func open(c Config, dir string) (*Store, error) {
 	s := &Store{cfg: c, log: c.Logger, dir: dir, writers: map[string]*Writer{}, moving: map[string]bool{},
 		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{},
 		savedAgent: map[string]map[[16]byte]savedMark{}, held: map[string]bool{}}
@@ -172,7 +194,9 @@ func (s *Store) Instance(id [16]byte, name string) *Instance {
 // error wrapping ErrBusy while the agent's unfinished files are being
 // repaired or it is being released, and refuses a name that is not a
 // valid agent name (wire.ValidateName), which keeps every file below
-// Dir/<name>/.
+// Dir/<name>/, and an agent whose Dir/<name> is a symbolic link or not
+// a directory (ErrAgentDir: nothing of the agent is written through it;
+// every call checks again).
 //
 // In Shared mode the first call takes the agent (see shared.go): it
 // locks it, failing at once with ErrBusy when another process or Store
@@ -182,6 +206,9 @@ func (s *Store) Instance(id [16]byte, name string) *Instance {
 func (s *Store) Writer(name string) (*Writer, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("store: agent name: %w", err)
+	}
+	if err := s.checkAgentDir(name); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,6 +238,19 @@ func (s *Store) Writer(name string) (*Writer, error) {
 		s.writers[name] = w
 	}
 	return w, nil
+}
+
+// checkAgentDir refuses agent name when its directory is there but is
+// not a directory, or is a symbolic link: writing through it would put
+// the agent's files outside the root, beyond retention and queries.
+func (s *Store) checkAgentDir(name string) error {
+	err := safefs.Dir(filepath.Join(s.dir, name))
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	s.Counters.AgentDirRefused.Add(1)
+	s.log.Error("agent refused: its directory is a link or not a directory; move it away to take the agent's data", "agent", name, "err", err)
+	return fmt.Errorf("store: agent %q: %w: %w", name, ErrAgentDir, err)
 }
 
 // newWriter returns a new Writer of agent name.
@@ -371,6 +411,9 @@ func (s *Store) Close(ctx context.Context) error {
 			w.mu.Unlock()
 			s.unlockAgent(w)
 		}
+	}
+	if s.owner != nil {
+		s.owner.Close() // gives the root back
 	}
 	return errors.Join(errs...)
 }

@@ -46,6 +46,12 @@ func newCore(t testing.TB, cfg Config) *testCore {
 	return c
 }
 
+// die gives up the Store's root as a process that died does: its owner
+// lock goes (the descriptors it still has open are the test's to close).
+func (c *testCore) die() {
+	c.owner.Close()
+}
+
 // Close closes the Store, letting a repair run for up to 10s (the
 // collector's default shutdown timeout).
 func (c *testCore) Close() error {

@@ -476,7 +476,7 @@ func dirEntries(t *testing.T, dir string) []string {
 
 // agentDirs returns the agent directories in a collector's output
 // directory, sorted. The collector's own state file (store.StateFile),
-// disk reserve (store.ReserveFile) and retention index (store.RetainDir)
+// disk reserve (store.ReserveFile), owner lock (store.OwnerFile) and retention index (store.RetainDir)
 // are allowed beside them; anything else that is not a directory is a
 // test error.
 func agentDirs(t *testing.T, dir string) []string {
@@ -487,7 +487,7 @@ func agentDirs(t *testing.T, dir string) []string {
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", dir, err)
-		case (name == store.StateFile || name == store.ReserveFile) && fi.Mode().IsRegular():
+		case (name == store.StateFile || name == store.ReserveFile || name == store.OwnerFile) && fi.Mode().IsRegular():
 		case name == store.RetainDir && fi.IsDir():
 		case !fi.IsDir():
 			t.Errorf("%s: unexpected %v %q in the collector's directory", dir, fi.Mode().Type(), name)
