@@ -7,9 +7,10 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // Block is one block of a data file, as its index describes it.
@@ -47,14 +48,32 @@ func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 
 // Open reads and verifies the index of the data file at dataPath (a
 // finished file or one ending in ".part", still being written). It
-// fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch or
-// ErrUnfinished when the index must not be used, or fs.ErrNotExist
-// when there is none: the caller then reads the data file without it.
-// The index of a ".part" file holds the blocks written so far; that of
-// a finished file must be complete and match the data file's size.
+// fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch,
+// ErrUnfinished or ErrUntrusted when the index must not be used,
+// safefs.ErrLink or safefs.ErrNotRegular when the index or the data
+// file is a link, FIFO or device (never opened blocking), or
+// fs.ErrNotExist when there is none: the caller then reads the data
+// file without it. The index of a ".part" file holds the blocks written
+// so far; that of a finished file must be complete and match the data
+// file's size.
+//
+// Nothing the index says is taken on trust: the file must belong to a
+// trusted user (trusted), is refused unread when it is larger than
+// MaxSize of its data file, so the memory it takes is bounded by the
+// data file's size whatever it claims, and every block must lie within
+// the data file and agree with the data at its offset (Verify).
 func Open(dataPath string) (*Index, error) {
 	ipath := Path(dataPath)
-	f, err := os.Open(ipath)
+	df, err := safefs.Open(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	defer df.Close()
+	dst, err := df.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f, err := safefs.Open(ipath)
 	if err != nil {
 		return nil, err
 	}
@@ -63,16 +82,20 @@ func Open(dataPath string) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxFileSize {
-		return nil, fmt.Errorf("index %s: %d bytes: %w", ipath, st.Size(), ErrDamaged)
+	if err := trusted(st, dst); err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
+	limit := MaxSize(dst.Size())
+	if st.Size() > limit {
+		return nil, fmt.Errorf("index %s: %d bytes for a %d-byte data file, at most %d: %w", ipath, st.Size(), dst.Size(), limit, ErrDamaged)
+	}
+	// The file may grow after the Stat: read at most limit+1 bytes.
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("reading index %s: %w", ipath, err)
 	}
-	dst, err := os.Stat(dataPath)
-	if err != nil {
-		return nil, err
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("index %s: over %d bytes: %w", ipath, limit, ErrDamaged)
 	}
 	live := strings.HasSuffix(dataPath, partSuffix)
 	ix, err := Parse(b, live)
@@ -82,7 +105,20 @@ func Open(dataPath string) (*Index, error) {
 	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
+	if err := ix.Verify(df, dst.Size()); err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
+	}
 	return ix, nil
+}
+
+// MaxSize is the largest index Open reads for a data file of dataSize
+// bytes: 1 MiB plus twice the data file, at most MaxFileSize. The index
+// the store writes is a few percent of its data file (a block record of
+// 65 bytes per IndexBlock decoded bytes, at least 4 KiB, and a filter
+// within 2% of the block's bytes on disk); twice the data file leaves
+// room for highly compressed files of small blocks.
+func MaxSize(dataSize int64) int64 {
+	return min(MaxFileSize, 1<<20+2*max(dataSize, 0))
 }
 
 // Check verifies that ix describes data file name of size bytes (live:
@@ -95,16 +131,37 @@ func (ix *Index) Check(name string, size int64, live bool) error {
 		if ix.DataSize != size && !(live && ix.DataSize < size) {
 			return fmt.Errorf("data file of %d bytes, indexed at %d: %w", size, ix.DataSize, ErrMismatch)
 		}
-		return nil
+		return ix.checkBlocks(ix.DataSize)
 	}
 	if !live {
 		return ErrUnfinished
 	}
-	if n := len(ix.All); n > 0 && ix.All[n-1].Seek > size {
-		return fmt.Errorf("block at offset %d of a %d-byte data file: %w", ix.All[n-1].Seek, size, ErrMismatch)
+	return ix.checkBlocks(size)
+}
+
+// checkBlocks verifies that every block lies within a data file of size
+// bytes (of a file being written: as large as it was when looked at),
+// in order: Seek within the file and never going back, for a plain file
+// Seek at Raw and RawEnd within the file, and, with the end record,
+// RawEnd within the decoded size (for a plain file the file's size).
+func (ix *Index) checkBlocks(size int64) error {
+	if ix.Final && ix.Codec == CodecNone && ix.RawSize != ix.DataSize {
+		return fmt.Errorf("plain data file of %d bytes decoded to %d: %w", ix.DataSize, ix.RawSize, ErrMismatch)
 	}
-	if n := len(ix.All); n > 0 && ix.Codec == CodecNone && ix.All[n-1].RawEnd > size {
-		return fmt.Errorf("block ending at %d of a %d-byte data file: %w", ix.All[n-1].RawEnd, size, ErrMismatch)
+	prev := int64(0)
+	for i := range ix.All {
+		b := &ix.All[i]
+		switch {
+		case b.Seek < prev || b.Seek >= max(size, 1) && ix.Codec != CodecZstd:
+			return fmt.Errorf("block %d at offset %d of a %d-byte data file: %w", i, b.Seek, size, ErrMismatch)
+		case ix.Codec == CodecZstd && b.Seek != 0:
+			return fmt.Errorf("block %d of a one-frame zstd file at offset %d: %w", i, b.Seek, ErrMismatch)
+		case ix.Codec == CodecNone && (b.Seek != b.Raw || b.RawEnd > size):
+			return fmt.Errorf("block %d: bytes %d to %d of a %d-byte data file: %w", i, b.Raw, b.RawEnd, size, ErrMismatch)
+		case ix.Final && b.RawEnd > ix.RawSize:
+			return fmt.Errorf("block %d ends at %d of a %d-byte stream: %w", i, b.RawEnd, ix.RawSize, ErrMismatch)
+		}
+		prev = b.Seek
 	}
 	return nil
 }
@@ -121,16 +178,13 @@ func Parse(b []byte, partial bool) (*Index, error) {
 	if b[4] < MinVersion || b[4] > Version {
 		return nil, fmt.Errorf("version %d: %w", b[4], ErrVersion)
 	}
-	nl := int(le.Uint16(b[12:]))
-	if nl > MaxNameLen || len(b) < headerFixed+nl+4 {
+	name, ok := headerName(b)
+	if !ok {
 		return nil, fmt.Errorf("header: %w", ErrDamaged)
 	}
-	h := headerFixed + nl
-	crc := crc32.Checksum(b[:h], castagnoli)
-	if le.Uint32(b[h:]) != crc {
-		return nil, fmt.Errorf("header checksum: %w", ErrDamaged)
-	}
-	ix := &Index{Version: int(b[4]), Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
+	h := headerFixed + len(name)
+	crc := le.Uint32(b[h:])
+	ix := &Index{Version: int(b[4]), Name: name, Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
 	if ix.Codec > CodecZstdFrames || ix.Codec == CodecZstdFrames && ix.Version < 3 {
 		return nil, fmt.Errorf("codec %d in version %d: %w", ix.Codec, ix.Version, ErrDamaged)
 	}
@@ -224,6 +278,21 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		ix.All[i].filter = f
 	}
 	return ix, nil
+}
+
+// headerName returns the data file name of the index header at the
+// start of b, if b starts with a header whose checksum verifies.
+func headerName(b []byte) (string, bool) {
+	le := binary.LittleEndian
+	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
+		return "", false
+	}
+	nl := int(le.Uint16(b[12:]))
+	h := headerFixed + nl
+	if nl > MaxNameLen || len(b) < h+4 || le.Uint32(b[h:]) != crc32.Checksum(b[:h], castagnoli) {
+		return "", false
+	}
+	return string(b[headerFixed:h]), true
 }
 
 // HeadEnd returns where the data file's head (section header and the
