@@ -47,6 +47,7 @@ fuzz FuzzDatagram ./internal/wire
 fuzz FuzzPiece ./internal/wire
 fuzz FuzzUDPDatagram ./internal/collector
 fuzz FuzzScanPart ./internal/store
+fuzz FuzzParse ./internal/index
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
