@@ -141,17 +141,20 @@ func (ix *Index) Check(name string, size int64, live bool) error {
 
 // checkBlocks verifies that every block lies within a data file of size
 // bytes (of a file being written: as large as it was when looked at),
-// in order: Seek within the file and never going back, for a plain file
+// in order, its counts of packets and new interfaces within its bytes:
+// Seek within the file and never going back, for a plain file
 // Seek at Raw and RawEnd within the file, and, with the end record,
 // RawEnd within the decoded size (for a plain file the file's size).
 func (ix *Index) checkBlocks(size int64) error {
 	if ix.Final && ix.Codec == CodecNone && ix.RawSize != ix.DataSize {
 		return fmt.Errorf("plain data file of %d bytes decoded to %d: %w", ix.DataSize, ix.RawSize, ErrMismatch)
 	}
-	prev := int64(0)
+	prev, ifaces := int64(0), ix.HeadIfaces
 	for i := range ix.All {
 		b := &ix.All[i]
 		switch {
+		case int64(b.Packets)*minPacketBlock+int64(b.Ifaces-ifaces)*minIfaceBlock > b.RawEnd-b.Raw:
+			return fmt.Errorf("block %d: %d packets and %d interfaces in %d bytes: %w", i, b.Packets, b.Ifaces-ifaces, b.RawEnd-b.Raw, ErrMismatch)
 		case b.Seek < prev || b.Seek >= max(size, 1) && ix.Codec != CodecZstd:
 			return fmt.Errorf("block %d at offset %d of a %d-byte data file: %w", i, b.Seek, size, ErrMismatch)
 		case ix.Codec == CodecZstd && b.Seek != 0:
@@ -161,10 +164,17 @@ func (ix *Index) checkBlocks(size int64) error {
 		case ix.Final && b.RawEnd > ix.RawSize:
 			return fmt.Errorf("block %d ends at %d of a %d-byte stream: %w", i, b.RawEnd, ix.RawSize, ErrMismatch)
 		}
-		prev = b.Seek
+		prev, ifaces = b.Seek, max(ifaces, b.Ifaces)
 	}
 	return nil
 }
+
+// The smallest pcapng packet and interface blocks: a block's counts
+// must fit its bytes.
+const (
+	minPacketBlock = 32
+	minIfaceBlock  = 20
+)
 
 // Parse decodes an index file's bytes. With partial, a torn or damaged
 // tail (an index still being written, or cut by a crash) ends the index

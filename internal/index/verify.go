@@ -31,15 +31,16 @@ const (
 // be in the block's filter. It fails with an error wrapping ErrMismatch
 // when the data disagree: an index of another file, or one whose times,
 // filters or offsets were changed, is refused this way unless the
-// changes leave every block's first packet alone. Blocks of a zstd file
-// of one frame (CodecZstd), which has no starting point but its first
-// byte, are not probed.
+// changes leave every block's first packet alone.
 //
 // Verify reads about a pcapng block per index block (for gzip and zstd
 // of a frame per block, the start of the block's member or frame) and
-// allocates a decoder and a few KiB; it is safe to call concurrently.
+// allocates a decoder and a few KiB. A zstd file of one frame
+// (CodecZstd) has no starting point but its first byte: it is decoded
+// from its start to its last block's first packet, as a query reading
+// its last block would. It is safe to call concurrently.
 func (ix *Index) Verify(r io.ReaderAt, size int64) error {
-	if ix.Codec == CodecZstd || len(ix.All) == 0 {
+	if len(ix.All) == 0 {
 		return nil
 	}
 	p := &prober{ix: ix, r: r, size: size, br: bufio.NewReaderSize(nil, probeBuf), zr: bufio.NewReaderSize(nil, probeBuf)}
@@ -65,6 +66,7 @@ type prober struct {
 	zr    *bufio.Reader // the data file, for a decoder
 	gz    *gzip.Reader
 	zd    *zstd.Decoder
+	pos   int64    // decoded offset of br's next byte
 	links []uint32 // link type per interface, as far as known
 	set   keySet
 	buf   []byte
@@ -96,7 +98,7 @@ func (p *prober) open(seek, skip int64) error {
 			return mismatch("no gzip member: %v", err)
 		}
 		p.br.Reset(p.gz)
-	case CodecZstdFrames:
+	case CodecZstd, CodecZstdFrames:
 		if p.zd == nil {
 			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 			if err != nil {
@@ -110,9 +112,16 @@ func (p *prober) open(seek, skip int64) error {
 		}
 		p.br.Reset(p.zd)
 	}
-	if _, err := p.br.Discard(int(skip)); err != nil {
-		return mismatch("decoding to offset %d: %v", skip, err)
+	p.pos = 0
+	return p.skip(skip)
+}
+
+// skip discards the next n decoded bytes.
+func (p *prober) skip(n int64) error {
+	if _, err := p.br.Discard(int(n)); err != nil {
+		return mismatch("decoding to offset %d: %v", p.pos+n, err)
 	}
+	p.pos += n
 	return nil
 }
 
@@ -137,8 +146,8 @@ func (p *prober) next(room int64, shb bool) (typ uint32, n int64, body []byte, e
 	if _, err := io.ReadFull(p.br, body); err != nil {
 		return 0, 0, nil, mismatch("reading a pcapng block: %v", err)
 	}
-	if _, err := p.br.Discard(int(n - 12 - keep)); err != nil {
-		return 0, 0, nil, mismatch("reading a pcapng block: %v", err)
+	if err := p.skip(n - 12 - keep); err != nil {
+		return 0, 0, nil, err
 	}
 	var tr [4]byte
 	if _, err := io.ReadFull(p.br, tr[:]); err != nil {
@@ -147,6 +156,7 @@ func (p *prober) next(room int64, shb bool) (typ uint32, n int64, body []byte, e
 	if int64(le.Uint32(tr[:])) != n {
 		return 0, 0, nil, mismatch("pcapng block of %d bytes: %v", n, errTrailer)
 	}
+	p.pos += 12 + keep
 	return typ, n, body, nil
 }
 
@@ -154,7 +164,7 @@ func (p *prober) next(room int64, shb bool) (typ uint32, n int64, body []byte, e
 // of the interfaces it describes.
 func (p *prober) head() error {
 	end := p.ix.HeadEnd()
-	if end > probeHead {
+	if end > probeHead && p.ix.Codec != CodecZstd {
 		return nil
 	}
 	if err := p.open(0, 0); err != nil {
@@ -182,7 +192,16 @@ func (p *prober) block(b *Block, ifc int) error {
 	if p.ix.Codec.Framed() && b.Seek == 0 {
 		seekRaw = 0
 	}
-	if err := p.open(b.Seek, b.Raw-seekRaw); err != nil {
+	var err error
+	switch {
+	case p.ix.Codec == CodecZstd && p.pos <= b.Raw:
+		err = p.skip(b.Raw - p.pos) // on from where the last probe stopped
+	case p.ix.Codec == CodecZstd:
+		err = mismatch("block at decoded offset %d, before %d", b.Raw, p.pos)
+	default:
+		err = p.open(b.Seek, b.Raw-seekRaw)
+	}
+	if err != nil {
 		return err
 	}
 	room := b.RawEnd - b.Raw
