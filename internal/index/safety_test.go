@@ -109,9 +109,12 @@ func TestIndexNeverWritesThroughALink(t *testing.T) {
 			os.Mkdir(agent, 0o750)
 			data := indexed(t, agent, "a1_20260101T000000.000Z.pcapng", 40, 0)
 			victim := filepath.Join(t.TempDir(), "victim")
-			// The victim: a valid index of this very file, which a
-			// link as the index must not make accepted either.
-			good, _ := os.ReadFile(Path(data))
+			// The victim of a link as the index: a valid index of this
+			// very file, which must not make the link accepted.
+			good := []byte("victim")
+			if where == ".idx" {
+				good, _ = os.ReadFile(Path(data))
+			}
 			os.WriteFile(victim, good, 0o640)
 			os.Remove(Path(data))
 			if err := os.Symlink(victim, data+where); err != nil {

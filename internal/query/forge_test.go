@@ -59,7 +59,7 @@ func reseal(t *testing.T, path string, edit func(p []byte) []byte) {
 // describe, and a warning names them.
 func TestForgedIndexSameAsScan(t *testing.T) {
 	dir := indexedAgents(t)
-	cfg := Config{Dir: dir, Filter: "ip host 10.9.9.7", Since: ts(2_000_000), Until: ts(12_000_000)}
+	cfg := Config{Dir: dir, Filter: "ip host 10.9.9.7", Since: ts(3_700_000), Until: ts(12_000_000)}
 	scanCfg := cfg
 	scanCfg.NoIndex = true
 	want, _, err := runQuery(t, scanCfg)
