@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // FileInfo is one data file of an agent as a reader of the root (a
@@ -92,8 +94,11 @@ func readIndex(dir, agent string) map[string]retFile {
 // file still being written may read. 0 means no complete batch yet. The
 // file may grow meanwhile; what follows the returned length is not
 // looked at.
+//
+// The file is opened as safefs.Open does: a link, FIFO or device in its
+// place fails at once (safefs.ErrLink, safefs.ErrNotRegular).
 func CompleteLength(ctx context.Context, path string) (int64, error) {
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if err != nil {
 		return 0, err
 	}
