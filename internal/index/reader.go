@@ -39,6 +39,9 @@ type Index struct {
 	DataSize int64
 	RawSize  int64
 	Ifaces   int
+	// Probed: the data file bytes Open read to verify the index
+	// (Verify).
+	Probed int64
 }
 
 // KeysARP reports whether the filters hold the IPv4 addresses of ARP
@@ -105,7 +108,8 @@ func Open(dataPath string) (*Index, error) {
 	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
-	if err := ix.Verify(df, dst.Size()); err != nil {
+	ix.Probed, err = ix.Verify(df, dst.Size())
+	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
 	return ix, nil

@@ -11,51 +11,79 @@ import (
 )
 
 // What Verify reads of a data file: the head (for the interfaces' link
-// types) if it is no longer than probeHead decoded bytes, and of every
-// block its first pcapng blocks, up to its first packet and at most
-// probeBytes decoded bytes; a packet's first probeData bytes.
+// types) if it is no longer than probeHead decoded bytes, and of each
+// block probed its first pcapng blocks, up to its first packet and at
+// most probeBytes decoded bytes; a packet's first probeData bytes (the
+// deepest IPv6 extension headers packetKeys walks fit); a compressed
+// file through a buffer of probeBuf bytes.
 const (
 	probeHead  = 4 << 20
 	probeBytes = 256 << 10
 	probeData  = 64 << 10
-	probeBuf   = 4 << 10
+	probeBuf   = 512
 )
 
 // Verify checks ix against its data file, r of size bytes, by reading
-// a little of every block: the decoded stream at the block's Raw (its
-// decoder started at Seek) must hold whole pcapng blocks, and no
-// section header, up to its first packet; a block claims packets
-// exactly when one is found there before RawEnd; that packet must be on
-// an interface described before the block's end, at a time within the
-// block's First..Last, and every key the index would take of it must
-// be in the block's filter. It fails with an error wrapping ErrMismatch
-// when the data disagree: an index of another file, or one whose times,
-// filters or offsets were changed, is refused this way unless the
-// changes leave every block's first packet alone.
+// a little of its blocks, and returns the bytes of r it read: the
+// decoded stream at a block's Raw (its decoder started at Seek) must
+// hold whole pcapng blocks, and no section header, up to its first
+// packet; a block claims packets exactly when one is found there before
+// RawEnd; that packet must be on an interface described before the
+// block's end, at a time within the block's First..Last, and every key
+// the index would take of it must be in the block's filter. The head
+// must describe HeadIfaces interfaces. It fails with an error wrapping
+// ErrMismatch when the data disagree: an index of another file, or one
+// whose times, filters or offsets were changed, is refused this way
+// unless the changes leave every probed block's first packet alone.
 //
-// Verify reads about a pcapng block per index block (for gzip and zstd
-// of a frame per block, the start of the block's member or frame) and
-// allocates a decoder and a few KiB. A zstd file of one frame
-// (CodecZstd) has no starting point but its first byte: it is decoded
-// from its start to its last block's first packet, as a query reading
-// its last block would. It is safe to call concurrently.
-func (ix *Index) Verify(r io.ReaderAt, size int64) error {
+// Every block of a plain file is probed: a read of its first packet,
+// at its offset. A decoder yields nothing before it has decoded a
+// whole deflate block or zstd block (up to 32 or 128 KiB decoded), so
+// of a gzip file or a zstd file of a frame per block only the first
+// and last blocks are probed, and of a zstd file of one frame, which is
+// decoded from its start, only the first. Verify allocates a decoder
+// and a few KiB; it is safe to call concurrently.
+func (ix *Index) Verify(r io.ReaderAt, size int64) (read int64, err error) {
 	if len(ix.All) == 0 {
-		return nil
+		return 0, nil
 	}
-	p := &prober{ix: ix, r: r, size: size, br: bufio.NewReaderSize(nil, probeBuf), zr: bufio.NewReaderSize(nil, probeBuf)}
+	cr := &countReaderAt{r: r}
+	// A plain file is read through the smallest buffer: what a probe
+	// reads is a packet block's header and its first bytes.
+	p := &prober{ix: ix, r: cr, size: size, br: bufio.NewReaderSize(nil, 16), zr: bufio.NewReaderSize(nil, probeBuf)}
 	defer p.close()
 	if err := p.head(); err != nil {
-		return fmt.Errorf("head: %w", err)
+		return cr.n, fmt.Errorf("head: %w", err)
 	}
-	prev := ix.HeadIfaces
+	prev, last := ix.HeadIfaces, len(ix.All)-1
 	for i := range ix.All {
-		if err := p.block(&ix.All[i], prev); err != nil {
-			return fmt.Errorf("block %d at offset %d: %w", i, ix.All[i].Seek, err)
+		probe := true
+		switch ix.Codec {
+		case CodecGzip, CodecZstdFrames:
+			probe = i == 0 || i == last
+		case CodecZstd:
+			probe = i == 0
+		}
+		if probe {
+			if err := p.block(&ix.All[i], prev); err != nil {
+				return cr.n, fmt.Errorf("block %d at offset %d: %w", i, ix.All[i].Seek, err)
+			}
 		}
 		prev = ix.All[i].Ifaces
 	}
-	return nil
+	return cr.n, nil
+}
+
+// countReaderAt counts the bytes read through it.
+type countReaderAt struct {
+	r io.ReaderAt
+	n int64
+}
+
+func (c *countReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
 }
 
 type prober struct {

@@ -31,7 +31,7 @@ type fileSource struct {
 	past         bool
 	blocksRead   int
 	blocksTotal  int
-	indexBytes   int64 // of the index file, read whole
+	indexBytes   int64 // of the index file, read whole, and of the data to verify it
 	scanBytes    int64 // of a .part, read whole for its last complete batch
 	indexProblem error // why an index present was not used
 
@@ -176,6 +176,8 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 			if !errors.Is(err, fs.ErrNotExist) {
 				src.indexProblem = err
 			}
+		} else {
+			src.indexBytes += ix.Probed // the data read to verify it
 		}
 	}
 	f, err := safefs.Open(path)
