@@ -378,25 +378,33 @@ func (c *countReader) Read(p []byte) (int, error) {
 // Renaming replaces whatever has the index's name, a link or a FIFO
 // included, without following it.
 func WriteFile(dataPath string, b []byte) error {
-	dst := Path(dataPath)
+	return writeIn(filepath.Dir(dataPath), filepath.Base(dataPath), b)
+}
+
+// writeIn is WriteFile for the data file rel below root, whose
+// directories below root must not be links when the temporary file is
+// created (safefs.OpenIn).
+func writeIn(root, rel string, b []byte) error {
 	var f *os.File
 	var tmp string
 	var err error
 	for range 8 {
-		tmp = TempName(dataPath)
-		if f, err = safefs.CreateExcl(tmp, 0o640); !errors.Is(err, fs.ErrExist) {
+		tmp = TempName(rel)
+		f, err = safefs.OpenIn(root, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		if !errors.Is(err, fs.ErrExist) {
 			break
 		}
 	}
 	if err != nil {
 		return err
 	}
+	tmp = filepath.Join(root, tmp)
 	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = os.Rename(tmp, Path(filepath.Join(root, rel)))
 	}
 	if err != nil {
 		os.Remove(tmp)

@@ -51,7 +51,8 @@ const tempAge = time.Minute
 // blockBytes; 0: DefaultBlockBytes) and the index written in place
 // (WriteFile); indexes whose data file is gone are removed. Files still
 // being written (".part") and hidden directories are left alone, and
-// links are never followed. It is idempotent, and safe to run beside a
+// links are never followed: the walk does not enter linked directories,
+// and an index is created only where no directory below dir is a link. It is idempotent, and safe to run beside a
 // store writing and deleting files in dir. It stops when ctx ends; the
 // error is then ctx's, and only a failure to walk dir otherwise.
 //
@@ -133,7 +134,11 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 			fail(path, err)
 			return nil
 		}
-		if err := WriteFile(path, b); err != nil {
+		rel, err := filepath.Rel(dir, path)
+		if err == nil {
+			err = writeIn(dir, rel, b)
+		}
+		if err != nil {
 			fail(path, err)
 			return nil
 		}

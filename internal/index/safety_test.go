@@ -383,3 +383,20 @@ func TestForgedIndexRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteInRefusesLinkedDirectories: RebuildDir creates an index
+// only where no directory below its root is a link (an agent directory
+// swapped for a link while it walks): nothing is created beyond it.
+func TestWriteInRefusesLinkedDirectories(t *testing.T) {
+	root, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(root, "a1")); err != nil {
+		t.Fatal(err)
+	}
+	err := writeIn(root, "a1/a1_20260101T000000.000Z.pcapng", []byte("index"))
+	if !errors.Is(err, safefs.ErrLink) {
+		t.Fatalf("writeIn below a linked directory = %v, want ErrLink", err)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Fatalf("created beyond the link: %v", ents)
+	}
+}
