@@ -88,7 +88,7 @@ func Open(dataPath string) (*Index, error) {
 	if err := trusted(st, dst); err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
-	limit := MaxSize(dst.Size())
+	limit := MaxSize(dst.Size(), CodecOf(dataPath))
 	if st.Size() > limit {
 		return nil, fmt.Errorf("index %s: %d bytes for a %d-byte data file, at most %d: %w", ipath, st.Size(), dst.Size(), limit, ErrDamaged)
 	}
@@ -116,13 +116,23 @@ func Open(dataPath string) (*Index, error) {
 }
 
 // MaxSize is the largest index Open reads for a data file of dataSize
-// bytes: 1 MiB plus twice the data file, at most MaxFileSize. The index
-// the store writes is a few percent of its data file (a block record of
-// 65 bytes per IndexBlock decoded bytes, at least 4 KiB, and a filter
-// within 2% of the block's bytes on disk); twice the data file leaves
-// room for highly compressed files of small blocks.
-func MaxSize(dataSize int64) int64 {
-	return min(MaxFileSize, 1<<20+2*max(dataSize, 0))
+// bytes compressed with c (as CodecOf names it): 1 MiB plus an eighth
+// of a plain file, plus twice a compressed one, at most MaxFileSize.
+// The index the store writes takes, per block of at least 4 KiB
+// decoded (store.MinIndexBlock), a record of 73 bytes and a filter
+// within 2% of the block's bytes on disk: under 4% of a plain file,
+// and of a compressed file 2% plus its compression ratio over 56 (with
+// the default 512 KiB blocks, about 2%); twice the file leaves room
+// for 4 KiB blocks compressed 100:1. What Parse makes of an index
+// is about three times its size at most, so an index's memory is
+// bounded by its data file whatever it claims.
+func MaxSize(dataSize int64, c Codec) int64 {
+	dataSize = max(dataSize, 0)
+	share := 2 * dataSize
+	if c == CodecNone {
+		share = dataSize / 8
+	}
+	return min(MaxFileSize, 1<<20+share)
 }
 
 // Check verifies that ix describes data file name of size bytes (live:
