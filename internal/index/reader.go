@@ -63,8 +63,10 @@ func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 // Nothing the index says is taken on trust: the file must belong to a
 // trusted user (trusted), is refused unread when it is larger than
 // MaxSize of its data file, so the memory it takes is bounded by the
-// data file's size whatever it claims, and every block must lie within
-// the data file and agree with the data at its offset (Verify).
+// data file's size whatever it claims, every block must lie within the
+// data file (Check), and the blocks Verify probes (every block of a
+// plain file) must agree with the data at their offsets. The data read
+// to verify it is counted in Probed.
 func Open(dataPath string) (*Index, error) {
 	ipath := Path(dataPath)
 	df, err := safefs.Open(dataPath)
