@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/safefs"
@@ -59,9 +62,34 @@ func writeData(t *testing.T, path string, n, seed int, t0 int64) {
 		b = append(b, opt...)
 		b = le.AppendUint32(b, uint32(total))
 	}
+	if strings.HasSuffix(path, ".gz") {
+		b = gzipMembers(t, b)
+	}
 	if err := os.WriteFile(path, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gzipMembers compresses the pcapng stream b as the store does: a gzip
+// member per commit, here the head and then every pcapng block.
+func gzipMembers(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	member := func(p []byte) {
+		zw := gzip.NewWriter(&out)
+		zw.Write(p)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := 28 + 20
+	member(b[:head])
+	for p := b[head:]; len(p) > 0; {
+		n := int(binary.LittleEndian.Uint32(p[4:]))
+		member(p[:n])
+		p = p[n:]
+	}
+	return out.Bytes()
 }
 
 // indexed writes a data file of n packets in dir and its index built
@@ -367,10 +395,33 @@ func TestForgedIndexRefused(t *testing.T) {
 		{"writable by others", func(t *testing.T, data string) {
 			os.Chmod(Path(data), 0o666)
 		}, ErrUntrusted},
+		{"gzip: a block not at a member", func(t *testing.T, data string) {
+			forge(t, data, func(ix *Index) {
+				ix.All[len(ix.All)/2].Seek++
+			})
+		}, ErrMismatch},
+		{"gzip: another file's", func(t *testing.T, data string) {
+			other := indexed(t, t.TempDir(), "b.pcapng.gz", 31, 7)
+			b, _ := os.ReadFile(Path(other))
+			os.WriteFile(Path(data), b, 0o640)
+			st, _ := os.Stat(data)
+			forge(t, data, func(ix *Index) { ix.Name, ix.DataSize = filepath.Base(data), st.Size() })
+		}, ErrMismatch},
+		{"gzip: 1970", func(t *testing.T, data string) {
+			forge(t, data, func(ix *Index) {
+				for i := range ix.All {
+					ix.All[i].First, ix.All[i].Last = 1000, 2000
+				}
+			})
+		}, ErrMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			data := indexed(t, dir, "a1_20260101T000000.000Z.pcapng", 30, 0)
+			name := "a1_20260101T000000.000Z.pcapng"
+			if strings.HasPrefix(tc.name, "gzip") {
+				name += ".gz"
+			}
+			data := indexed(t, dir, name, 30, 0)
 			tc.edit(t, data)
 			if _, err := Open(data); !errors.Is(err, tc.want) {
 				t.Fatalf("Open = %v, want %v", err, tc.want)

@@ -41,8 +41,10 @@ const (
 // whole deflate block or zstd block (up to 32 or 128 KiB decoded), so
 // of a gzip file or a zstd file of a frame per block only the first
 // and last blocks are probed, and of a zstd file of one frame, which is
-// decoded from its start, only the first. Verify allocates a decoder
-// and a few KiB; it is safe to call concurrently.
+// decoded from its start, only the first; the other blocks of a gzip
+// file or a zstd file of a frame per block must start where a member or
+// frame does (its magic number at Seek). Verify allocates a decoder and
+// a few KiB; it is safe to call concurrently.
 func (ix *Index) Verify(r io.ReaderAt, size int64) (read int64, err error) {
 	if len(ix.All) == 0 {
 		return 0, nil
@@ -64,10 +66,15 @@ func (ix *Index) Verify(r io.ReaderAt, size int64) (read int64, err error) {
 		case CodecZstd:
 			probe = i == 0
 		}
-		if probe {
-			if err := p.block(&ix.All[i], prev); err != nil {
-				return cr.n, fmt.Errorf("block %d at offset %d: %w", i, ix.All[i].Seek, err)
-			}
+		var err error
+		switch {
+		case probe:
+			err = p.block(&ix.All[i], prev)
+		case ix.Codec.Framed():
+			err = p.frameStart(ix.All[i].Seek)
+		}
+		if err != nil {
+			return cr.n, fmt.Errorf("block %d at offset %d: %w", i, ix.All[i].Seek, err)
 		}
 		prev = ix.All[i].Ifaces
 	}
@@ -210,6 +217,24 @@ func (p *prober) head() error {
 	}
 	if len(p.links) != p.ix.HeadIfaces {
 		return mismatch("%d interfaces described, the index says %d", len(p.links), p.ix.HeadIfaces)
+	}
+	return nil
+}
+
+// frameStart checks that a gzip member or zstd frame starts at seek:
+// the first bytes of a gzip header (magic, deflate) or a zstd frame's
+// magic number.
+func (p *prober) frameStart(seek int64) error {
+	var b [4]byte
+	if _, err := p.r.ReadAt(b[:], seek); err != nil {
+		return mismatch("reading offset %d: %v", seek, err)
+	}
+	ok := b[0] == 0x1f && b[1] == 0x8b && b[2] == 8
+	if p.ix.Codec == CodecZstdFrames {
+		ok = binary.LittleEndian.Uint32(b[:]) == zstdMagic
+	}
+	if !ok {
+		return mismatch("no gzip member or zstd frame starts at offset %d", seek)
 	}
 	return nil
 }
