@@ -107,6 +107,11 @@ func Open(dataPath string) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
+	// The data of a file being written is written before its index:
+	// its size now covers what the index read describes.
+	if dst, err = df.Stat(); err != nil {
+		return nil, err
+	}
 	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
