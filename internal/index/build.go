@@ -373,7 +373,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 // WriteFile writes the index b of the data file at dataPath to its
 // place (Path), through a temporary file renamed over it, so a reader
 // sees the old index or the new one. The temporary file has a fresh
-// name (TempName) and is created exclusively (safefs.CreateExcl): a
+// name (tempName) and is created exclusively (safefs.CreateExcl): a
 // name planted in advance, link or not, is never written through.
 // Renaming replaces whatever has the index's name, a link or a FIFO
 // included, without following it.
@@ -389,7 +389,7 @@ func writeIn(root, rel string, b []byte) error {
 	var tmp string
 	var err error
 	for range 8 {
-		tmp = TempName(rel)
+		tmp = tempName(rel)
 		f, err = safefs.OpenIn(root, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 		if !errors.Is(err, fs.ErrExist) {
 			break
@@ -417,16 +417,16 @@ func writeIn(root, rel string, b []byte) error {
 // <data file>.idx.<16 hex digits>.tmp.
 const tempSuffix = ".tmp"
 
-// TempName returns a fresh name for a temporary file of the index of
+// tempName returns a fresh name for a temporary file of the index of
 // the data file at dataPath: its index's path, a random part and
 // ".tmp".
-func TempName(dataPath string) string {
+func tempName(dataPath string) string {
 	var r [8]byte
 	rand.Read(r[:])
 	return Path(dataPath) + "." + hex.EncodeToString(r[:]) + tempSuffix
 }
 
-// isTempName reports whether name (no directory) is one TempName makes
+// isTempName reports whether name (no directory) is one tempName makes
 // for a data file, or the fixed name that versions before it used
 // (<data file>.idx.tmp).
 func isTempName(name string) bool {

@@ -182,11 +182,11 @@ func TestRebuildDirLeavesForeignFiles(t *testing.T) {
 	ix, _ := Parse(b, false)
 	ix.Name = filepath.Base(orphan)
 	os.WriteFile(Path(orphan), ix.Append(nil), 0o640)
-	staleTmp := TempName(data)
+	staleTmp := tempName(data)
 	os.WriteFile(staleTmp, []byte("left by a crash"), 0o640)
 	old := time.Now().Add(-2 * tempAge)
 	os.Chtimes(staleTmp, old, old)
-	freshTmp := TempName(data)
+	freshTmp := tempName(data)
 	os.WriteFile(freshTmp, []byte("being written"), 0o640)
 	keep := map[string]string{
 		"notes.idx":      "notes",
