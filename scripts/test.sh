@@ -49,6 +49,7 @@ fuzz FuzzUDPDatagram ./internal/collector
 fuzz FuzzScanPart ./internal/store
 fuzz FuzzRetainIndex ./internal/store
 fuzz FuzzStateFile ./internal/store
+fuzz FuzzParse ./internal/index
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress

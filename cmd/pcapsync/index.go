@@ -14,8 +14,10 @@ import (
 const indexUsage = `Gives every closed capture file below DIR (an output root of a
 collector or writer, or one agent's directory) a valid index: files
 without one (written before indexes existed, or left by a crash) and
-files whose index is damaged or stale are indexed again; indexes whose
-capture file is gone are removed. Files still being written (.part) are
+files whose index is damaged, stale, untrusted (written by another
+user) or not a regular file are indexed again; indexes whose capture
+file is gone are removed. Files named like indexes that pcapsync did
+not make are left alone and listed. Files still being written (.part) are
 left to the store. Safe to run while the collector writes and deletes
 files; running it again does nothing more. See docs/index.md.`
 
@@ -34,11 +36,7 @@ func indexCommand(s streams) *cobra.Command {
 						return err
 					}
 				} else {
-					fmt.Fprintf(s.stdout, "pcapsync index: %d files: %d indexes valid, %d built, %d rebuilt (damaged or stale), %d failed, %d files gone meanwhile; %d orphan indexes removed; %d bytes written\n",
-						rep.Files, rep.Valid, rep.Built, rep.Rebuilt, rep.Failed, rep.Gone, rep.Orphans, rep.Bytes)
-					for _, e := range rep.Errors {
-						fmt.Fprintln(s.stderr, "pcapsync index:", e)
-					}
+					printIndexReport(s, rep)
 				}
 				if rep.Failed > 0 {
 					return fmt.Errorf("%d files could not be indexed", rep.Failed)
@@ -46,6 +44,19 @@ func indexCommand(s streams) *cobra.Command {
 				return nil
 			}
 		})
+}
+
+// printIndexReport prints rep as a line, its failures and the foreign
+// files it left alone on stderr.
+func printIndexReport(s streams, rep index.DirReport) {
+	fmt.Fprintf(s.stdout, "pcapsync index: %d files: %d indexes valid, %d built, %d rebuilt (damaged, stale or untrusted), %d failed, %d files gone meanwhile; %d orphan indexes and %d temporary files removed; %d foreign files left alone; %d bytes written\n",
+		rep.Files, rep.Valid, rep.Built, rep.Rebuilt, rep.Failed, rep.Gone, rep.Orphans, rep.Temps, rep.Foreign, rep.Bytes)
+	for _, e := range rep.Errors {
+		fmt.Fprintln(s.stderr, "pcapsync index:", e)
+	}
+	for _, f := range rep.ForeignFiles {
+		fmt.Fprintln(s.stderr, "pcapsync index: not made by pcapsync, left alone:", f)
+	}
 }
 
 // exactOneArg wants one positional argument.

@@ -56,8 +56,17 @@ func TestIndexCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The index of a file gone, which pcapsync index removes, and a
+	// file named like one that it did not make, which it leaves.
 	orphan := filepath.Join(dir, "web1", "gone.pcapng.idx")
-	os.WriteFile(orphan, live, 0o640)
+	ix, err := index.Parse(live, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Name = "gone.pcapng"
+	os.WriteFile(orphan, ix.Append(nil), 0o640)
+	foreign := filepath.Join(dir, "web1", "other.pcapng.idx")
+	os.WriteFile(foreign, live, 0o640)
 
 	run1 := func(want index.DirReport) {
 		t.Helper()
@@ -70,7 +79,7 @@ func TestIndexCommand(t *testing.T) {
 			t.Fatalf("report %q: %v", out.String(), err)
 		}
 		got.Bytes = 0
-		if got.Files != want.Files || got.Valid != want.Valid || got.Built != want.Built || got.Rebuilt != want.Rebuilt || got.Orphans != want.Orphans || got.Failed != 0 {
+		if got.Files != want.Files || got.Valid != want.Valid || got.Built != want.Built || got.Rebuilt != want.Rebuilt || got.Orphans != want.Orphans || got.Foreign != want.Foreign || got.Failed != 0 {
 			t.Fatalf("report %+v, want %+v", got, want)
 		}
 		if b, _ := os.ReadFile(index.Path(files[0])); !bytes.Equal(b, live) {
@@ -78,11 +87,14 @@ func TestIndexCommand(t *testing.T) {
 		}
 	}
 	os.Remove(index.Path(files[0]))
-	run1(index.DirReport{Files: 1, Built: 1, Orphans: 1})
+	run1(index.DirReport{Files: 1, Built: 1, Orphans: 1, Foreign: 1})
 	os.WriteFile(index.Path(files[0]), live[:len(live)-3], 0o640)
-	run1(index.DirReport{Files: 1, Rebuilt: 1})
-	run1(index.DirReport{Files: 1, Valid: 1})
+	run1(index.DirReport{Files: 1, Rebuilt: 1, Foreign: 1})
+	run1(index.DirReport{Files: 1, Valid: 1, Foreign: 1})
 	if _, err := os.Stat(orphan); err == nil {
 		t.Fatal("the orphan index is still there")
+	}
+	if b, _ := os.ReadFile(foreign); !bytes.Equal(b, live) {
+		t.Fatal("the foreign file was removed")
 	}
 }

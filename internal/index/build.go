@@ -3,16 +3,21 @@ package index
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // pcapng blocks the rebuild tells apart, and the batch mark the store
@@ -52,7 +57,7 @@ func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
 	if blockBytes <= 0 {
 		blockBytes = DefaultBlockBytes
 	}
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -367,16 +372,76 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 // WriteFile writes the index b of the data file at dataPath to its
 // place (Path), through a temporary file renamed over it, so a reader
-// sees the old index or the new one.
+// sees the old index or the new one. The temporary file has a fresh
+// name (tempName) and is created exclusively (safefs.CreateExcl): a
+// name planted in advance, link or not, is never written through.
+// Renaming replaces whatever has the index's name, a link or a FIFO
+// included, without following it.
 func WriteFile(dataPath string, b []byte) error {
-	dst := Path(dataPath)
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+	return writeIn(filepath.Dir(dataPath), filepath.Base(dataPath), b)
+}
+
+// writeIn is WriteFile for the data file rel below root, whose
+// directories below root must not be links when the temporary file is
+// created (safefs.OpenIn).
+func writeIn(root, rel string, b []byte) error {
+	var f *os.File
+	var tmp string
+	var err error
+	for range 8 {
+		tmp = tempName(rel)
+		f, err = safefs.OpenIn(root, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dst); err != nil {
+	tmp = filepath.Join(root, tmp)
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, Path(filepath.Join(root, rel)))
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
 	return nil
+}
+
+// tempSuffix ends the names of WriteFile's temporary files:
+// <data file>.idx.<16 hex digits>.tmp.
+const tempSuffix = ".tmp"
+
+// tempName returns a fresh name for a temporary file of the index of
+// the data file at dataPath: its index's path, a random part and
+// ".tmp".
+func tempName(dataPath string) string {
+	var r [8]byte
+	rand.Read(r[:])
+	return Path(dataPath) + "." + hex.EncodeToString(r[:]) + tempSuffix
+}
+
+// isTempName reports whether name (no directory) is one tempName makes
+// for a data file, or the fixed name that versions before it used
+// (<data file>.idx.tmp).
+func isTempName(name string) bool {
+	stem, ok := strings.CutSuffix(name, Suffix+tempSuffix)
+	if !ok {
+		rest, ok := strings.CutSuffix(name, tempSuffix)
+		if !ok || len(rest) < 17 || rest[len(rest)-17] != '.' {
+			return false
+		}
+		if _, err := hex.DecodeString(rest[len(rest)-16:]); err != nil {
+			return false
+		}
+		if stem, ok = strings.CutSuffix(rest[:len(rest)-17], Suffix); !ok {
+			return false
+		}
+	}
+	return isData(stem)
 }

@@ -40,7 +40,7 @@ type Builder struct {
 // data file offset a decoder starts at for it. The header goes to
 // Pending, replacing whatever was there.
 func (b *Builder) Reset(name string, c Codec, headIfaces, blockBytes int, seek, raw int64) {
-	b.out, b.crc = appendHeader(b.out[:0], name[:min(len(name), MaxNameLen)], c, headIfaces, blockBytes)
+	b.out, b.crc = appendHeader(b.out[:0], Version, name[:min(len(name), MaxNameLen)], c, headIfaces, blockBytes)
 	b.codec = c
 	b.blocks, b.ifaces = 0, headIfaces
 	b.start(seek, raw)
@@ -124,22 +124,9 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int, end int64) {
 			}
 		}
 	}
-	le := binary.LittleEndian
-	start := len(b.out)
-	b.out = append(b.out, 0, 0, 0, 0, 0)
-	b.out = le.AppendUint64(b.out, uint64(b.seek))
-	b.out = le.AppendUint64(b.out, uint64(b.raw))
-	b.out = le.AppendUint64(b.out, uint64(rawEnd))
-	b.out = le.AppendUint64(b.out, uint64(first))
-	b.out = le.AppendUint64(b.out, uint64(last))
-	b.out = le.AppendUint32(b.out, b.packets)
-	b.out = le.AppendUint32(b.out, uint32(ifaces))
-	b.out = le.AppendUint32(b.out, uint32(b.set.n))
-	b.out = le.AppendUint32(b.out, uint32(words))
-	for _, w := range f {
-		b.out = le.AppendUint64(b.out, w)
-	}
-	b.out, b.crc = sealRecord(b.out, start, kindBlock, b.crc)
+	blk := Block{Seek: b.seek, Raw: b.raw, RawEnd: rawEnd, First: first, Last: last,
+		Packets: int(b.packets), Ifaces: ifaces, Keys: b.set.n, filter: f}
+	b.out, b.crc = appendBlockRecord(b.out, &blk, b.crc)
 	b.blocks++
 	b.ifaces = ifaces
 }
@@ -152,14 +139,7 @@ func (b *Builder) Finish(rawEnd int64, ifaces int, dataSize, rawSize int64) {
 	if b.packets > 0 || ifaces > b.ifaces {
 		b.appendBlock(rawEnd, ifaces, dataSize)
 	}
-	le := binary.LittleEndian
-	start := len(b.out)
-	b.out = append(b.out, 0, 0, 0, 0, 0)
-	b.out = le.AppendUint64(b.out, uint64(dataSize))
-	b.out = le.AppendUint64(b.out, uint64(rawSize))
-	b.out = le.AppendUint32(b.out, uint32(b.blocks))
-	b.out = le.AppendUint32(b.out, uint32(ifaces))
-	b.out, b.crc = sealRecord(b.out, start, kindEnd, b.crc)
+	b.out, b.crc = appendEndRecord(b.out, dataSize, rawSize, b.blocks, ifaces, b.crc)
 	b.start(0, rawEnd)
 }
 

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // DirReport is what RebuildDir found and did.
@@ -19,9 +23,12 @@ type DirReport struct {
 	Gone    int   `json:"gone"`        // deleted (by retention) while being indexed
 	Failed  int   `json:"failed"`      // could not be indexed (see Errors)
 	Orphans int   `json:"orphans"`     // indexes without a data file, removed
+	Temps   int   `json:"temps"`       // temporary files of an interrupted run, removed
+	Foreign int   `json:"foreign"`     // files named like indexes that this did not make: left alone
 	Bytes   int64 `json:"index_bytes"` // bytes of the indexes written
 
-	Errors []string `json:"errors,omitempty"` // the first maxErrors failures
+	Errors       []string `json:"errors,omitempty"`        // the first maxErrors failures
+	ForeignFiles []string `json:"foreign_files,omitempty"` // the first maxErrors foreign files
 }
 
 const maxErrors = 20
@@ -32,21 +39,41 @@ func isData(name string) bool {
 		(strings.HasSuffix(name, ".pcapng") || strings.HasSuffix(name, ".pcapng.gz") || strings.HasSuffix(name, ".pcapng.zst"))
 }
 
+// tempAge is how old a temporary file of WriteFile must be for
+// RebuildDir to take it as left by an interrupted run: WriteFile
+// renames its file as soon as it is written.
+const tempAge = time.Minute
+
 // RebuildDir walks dir (an output root, or one agent's directory) and
 // gives every closed data file a valid index: files whose index is
-// missing or does not verify (Open) are indexed (Build, blocks of
+// missing or does not verify (Open: damaged, stale, untrusted, or a
+// link, FIFO or device in its place) are indexed (Build, blocks of
 // blockBytes; 0: DefaultBlockBytes) and the index written in place
 // (WriteFile); indexes whose data file is gone are removed. Files still
-// being written (".part") and hidden directories are left alone. It is
-// idempotent, and safe to run beside a store writing and deleting files
-// in dir. It stops when ctx ends; the error is then ctx's, and only a
-// failure to walk dir otherwise.
+// being written (".part") and hidden directories are left alone, and
+// links are never followed: the walk does not enter linked directories,
+// and an index is created only where no directory below dir is a link. It is idempotent, and safe to run beside a
+// store writing and deleting files in dir. It stops when ctx ends; the
+// error is then ctx's, and only a failure to walk dir otherwise.
+//
+// It deletes only files it made: an index without a data file only if
+// it is a regular file named after a data file (<name>.pcapng.idx, ...)
+// whose header names that data file, and a temporary file only if it
+// is a regular file named as WriteFile names them, older than tempAge.
+// Other files named like indexes are left alone and counted in
+// Foreign (listed in ForeignFiles).
 func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, error) {
 	var rep DirReport
 	fail := func(path string, err error) {
 		rep.Failed++
 		if len(rep.Errors) < maxErrors {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", path, err))
+		}
+	}
+	foreign := func(path string) {
+		rep.Foreign++
+		if len(rep.ForeignFiles) < maxErrors {
+			rep.ForeignFiles = append(rep.ForeignFiles, path)
 		}
 	}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -66,20 +93,28 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 				return filepath.SkipDir
 			}
 			return nil
-		case !d.Type().IsRegular():
-			return nil
-		case strings.HasSuffix(name, Suffix+".tmp"):
-			os.Remove(path) // left by an interrupted run
-			return nil
-		case strings.HasSuffix(name, Suffix):
-			data := strings.TrimSuffix(path, Suffix)
-			if !exists(data) && !exists(data+partSuffix) {
-				if os.Remove(path) == nil {
-					rep.Orphans++
-				}
+		case strings.HasSuffix(name, Suffix+tempSuffix) || strings.Contains(name, Suffix+".") && strings.HasSuffix(name, tempSuffix):
+			switch {
+			case !isTempName(name) || !d.Type().IsRegular():
+				foreign(path)
+			case stale(d) && os.Remove(path) == nil: // left by an interrupted run
+				rep.Temps++
 			}
 			return nil
-		case !isData(name):
+		case strings.HasSuffix(name, Suffix):
+			stem := strings.TrimSuffix(path, Suffix)
+			switch {
+			case !isData(filepath.Base(stem)):
+				foreign(path)
+			case exists(stem) || exists(stem+partSuffix):
+				// Its data file's turn checks it.
+			case !madeFor(path, filepath.Base(stem)):
+				foreign(path)
+			case os.Remove(path) == nil:
+				rep.Orphans++
+			}
+			return nil
+		case !d.Type().IsRegular() || !isData(name):
 			return nil
 		}
 		rep.Files++
@@ -99,7 +134,11 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 			fail(path, err)
 			return nil
 		}
-		if err := WriteFile(path, b); err != nil {
+		rel, err := filepath.Rel(dir, path)
+		if err == nil {
+			err = writeIn(dir, rel, b)
+		}
+		if err != nil {
 			fail(path, err)
 			return nil
 		}
@@ -117,6 +156,28 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 		return nil
 	})
 	return rep, err
+}
+
+// stale reports whether d was last written more than tempAge ago.
+func stale(d fs.DirEntry) bool {
+	fi, err := d.Info()
+	return err == nil && time.Since(fi.ModTime()) > tempAge
+}
+
+// madeFor reports whether the file at path is a regular file that
+// starts with the verified header of an index of the data file name.
+func madeFor(path, name string) bool {
+	f, err := safefs.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, headerFixed+len(name)+4)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return false
+	}
+	got, ok := headerName(b)
+	return ok && got == name
 }
 
 func exists(path string) bool {

@@ -17,3 +17,9 @@ var ErrMismatch = errors.New("index does not match its data file")
 // ErrUnfinished: an index of a closed data file lacks its end record
 // (the writer stopped before it closed the file).
 var ErrUnfinished = errors.New("index unfinished")
+
+// ErrUntrusted: an index file was not written by a user the reader
+// trusts (its owner is neither root, nor the reader's effective user,
+// nor the owner of its data file), or others than its owner may write
+// it. It is ignored like a damaged one: the data file is scanned.
+var ErrUntrusted = errors.New("index not written by a trusted user")

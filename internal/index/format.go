@@ -144,10 +144,10 @@ func CodecOf(path string) Codec {
 	return CodecNone
 }
 
-func appendHeader(dst []byte, name string, c Codec, headIfaces, blockBytes int) ([]byte, uint32) {
+func appendHeader(dst []byte, version byte, name string, c Codec, headIfaces, blockBytes int) ([]byte, uint32) {
 	start := len(dst)
 	dst = append(dst, magic[:]...)
-	dst = append(dst, Version, byte(c))
+	dst = append(dst, version, byte(c))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(min(headIfaces, 0xffff)))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(blockBytes))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
@@ -164,4 +164,52 @@ func sealRecord(dst []byte, start int, kind byte, prev uint32) ([]byte, uint32) 
 	binary.LittleEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-recHead))
 	crc := crc32.Update(prev, castagnoli, dst[start:])
 	return binary.LittleEndian.AppendUint32(dst, crc), crc
+}
+
+// appendBlockRecord appends the record of block b, chained to prev, and
+// returns the new crc.
+func appendBlockRecord(dst []byte, b *Block, prev uint32) ([]byte, uint32) {
+	le := binary.LittleEndian
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0)
+	dst = le.AppendUint64(dst, uint64(b.Seek))
+	dst = le.AppendUint64(dst, uint64(b.Raw))
+	dst = le.AppendUint64(dst, uint64(b.RawEnd))
+	dst = le.AppendUint64(dst, uint64(b.First))
+	dst = le.AppendUint64(dst, uint64(b.Last))
+	dst = le.AppendUint32(dst, uint32(b.Packets))
+	dst = le.AppendUint32(dst, uint32(b.Ifaces))
+	dst = le.AppendUint32(dst, uint32(b.Keys))
+	dst = le.AppendUint32(dst, uint32(len(b.filter)))
+	for _, w := range b.filter {
+		dst = le.AppendUint64(dst, w)
+	}
+	return sealRecord(dst, start, kindBlock, prev)
+}
+
+// appendEndRecord appends the end record, chained to prev.
+func appendEndRecord(dst []byte, dataSize, rawSize int64, blocks, ifaces int, prev uint32) ([]byte, uint32) {
+	le := binary.LittleEndian
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0)
+	dst = le.AppendUint64(dst, uint64(dataSize))
+	dst = le.AppendUint64(dst, uint64(rawSize))
+	dst = le.AppendUint32(dst, uint32(blocks))
+	dst = le.AppendUint32(dst, uint32(ifaces))
+	return sealRecord(dst, start, kindEnd, prev)
+}
+
+// Append appends the encoding of ix to dst: the index file Parse reads
+// back as ix (with its version, name, blocks and filters as they are,
+// and the end record when ix is Final). A built index read whole and
+// appended again is the same bytes.
+func (ix *Index) Append(dst []byte) []byte {
+	dst, crc := appendHeader(dst, byte(ix.Version), ix.Name, ix.Codec, ix.HeadIfaces, ix.BlockBytes)
+	for i := range ix.All {
+		dst, crc = appendBlockRecord(dst, &ix.All[i], crc)
+	}
+	if ix.Final {
+		dst, _ = appendEndRecord(dst, ix.DataSize, ix.RawSize, len(ix.All), ix.Ifaces, crc)
+	}
+	return dst
 }

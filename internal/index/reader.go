@@ -7,9 +7,10 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
 // Block is one block of a data file, as its index describes it.
@@ -38,6 +39,9 @@ type Index struct {
 	DataSize int64
 	RawSize  int64
 	Ifaces   int
+	// Probed: the data file bytes Open read to verify the index
+	// (Verify).
+	Probed int64
 }
 
 // KeysARP reports whether the filters hold the IPv4 addresses of ARP
@@ -47,14 +51,34 @@ func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 
 // Open reads and verifies the index of the data file at dataPath (a
 // finished file or one ending in ".part", still being written). It
-// fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch or
-// ErrUnfinished when the index must not be used, or fs.ErrNotExist
-// when there is none: the caller then reads the data file without it.
-// The index of a ".part" file holds the blocks written so far; that of
-// a finished file must be complete and match the data file's size.
+// fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch,
+// ErrUnfinished or ErrUntrusted when the index must not be used,
+// safefs.ErrLink or safefs.ErrNotRegular when the index or the data
+// file is a link, FIFO or device (never opened blocking), or
+// fs.ErrNotExist when there is none: the caller then reads the data
+// file without it. The index of a ".part" file holds the blocks written
+// so far; that of a finished file must be complete and match the data
+// file's size.
+//
+// Nothing the index says is taken on trust: the file must belong to a
+// trusted user (trusted), is refused unread when it is larger than
+// MaxSize of its data file, so the memory it takes is bounded by the
+// data file's size whatever it claims, every block must lie within the
+// data file (Check), and the blocks Verify probes (every block of a
+// plain file) must agree with the data at their offsets. The data read
+// to verify it is counted in Probed.
 func Open(dataPath string) (*Index, error) {
 	ipath := Path(dataPath)
-	f, err := os.Open(ipath)
+	df, err := safefs.Open(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	defer df.Close()
+	dst, err := df.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f, err := safefs.Open(ipath)
 	if err != nil {
 		return nil, err
 	}
@@ -63,26 +87,59 @@ func Open(dataPath string) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxFileSize {
-		return nil, fmt.Errorf("index %s: %d bytes: %w", ipath, st.Size(), ErrDamaged)
+	if err := trusted(st, dst); err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
+	limit := MaxSize(dst.Size(), CodecOf(dataPath))
+	if st.Size() > limit {
+		return nil, fmt.Errorf("index %s: %d bytes for a %d-byte data file, at most %d: %w", ipath, st.Size(), dst.Size(), limit, ErrDamaged)
+	}
+	// The file may grow after the Stat: read at most limit+1 bytes.
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("reading index %s: %w", ipath, err)
 	}
-	dst, err := os.Stat(dataPath)
-	if err != nil {
-		return nil, err
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("index %s: over %d bytes: %w", ipath, limit, ErrDamaged)
 	}
 	live := strings.HasSuffix(dataPath, partSuffix)
 	ix, err := Parse(b, live)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
+	// The data of a file being written is written before its index:
+	// its size now covers what the index read describes.
+	if dst, err = df.Stat(); err != nil {
+		return nil, err
+	}
 	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
+	ix.Probed, err = ix.Verify(df, dst.Size())
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", ipath, err)
+	}
 	return ix, nil
+}
+
+// MaxSize is the largest index Open reads for a data file of dataSize
+// bytes compressed with c (as CodecOf names it): 1 MiB plus an eighth
+// of a plain file, plus twice a compressed one, at most MaxFileSize.
+// The index the store writes takes, per block of at least 4 KiB
+// decoded (store.MinIndexBlock), a record of 73 bytes and a filter
+// within 2% of the block's bytes on disk: under 4% of a plain file,
+// and of a compressed file 2% plus its compression ratio over 56 (with
+// the default 512 KiB blocks, about 2%); twice the file leaves room
+// for 4 KiB blocks compressed 100:1. What Parse makes of an index
+// is about three times its size at most, so an index's memory is
+// bounded by its data file whatever it claims.
+func MaxSize(dataSize int64, c Codec) int64 {
+	dataSize = max(dataSize, 0)
+	share := 2 * dataSize
+	if c == CodecNone {
+		share = dataSize / 8
+	}
+	return min(MaxFileSize, 1<<20+share)
 }
 
 // Check verifies that ix describes data file name of size bytes (live:
@@ -95,19 +152,50 @@ func (ix *Index) Check(name string, size int64, live bool) error {
 		if ix.DataSize != size && !(live && ix.DataSize < size) {
 			return fmt.Errorf("data file of %d bytes, indexed at %d: %w", size, ix.DataSize, ErrMismatch)
 		}
-		return nil
+		return ix.checkBlocks(ix.DataSize)
 	}
 	if !live {
 		return ErrUnfinished
 	}
-	if n := len(ix.All); n > 0 && ix.All[n-1].Seek > size {
-		return fmt.Errorf("block at offset %d of a %d-byte data file: %w", ix.All[n-1].Seek, size, ErrMismatch)
+	return ix.checkBlocks(size)
+}
+
+// checkBlocks verifies that every block lies within a data file of size
+// bytes (of a file being written: as large as it was when looked at),
+// in order, its counts of packets and new interfaces within its bytes:
+// Seek within the file and never going back, for a plain file
+// Seek at Raw and RawEnd within the file, and, with the end record,
+// RawEnd within the decoded size (for a plain file the file's size).
+func (ix *Index) checkBlocks(size int64) error {
+	if ix.Final && ix.Codec == CodecNone && ix.RawSize != ix.DataSize {
+		return fmt.Errorf("plain data file of %d bytes decoded to %d: %w", ix.DataSize, ix.RawSize, ErrMismatch)
 	}
-	if n := len(ix.All); n > 0 && ix.Codec == CodecNone && ix.All[n-1].RawEnd > size {
-		return fmt.Errorf("block ending at %d of a %d-byte data file: %w", ix.All[n-1].RawEnd, size, ErrMismatch)
+	prev, ifaces := int64(0), ix.HeadIfaces
+	for i := range ix.All {
+		b := &ix.All[i]
+		switch {
+		case int64(b.Packets)*minPacketBlock+int64(b.Ifaces-ifaces)*minIfaceBlock > b.RawEnd-b.Raw:
+			return fmt.Errorf("block %d: %d packets and %d interfaces in %d bytes: %w", i, b.Packets, b.Ifaces-ifaces, b.RawEnd-b.Raw, ErrMismatch)
+		case b.Seek < prev || b.Seek >= max(size, 1) && ix.Codec != CodecZstd:
+			return fmt.Errorf("block %d at offset %d of a %d-byte data file: %w", i, b.Seek, size, ErrMismatch)
+		case ix.Codec == CodecZstd && b.Seek != 0:
+			return fmt.Errorf("block %d of a one-frame zstd file at offset %d: %w", i, b.Seek, ErrMismatch)
+		case ix.Codec == CodecNone && (b.Seek != b.Raw || b.RawEnd > size):
+			return fmt.Errorf("block %d: bytes %d to %d of a %d-byte data file: %w", i, b.Raw, b.RawEnd, size, ErrMismatch)
+		case ix.Final && b.RawEnd > ix.RawSize:
+			return fmt.Errorf("block %d ends at %d of a %d-byte stream: %w", i, b.RawEnd, ix.RawSize, ErrMismatch)
+		}
+		prev, ifaces = b.Seek, max(ifaces, b.Ifaces)
 	}
 	return nil
 }
+
+// The smallest pcapng packet and interface blocks: a block's counts
+// must fit its bytes.
+const (
+	minPacketBlock = 32
+	minIfaceBlock  = 20
+)
 
 // Parse decodes an index file's bytes. With partial, a torn or damaged
 // tail (an index still being written, or cut by a crash) ends the index
@@ -121,16 +209,13 @@ func Parse(b []byte, partial bool) (*Index, error) {
 	if b[4] < MinVersion || b[4] > Version {
 		return nil, fmt.Errorf("version %d: %w", b[4], ErrVersion)
 	}
-	nl := int(le.Uint16(b[12:]))
-	if nl > MaxNameLen || len(b) < headerFixed+nl+4 {
+	name, ok := headerName(b)
+	if !ok {
 		return nil, fmt.Errorf("header: %w", ErrDamaged)
 	}
-	h := headerFixed + nl
-	crc := crc32.Checksum(b[:h], castagnoli)
-	if le.Uint32(b[h:]) != crc {
-		return nil, fmt.Errorf("header checksum: %w", ErrDamaged)
-	}
-	ix := &Index{Version: int(b[4]), Name: string(b[headerFixed:h]), Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
+	h := headerFixed + len(name)
+	crc := le.Uint32(b[h:])
+	ix := &Index{Version: int(b[4]), Name: name, Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
 	if ix.Codec > CodecZstdFrames || ix.Codec == CodecZstdFrames && ix.Version < 3 {
 		return nil, fmt.Errorf("codec %d in version %d: %w", ix.Codec, ix.Version, ErrDamaged)
 	}
@@ -224,6 +309,21 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		ix.All[i].filter = f
 	}
 	return ix, nil
+}
+
+// headerName returns the data file name of the index header at the
+// start of b, if b starts with a header whose checksum verifies.
+func headerName(b []byte) (string, bool) {
+	le := binary.LittleEndian
+	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
+		return "", false
+	}
+	nl := int(le.Uint16(b[12:]))
+	h := headerFixed + nl
+	if nl > MaxNameLen || len(b) < h+4 || le.Uint32(b[h:]) != crc32.Checksum(b[:h], castagnoli) {
+		return "", false
+	}
+	return string(b[headerFixed:h]), true
 }
 
 // HeadEnd returns where the data file's head (section header and the

@@ -136,7 +136,10 @@ func TestIndexedSameAsScan(t *testing.T) {
 			if c.skips && (res.BlocksSkipped == 0 || res.BytesRead >= sres.BytesRead) {
 				t.Errorf("nothing skipped: indexed %+v; scan %+v", res, sres)
 			}
-			if res.BytesRead > sres.BytesRead+sres.BytesRead/50 {
+			// The index's verification reads the start of every block
+			// of a plain file (index.Verify): with these 4 KiB blocks,
+			// about 4% of the bytes on top of those of the blocks.
+			if res.BytesRead > sres.BytesRead+sres.BytesRead/16 {
 				t.Errorf("indexed read %d bytes, scan %d", res.BytesRead, sres.BytesRead)
 			}
 			t.Logf("%d packets; bytes read: indexed %d (%d blocks read, %d skipped), scan %d", res.Packets, res.BytesRead, res.BlocksRead, res.BlocksSkipped, sres.BytesRead)

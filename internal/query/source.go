@@ -12,6 +12,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/store"
 )
 
@@ -30,7 +31,7 @@ type fileSource struct {
 	past         bool
 	blocksRead   int
 	blocksTotal  int
-	indexBytes   int64 // of the index file, read whole
+	indexBytes   int64 // of the index file, read whole, and of the data to verify it
 	scanBytes    int64 // of a .part, read whole for its last complete batch
 	indexProblem error // why an index present was not used
 
@@ -93,7 +94,7 @@ func (s *fileSource) advance() (grew, final bool, err error) {
 // its last complete batch as its tail finds it. One published since the
 // listing is opened as openFile does.
 func openFollowed(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
-	f, err := os.Open(fi.Path)
+	f, err := safefs.Open(fi.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return openFile(ctx, fi, onStats, sel)
 	}
@@ -148,7 +149,7 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 	path, limit := fi.Path, int64(-1)
 	src := &fileSource{}
 	if fi.Part {
-		if st, err := os.Stat(path); err == nil {
+		if st, err := os.Lstat(path); err == nil {
 			src.scanBytes = st.Size() // CompleteLength reads it whole
 		}
 		n, err := store.CompleteLength(ctx, path)
@@ -167,7 +168,7 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 	if sel != nil && !sel.noIndex {
 		var err error
 		ix, err = index.Open(path)
-		if st, serr := os.Stat(index.Path(path)); serr == nil {
+		if st, serr := os.Lstat(index.Path(path)); serr == nil && st.Mode().IsRegular() {
 			src.indexBytes = st.Size() // read whole by Open
 		}
 		if err != nil {
@@ -175,13 +176,15 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 			if !errors.Is(err, fs.ErrNotExist) {
 				src.indexProblem = err
 			}
+		} else {
+			src.indexBytes += ix.Probed // the data read to verify it
 		}
 	}
-	f, err := os.Open(path)
+	f, err := safefs.Open(path)
 	if errors.Is(err, fs.ErrNotExist) && path == fi.Path && fi.Part {
 		// Published between the scan and here: the same bytes, and more.
 		path = strings.TrimSuffix(path, store.PartSuffix)
-		f, err = os.Open(path)
+		f, err = safefs.Open(path)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrFileGone)

@@ -84,6 +84,9 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 // file still being written may read. 0 means no complete batch yet. The
 // file may grow meanwhile; what follows the returned length is not
 // looked at.
+//
+// The file is opened as safefs.Open does: a link, FIFO or device in its
+// place fails at once (safefs.ErrLink, safefs.ErrNotRegular).
 func CompleteLength(ctx context.Context, path string) (int64, error) {
 	f, err := safefs.Open(path)
 	if err != nil {
