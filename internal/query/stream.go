@@ -149,7 +149,7 @@ func (s *stream) fill(ctx context.Context) error {
 			s.high, s.seen = max(s.high, s.p.Timestamp), true
 			s.lastRead = s.q.now
 		}
-		if err := s.take(&s.p); err != nil {
+		if err := s.take(ctx, &s.p); err != nil {
 			return err
 		}
 	}
@@ -218,7 +218,7 @@ func (s *stream) closeCur() {
 }
 
 // take holds p if the query selects it.
-func (s *stream) take(p *pcapfile.Packet) error {
+func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	ts := p.Timestamp
 	if ts >= s.q.until {
 		// Past the range: after a window's worth of such packets, the
@@ -239,11 +239,14 @@ func (s *stream) take(p *pcapfile.Packet) error {
 	if out < 0 || err != nil {
 		return err
 	}
-	ok, err := s.q.filter.Match(s.q.outs[out].ifc.LinkType, p.Data)
-	if err != nil {
-		return fmt.Errorf("filter for interface %s: %w", s.q.outs[out].ifc.Name, err)
+	o := &s.q.outs[out]
+	if !o.compiled { // the filter's one compile per link type: here
+		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
+			return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+		}
+		o.compiled = true
 	}
-	if !ok {
+	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data); !ok {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {

@@ -324,7 +324,9 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
-	f, err := NewFilter(sel.Filter)
+	fctx, cancel := context.WithDeadline(ctx, deadline) // the compile's wait too
+	f, err := NewFilterContext(fctx, sel.Filter)
+	cancel()
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
 	}
