@@ -529,7 +529,7 @@ func TestPartPublished(t *testing.T) {
 		t.Fatalf("files %q", files)
 	}
 	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
-	src, err := openFile(context.Background(), fi, nil, nil)
+	src, err := openFile(context.Background(), fi, new(kit), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
