@@ -324,9 +324,7 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
-	fctx, cancel := context.WithDeadline(ctx, deadline) // the compile's wait too
-	f, err := NewFilterContext(fctx, sel.Filter)
-	cancel()
+	f, err := NewFilterContext(ctx, sel.Filter) // the compile's wait ends with the tap
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
 	}
