@@ -57,37 +57,6 @@ func TestCheckFilter(t *testing.T) {
 	}
 }
 
-// TestFilterLimitsCompileFast: the slowest filters found within the
-// limits compile in well under a second (about a quarter of one here):
-// the limits are what keeps one query's filter from holding up the
-// others' (libpcap compiles one at a time).
-func TestFilterLimitsCompileFast(t *testing.T) {
-	const n = MaxFilterTerms
-	pr := func(i int) string { return fmt.Sprintf("portrange %d-%d", i+1, i+100) }
-	for _, expr := range []string{
-		joined(n, " or ", pr),
-		"not (" + joined(n, " or ", pr) + ")",
-		"vlan and (" + joined(n-1, " or ", pr) + ")",
-		"(" + joined(n/2, " or ", pr) + ") and (" + joined(n/2, " or ", pr) + ")",
-		joined(n/2, " or ", func(i int) string { return fmt.Sprintf("(portrange %d-%d and not port %d)", i+1, i+100, i+7) }),
-		"port " + joined(n, " or ", func(i int) string { return fmt.Sprint(i + 1) }),
-		joined(n, " or ", func(i int) string { return fmt.Sprintf("net 10.%d.0.0/16", i) }),
-		"host " + joined(n, " or ", func(i int) string { return fmt.Sprintf("10.0.0.%d", i) }),
-		strings.Repeat("tcp[", 815) + "1" + strings.Repeat("]", 815) + ">0",
-	} {
-		if err := CheckFilter(expr); err != nil {
-			t.Fatalf("%.40q: %v", expr, err)
-		}
-		start := time.Now()
-		if _, err := CompileFilter(LinkTypeEthernet, 0, expr); err != nil {
-			t.Fatalf("%.40q: %v", expr, err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("%.40q (%d bytes, %d terms) took %v to compile", expr, len(expr), filterTerms(expr), d)
-		}
-	}
-}
-
 // TestCompileFilterContext: a compile waiting for another leaves when
 // its context ends, having compiled nothing; one whose context ends
 // while libpcap compiles returns at once, the compile going on to its
