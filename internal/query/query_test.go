@@ -572,3 +572,47 @@ func TestFilterCompiledOnce(t *testing.T) {
 		t.Errorf("over the limits: %v, %d compiles", err, capture.FilterCompiles()-before)
 	}
 }
+
+// TestWindowHoldsItsShare: an agent's window, with the buffers it keeps
+// for reuse and the heap that orders its packets, stays within its
+// share of ReorderMem (but for a packet and a growth of the heap) while
+// the packets' sizes change: small, large, small again. Buffers kept
+// per size outside the window held twice the share.
+func TestWindowHoldsItsShare(t *testing.T) {
+	dir := t.TempDir()
+	var batches [][]tp
+	for phase, pad := range []int{0, 1300, 0, 600} {
+		var b []tp
+		for i := range 3000 {
+			b = append(b, tp{ts: int64(phase*3000+i) * 1000, iface: i % 2, port: 1, pad: pad})
+		}
+		batches = append(batches, b)
+	}
+	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
+	var worst, limit int64
+	testTaken = func(s *stream) {
+		held := int64(cap(s.h.s)) * entrySize
+		for _, p := range s.h.s {
+			held += int64(cap(p.data))
+		}
+		for _, l := range s.free {
+			held += int64(cap(l)) * sliceSize
+			for _, b := range l {
+				held += int64(cap(b))
+			}
+		}
+		if held != s.mem+s.freeMem {
+			t.Fatalf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+		}
+		worst, limit = max(worst, held), s.limit
+	}
+	defer func() { testTaken = nil }()
+	_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem})
+	if err != nil || res.Packets != 12000 {
+		t.Fatalf("%d packets, %v", res.Packets, err)
+	}
+	t.Logf("window of %d KiB held at most %d KiB", limit>>10, worst>>10)
+	if worst > limit+limit/8+2048 {
+		t.Errorf("the window held %d bytes, its share is %d", worst, limit)
+	}
+}

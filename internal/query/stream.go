@@ -18,6 +18,9 @@ import (
 // testOpened, nil outside tests, runs after a file is opened.
 var testOpened func(path string)
 
+// testTaken, nil outside tests, runs after a packet is taken.
+var testTaken func(s *stream)
+
 // entrySize is the size of a pkt, an entry of a stream's heap;
 // sliceSize of a []byte, an entry of a free list.
 var (
@@ -162,6 +165,9 @@ func (s *stream) fill(ctx context.Context) error {
 		}
 		if err := s.take(ctx, &s.p); err != nil {
 			return err
+		}
+		if testTaken != nil {
+			testTaken(s)
 		}
 	}
 	return nil
