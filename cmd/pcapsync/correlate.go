@@ -109,7 +109,7 @@ func runCorrelate(ctx context.Context, s streams, f *correlateFlags) error {
 		w, closeOut = out, out.Close
 	}
 	rep, err := correlate.Run(ctx, cfg, w)
-	if errors.Is(err, correlate.ErrNoAgent) {
+	if errors.Is(err, correlate.ErrNoAgent) || errors.Is(err, query.ErrBadFilter) {
 		err = fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if err = errors.Join(err, closeOut()); err != nil {

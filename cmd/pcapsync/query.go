@@ -155,6 +155,13 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	if err != nil {
 		return err
 	}
+	q, err := query.Prepare(ctx, cfg) // the filter compiled, before -w is created
+	if errors.Is(err, query.ErrBadFilter) {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
 	w, closeOut := s.stdout, func() error { return nil }
 	if f.out != "-" {
 		out, err := os.Create(f.out)
@@ -163,7 +170,7 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 		}
 		w, closeOut = out, out.Close
 	}
-	res, err := query.Run(ctx, cfg, w)
+	res, err := q.Run(ctx, w)
 	err = errors.Join(err, closeOut())
 	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
 		err = perr

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
@@ -82,5 +83,40 @@ func TestQueryEmpty(t *testing.T) {
 	}
 	if !strings.Contains(se.String(), `"packets":0`) || so.Len() != 0 {
 		t.Errorf("stdout %q, stderr %q", so.String(), se.String())
+	}
+}
+
+// TestQueryCompilesOnce: a local query and a correlation compile their
+// filter once; a filter that does not compile is a usage error before
+// -w FILE is made.
+func TestQueryCompilesOnce(t *testing.T) {
+	dir := t.TempDir()
+	for _, a := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, a), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out.pcapng")
+	for _, args := range [][]string{
+		{"query", "--dir", dir, "-w", out, "udp", "port", "53"},
+		{"correlate", "--dir", dir, "--agent", "a,b", "udp", "port", "53"},
+	} {
+		before := capture.FilterCompiles()
+		var so, se bytes.Buffer
+		if err := run(context.Background(), args, &so, &se); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if n := capture.FilterCompiles() - before; n != 1 {
+			t.Errorf("%s: %d compiles of the filter, want 1", args[0], n)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.pcapng")
+	var so, se bytes.Buffer
+	err := run(context.Background(), []string{"query", "--dir", dir, "-w", bad, "udp", "port", "99999"}, &so, &se)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "filter: ") {
+		t.Errorf("bad filter: %v, want a usage error", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("-w %s: %v, want it not made", bad, err)
 	}
 }

@@ -72,6 +72,15 @@
 // SIOCGIFHWADDR for the same reason: /sys/class/net shows the namespace
 // sysfs was mounted in.
 //
+// # Filters from outside
+//
+// libpcap compiles one filter at a time in a process and cannot be
+// interrupted; its time grows with about the cube of a filter's terms.
+// CheckFilter bounds a filter from outside (a query's, a tap client's)
+// to MaxFilterLen bytes and MaxFilterTerms terms before it is compiled;
+// CompileFilterContext waits for the compiles before it only as long
+// as its context lasts. FilterCompiles counts the compiles.
+//
 // # Portability
 //
 // The API compiles everywhere; on other systems Open returns

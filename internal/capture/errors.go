@@ -29,6 +29,11 @@ var (
 	// text carries libpcap's message.
 	ErrBadFilter = errors.New("bad filter")
 
+	// ErrFilterLimit is matched by the errors of CheckFilter: a filter
+	// longer than MaxFilterLen or of more than MaxFilterTerms terms. The
+	// error names the limit.
+	ErrFilterLimit = errors.New("filter beyond the limits")
+
 	// ErrUnsupportedLinkType means the interface's hardware type has no
 	// LINKTYPE mapping here (only Ethernet, loopback and ARPHRD_NONE
 	// devices such as tun and WireGuard are supported).

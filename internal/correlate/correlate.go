@@ -20,7 +20,7 @@ import (
 // an interface named as in the files ("web1:eth0"), with nanosecond
 // timestamps; it is valid pcapng also when Run fails after it began.
 //
-// The packets are read by one query (query.Run) over all the agents,
+// The packets are read by one query (query.Prepare) over all the agents,
 // merged in timestamp order. Memory is the query's (Config.ReorderMem
 // plus a reader per agent) plus the packets of the last Window, with
 // their bytes when unmatched is not nil.
@@ -33,6 +33,10 @@ func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
 			return Report{}, fmt.Errorf("agent %s: %w below %s", a, ErrNoAgent, cfg.Dir)
 		}
 	}
+	qp, err := query.Prepare(ctx, cfg.query())
+	if err != nil {
+		return Report{}, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -42,12 +46,12 @@ func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
 	}
 	qdone := make(chan qres, 1)
 	go func() {
-		res, err := query.Run(ctx, cfg.query(), pw)
+		res, err := qp.Run(ctx, pw)
 		pw.CloseWithError(err) // nil: EOF
 		qdone <- qres{res, err}
 	}()
 	c := &run{cfg: cfg}
-	err := c.read(pr, unmatched)
+	err = c.read(pr, unmatched)
 	pr.CloseWithError(errStopped) // the query ends if it was still writing
 	q := <-qdone
 	if err == nil || errors.Is(err, errStopped) {

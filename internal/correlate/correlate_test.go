@@ -8,11 +8,13 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -161,7 +163,8 @@ func TestRunErrors(t *testing.T) {
 		{"no directory", Config{Dir: dir, Agents: []string{"a", "c"}}, ErrNoAgent},
 		{"no root", Config{Agents: []string{"a", "b"}}, nil},
 		{"missing root", Config{Dir: filepath.Join(dir, "x"), Agents: []string{"a", "b"}}, fs.ErrNotExist},
-		{"bad filter", Config{Dir: dir, Agents: []string{"a", "b"}, Filter: "udp port"}, nil},
+		{"bad filter", Config{Dir: dir, Agents: []string{"a", "b"}, Filter: "udp port"}, query.ErrBadFilter},
+		{"filter beyond the limits", Config{Dir: dir, Agents: []string{"a", "b"}, Filter: strings.Repeat("udp or ", 48) + "tcp"}, query.ErrBadFilter},
 		{"negative window", Config{Dir: dir, Agents: []string{"a", "b"}, Window: -1}, nil},
 	}
 	for _, tc := range tests {
@@ -170,7 +173,7 @@ func TestRunErrors(t *testing.T) {
 			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("Run: %v, want an error (%v)", err, tc.is)
 			}
-			if tc.is != ErrNoAgent && tc.cfg.Validate() == nil {
+			if tc.is != ErrNoAgent && tc.name != "bad filter" && tc.cfg.Validate() == nil { // Run compiles the filter
 				t.Errorf("Validate passes what Run refuses")
 			}
 		})

@@ -19,8 +19,10 @@ const (
 	// (NRB, ISB, DSB, custom, unknown) are streamed past and have no limit.
 	BlockSlack = 64 << 10
 
-	// minBufSize is the initial size of the Reader's internal buffer.
-	minBufSize = 256 << 10
+	// ReaderBufferSize is the initial size of the Reader's internal
+	// buffer, and the least of a ReaderConfig.Buffer.
+	ReaderBufferSize = 256 << 10
+	minBufSize       = ReaderBufferSize
 
 	// maxEmptyReads is how many (0, nil) reads in a row the Reader accepts
 	// from its source before it gives up with io.ErrNoProgress.
@@ -91,6 +93,12 @@ type ReaderConfig struct {
 	// iface indexes Interfaces(), the timestamp is converted like a
 	// packet's, the counters present are marked by their Have flags.
 	OnStats func(iface int, st InterfaceStats)
+	// Buffer, if its length is at least ReaderBufferSize, is the Reader's buffer
+	// (a larger one is made should a block need it): a caller reading
+	// many files one after the other gives each Reader the same one.
+	// It is the Reader's until the Reader is no longer used; the
+	// packets ReadInto returns point into it.
+	Buffer []byte
 }
 
 type fileFormat uint8
@@ -144,13 +152,20 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		maxPacket = cfg.MaxPacket
 	}
 	var onStats func(int, InterfaceStats)
+	var buf []byte
 	if cfg != nil {
 		onStats = cfg.OnStats
+		if len(cfg.Buffer) >= minBufSize {
+			buf = cfg.Buffer
+		}
+	}
+	if buf == nil {
+		buf = make([]byte, minBufSize)
 	}
 	r := &Reader{
 		onStats:   onStats,
 		src:       src,
-		buf:       make([]byte, minBufSize),
+		buf:       buf,
 		maxPacket: maxPacket,
 		maxBlock:  int64(maxPacket) + BlockSlack,
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/capture"
 )
 
 // DefaultReorderMem is the default of Config.ReorderMem.
@@ -44,7 +44,8 @@ type Config struct {
 	// timestamps; a zero time is no bound.
 	Since, Until time.Time
 	// Filter is a tcpdump-syntax (pcap-filter(7)) expression; "" passes
-	// all.
+	// all. At most capture.MaxFilterLen bytes and capture.MaxFilterTerms
+	// primitives joined by and/or.
 	Filter string
 	// Count, if above 0, stops the query after that many packets.
 	Count int64
@@ -52,7 +53,8 @@ type Config struct {
 	// packet (with its interface block, if new) would take it beyond.
 	MaxBytes int64
 	// ReorderMem bounds the packets the query holds to put each agent's
-	// packets in timestamp order, shared by the agents selected (each
+	// packets in timestamp order (their buffers, those kept for reuse
+	// and the heap ordering them), shared by the agents selected (each
 	// gets at least 256 KiB). 0 means DefaultReorderMem.
 	ReorderMem int64
 	// NoIndex reads every file whole, as if none had an index (to
@@ -81,9 +83,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports what is wrong with c. It compiles the filter (for
-// Ethernet), checks the globs, and that Dir is a directory (a missing
-// one: an error wrapping fs.ErrNotExist).
+// Validate reports what is wrong with c. It checks the filter's limits
+// (an error wrapping ErrBadFilter), not its syntax (Prepare compiles
+// it), the globs, and that Dir is a directory (a missing one: an error
+// wrapping fs.ErrNotExist).
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
@@ -122,8 +125,8 @@ func (c *Config) Validate() error {
 	if c.FollowPoll < 0 {
 		errs = append(errs, fmt.Errorf("follow poll interval %s is negative", c.FollowPoll))
 	}
-	if _, err := tap.NewFilter(c.Filter); err != nil {
-		errs = append(errs, fmt.Errorf("filter: %w", err))
+	if err := capture.CheckFilter(c.Filter); err != nil {
+		errs = append(errs, &filterError{err})
 	}
 	return errors.Join(errs...)
 }

@@ -16,3 +16,16 @@ var ErrOutOfOrder = errors.New("packets out of order beyond the reorder window")
 
 // ErrBadTime is wrapped by the errors of ParseTime.
 var ErrBadTime = errors.New("bad time")
+
+// ErrBadFilter is wrapped by the error Validate returns for a filter
+// beyond the limits (capture.MaxFilterLen, capture.MaxFilterTerms; the
+// error names the limit), and by the error Prepare and Run return for
+// one that does not compile: a usage error, found before anything is
+// read or written. The error reads "filter: " and the reason.
+var ErrBadFilter = errors.New("bad filter")
+
+// filterError is a filter refused: ErrBadFilter and its reason.
+type filterError struct{ err error }
+
+func (e *filterError) Error() string   { return "filter: " + e.err.Error() }
+func (e *filterError) Unwrap() []error { return []error{ErrBadFilter, e.err} }

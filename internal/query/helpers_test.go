@@ -26,6 +26,7 @@ type tp struct {
 	iface int
 	port  uint16
 	host  byte // if set, the source address is 10.9.9.host
+	pad   int  // bytes of zeros after the frame
 }
 
 // ref is a packet as the test wrote it, for the expected result.
@@ -105,6 +106,7 @@ func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
 		e.Reset(nil)
 		for _, p := range batch {
 			data := frame(a.name, len(refs), p.port)
+			data = append(data, make([]byte, p.pad)...)
 			if p.host != 0 {
 				copy(data[14+12:], []byte{10, 9, 9, p.host})
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -50,8 +51,9 @@ type Result struct {
 // outIface is an interface of the output: one per name, link type and
 // snaplen found in the files.
 type outIface struct {
-	ifc pcapfile.Interface
-	w   int // index in the writer; -1 until its block is written
+	ifc      pcapfile.Interface
+	w        int  // index in the writer; -1 until its block is written
+	compiled bool // the filter, for its link type
 }
 
 type stats struct {
@@ -80,26 +82,59 @@ type query struct {
 	roundBase   uint64
 }
 
-// Run runs the query cfg over the files below cfg.Dir and writes the
+// Prepared is a query ready to run: its Config valid, its filter
+// compiled (for Ethernet; for another link type when its first packet
+// comes). Run it once.
+type Prepared struct {
+	cfg    Config
+	filter *tap.Filter
+}
+
+// Prepare validates cfg and compiles its filter, once for the query:
+// a filter that does not compile is an error wrapping ErrBadFilter.
+// ctx ends the compile's wait (libpcap compiles one filter at a time
+// in the process, capture.CompileFilterContext): the error then wraps
+// the context's.
+func Prepare(ctx context.Context, cfg Config) (*Prepared, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f, err := tap.NewFilterContext(ctx, cfg.Filter)
+	switch {
+	case errors.Is(err, capture.ErrBadFilter) || errors.Is(err, capture.ErrFilterLimit):
+		return nil, &filterError{err}
+	case err != nil:
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	return &Prepared{cfg: cfg, filter: f}, nil
+}
+
+// Run prepares the query cfg (Prepare) and runs it (Prepared.Run).
+func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
+	p, err := Prepare(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.Run(ctx, w)
+}
+
+// Run runs the query over the files below its Dir and writes the
 // packets it selects to w as one pcapng section: packets of every agent
 // merged in timestamp order (ties: by agent name, then in file order),
 // one interface description block per agent interface as named in the
 // files ("web1:eth0"), written before its first packet, with nanosecond
 // timestamps, captured and original lengths as in the files; after the
 // packets, the interface statistics blocks of the files read, in time
-// order. Memory is bounded by cfg.ReorderMem plus a reader per selected
-// agent, whatever the size of the result.
+// order. Memory is bounded by Config.ReorderMem plus a reader per
+// selected agent, whatever the size of the result (doc.go).
 //
 // An error after writing began (ErrFileGone, ErrOutOfOrder, a read
 // error) still leaves w holding a valid pcapng stream of what was
 // written, flushed; the Result says how much.
-func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
-	q := &query{cfg: cfg}
+func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
+	cfg := p.cfg
+	q := &query{cfg: cfg, filter: p.filter}
 	q.since, q.until = cfg.bounds()
-	q.filter, _ = tap.NewFilter(cfg.Filter) // Validate compiled it
 	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
 	q.delay, q.poll = cfg.followTimes()
 	q.now = time.Now()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -99,7 +100,8 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{Config{}, "no output root"},
-		{Config{Dir: dir, Filter: "udp port 99999"}, "filter"},
+		{Config{Dir: dir, Filter: strings.Repeat("port 1 or ", 48) + "port 2"}, "filter: filter beyond the limits: 49 terms (primitives joined by and/or), at most 48"},
+		{Config{Dir: dir, Filter: "udp or " + strings.Repeat(" ", 4096)}, "filter: filter beyond the limits: 4103 bytes, at most 4096"},
 		{Config{Dir: dir, Agents: []string{"[a"}}, "agent pattern"},
 		{Config{Dir: dir, Ifaces: []string{"a:[x"}}, "interface pattern"},
 		{Config{Dir: dir, Since: ts(10), Until: ts(10)}, "empty time range"},
@@ -115,6 +117,10 @@ func TestConfigErrors(t *testing.T) {
 		if verr := c.cfg.Validate(); verr == nil || verr.Error() != err.Error() {
 			t.Errorf("%+v: Validate says %v, Run %v: want Run to refuse what Validate does", c.cfg, verr, err)
 		}
+	}
+	bad := Config{Dir: dir, Filter: "udp port 99999"}
+	if _, err := Prepare(context.Background(), bad); !errors.Is(err, ErrBadFilter) || !strings.Contains(err.Error(), "filter: ") {
+		t.Errorf("a filter that does not compile: Prepare says %v, want ErrBadFilter", err)
 	}
 	if err := (&Config{Dir: filepath.Join(dir, "nope")}).Validate(); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing root: Validate says %v, want an error wrapping fs.ErrNotExist", err)
@@ -526,7 +532,7 @@ func TestPartPublished(t *testing.T) {
 		t.Fatalf("files %q", files)
 	}
 	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
-	src, err := openFile(context.Background(), fi, nil, nil)
+	src, err := openFile(context.Background(), fi, new(kit), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,5 +544,78 @@ func TestPartPublished(t *testing.T) {
 	}
 	if n != len(refs) {
 		t.Errorf("%d packets, want %d", n, len(refs))
+	}
+}
+
+// TestFilterCompiledOnce: a query compiles its filter once (for the
+// Ethernet of its files), not again per check or per agent; Prepare
+// refuses a filter beyond the limits before compiling anything.
+func TestFilterCompiledOnce(t *testing.T) {
+	dir := t.TempDir()
+	var pkts []tp
+	for i := range 100 {
+		pkts = append(pkts, tp{ts: int64(i) * 1000, iface: i % 2, port: uint16(7 + i%3)})
+	}
+	writeAgent(t, dir, agentSpec{name: "c1", batches: [][]tp{pkts}}, 0)
+	writeAgent(t, dir, agentSpec{name: "c2", comp: "gzip", batches: [][]tp{pkts}}, 1)
+	before := capture.FilterCompiles()
+	_, res, err := runQuery(t, Config{Dir: dir, Filter: "udp dst port 7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := capture.FilterCompiles() - before; n != 1 || res.Packets != 68 {
+		t.Errorf("%d compiles, %d packets: want 1 compile and 68 packets", n, res.Packets)
+	}
+	before = capture.FilterCompiles()
+	if _, res, err = runQuery(t, Config{Dir: dir}); err != nil || res.Packets != 200 || capture.FilterCompiles() != before {
+		t.Errorf("no filter: %v, %d packets, %d compiles: want 200 packets and no compile", err, res.Packets, capture.FilterCompiles()-before)
+	}
+	_, err = Prepare(context.Background(), Config{Dir: dir, Filter: strings.Repeat("udp or ", 60) + "tcp"})
+	if !errors.Is(err, ErrBadFilter) || !errors.Is(err, capture.ErrFilterLimit) || capture.FilterCompiles() != before {
+		t.Errorf("over the limits: %v, %d compiles", err, capture.FilterCompiles()-before)
+	}
+}
+
+// TestWindowHoldsItsShare: an agent's window, with the buffers it keeps
+// for reuse and the heap that orders its packets, stays within its
+// share of ReorderMem (but for a packet and a growth of the heap) while
+// the packets' sizes change: small, large, small again. Buffers kept
+// per size outside the window held twice the share.
+func TestWindowHoldsItsShare(t *testing.T) {
+	dir := t.TempDir()
+	var batches [][]tp
+	for phase, pad := range []int{0, 1300, 0, 600} {
+		var b []tp
+		for i := range 3000 {
+			b = append(b, tp{ts: int64(phase*3000+i) * 1000, iface: i % 2, port: 1, pad: pad})
+		}
+		batches = append(batches, b)
+	}
+	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
+	var worst, limit int64
+	testTaken = func(s *stream) {
+		held := int64(cap(s.h.s)) * entrySize
+		for _, p := range s.h.s {
+			held += int64(cap(p.data))
+		}
+		for _, l := range s.free {
+			held += int64(cap(l)) * sliceSize
+			for _, b := range l {
+				held += int64(cap(b))
+			}
+		}
+		if held != s.mem+s.freeMem {
+			t.Fatalf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+		}
+		worst, limit = max(worst, held), s.limit
+	}
+	defer func() { testTaken = nil }()
+	_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem})
+	if err != nil || res.Packets != 12000 {
+		t.Fatalf("%d packets, %v", res.Packets, err)
+	}
+	t.Logf("window of %d KiB held at most %d KiB", limit>>10, worst>>10)
+	if worst > limit+limit/8+2048 {
+		t.Errorf("the window held %d bytes, its share is %d", worst, limit)
 	}
 }

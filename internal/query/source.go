@@ -49,7 +49,7 @@ func (s *fileSource) next(p *pcapfile.Packet) error {
 		if s.limit <= 0 {
 			return io.EOF
 		}
-		r, err := pcapfile.NewReader(s.sp, &pcapfile.ReaderConfig{OnStats: s.onStats})
+		r, err := pcapfile.NewReader(s.sp, &pcapfile.ReaderConfig{OnStats: s.onStats, Buffer: s.sp.k.readerBuffer()})
 		if err != nil {
 			return err
 		}
@@ -93,17 +93,17 @@ func (s *fileSource) advance() (grew, final bool, err error) {
 // (not through its index, which lags behind the file) up to the end of
 // its last complete batch as its tail finds it. One published since the
 // listing is opened as openFile does.
-func openFollowed(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
+func openFollowed(ctx context.Context, fi store.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
 	f, err := safefs.Open(fi.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return openFile(ctx, fi, onStats, sel)
+		return openFile(ctx, fi, k, onStats, sel)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", fi.Path, err)
 	}
 	src := &fileSource{onStats: onStats}
 	src.tail = store.TailPart(ctx, f, fi.Path, poll)
-	src.sp = newSplice(f, codecByName(fi.Path), []seg{{seekEnd: -1, rawEnd: 0}}, nil)
+	src.sp = newSplice(f, k, codecByName(fi.Path), []seg{{seekEnd: -1, rawEnd: 0}}, nil)
 	src.sp.members = true
 	return src, nil
 }
@@ -144,8 +144,8 @@ func newSelection(since, until int64, filter string, noIndex bool) *selection {
 // its new name. A file gone otherwise is ErrFileGone. onStats receives
 // the file's statistics blocks. It returns nil for a .part without a
 // complete batch. With sel, the file's index, if Open accepts it, says
-// what to read of it.
-func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile.InterfaceStats), sel *selection) (*fileSource, error) {
+// what to read of it. k is what it is read with, until it is closed.
+func openFile(ctx context.Context, fi store.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection) (*fileSource, error) {
 	path, limit := fi.Path, int64(-1)
 	src := &fileSource{}
 	if fi.Part {
@@ -195,13 +195,13 @@ func openFile(ctx context.Context, fi store.FileInfo, onStats func(int, pcapfile
 	if ix != nil {
 		src.indexed = true
 		src.blocksTotal = len(ix.All)
-		src.sp = newSplice(f, ix.Codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
+		src.sp = newSplice(f, k, ix.Codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
 			return sel.plan(ix, head, limit, f, src)
 		})
 	} else {
-		src.sp = newSplice(f, sniff(f), []seg{{seekEnd: -1, rawEnd: limit}}, nil)
+		src.sp = newSplice(f, k, sniff(f), []seg{{seekEnd: -1, rawEnd: limit}}, nil)
 	}
-	r, err := pcapfile.NewReader(src.sp, &pcapfile.ReaderConfig{OnStats: onStats})
+	r, err := pcapfile.NewReader(src.sp, &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.readerBuffer()})
 	if err != nil {
 		src.sp.Close()
 		return nil, fmt.Errorf("reading %s: %w", path, err)

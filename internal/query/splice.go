@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
 // seg is a range of a data file's decoded stream to read: a decoder
@@ -40,11 +41,8 @@ type splice struct {
 	cur   io.Reader
 	n     int64 // data file bytes read
 	cr    countReader
-	br    *bufio.Reader
-	tr    *tailReader // instead of br when members is set
-	src   io.Reader   // br or tr: what the decoder reads
-	gz    *gzip.Reader
-	zd    *zstd.Decoder
+	k     *kit               // the buffers and decoders, the stream's
+	src   io.Reader          // k.br or k.tr: what the decoder reads
 	sec   int64              // where the decoder's file section ends; -1: the file's end
 	head  []byte             // the head's bytes, while plan is pending
 	plan  func([]byte) []seg // nil once called
@@ -73,10 +71,39 @@ const maxHead = 64 << 10
 // spliceBuf is the buffer under the decoders.
 const spliceBuf = 64 << 10
 
-func newSplice(f *os.File, codec index.Codec, segs []seg, plan func([]byte) []seg) *splice {
-	s := &splice{f: f, codec: codec, segs: segs, plan: plan}
+func newSplice(f *os.File, k *kit, codec index.Codec, segs []seg, plan func([]byte) []seg) *splice {
+	s := &splice{f: f, k: k, codec: codec, segs: segs, plan: plan}
 	s.cr.n = &s.n
 	return s
+}
+
+// kit is what a stream reads its files with, kept from one file to the
+// next, so that a query over many files makes no garbage per file (and
+// its memory stays what it holds): the buffer under the decoders, the
+// decoders, and the pcapng reader's buffer. Made as needed; one file
+// at a time uses it.
+type kit struct {
+	br  *bufio.Reader
+	tr  *tailReader // instead of br for a file read member by member
+	gz  *gzip.Reader
+	zd  *zstd.Decoder
+	buf []byte // the pcapfile.Reader's (ReaderConfig.Buffer)
+}
+
+// readerBuffer returns the buffer for a file's pcapfile.Reader.
+func (k *kit) readerBuffer() []byte {
+	if k.buf == nil {
+		k.buf = make([]byte, pcapfile.ReaderBufferSize)
+	}
+	return k.buf
+}
+
+// close frees what the kit holds beyond memory (the zstd decoder).
+func (k *kit) close() {
+	if k.zd != nil {
+		k.zd.Close()
+		k.zd = nil
+	}
 }
 
 // sniff returns the codec of the data file f by its first bytes, as
@@ -116,8 +143,8 @@ func (s *splice) Read(p []byte) (int, error) {
 		}
 		s.pos += int64(n)
 		if err == io.EOF && s.members && s.codec == index.CodecGzip && (g.rawEnd < 0 || s.pos < g.rawEnd) {
-			if rerr := s.gz.Reset(s.src); rerr == nil {
-				s.gz.Multistream(false)
+			if rerr := s.k.gz.Reset(s.src); rerr == nil {
+				s.k.gz.Multistream(false)
 				if n > 0 {
 					return n, nil
 				}
@@ -167,7 +194,7 @@ func (s *splice) position(g *seg) error {
 	if d := g.raw - s.pos; d > 0 {
 		var err error
 		if s.codec == index.CodecNone && !s.members {
-			_, err = s.br.Discard(int(d))
+			_, err = s.k.br.Discard(int(d))
 		} else {
 			_, err = io.CopyN(io.Discard, s.cur, d)
 		}
@@ -190,45 +217,46 @@ func (s *splice) open(g *seg) error {
 		end = math.MaxInt64
 	}
 	s.cr.r = io.NewSectionReader(s.f, g.seek, end-g.seek)
+	k := s.k
 	switch {
 	case s.members:
-		if s.tr == nil {
-			s.tr = &tailReader{buf: make([]byte, spliceBuf)}
+		if k.tr == nil {
+			k.tr = &tailReader{buf: make([]byte, spliceBuf)}
 		}
-		s.tr.reset(&s.cr)
-		s.src = s.tr
-	case s.br == nil:
-		s.br = bufio.NewReaderSize(&s.cr, spliceBuf)
-		s.src = s.br
+		k.tr.reset(&s.cr)
+		s.src = k.tr
+	case k.br == nil:
+		k.br = bufio.NewReaderSize(&s.cr, spliceBuf)
+		s.src = k.br
 	default:
-		s.br.Reset(&s.cr)
-		s.src = s.br
+		k.br.Reset(&s.cr)
+		s.src = k.br
 	}
 	s.pos = g.seekRaw
 	switch s.codec {
 	case index.CodecNone:
 		s.cur = s.src
 	case index.CodecGzip:
-		if s.gz == nil {
-			s.gz = new(gzip.Reader)
+		if k.gz == nil {
+			k.gz = new(gzip.Reader)
 		}
-		if err := s.gz.Reset(s.src); err != nil {
+		if err := k.gz.Reset(s.src); err != nil {
 			return fmt.Errorf("gzip at offset %d: %w", g.seek, err)
 		}
-		s.gz.Multistream(!s.members)
-		s.cur = s.gz
+		k.gz.Multistream(!s.members)
+		s.cur = k.gz
 	case index.CodecZstd, index.CodecZstdFrames:
-		if s.zd == nil {
+		if k.zd == nil {
 			zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 			if err != nil {
 				return err
 			}
-			s.zd = zd
+			k.zd = zd
 		}
-		if err := s.zd.Reset(s.src); err != nil {
+		if err := k.zd.Reset(s.src); err != nil {
 			return fmt.Errorf("zstd: %w", err)
 		}
-		s.cur = s.zd
+		s.cur = k.zd
 	}
 	return nil
 }
@@ -290,10 +318,9 @@ func (t *tailReader) ReadByte() (byte, error) {
 	return t.buf[t.i-1], nil
 }
 
+// Close closes the file; the kit stays the stream's.
 func (s *splice) Close() error {
-	if s.zd != nil {
-		s.zd.Close()
-	}
+	s.cur, s.src, s.cr.r = nil, nil, nil
 	return s.f.Close()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/bits"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -17,8 +18,15 @@ import (
 // testOpened, nil outside tests, runs after a file is opened.
 var testOpened func(path string)
 
-// entryOverhead is what a held packet costs beyond its data buffer.
-const entryOverhead = 64
+// testTaken, nil outside tests, runs after a packet is taken.
+var testTaken func(s *stream)
+
+// entrySize is the size of a pkt, an entry of a stream's heap;
+// sliceSize of a []byte, an entry of a free list.
+var (
+	entrySize = int64(reflect.TypeFor[pkt]().Size())
+	sliceSize = int64(reflect.TypeFor[[]byte]().Size())
+)
 
 // pkt is a selected packet held for ordering; data is the stream's.
 type pkt struct {
@@ -53,15 +61,20 @@ type stream struct {
 	pending []stats
 	curPast bool
 
-	h     minHeap[pkt]
-	mem   int64
-	limit int64
-	seq   uint64
-	last  int64 // timestamp of the last packet released
-	out   bool  // a packet was released
-	past  int64 // bytes of packets at or after Until since the last one before it
-	done  bool  // no more files
-	reads int
+	// The window: mem counts the buffers of the packets held and the
+	// heap's entries (its capacity), freeMem the buffers released and
+	// kept for reuse and their lists; together they stay within limit
+	// (but for one packet).
+	h       minHeap[pkt]
+	mem     int64
+	freeMem int64
+	limit   int64
+	seq     uint64
+	last    int64 // timestamp of the last packet released
+	out     bool  // a packet was released
+	past    int64 // bytes of packets at or after Until since the last one before it
+	done    bool  // no more files
+	reads   int
 
 	// Follow mode: high is the latest timestamp read (of any packet,
 	// selected or not: the agent's clock has come that far), lastRead
@@ -77,6 +90,7 @@ type stream struct {
 
 	p    pcapfile.Packet
 	free [33][][]byte // data buffers by size class
+	kit  kit          // what its files are read with, one after the other
 }
 
 func newStream(q *query, agent string, rank int, files []store.FileInfo, limit int64) *stream {
@@ -149,8 +163,11 @@ func (s *stream) fill(ctx context.Context) error {
 			s.high, s.seen = max(s.high, s.p.Timestamp), true
 			s.lastRead = s.q.now
 		}
-		if err := s.take(&s.p); err != nil {
+		if err := s.take(ctx, &s.p); err != nil {
 			return err
+		}
+		if testTaken != nil {
+			testTaken(s)
 		}
 	}
 	return nil
@@ -169,10 +186,10 @@ func (s *stream) open(ctx context.Context) error {
 		var src *fileSource
 		var err error
 		if fi.Part && s.q.cfg.Follow {
-			src, err = openFollowed(ctx, fi, s.onStats, s.q.sel, s.q.poll)
+			src, err = openFollowed(ctx, fi, &s.kit, s.onStats, s.q.sel, s.q.poll)
 			s.newerAt = time.Time{}
 		} else {
-			src, err = openFile(ctx, fi, s.onStats, s.q.sel)
+			src, err = openFile(ctx, fi, &s.kit, s.onStats, s.q.sel)
 		}
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", s.agent, err)
@@ -218,7 +235,7 @@ func (s *stream) closeCur() {
 }
 
 // take holds p if the query selects it.
-func (s *stream) take(p *pcapfile.Packet) error {
+func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	ts := p.Timestamp
 	if ts >= s.q.until {
 		// Past the range: after a window's worth of such packets, the
@@ -239,11 +256,14 @@ func (s *stream) take(p *pcapfile.Packet) error {
 	if out < 0 || err != nil {
 		return err
 	}
-	ok, err := s.q.filter.Match(s.q.outs[out].ifc.LinkType, p.Data)
-	if err != nil {
-		return fmt.Errorf("filter for interface %s: %w", s.q.outs[out].ifc.Name, err)
+	o := &s.q.outs[out]
+	if !o.compiled { // the filter's one compile per link type: here
+		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
+			return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+		}
+		o.compiled = true
 	}
-	if !ok {
+	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data); !ok {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {
@@ -251,9 +271,10 @@ func (s *stream) take(p *pcapfile.Packet) error {
 			s.agent, s.path, ts, s.last, ErrOutOfOrder)
 	}
 	buf := s.buf(len(p.Data))
+	entries := cap(s.h.s)
 	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
 	s.seq++
-	s.mem += int64(cap(buf)) + entryOverhead
+	s.mem += int64(cap(buf)) + int64(cap(s.h.s)-entries)*entrySize
 	return nil
 }
 
@@ -266,18 +287,35 @@ func (s *stream) pop() pkt {
 
 // release returns a popped packet's buffer for reuse.
 func (s *stream) release(b []byte) {
-	s.mem -= int64(cap(b)) + entryOverhead
+	s.mem -= int64(cap(b))
 	c := bits.Len(uint(cap(b) - 1))
+	entries := cap(s.free[c])
 	s.free[c] = append(s.free[c], b[:0])
+	s.freeMem += int64(cap(b)) + int64(cap(s.free[c])-entries)*sliceSize
 }
 
-// buf returns an empty buffer of capacity at least n (a power of two).
+// buf returns an empty buffer of capacity at least n: one released of
+// its size class (a power of two), else of the next larger class that
+// has one, else a new one, made once the buffers released of smaller
+// classes that it would take beyond the limit are dropped. So the
+// window and the buffers kept for it stay within the limit however the
+// packets' sizes change, and a steady mix makes no garbage.
 func (s *stream) buf(n int) []byte {
 	c := max(bits.Len(uint(n-1)), 6)
-	if l := len(s.free[c]); l > 0 {
-		b := s.free[c][l-1]
-		s.free[c] = s.free[c][:l-1]
-		return b
+	for i := c; i < len(s.free); i++ {
+		if l := len(s.free[i]); l > 0 {
+			b := s.free[i][l-1]
+			s.free[i] = s.free[i][:l-1]
+			s.freeMem -= int64(cap(b))
+			return b
+		}
+	}
+	for i := 0; i < c && s.mem+s.freeMem+1<<c > s.limit; i++ {
+		for l := len(s.free[i]); l > 0 && s.mem+s.freeMem+1<<c > s.limit; l-- {
+			s.freeMem -= int64(cap(s.free[i][l-1]))
+			s.free[i][l-1] = nil
+			s.free[i] = s.free[i][:l-1]
+		}
 	}
 	return make([]byte, 0, 1<<c)
 }
@@ -317,5 +355,6 @@ func (s *stream) onStats(i int, st pcapfile.InterfaceStats) {
 
 func (s *stream) close() {
 	s.closeCur()
+	s.kit.close()
 	s.done = true
 }

@@ -17,6 +17,7 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
+	DefaultCompileTimeout   = 2 * time.Second
 	// DefaultMaxConns is the connection cap of a Server on its own; a
 	// collector derives its cap from RLIMIT_NOFILE (frontdoor.Budget),
 	// at most this.
@@ -61,7 +62,13 @@ type Config struct {
 	// ShutdownTimeout bounds how long Run waits for the queries it
 	// cancelled to end their responses.
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger // nil: slog.Default()
+	// CompileTimeout bounds how long an admitted query waits for its
+	// filter to compile, the compiles before it included (libpcap
+	// compiles one at a time in the process): past it the query is
+	// answered 503 and the compile, which cannot be interrupted, goes
+	// on to its end unheeded.
+	CompileTimeout time.Duration
+	Logger         *slog.Logger // nil: slog.Default()
 }
 
 // Validate reports the first unusable setting, naming its flag.
@@ -75,7 +82,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("query listener: max conns %d is negative (--query-max-conns)", c.MaxConns)
 	case c.ReorderMem < 0:
 		return fmt.Errorf("query listener: reorder memory %d is negative", c.ReorderMem)
-	case c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.ShutdownTimeout < 0:
+	case c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.ShutdownTimeout < 0 || c.CompileTimeout < 0:
 		return errors.New("query listener: durations must not be negative")
 	case len(c.Token) > wire.MaxTokenLen:
 		return fmt.Errorf("query listener: token of %d bytes, at most %d", len(c.Token), wire.MaxTokenLen)
@@ -101,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.CompileTimeout == 0 {
+		c.CompileTimeout = DefaultCompileTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -9,7 +9,8 @@ import (
 // Counters count a Server's requests by result, and what it served.
 // Safe for concurrent use.
 type Counters struct {
-	Active atomic.Int64 // queries running now
+	Active    atomic.Int64 // queries running now
+	Compiling atomic.Int64 // admitted queries compiling their filter, or waiting to
 
 	OK           atomic.Uint64 // queries that ran to their end (or limit)
 	Failed       atomic.Uint64 // queries that failed on the server (a file gone, a read error, shutdown)
@@ -17,7 +18,7 @@ type Counters struct {
 	BadRequest   atomic.Uint64 // 400: a bad parameter (also 404, 405)
 	Unauthorized atomic.Uint64 // 401: no client certificate, no token
 	Forbidden    atomic.Uint64 // 403: a certificate refused, a wrong token, plain HTTP where TLS is required
-	Busy         atomic.Uint64 // 503: MaxQueries running
+	Busy         atomic.Uint64 // 503: MaxQueries running, or the filter not compiled within CompileTimeout
 	TLS          atomic.Uint64 // TLS handshakes that failed
 
 	Packets atomic.Uint64 // packets of the queries' outputs

@@ -35,9 +35,14 @@
 //
 // # Limits
 //
-// At most Config.MaxQueries run at once (503 beyond); a client that goes
-// away cancels its query; one that takes no bytes for WriteTimeout is
-// cut off. Each query uses query.Run's memory bound (Config.ReorderMem).
+// A filter beyond capture.CheckFilter's limits is refused with the
+// parameters (400), before it costs anything. At most Config.MaxQueries
+// run at once (503 beyond); an admitted query's filter is compiled once
+// (query.Prepare), within CompileTimeout (503 past it: libpcap compiles
+// one filter at a time and cannot be interrupted). A client that goes
+// away cancels its query, its wait for the compiler too; one that takes
+// no bytes for WriteTimeout is cut off. Each query uses query.Run's
+// memory bound (Config.ReorderMem).
 // Counters count requests by result, bytes and packets served and the
 // queries running; Run stops the running queries when its context ends.
 package queryhttp

@@ -123,7 +123,7 @@ func TestNoServerPaths(t *testing.T) {
 		{"500, elsewhere", outside, false, "the query failed on the server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s.run = func(_ context.Context, _ query.Config, w io.Writer) (query.Result, error) {
+			s.run = func(_ context.Context, _ *query.Prepared, w io.Writer) (query.Result, error) {
 				if tt.partial {
 					w.Write([]byte("partial"))
 				}

@@ -27,8 +27,15 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // root, and returns the root.
 func writeFixture(t *testing.T, n int, agents ...string) string {
 	t.Helper()
+	return writeFiles(t, 0, n, agents...)
+}
+
+// writeFiles is writeFixture with files of rotate bytes (0: the
+// store's default).
+func writeFiles(t *testing.T, rotate int64, n int, agents ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(store.Config{Dir: dir, Fsync: store.FsyncNever})
+	st, err := store.Open(store.Config{Dir: dir, Fsync: store.FsyncNever, RotateSize: rotate})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -50,7 +51,11 @@ type Server struct {
 
 	refusals, tlsFails frontdoor.RateLog // one WARN per interval for each
 
-	run func(context.Context, query.Config, io.Writer) (query.Result, error) // query.Run; tests replace it
+	run func(context.Context, *query.Prepared, io.Writer) (query.Result, error) // Prepared.Run; tests replace it
+}
+
+func runPrepared(ctx context.Context, q *query.Prepared, w io.Writer) (query.Result, error) {
+	return q.Run(ctx, w)
 }
 
 // connKey keys a connection's refusal in its requests' contexts.
@@ -64,7 +69,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxQueries), run: query.Run}
+	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxQueries), run: runPrepared}
 	var tc *tls.Config
 	if cfg.TLS != nil {
 		// The handler checks client certificates, so that a refusal is
@@ -143,8 +148,8 @@ func (s *Server) Close() error {
 	return s.ln.Close()
 }
 
-// ServeHTTP answers one request: authentication, parameters, a slot,
-// then the query.
+// ServeHTTP answers one request: authentication, parameters (the
+// filter's limits), a slot, the filter compiled, then the query.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := s.log.With("remote", r.RemoteAddr, "query", s.Addr())
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
@@ -177,7 +182,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-s.slots }()
 	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
-	s.serve(w, r, cfg, log)
+	if q := s.prepare(w, r, cfg, log); q != nil {
+		s.serve(w, r, q, log)
+	}
+}
+
+// prepare compiles the query's filter within CompileTimeout and the
+// request's life; nil: answered (400, 503, 500) or the client gone.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, cfg query.Config, log *slog.Logger) *query.Prepared {
+	c := &s.Counters
+	c.Compiling.Add(1)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CompileTimeout)
+	q, err := query.Prepare(ctx, cfg)
+	cancel()
+	c.Compiling.Add(-1)
+	switch {
+	case err == nil:
+		return q
+	case errors.Is(err, query.ErrBadFilter):
+		s.refuse(w, log, http.StatusBadRequest, err.Error())
+	case r.Context().Err() != nil:
+		c.Canceled.Add(1)
+		log.Info("query canceled: the client went away", "selection", r.URL.RawQuery, "err", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf(
+			"the filter was not compiled within %s (one filter compiles at a time): try again later, or a simpler filter", s.cfg.CompileTimeout))
+	default:
+		c.Failed.Add(1)
+		log.Warn("query failed", "selection", r.URL.RawQuery, "err", err)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	return nil
 }
 
 // authenticate returns the status and reason of a refused request, or
@@ -230,7 +268,7 @@ func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, code int, reaso
 
 // serve runs the query and streams its output, the result in the
 // trailers.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, cfg query.Config, log *slog.Logger) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *query.Prepared, log *slog.Logger) {
 	c := &s.Counters
 	c.Active.Add(1)
 	defer c.Active.Add(-1)
@@ -241,7 +279,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, cfg query.Config,
 	h.Set("Trailer", TrailerResult+", "+TrailerError)
 	start := time.Now()
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, sent: &c.Bytes}
-	res, err := s.run(r.Context(), cfg, out)
+	res, err := s.run(r.Context(), q, out)
 	c.Packets.Add(uint64(res.Packets))
 	attrs := []any{"selection", r.URL.RawQuery, "packets", res.Packets, "bytes", out.n, "files_read", res.FilesRead,
 		"duration", time.Since(start).Round(time.Millisecond)}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +74,6 @@ func TestRefusals(t *testing.T) {
 	s := startServer(t, Config{Listen: "0.0.0.0:0", Dir: dir, TLS: serverTLS(t, certs), Token: token})
 	_, port, _ := net.SplitHostPort(s.Addr())
 	addr := net.JoinHostPort("127.0.0.1", port)
-	_, cfgErr := parseQuery(url.Values{"filter": {"udp port 99999"}}, dir, time.Now())
 	good := clientTLS(t, certs, certs, "viewer")
 	for _, tc := range []struct {
 		name   string
@@ -91,7 +89,9 @@ func TestRefusals(t *testing.T) {
 		{"plain HTTP", ClientConfig{Token: token}, "403", "requires HTTPS", ErrRefused},
 		{"bad time", ClientConfig{TLS: good, Token: token, Params: Params{Since: "yesterday"}}, "400", `since: bad time: "yesterday"`, ErrBadRequest},
 		{"bad filter", ClientConfig{TLS: good, Token: token, Params: Params{Filter: "udp port 99999"}}, "400",
-			strings.TrimPrefix(fmt.Sprint(cfgErr), ErrBadRequest.Error()+": "), ErrBadRequest},
+			`filter: capture: compiling filter "udp port 99999": illegal port number 99999 > 65535`, ErrBadRequest},
+		{"filter beyond the limits", ClientConfig{TLS: good, Token: token, Params: Params{Filter: strings.Repeat("port 1 or ", 48) + "port 2"}}, "400",
+			"filter: filter beyond the limits: 49 terms (primitives joined by and/or), at most 48", ErrBadRequest},
 		{"empty range", ClientConfig{TLS: good, Token: token, Params: Params{Since: "1780000001", Until: "1780000000"}}, "400", "empty time range", ErrBadRequest},
 		{"agent path", ClientConfig{TLS: good, Token: token, Params: Params{Agents: []string{"../etc"}}}, "400", "agent: agent name", ErrBadRequest},
 		{"agent glob path", ClientConfig{TLS: good, Token: token, Params: Params{Agents: []string{"*/.."}}}, "400", "no '/'", ErrBadRequest},
@@ -113,7 +113,7 @@ func TestRefusals(t *testing.T) {
 		name string
 		got  uint64
 		want uint64
-	}{{"unauthorized", c.Unauthorized.Load(), 2}, {"forbidden", c.Forbidden.Load(), 3}, {"bad_request", c.BadRequest.Load(), 5}, {"ok", c.OK.Load(), 0}} {
+	}{{"unauthorized", c.Unauthorized.Load(), 2}, {"forbidden", c.Forbidden.Load(), 3}, {"bad_request", c.BadRequest.Load(), 6}, {"ok", c.OK.Load(), 0}} {
 		if x.got != x.want {
 			t.Errorf("%s counter %d, want %d", x.name, x.got, x.want)
 		}
@@ -141,7 +141,7 @@ func newBlockingRun() *blockingRun {
 	return &blockingRun{started: make(chan struct{}, 8), release: make(chan struct{}), ctxErr: make(chan error, 8)}
 }
 
-func (b *blockingRun) run(ctx context.Context, _ query.Config, w io.Writer) (query.Result, error) {
+func (b *blockingRun) run(ctx context.Context, _ *query.Prepared, w io.Writer) (query.Result, error) {
 	if _, err := w.Write([]byte("pcapng-ish")); err != nil {
 		return query.Result{}, err
 	}
@@ -221,7 +221,7 @@ func TestClientGoneCancels(t *testing.T) {
 // a 500; a server stopping ends its queries with the reason.
 func TestFailures(t *testing.T) {
 	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: t.TempDir()})
-	s.run = func(_ context.Context, _ query.Config, w io.Writer) (query.Result, error) {
+	s.run = func(_ context.Context, _ *query.Prepared, w io.Writer) (query.Result, error) {
 		w.Write([]byte("partial"))
 		return query.Result{Packets: 3, Bytes: 7}, fmt.Errorf("agent a1: x.pcapng: %w", query.ErrFileGone)
 	}
@@ -233,7 +233,7 @@ func TestFailures(t *testing.T) {
 	if out.String() != "partial" || res.Packets != 3 {
 		t.Errorf("mid-stream failure: output %q, result %+v", out.String(), res)
 	}
-	s.run = func(context.Context, query.Config, io.Writer) (query.Result, error) {
+	s.run = func(context.Context, *query.Prepared, io.Writer) (query.Result, error) {
 		return query.Result{}, errors.New("output root: permission denied")
 	}
 	out.Reset()

@@ -331,7 +331,7 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
-	f, err := NewFilter(sel.Filter)
+	f, err := NewFilterContext(ctx, sel.Filter) // the compile's wait ends with the tap
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
 	}

@@ -262,6 +262,7 @@ func TestRefused(t *testing.T) {
 		{"PCAPSYNC-TAP/1 agent=a1 tok=0123456789abcdef\n", "unknown key"},
 		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=udp port 99999\n", "filter"},
 		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=" + strings.Repeat("(", MaxRequest) + "\n", "longer than"},
+		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=" + strings.Repeat("udp or ", 48) + "tcp\n", "filter beyond the limits: 49 terms"},
 		{"hello", "does not start"},
 	} {
 		got := readLine(t, dial(t, addr, tt.request))
@@ -275,8 +276,8 @@ func TestRefused(t *testing.T) {
 	if !strings.Contains(got, "too many tap clients") {
 		t.Errorf("client over MaxClients: reply %q", got)
 	}
-	if n := tp.Counters.Rejected.Load(); n != 8 {
-		t.Errorf("Rejected = %d, want 8", n)
+	if n := tp.Counters.Rejected.Load(); n != 9 {
+		t.Errorf("Rejected = %d, want 9", n)
 	}
 	ok.Close()
 }
