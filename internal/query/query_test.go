@@ -475,6 +475,85 @@ func TestReorderWindow(t *testing.T) {
 	comparePackets(t, pkts, expect(refs, -1, 1e9, nil))
 }
 
+// TestScanSameAsIndexWhenDisordered: a file whose packets go back in
+// time by more than the reorder window gives the same packets read
+// through its index, with --no-index and without an index: those
+// before --until that follow a window's worth after it are read all
+// the same (never a silent 0); disorder the window cannot hold inside
+// the range fails with ErrOutOfOrder in every mode.
+func TestScanSameAsIndexWhenDisordered(t *testing.T) {
+	var late, old []tp
+	for i := range int64(3000) {
+		late = append(late, tp{ts: 2_000_000 + i*10, port: 1})
+	}
+	for i := range int64(300) {
+		old = append(old, tp{ts: i * 10, iface: 1, port: 1})
+	}
+	for _, c := range []struct {
+		name         string
+		since, until int64 // 0: none
+		filter       string
+		mem          int64
+		want         int // packets; -1: ErrOutOfOrder
+	}{
+		{name: "old ones before until", until: 1_000_000, mem: 1, want: 300},
+		{name: "old ones before until, filtered", until: 1_000_000, filter: "udp port 1", mem: 1, want: 300},
+		{name: "late ones after since", since: 1_000_000, mem: 1, want: 3000},
+		{name: "window holds all", mem: 4 << 20, want: 3300},
+		{name: "window too small", mem: 1, want: -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refs := writeAgent(t, dir, agentSpec{name: "o1", ixBlock: 4096, batches: [][]tp{late, old}}, 0)
+			cfg := Config{Dir: dir, ReorderMem: c.mem, Filter: c.filter}
+			if c.since != 0 {
+				cfg.Since = ts(c.since)
+			}
+			if c.until != 0 {
+				cfg.Until = ts(c.until)
+			}
+			var outs [][]byte
+			for _, mode := range []string{"index", "no-index", "index removed"} {
+				cfg.NoIndex = mode == "no-index"
+				if mode == "index removed" {
+					idx, _ := filepath.Glob(filepath.Join(dir, "o1", "*.idx"))
+					if len(idx) == 0 {
+						t.Fatal("no index written")
+					}
+					for _, f := range idx {
+						os.Remove(f)
+					}
+				}
+				out, res, err := runQuery(t, cfg)
+				if c.want < 0 {
+					if !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "--reorder-mem") {
+						t.Fatalf("%s: err %v, want ErrOutOfOrder naming --reorder-mem", mode, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", mode, err)
+				}
+				pkts, _, _ := readOutput(t, out)
+				if len(pkts) != c.want {
+					t.Fatalf("%s: %d packets (%s), want %d", mode, len(pkts), res, c.want)
+				}
+				until := int64(math.MaxInt64 - base)
+				if c.until != 0 {
+					until = c.until
+				}
+				comparePackets(t, pkts, expect(refs, c.since, until, nil))
+				outs = append(outs, out)
+			}
+			for i := 1; i < len(outs); i++ {
+				if !slices.Equal(outs[0], outs[i]) {
+					t.Errorf("mode %d wrote other bytes than through the index", i)
+				}
+			}
+		})
+	}
+}
+
 // TestStatsCarried: the statistics blocks of the closed files read are
 // written after the packets, for the interfaces selected.
 func TestStatsCarried(t *testing.T) {
