@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -357,8 +358,27 @@ func isbSize(st pcapfile.InterfaceStats) int64 {
 	return n
 }
 
-// describe is the section's comment: the query in words.
+// maxDescribe bounds the section's comment (a pcapng option holds at
+// most 65535 bytes): a longer selection is cut, the cut said.
+const maxDescribe = 4 << 10
+
+// describe is the section's comment: the query in words, at most
+// maxDescribe bytes of valid UTF-8.
 func (q *query) describe() string {
+	s := q.describeAll()
+	if len(s) <= maxDescribe {
+		return s
+	}
+	note := fmt.Sprintf(" ... (%d bytes of the selection left out)", len(s))
+	cut := maxDescribe - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" ... (%d bytes of the selection left out)", len(s)-cut)
+}
+
+// describeAll is the query in words, whole.
+func (q *query) describeAll() string {
 	var b strings.Builder
 	b.WriteString("pcapsync query")
 	if len(q.cfg.Agents) > 0 {

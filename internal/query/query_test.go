@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -44,11 +46,22 @@ func TestParseTime(t *testing.T) {
 		{"1732442520.", time.Time{}, true},
 		{"+1732442520", time.Time{}, true},
 		{"99999999999999999999", time.Time{}, true},
+		// Beyond int64 nanoseconds: refused, never wrapped around.
+		{"2300-01-01T00:00:00Z", time.Time{}, true},
+		{"2262-04-12T00:00:00Z", time.Time{}, true},
+		{"1677-09-21T00:12:43.145224191Z", time.Time{}, true},
+		{"1600-01-01T00:00:00Z", time.Time{}, true},
+		{"0001-01-01T00:00:00Z", time.Time{}, true},
+		{"9223372037", time.Time{}, true},
+		{"9223372036.854775808", time.Time{}, true},
+		{"9223372036.854775807", time.Unix(0, math.MaxInt64), false},
+		{"2262-04-11T23:47:16.854775807Z", time.Unix(0, math.MaxInt64), false},
+		{"1677-09-21T00:12:43.145224192Z", time.Unix(0, math.MinInt64), false},
 	} {
 		t.Run(c.in, func(t *testing.T) {
 			got, err := ParseTime(c.in, now)
 			if c.err {
-				if !errors.Is(err, ErrBadTime) {
+				if !errors.Is(err, ErrBadTime) || !got.IsZero() {
 					t.Fatalf("ParseTime(%q) = %v, %v; want ErrBadTime", c.in, got, err)
 				}
 				return
@@ -103,6 +116,11 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Dir: dir, Agents: []string{"[a"}}, "agent pattern"},
 		{Config{Dir: dir, Ifaces: []string{"a:[x"}}, "interface pattern"},
 		{Config{Dir: dir, Since: ts(10), Until: ts(10)}, "empty time range"},
+		{Config{Dir: dir, Since: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, "since: bad time: 2300-01-01T00:00:00Z is out of range: want a time from 1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z"},
+		{Config{Dir: dir, Until: time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)}, "until: bad time: 2262-04-12T00:00:00Z is out of range"},
+		{Config{Dir: dir, Since: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}, "since: bad time: 1600-01-01T00:00:00Z is out of range"},
+		{Config{Dir: dir, Filter: "udp\x00 and garbage"}, "filter: a NUL byte at offset 3"},
+		{Config{Dir: dir, Filter: "\x00"}, "filter: a NUL byte at offset 0"},
 		{Config{Dir: dir, Count: -1}, "count"},
 		{Config{Dir: dir, MaxBytes: -1}, "max bytes"},
 		{Config{Dir: filepath.Join(dir, "nope")}, "no such file"},
@@ -614,5 +632,38 @@ func TestPartPublished(t *testing.T) {
 	}
 	if n != len(refs) {
 		t.Errorf("%d packets, want %d", n, len(refs))
+	}
+}
+
+// TestLongSelection: 10 000 agent globs (more than the 65535 bytes of
+// a pcapng option, which failed the query) run, and the section
+// comment recording them is cut to maxDescribe bytes of valid UTF-8,
+// the cut said.
+func TestLongSelection(t *testing.T) {
+	dir, refs := threeAgents(t)
+	for _, glob := range []string{"x%04d*", "é%04d"} {
+		var agents []string
+		for i := range 10_000 {
+			agents = append(agents, fmt.Sprintf(glob, i))
+		}
+		agents = append(agents, "a?")
+		cfg := Config{Dir: dir, Agents: agents}
+		out, res, err := runQuery(t, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", glob, err)
+		}
+		pkts, _, _ := readOutput(t, out)
+		comparePackets(t, pkts, expect(refs, -1e9, math.MaxInt64-base, func(r ref) bool { return r.agent == "a1" }))
+		if res.Agents != 1 {
+			t.Errorf("%s: %d agents, want 1", glob, res.Agents)
+		}
+		d := (&query{cfg: cfg}).describe()
+		if len(d) > maxDescribe || !utf8.ValidString(d) || !strings.HasSuffix(d, "bytes of the selection left out)") {
+			t.Errorf("%s: section comment of %d bytes (valid UTF-8 %v), ending %q", glob, len(d), utf8.ValidString(d), d[max(0, len(d)-60):])
+		}
+	}
+	short := Config{Dir: dir, Agents: []string{"a1"}, Filter: "udp"}
+	if d := (&query{cfg: short}).describe(); d != "pcapsync query --agent a1 udp" {
+		t.Errorf("short selection described as %q", d)
 	}
 }
