@@ -167,9 +167,19 @@ func (q *query) streams() ([]*stream, error) {
 	}
 	q.res.Agents = len(out)
 	if len(out) == 0 && q.cfg.Logger != nil && !q.cfg.Follow {
-		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", q.cfg.Agents, "ifaces", q.cfg.Ifaces)
+		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", logList(q.cfg.Agents), "ifaces", logList(q.cfg.Ifaces))
 	}
 	return out, nil
+}
+
+// logList is patterns for a log line: the first ones up to 1 KiB,
+// then how many there are.
+func logList(patterns []string) string {
+	s := strings.Join(patterns, ",")
+	if len(s) <= 1<<10 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:1<<10], "") + fmt.Sprintf("... (%d patterns)", len(patterns))
 }
 
 // streamLimit is the reorder window of each of n streams.
