@@ -65,8 +65,8 @@ func readParams(w http.ResponseWriter, r *http.Request, timeout time.Duration) (
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(timeout))
-	// No deadline while the answer streams: net/http would end the
-	// query's context at it.
+	// No read deadline once the body is read, while the answer streams
+	// (net/http clears it too when it sees the body's end).
 	defer rc.SetReadDeadline(time.Time{})
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxParamBytes))
 	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {

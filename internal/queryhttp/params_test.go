@@ -1,11 +1,13 @@
 package queryhttp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -143,5 +145,50 @@ func TestLongSelection(t *testing.T) {
 	_, err = Fetch(context.Background(), ClientConfig{Addr: s.Addr(), TLS: clientTLS(t, certs, certs, "viewer"), Token: token, Params: big}, io.Discard)
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprint("at most ", MaxParamBytes)) {
 		t.Errorf("parameters of %d bytes: %v, want ErrBadRequest stating the limit", MaxParamBytes, err)
+	}
+}
+
+// TestSlowBody: a POST whose body does not come within the handshake
+// timeout is answered 400 and its connection closed, the slot never
+// taken.
+func TestSlowBody(t *testing.T) {
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: t.TempDir(), HandshakeTimeout: 300 * time.Millisecond})
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: 100\r\n\r\nagent=a", Path, formType)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "reading the parameters") || !resp.Close {
+		t.Errorf("%s %q (close %v), want 400 reading the parameters, closed", resp.Status, b, resp.Close)
+	}
+	if n := s.Counters.BadRequest.Load(); n != 1 {
+		t.Errorf("bad request counter %d, want 1", n)
+	}
+}
+
+// TestPostQueryOutlivesBodyDeadline: the deadline on a POST's body
+// ends with the body; the query that follows runs on past it.
+func TestPostQueryOutlivesBodyDeadline(t *testing.T) {
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: t.TempDir(), HandshakeTimeout: 100 * time.Millisecond})
+	s.run = func(ctx context.Context, _ query.Config, w io.Writer) (query.Result, error) {
+		select {
+		case <-ctx.Done():
+			return query.Result{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond): // past the body's deadline
+		}
+		w.Write([]byte("pcapng-ish"))
+		return query.Result{Packets: 1}, nil
+	}
+	p := Params{Agents: strings.Split(strings.Repeat("a*,", MaxGetQuery/3), ",")} // sent as a POST
+	res, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr(), Params: p}, io.Discard)
+	if err != nil || res.Packets != 1 {
+		t.Fatalf("Fetch: %+v, %v", res, err)
 	}
 }
