@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ func TestQueryFlags(t *testing.T) {
 		{[]string{"query", "--dir", filepath.Join(dir, "nope"), "-w", "-"}, "no such file"},
 		{append(q, "--since", "yesterday"), "--since"},
 		{append(q, "--until", "-5m"), "--until"},
+		{append(q, "--since", "2300-01-01T00:00:00Z"), `--since: bad time: "2300-01-01T00:00:00Z" is out of range: want a time from 1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z`},
+		{append(q, "--until", "2262-04-12T00:00:00Z"), `--until: bad time: "2262-04-12T00:00:00Z" is out of range`},
+		{append(q, "--since", "1600-01-01T00:00:00Z"), `--since: bad time: "1600-01-01T00:00:00Z" is out of range`},
 		{append(q, "--since", "2026-11-24T10:00:00Z", "--until", "2026-11-24T09:00:00Z"), "empty time range"},
 		{append(q, "udp", "port", "99999"), "filter"},
 		{append(q, "--filter", "udp", "tcp"), "either with --filter or as arguments"},
@@ -118,5 +122,32 @@ func TestQueryCompilesOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("-w %s: %v, want it not made", bad, err)
+	}
+}
+
+// TestQueryLongSelection: 10 000 agent globs on the command line run
+// (the section comment recording them once failed the query), and the
+// warning that none matches does not repeat them all.
+func TestQueryLongSelection(t *testing.T) {
+	globs := make([]string, 10_000)
+	for i := range globs {
+		globs[i] = fmt.Sprintf("web%04d*", i)
+	}
+	out := filepath.Join(t.TempDir(), "out.pcapng")
+	var stdout, stderr bytes.Buffer
+	args := []string{"query", "--dir", t.TempDir(), "-w", out, "--agent", strings.Join(globs, ",")}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v (stderr %.300q)", err, stderr.String())
+	}
+	if n := stderr.Len(); n > 4<<10 || !strings.Contains(stderr.String(), "(10000 patterns)") {
+		t.Errorf("stderr of %d bytes: %.300q..., want the patterns counted", n, stderr.String())
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := pcapfile.NewReader(f, nil); err != nil {
+		t.Errorf("output: %v", err)
 	}
 }

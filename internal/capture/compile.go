@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/net/bpf"
@@ -110,8 +111,9 @@ func equalFold(a, b string) bool {
 // packet. snapLen 0 means DefaultSnapLen. The empty expression yields a
 // program that accepts everything. Use it to validate a filter before
 // calling Open; errors from libpcap match ErrBadFilter and carry its
-// message. It needs cgo; without it only "" compiles. It waits for the
-// compiles before it (CompileFilterContext).
+// message; so does an expression holding a NUL byte. It needs cgo;
+// without it only "" compiles. It waits for the compiles before it
+// (CompileFilterContext).
 func CompileFilter(linkType uint16, snapLen int, expr string) ([]bpf.RawInstruction, error) {
 	return CompileFilterContext(context.Background(), linkType, snapLen, expr)
 }
@@ -127,6 +129,10 @@ func CompileFilterContext(ctx context.Context, linkType uint16, snapLen int, exp
 	}
 	if snapLen < 0 || snapLen > MaxSnapLen {
 		return nil, invalidf("capture: snaplen %d out of range 1..%d", snapLen, MaxSnapLen)
+	}
+	if i := strings.IndexByte(expr, 0); i >= 0 {
+		// libpcap reads a C string: it would compile what comes before.
+		return nil, &filterError{expr: expr, msg: fmt.Sprintf("a NUL byte at offset %d", i)}
 	}
 	dlt := linkType
 	if linkType == LinkTypeRaw {

@@ -44,6 +44,11 @@ func TestCompileFilter(t *testing.T) {
 		}},
 		{name: "syntax error", linkType: LinkTypeEthernet, expr: "tcp prt 80", wantErr: ErrBadFilter,
 			wantMsg: `capture: compiling filter "tcp prt 80": can't parse filter expression: syntax error`},
+		// libpcap would compile "udp" alone, or "" (everything).
+		{name: "NUL cuts nothing", linkType: LinkTypeEthernet, expr: "udp\x00 and garbage", wantErr: ErrBadFilter,
+			wantMsg: `capture: compiling filter "udp\x00 and garbage": a NUL byte at offset 3`},
+		{name: "NUL alone", linkType: LinkTypeEthernet, expr: "\x00", wantErr: ErrBadFilter,
+			wantMsg: `capture: compiling filter "\x00": a NUL byte at offset 0`},
 		{name: "bad snaplen", linkType: LinkTypeEthernet, snapLen: -1, wantErr: ErrInvalidConfig,
 			wantMsg: "capture: snaplen -1 out of range 1..262144"},
 	}

@@ -41,11 +41,14 @@ type Config struct {
 	// that interface of every agent). None selects all.
 	Ifaces []string
 	// Since (inclusive) and Until (exclusive) bound the packets'
-	// timestamps; a zero time is no bound.
+	// timestamps; a zero time is no bound. Validate refuses other times
+	// outside 1677-09-21T00:12:43.145224192Z to
+	// 2262-04-11T23:47:16.854775807Z (int64 Unix nanoseconds).
 	Since, Until time.Time
 	// Filter is a tcpdump-syntax (pcap-filter(7)) expression; "" passes
 	// all. At most capture.MaxFilterLen bytes and capture.MaxFilterTerms
-	// primitives joined by and/or.
+	// primitives joined by and/or; one holding a NUL byte is refused
+	// (capture.CompileFilter).
 	Filter string
 	// Count, if above 0, stops the query after that many packets.
 	Count int64
@@ -106,6 +109,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("interface pattern %q: %w", p, err))
 		}
 	}
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"since", c.Since}, {"until", c.Until}} {
+		if !b.t.IsZero() && !inRange(b.t) {
+			errs = append(errs, fmt.Errorf("%s: %w: %s is %s", b.name, ErrBadTime, b.t.UTC().Format(time.RFC3339Nano), outOfRange))
+		}
+	}
 	if !c.Since.IsZero() && !c.Until.IsZero() && !c.Since.Before(c.Until) {
 		errs = append(errs, fmt.Errorf("empty time range: since %s is not before until %s",
 			c.Since.UTC().Format(time.RFC3339Nano), c.Until.UTC().Format(time.RFC3339Nano)))
@@ -156,6 +167,28 @@ func (c *Config) bounds() (since, until int64) {
 	return since, until
 }
 
+// The times a query can bound: packet timestamps are int64 nanoseconds
+// since the Unix epoch.
+var (
+	minTime = time.Unix(0, math.MinInt64).UTC()
+	maxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// inRange reports whether t is between minTime and maxTime.
+func inRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+
+// outOfRange is what an error says of a time not inRange.
+var outOfRange = "out of range: want a time from " + minTime.Format(time.RFC3339Nano) + " to " + maxTime.Format(time.RFC3339Nano)
+
+// checked returns t, or the zero time and an error wrapping ErrBadTime
+// quoting s, if t is not inRange.
+func checked(t time.Time, s string) (time.Time, error) {
+	if !inRange(t) {
+		return time.Time{}, fmt.Errorf("%w: %q is %s", ErrBadTime, s, outOfRange)
+	}
+	return t, nil
+}
+
 // ParseTime reads a time bound as the query flags take it:
 //
 //   - RFC 3339, with up to nine fractional digits and a zone
@@ -165,23 +198,26 @@ func (c *Config) bounds() (since, until int64) {
 //   - Unix time in seconds with up to nine fractional digits
 //     ("1732442520.123456789", as tshark's frame.time_epoch shows it).
 //
-// The result is exact to the nanosecond.
+// The result is exact to the nanosecond. A time outside what Unix
+// nanoseconds in an int64 hold (1677-09-21T00:12:43.145224192Z to
+// 2262-04-11T23:47:16.854775807Z) is refused with that range.
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, fmt.Errorf("%w: empty", ErrBadTime)
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
+		return checked(t, s)
 	}
 	if t, ok := parseEpoch(s); ok {
-		return t, nil
+		return checked(t, s)
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("%w: %q: a relative time counts back from now and cannot be negative", ErrBadTime, s)
 		}
-		return now.Add(-d), nil
+		t := now.Add(-d)
+		return checked(t, s)
 	}
 	return time.Time{}, fmt.Errorf("%w: %q: want RFC 3339 (2026-11-24T10:02:00.5Z), a duration back from now (10m) or Unix seconds (1732442520.5)", ErrBadTime, s)
 }
@@ -193,9 +229,12 @@ func parseEpoch(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	n, err := strconv.ParseInt(sec, 10, 64)
-	if err != nil || n > math.MaxInt64/int64(time.Second)-1 {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return time.Time{}, false
 	}
+	// Far beyond the range (checked refuses it), where time.Unix
+	// cannot overflow.
+	n = min(n, maxTime.Unix()+1)
 	var ns int64
 	if dot {
 		f, err := strconv.ParseUint(frac, 10, 32)

@@ -14,7 +14,9 @@ var ErrFileGone = errors.New("file removed before it was read")
 // window (Config.ReorderMem) holds.
 var ErrOutOfOrder = errors.New("packets out of order beyond the reorder window")
 
-// ErrBadTime is wrapped by the errors of ParseTime.
+// ErrBadTime is wrapped by the errors of ParseTime, and by Validate's
+// for a bound outside the times a query can hold (1677 to 2262: int64
+// nanoseconds since the Unix epoch).
 var ErrBadTime = errors.New("bad time")
 
 // ErrBadFilter is wrapped by the error Validate returns for a filter

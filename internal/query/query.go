@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
@@ -201,9 +202,19 @@ func (q *query) streams() ([]*stream, error) {
 	}
 	q.res.Agents = len(out)
 	if len(out) == 0 && q.cfg.Logger != nil && !q.cfg.Follow {
-		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", q.cfg.Agents, "ifaces", q.cfg.Ifaces)
+		q.cfg.Logger.Warn("query: no agent directory matches", "dir", q.cfg.Dir, "agents", logList(q.cfg.Agents), "ifaces", logList(q.cfg.Ifaces))
 	}
 	return out, nil
+}
+
+// logList is patterns for a log line: the first ones up to 1 KiB,
+// then how many there are.
+func logList(patterns []string) string {
+	s := strings.Join(patterns, ",")
+	if len(s) <= 1<<10 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:1<<10], "") + fmt.Sprintf("... (%d patterns)", len(patterns))
 }
 
 // streamLimit is the reorder window of each of n streams.
@@ -392,8 +403,27 @@ func isbSize(st pcapfile.InterfaceStats) int64 {
 	return n
 }
 
-// describe is the section's comment: the query in words.
+// maxDescribe bounds the section's comment (a pcapng option holds at
+// most 65535 bytes): a longer selection is cut, the cut said.
+const maxDescribe = 4 << 10
+
+// describe is the section's comment: the query in words, at most
+// maxDescribe bytes of valid UTF-8.
 func (q *query) describe() string {
+	s := q.describeAll()
+	if len(s) <= maxDescribe {
+		return s
+	}
+	note := fmt.Sprintf(" ... (%d bytes of the selection left out)", len(s))
+	cut := maxDescribe - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" ... (%d bytes of the selection left out)", len(s)-cut)
+}
+
+// describeAll is the query in words, whole.
+func (q *query) describeAll() string {
 	var b strings.Builder
 	b.WriteString("pcapsync query")
 	if len(q.cfg.Agents) > 0 {

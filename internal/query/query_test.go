@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/index"
@@ -45,11 +47,22 @@ func TestParseTime(t *testing.T) {
 		{"1732442520.", time.Time{}, true},
 		{"+1732442520", time.Time{}, true},
 		{"99999999999999999999", time.Time{}, true},
+		// Beyond int64 nanoseconds: refused, never wrapped around.
+		{"2300-01-01T00:00:00Z", time.Time{}, true},
+		{"2262-04-12T00:00:00Z", time.Time{}, true},
+		{"1677-09-21T00:12:43.145224191Z", time.Time{}, true},
+		{"1600-01-01T00:00:00Z", time.Time{}, true},
+		{"0001-01-01T00:00:00Z", time.Time{}, true},
+		{"9223372037", time.Time{}, true},
+		{"9223372036.854775808", time.Time{}, true},
+		{"9223372036.854775807", time.Unix(0, math.MaxInt64), false},
+		{"2262-04-11T23:47:16.854775807Z", time.Unix(0, math.MaxInt64), false},
+		{"1677-09-21T00:12:43.145224192Z", time.Unix(0, math.MinInt64), false},
 	} {
 		t.Run(c.in, func(t *testing.T) {
 			got, err := ParseTime(c.in, now)
 			if c.err {
-				if !errors.Is(err, ErrBadTime) {
+				if !errors.Is(err, ErrBadTime) || !got.IsZero() {
 					t.Fatalf("ParseTime(%q) = %v, %v; want ErrBadTime", c.in, got, err)
 				}
 				return
@@ -105,6 +118,11 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Dir: dir, Agents: []string{"[a"}}, "agent pattern"},
 		{Config{Dir: dir, Ifaces: []string{"a:[x"}}, "interface pattern"},
 		{Config{Dir: dir, Since: ts(10), Until: ts(10)}, "empty time range"},
+		{Config{Dir: dir, Since: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, "since: bad time: 2300-01-01T00:00:00Z is out of range: want a time from 1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z"},
+		{Config{Dir: dir, Until: time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)}, "until: bad time: 2262-04-12T00:00:00Z is out of range"},
+		{Config{Dir: dir, Since: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}, "since: bad time: 1600-01-01T00:00:00Z is out of range"},
+		{Config{Dir: dir, Filter: "udp\x00 and garbage"}, "a NUL byte at offset 3"},
+		{Config{Dir: dir, Filter: "\x00"}, "a NUL byte at offset 0"},
 		{Config{Dir: dir, Count: -1}, "count"},
 		{Config{Dir: dir, MaxBytes: -1}, "max bytes"},
 		{Config{Dir: filepath.Join(dir, "nope")}, "no such file"},
@@ -484,6 +502,85 @@ func TestReorderWindow(t *testing.T) {
 	comparePackets(t, pkts, expect(refs, -1, 1e9, nil))
 }
 
+// TestScanSameAsIndexWhenDisordered: a file whose packets go back in
+// time by more than the reorder window gives the same packets read
+// through its index, with --no-index and without an index: those
+// before --until that follow a window's worth after it are read all
+// the same (never a silent 0); disorder the window cannot hold inside
+// the range fails with ErrOutOfOrder in every mode.
+func TestScanSameAsIndexWhenDisordered(t *testing.T) {
+	var late, old []tp
+	for i := range int64(3000) {
+		late = append(late, tp{ts: 2_000_000 + i*10, port: 1})
+	}
+	for i := range int64(300) {
+		old = append(old, tp{ts: i * 10, iface: 1, port: 1})
+	}
+	for _, c := range []struct {
+		name         string
+		since, until int64 // 0: none
+		filter       string
+		mem          int64
+		want         int // packets; -1: ErrOutOfOrder
+	}{
+		{name: "old ones before until", until: 1_000_000, mem: 1, want: 300},
+		{name: "old ones before until, filtered", until: 1_000_000, filter: "udp port 1", mem: 1, want: 300},
+		{name: "late ones after since", since: 1_000_000, mem: 1, want: 3000},
+		{name: "window holds all", mem: 4 << 20, want: 3300},
+		{name: "window too small", mem: 1, want: -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refs := writeAgent(t, dir, agentSpec{name: "o1", ixBlock: 4096, batches: [][]tp{late, old}}, 0)
+			cfg := Config{Dir: dir, ReorderMem: c.mem, Filter: c.filter}
+			if c.since != 0 {
+				cfg.Since = ts(c.since)
+			}
+			if c.until != 0 {
+				cfg.Until = ts(c.until)
+			}
+			var outs [][]byte
+			for _, mode := range []string{"index", "no-index", "index removed"} {
+				cfg.NoIndex = mode == "no-index"
+				if mode == "index removed" {
+					idx, _ := filepath.Glob(filepath.Join(dir, "o1", "*.idx"))
+					if len(idx) == 0 {
+						t.Fatal("no index written")
+					}
+					for _, f := range idx {
+						os.Remove(f)
+					}
+				}
+				out, res, err := runQuery(t, cfg)
+				if c.want < 0 {
+					if !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "--reorder-mem") {
+						t.Fatalf("%s: err %v, want ErrOutOfOrder naming --reorder-mem", mode, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", mode, err)
+				}
+				pkts, _, _ := readOutput(t, out)
+				if len(pkts) != c.want {
+					t.Fatalf("%s: %d packets (%s), want %d", mode, len(pkts), res, c.want)
+				}
+				until := int64(math.MaxInt64 - base)
+				if c.until != 0 {
+					until = c.until
+				}
+				comparePackets(t, pkts, expect(refs, c.since, until, nil))
+				outs = append(outs, out)
+			}
+			for i := 1; i < len(outs); i++ {
+				if !slices.Equal(outs[0], outs[i]) {
+					t.Errorf("mode %d wrote other bytes than through the index", i)
+				}
+			}
+		})
+	}
+}
+
 // TestStatsCarried: the statistics blocks of the closed files read are
 // written after the packets, for the interfaces selected.
 func TestStatsCarried(t *testing.T) {
@@ -617,5 +714,38 @@ func TestWindowHoldsItsShare(t *testing.T) {
 	t.Logf("window of %d KiB held at most %d KiB", limit>>10, worst>>10)
 	if worst > limit+limit/8+2048 {
 		t.Errorf("the window held %d bytes, its share is %d", worst, limit)
+	}
+}
+
+// TestLongSelection: 10 000 agent globs (more than the 65535 bytes of
+// a pcapng option, which failed the query) run, and the section
+// comment recording them is cut to maxDescribe bytes of valid UTF-8,
+// the cut said.
+func TestLongSelection(t *testing.T) {
+	dir, refs := threeAgents(t)
+	for _, glob := range []string{"x%04d*", "é%04d"} {
+		var agents []string
+		for i := range 10_000 {
+			agents = append(agents, fmt.Sprintf(glob, i))
+		}
+		agents = append(agents, "a?")
+		cfg := Config{Dir: dir, Agents: agents}
+		out, res, err := runQuery(t, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", glob, err)
+		}
+		pkts, _, _ := readOutput(t, out)
+		comparePackets(t, pkts, expect(refs, -1e9, math.MaxInt64-base, func(r ref) bool { return r.agent == "a1" }))
+		if res.Agents != 1 {
+			t.Errorf("%s: %d agents, want 1", glob, res.Agents)
+		}
+		d := (&query{cfg: cfg}).describe()
+		if len(d) > maxDescribe || !utf8.ValidString(d) || !strings.HasSuffix(d, "bytes of the selection left out)") {
+			t.Errorf("%s: section comment of %d bytes (valid UTF-8 %v), ending %q", glob, len(d), utf8.ValidString(d), d[max(0, len(d)-60):])
+		}
+	}
+	short := Config{Dir: dir, Agents: []string{"a1"}, Filter: "udp"}
+	if d := (&query{cfg: short}).describe(); d != "pcapsync query --agent a1 udp" {
+		t.Errorf("short selection described as %q", d)
 	}
 }

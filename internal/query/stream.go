@@ -72,7 +72,6 @@ type stream struct {
 	seq     uint64
 	last    int64 // timestamp of the last packet released
 	out     bool  // a packet was released
-	past    int64 // bytes of packets at or after Until since the last one before it
 	done    bool  // no more files
 	reads   int
 
@@ -238,17 +237,12 @@ func (s *stream) closeCur() {
 func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	ts := p.Timestamp
 	if ts >= s.q.until {
-		// Past the range: after a window's worth of such packets, the
-		// rest of a file read without its index is taken to be later
-		// too (an index skips the blocks that are).
+		// Past the range. A file read without its index is read on to
+		// its end all the same: nothing says its later packets are not
+		// older (a replayed file), and the index reads them.
 		s.curPast = true
-		if s.past += pcapfile.EPBSize(len(p.Data)); s.past >= s.limit && !s.cur.indexed && s.cur.tail == nil {
-			s.closeCur()
-			s.past = 0
-		}
 		return nil
 	}
-	s.past = 0
 	if ts < s.q.since {
 		return nil
 	}

@@ -35,13 +35,33 @@ type ClientConfig struct {
 	DialTimeout time.Duration
 }
 
-// URL returns the query's URL.
+// URL returns the query's URL, its parameters in the query (as a GET
+// sends them).
 func (c ClientConfig) URL() string {
 	u := url.URL{Scheme: "https", Host: c.Addr, Path: Path, RawQuery: c.Params.Values().Encode()}
 	if c.TLS == nil {
 		u.Scheme = "http"
 	}
 	return u.String()
+}
+
+// request is the query's request: a GET, or a POST with the
+// parameters in its body when they are longer than MaxGetQuery (a
+// server's headers are bounded), refused here beyond MaxParamBytes.
+func (c ClientConfig) request(ctx context.Context) (*http.Request, error) {
+	q := c.Params.Values().Encode()
+	if len(q) <= MaxGetQuery {
+		return http.NewRequestWithContext(ctx, http.MethodGet, c.URL(), nil)
+	}
+	if len(q) > MaxParamBytes {
+		return nil, fmt.Errorf("%w: parameters of %d bytes, at most %d", ErrBadRequest, len(q), MaxParamBytes)
+	}
+	u := ClientConfig{Addr: c.Addr, TLS: c.TLS}.URL()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(q))
+	if err == nil {
+		req.Header.Set("Content-Type", formType)
+	}
+	return req, err
 }
 
 // Fetch runs the query cfg on the server and copies the pcapng it
@@ -68,7 +88,7 @@ func Fetch(ctx context.Context, cfg ClientConfig, w io.Writer) (query.Result, er
 		DisableKeepAlives:   true,
 	}
 	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL(), nil)
+	req, err := cfg.request(ctx)
 	if err != nil {
 		return res, err
 	}

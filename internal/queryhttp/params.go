@@ -1,7 +1,11 @@
 package queryhttp
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -27,6 +31,107 @@ type Params struct {
 // paramNames are the parameters of GET /query, in the order an error
 // lists them.
 var paramNames = []string{"agent", "iface", "since", "until", "filter", "count", "max_bytes"}
+
+// MaxParamBytes bounds the parameters of a query sent as a POST body. In
+// the URL of a GET, the listener's bound on a request's headers
+// (frontdoor.DefaultMaxHeaderBytes, 64 KiB) applies: Fetch sends a
+// query longer than MaxGetQuery as a POST.
+const MaxParamBytes = 1 << 20
+
+// MaxGetQuery is the longest query Fetch sends in a GET's URL.
+const MaxGetQuery = 8 << 10
+
+// MaxPatterns bounds the agent patterns of one query, and its interface
+// patterns: each agent directory is matched against every one.
+const MaxPatterns = 1 << 14
+
+// formType is the media type of a POST's parameters.
+const formType = "application/x-www-form-urlencoded"
+
+// readParams reads a request's parameters: a GET's URL query, or a
+// POST's body (of formType, at most MaxParamBytes, read within
+// timeout, the URL then without a query), parsed by parseValues. It
+// returns the status of a refusal (400, 413, 415) with its error.
+func readParams(w http.ResponseWriter, r *http.Request, timeout time.Duration) (url.Values, int, error) {
+	if r.Method != http.MethodPost {
+		v, err := parseValues(r.URL.RawQuery)
+		return v, http.StatusBadRequest, err
+	}
+	if r.URL.RawQuery != "" {
+		return nil, http.StatusBadRequest, fmt.Errorf("%w: a POST's parameters go in its body, not in the URL", ErrBadRequest)
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != formType {
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("%w: a POST's body is of type %s", ErrBadRequest, formType)
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(timeout))
+	// No read deadline once the body is read, while the answer streams
+	// (net/http clears it too when it sees the body's end).
+	defer rc.SetReadDeadline(time.Time{})
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxParamBytes))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: parameters of more than %d bytes", ErrBadRequest, MaxParamBytes)
+	}
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("%w: reading the parameters: %w", ErrBadRequest, err)
+	}
+	v, err := parseValues(string(b))
+	return v, http.StatusBadRequest, err
+}
+
+// parseValues reads a URL query or a form body strictly, unlike
+// url.ParseQuery, which drops what it cannot read and so widens the
+// selection: every pair is NAME=VALUE, separated by '&' (an empty one,
+// as in "a=1&&b=2", is skipped), percent-encoded ('+' is a space);
+// a pair without '=', with a ';', with a bad escape or with a NUL
+// byte in its name or value is an error wrapping ErrBadRequest that
+// names it.
+func parseValues(raw string) (url.Values, error) {
+	v := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: no '=' (want NAME=VALUE)", ErrBadRequest, quotePair(pair))
+		}
+		if strings.Contains(pair, ";") {
+			return nil, fmt.Errorf("%w: %s: ';' separates no parameters: use '&', or %%3B in a value", ErrBadRequest, quotePair(pair))
+		}
+		key, err := url.QueryUnescape(k)
+		if err == nil {
+			val, err = url.QueryUnescape(val)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, quotePair(pair), err)
+		}
+		if strings.IndexByte(key, 0) >= 0 || strings.IndexByte(val, 0) >= 0 {
+			return nil, fmt.Errorf("%w: %s: a NUL byte (%%00)", ErrBadRequest, quotePair(pair))
+		}
+		v[key] = append(v[key], val)
+	}
+	return v, nil
+}
+
+// quotePair is a parameter as an error names it: quoted, its first 64
+// bytes.
+func quotePair(pair string) string {
+	const n = 64
+	if len(pair) > n {
+		return "parameter " + strconv.Quote(pair[:n]) + "..."
+	}
+	return "parameter " + strconv.Quote(pair)
+}
+
+// selection is the query's parameters for the log, at most 1 KiB.
+func selection(v url.Values) string {
+	s := v.Encode()
+	if len(s) > 1<<10 {
+		s = s[:1<<10] + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return s
+}
 
 // Values returns p as the parameters of GET /query.
 func (p Params) Values() url.Values {
@@ -66,6 +171,14 @@ func parseQuery(v url.Values, dir string, now time.Time) (query.Config, error) {
 		}
 	}
 	cfg.Agents, cfg.Ifaces = splitList(v["agent"]), splitList(v["iface"])
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"agent", len(cfg.Agents)}, {"iface", len(cfg.Ifaces)}} {
+		if l.n > MaxPatterns {
+			return cfg, fmt.Errorf("%w: %s: %d patterns, at most %d", ErrBadRequest, l.name, l.n, MaxPatterns)
+		}
+	}
 	for _, a := range cfg.Agents {
 		if err := checkAgent(a); err != nil {
 			return cfg, fmt.Errorf("%w: agent: %w", ErrBadRequest, err)

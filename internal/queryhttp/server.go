@@ -163,12 +163,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path != Path:
 		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path)
 		return
-	case r.Method != http.MethodGet:
-		w.Header().Set("Allow", http.MethodGet)
-		s.refuse(w, log, http.StatusMethodNotAllowed, "the query is GET "+Path)
+	case r.Method != http.MethodGet && r.Method != http.MethodPost:
+		w.Header().Set("Allow", "GET, POST")
+		s.refuse(w, log, http.StatusMethodNotAllowed, "the query is GET "+Path+" (or POST, the parameters in the body)")
 		return
 	}
-	cfg, err := parseQuery(r.URL.Query(), s.cfg.Dir, time.Now())
+	v, code, err := readParams(w, r, s.cfg.HandshakeTimeout)
+	if err != nil {
+		s.refuse(w, log, code, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
+		return
+	}
+	log = log.With("selection", selection(v))
+	cfg, err := parseQuery(v, s.cfg.Dir, time.Now())
 	if err != nil {
 		s.refuse(w, log, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
 		return
@@ -281,7 +287,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *query.Prepared
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, sent: &c.Bytes}
 	res, err := s.run(r.Context(), q, out)
 	c.Packets.Add(uint64(res.Packets))
-	attrs := []any{"selection", r.URL.RawQuery, "packets", res.Packets, "bytes", out.n, "files_read", res.FilesRead,
+	attrs := []any{"packets", res.Packets, "bytes", out.n, "files_read", res.FilesRead,
 		"duration", time.Since(start).Round(time.Millisecond)}
 	switch {
 	case err == nil:

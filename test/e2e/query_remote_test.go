@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,15 +82,24 @@ func TestRemoteQuery(t *testing.T) {
 		return b
 	}
 	ok := 0
+	globs := make([]string, 10_000)
+	for i := range globs {
+		globs[i] = fmt.Sprintf("x%04d*", i)
+	}
+	globs = append(globs, "rq?")
 	for _, c := range []struct {
 		name string
 		sel  []string // query's selection flags
 		curl string   // the same as parameters
+		post bool     // curl sends them as a POST body
 	}{
 		{"range and filter", []string{"--since", epoch(start + 5e9), "--until", epoch(start + 15e9), "udp"},
-			fmt.Sprintf("since=%s&until=%s&filter=udp", epoch(start+5e9), epoch(start+15e9))},
-		{"count across files", []string{"--agent", "rq*", "--count", "15000"}, "agent=rq%2A&count=15000"},
-		{"empty", []string{"--since", epoch(start + 3600e9)}, "since=" + epoch(start+3600e9)},
+			fmt.Sprintf("since=%s&until=%s&filter=udp", epoch(start+5e9), epoch(start+15e9)), false},
+		{"count across files", []string{"--agent", "rq*", "--count", "15000"}, "agent=rq%2A&count=15000", false},
+		{"empty", []string{"--since", epoch(start + 3600e9)}, "since=" + epoch(start+3600e9), false},
+		// Beyond a URL's 64 KiB: --from and curl send a POST body.
+		{"10 000 agent globs", []string{"--agent", strings.Join(globs, ","), "--count", "500"},
+			"agent=" + url.QueryEscape(strings.Join(globs, ",")) + "&count=500", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local, remote, viaCurl := filepath.Join(work, "local.pcapng"), filepath.Join(work, "remote.pcapng"), filepath.Join(work, "curl.pcapng")
@@ -104,9 +114,18 @@ func TestRemoteQuery(t *testing.T) {
 			if !strings.Contains(q.stderr.String(), `"packets":`) {
 				t.Errorf("remote query's summary missing: %s", q.stderr.String())
 			}
-			curl := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "--cacert", pem(certs, "ca"), "--cert", pem(certs, "agent-viewer"),
-				"--key", pem(certs, "agent-viewer-key"), "-H", "Authorization: Bearer e2e-query-token-0123456789",
-				"-o", viaCurl, "https://"+from+"/query?"+c.curl)
+			args := []string{"-sS", "--fail-with-body", "--cacert", pem(certs, "ca"), "--cert", pem(certs, "agent-viewer"),
+				"--key", pem(certs, "agent-viewer-key"), "-H", "Authorization: Bearer e2e-query-token-0123456789", "-o", viaCurl}
+			if c.post {
+				body := filepath.Join(work, "params")
+				if err := os.WriteFile(body, []byte(c.curl), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--data-binary", "@"+body, "https://"+from+"/query")
+			} else {
+				args = append(args, "https://"+from+"/query?"+c.curl)
+			}
+			curl := exec.CommandContext(ctx, "curl", args...)
 			if out, err := curl.CombinedOutput(); err != nil {
 				t.Fatalf("curl: %v\n%s", err, out)
 			}
@@ -152,6 +171,13 @@ func TestRemoteQuery(t *testing.T) {
 	if err != nil || !strings.Contains(string(curlOut), "client certificate required") {
 		t.Errorf("curl without a certificate: %v, %q", err, curlOut)
 	}
+	// A pair that does not decode is refused, naming it, never dropped.
+	curlOut, err = exec.CommandContext(ctx, "curl", "-sS", "--cacert", pem(certs, "ca"), "--cert", pem(certs, "agent-viewer"),
+		"--key", pem(certs, "agent-viewer-key"), "-H", "Authorization: Bearer e2e-query-token-0123456789",
+		"-w", " %{http_code}", "https://"+from+"/query?agent=%ZZ").CombinedOutput()
+	if err != nil || !strings.Contains(string(curlOut), `parameter "agent=%ZZ": invalid URL escape "%ZZ"`) || !strings.HasSuffix(string(curlOut), " 400") {
+		t.Errorf("curl with agent=%%ZZ: %v, %q", err, curlOut)
+	}
 
 	// --query-max 1: a query whose client takes nothing holds the slot
 	// (its output is larger than the socket buffers); the next is 503.
@@ -172,13 +198,13 @@ func TestRemoteQuery(t *testing.T) {
 		return nil
 	})
 	m := scrapeMetrics(t, maddr)
-	for result, want := range map[string]float64{"ok": float64(ok), "unauthorized": 2 + 1, "forbidden": 3, "bad_request": 1, "busy": 1} {
+	for result, want := range map[string]float64{"ok": float64(ok), "unauthorized": 2 + 1, "forbidden": 3, "bad_request": 2, "busy": 1} {
 		if v, err := m.Lookup("pcapsync_query_requests_total", "result="+result); err != nil || v != want {
 			t.Errorf("pcapsync_query_requests_total{result=%q} = %v (%v), want %v", result, v, err, want)
 		}
 	}
 	coll.stop(20 * time.Second)
-	if s := coll.collectorSummary().Query; s == nil || s.Served != uint64(ok) || s.Canceled != 1 || s.Refused != 2+1+3+1+1 {
+	if s := coll.collectorSummary().Query; s == nil || s.Served != uint64(ok) || s.Canceled != 1 || s.Refused != 2+1+3+2+1 {
 		t.Errorf("collector summary's query part %+v", s)
 	}
 }
