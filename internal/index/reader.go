@@ -49,6 +49,14 @@ type Index struct {
 // Host match for blocks of IPv4 packets only.
 func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 
+// KeysWide reports whether the filters hold every key libpcap's host,
+// port and protocol primitives can match in a block's packets
+// (WideVersion on; format.go): only then may Select be given a Match.
+// The filters of older versions may miss packets whose headers are
+// cut short or inconsistent; a reader selects their blocks by time
+// only, and RebuildDir rebuilds them.
+func (ix *Index) KeysWide() bool { return ix.Version >= WideVersion }
+
 // Open reads and verifies the index of the data file at dataPath (a
 // finished file or one ending in ".part", still being written). It
 // fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch,
