@@ -364,9 +364,13 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 }
 
 // fileMatch is what the file of ix may be asked, given its head: nil
-// (time only) when the head does not parse or describes an interface
-// whose link type the index does not key.
+// (time only) when the index is of a version before
+// index.WideVersion, or the head does not parse or describes an
+// interface whose link type the index does not key.
 func (sel *selection) fileMatch(ix *index.Index, head []byte) *index.Match {
+	if !ix.KeysWide() {
+		return nil // its filters may miss packets libpcap matches
+	}
 	lts, ok := headLinkTypes(head)
 	if !ok || len(lts) != ix.HeadIfaces {
 		return nil
