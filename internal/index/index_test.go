@@ -427,3 +427,25 @@ func TestFilterShare(t *testing.T) {
 	}
 	t.Logf("%d keys in %d bits, %d probes: %d%% false positives", blk.Keys, 64*len(blk.filter), probes(len(blk.filter), blk.Keys), 100*fp/hosts)
 }
+
+// BenchmarkAddIPv6: indexing one IPv6 TCP packet (not cached by flow),
+// of one source address or of a new one each time (1024 per block).
+func BenchmarkAddIPv6(b *testing.B) {
+	for _, flows := range []int{1, 1024} {
+		b.Run("flows="+itoa(flows), func(b *testing.B) {
+			p := eth(0x86dd, 0, ipv6("2001:db8::1", "2001:db8::2", 6, append(ports(1234, 80), make([]byte, 512)...)))
+			var bl Builder
+			bl.Reset("f.pcapng", CodecNone, 1, 4096, 0, 0)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p)))
+			for i := 0; b.Loop(); i++ {
+				binary.BigEndian.PutUint32(p[14+20:], uint32(i%flows))
+				bl.Add(linkEthernet, int64(i), p)
+				if i&1023 == 1023 {
+					bl.EndBlock(int64(i), 1, 0)
+					bl.Clear()
+				}
+			}
+		})
+	}
+}
