@@ -133,7 +133,9 @@ func (t *mterm) simplify(arp bool) *mterm {
 }
 
 // indexMatch is t as the index of a file is asked (see simplify for
-// arp); nil: select by time only.
+// arp: true for an index that does not key the addresses of ARP and
+// RARP, which a query no longer asks anything but times); nil: select
+// by time only.
 func (t *mterm) indexMatch(arp bool) *index.Match { return t.simplify(arp).match() }
 
 func (t *mterm) match() *index.Match {
