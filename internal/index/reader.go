@@ -489,7 +489,9 @@ func Host(a netip.Addr) *Match { return keyMatch(addrKey(a)) }
 func Port(p uint16) *Match { return keyMatch(portKey(p)) }
 
 // Proto matches blocks that may hold IPv4 or IPv6 packets of protocol
-// p (for IPv6, the first header after the extension headers).
+// p: ip[9], or for IPv6 ip6[6], ip6[40] after a fragment header, or the
+// first header after the extension headers (version 4 on; before, only
+// the last).
 func Proto(p uint8) *Match { return keyMatch(protoKey(p)) }
 
 // And matches blocks that every one of ms may match.
