@@ -111,13 +111,23 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int, end int64) {
 	if b.set.n > 0 {
 		words = bloomWords(b.set.n, limit)
 	}
+	if b.set.wild {
+		words = max(words, 1)
+	}
 	p := probes(words, b.set.n)
 	if cap(b.filter) < words {
 		b.filter = make([]uint64, words, 2*words)
 	}
 	f := b.filter[:words]
 	clear(f)
-	if words > 0 {
+	switch {
+	case b.set.wild:
+		// A packet of a link type whose keys are not read: the block
+		// matches every key (every bit set).
+		for i := range f {
+			f[i] = ^uint64(0)
+		}
+	case words > 0:
 		for _, k := range b.set.slots {
 			if k != 0 {
 				bloomAdd(f, k, p)

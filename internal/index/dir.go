@@ -46,8 +46,9 @@ const tempAge = time.Minute
 
 // RebuildDir walks dir (an output root, or one agent's directory) and
 // gives every closed data file a valid index: files whose index is
-// missing or does not verify (Open: damaged, stale, untrusted, or a
-// link, FIFO or device in its place) are indexed (Build, blocks of
+// missing, does not verify (Open: damaged, stale, untrusted, or a
+// link, FIFO or device in its place) or is of a version before
+// WideVersion (Index.KeysWide: its filters may miss packets) are indexed (Build, blocks of
 // blockBytes; 0: DefaultBlockBytes) and the index written in place
 // (WriteFile); indexes whose data file is gone are removed. Files still
 // being written (".part") and hidden directories are left alone, and
@@ -118,10 +119,13 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 			return nil
 		}
 		rep.Files++
-		_, oerr := Open(path)
-		if oerr == nil {
+		ix, oerr := Open(path)
+		switch {
+		case oerr == nil && ix.KeysWide():
 			rep.Valid++
 			return nil
+		case oerr == nil:
+			oerr = ErrVersion // sound, but its filters may miss packets: rebuilt
 		}
 		b, err := Build(ctx, path, blockBytes)
 		switch {

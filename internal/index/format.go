@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// An index file (Version 3), all integers little-endian:
+// An index file (Version 4), all integers little-endian:
 //
 //	header:
 //	  0  magic      "PSIX"
-//	  4  version    u8 (3; 1 and 2 are read too)
+//	  4  version    u8 (4; 1 to 3 are read too)
 //	  5  codec      u8 (Codec of the data file)
 //	  6  headIfaces u16: interfaces described by the data file's head
 //	  8  blockBytes u32: the block size the writer aimed at
@@ -34,7 +34,8 @@ import (
 //	  48 keys    u32: distinct keys added to the filter
 //	  52 words   u32: filter size in 64-bit words
 //	  56 filter  [words]u64: Bloom filter of the block's keys (bloom.go),
-//	                probed min(7, max(1, words·64·ln2/keys)) times
+//	                probed min(7, max(1, words·64·ln2/keys)) times;
+//	                every bit set: the block matches every key
 //	end payload (kind 'E'), last record of the index of a closed file:
 //	  0  dataSize u64: size of the data file on disk
 //	  8  rawSize  u64: size of its decoded pcapng stream
@@ -53,6 +54,17 @@ import (
 // `pcapsync index` rebuilds it. Record kinds may be added within a
 // version only if readers may skip them: readers refuse unknown kinds.
 //
+// Version 4 changes what the filters mean, not the layout: a block's
+// keys are never narrower than what libpcap's host, port and protocol
+// primitives match in its packets (packetKeys: fields of headers cut
+// short, IPv4 by the ethertype whatever its version nibble, ports at
+// the offset the IPv4 header length says, the protocol after an IPv6
+// fragment header, ...), and a block holding a packet of a link type
+// whose keys are not read has every bit of its filter set. The filters
+// of versions 1 to 3 may miss packets libpcap matches (Index.KeysWide):
+// they are read, for times and offsets, but not asked for keys, and
+// `pcapsync index` rebuilds them.
+//
 // Version 3 adds the codec CodecZstdFrames (a zstd file of a frame per
 // block, whose blocks' seek offsets are frame starts), which readers of
 // version 2 would have refused as damaged. Version 2 keys the IPv4
@@ -60,7 +72,10 @@ import (
 // layout, did not: its filters cannot say whether a block holds an ARP
 // packet naming an address (Index.KeysARP).
 const (
-	Version = 3
+	Version = 4
+	// WideVersion is the first version whose filters are never
+	// narrower than libpcap (Index.KeysWide).
+	WideVersion = 4
 	// MinVersion is the oldest version readers accept.
 	MinVersion = 1
 

@@ -15,7 +15,8 @@ import (
 // as a file being written encodes to a prefix of the input. An index
 // that Check accepts for a data file has every block within it. The
 // input, read as packets, also drives a Builder: what it builds parses
-// whole, round-trips, and its filters hold every key of its packets.
+// whole, round-trips, and its filters hold every key of its packets
+// (every bit set for a packet of a link type not keyed).
 func FuzzParse(f *testing.F) {
 	good := sample(f)
 	f.Add(good)
@@ -92,7 +93,7 @@ func checkBuilt(t *testing.T, b []byte) {
 	t.Helper()
 	var bl Builder
 	bl.Reset("f.pcapng", CodecNone, 1, 4096, 100, 100)
-	links := []uint32{linkEthernet, linkRaw, linkSLL, linkSLL2, linkNull}
+	links := []uint32{linkEthernet, linkRaw, linkSLL, linkSLL2, linkNull, linkLoop, linkIPv4, linkIPv6, 105}
 	type pkt struct {
 		block int
 		lt    uint32
@@ -128,6 +129,9 @@ func checkBuilt(t *testing.T, b []byte) {
 		blk := &ix.All[p.block]
 		s.reset()
 		packetKeys(&s, p.lt, p.data)
+		if s.wild && !saturated(blk.filter) {
+			t.Fatalf("block %d: a packet of link type %d, not keyed, in a filter not full", p.block, p.lt)
+		}
 		for _, k := range s.slots {
 			if k != 0 && !bloomHas(blk.filter, k, probes(len(blk.filter), blk.Keys)) {
 				t.Fatalf("block %d: a key of its packet is not in its filter", p.block)

@@ -86,20 +86,23 @@ func TestPacketKeys(t *testing.T) {
 			[]*Match{Host(a6), Host(b6), Port(53), Port(5353), Proto(17)},
 			[]*Match{Host(a4), Proto(6)}},
 		{"ipv6 extension header", linkRaw, ipv6("2001:db8::1", "2001:db8::2", 0, ext),
-			[]*Match{Host(a6), Port(4000), Port(443), Proto(17)}, []*Match{Proto(0)}},
+			[]*Match{Host(a6), Port(4000), Port(443), Proto(17), Proto(0)}, []*Match{Proto(6)}}, // ip6 proto 0: ip6[6]
 		{"later ipv4 fragment", linkIPv4, frag,
 			[]*Match{Host(a4), Host(b4), Proto(17)}, []*Match{Port(53), Port(5353)}},
 		{"linux cooked", linkSLL, append(sll, ipv4("10.1.2.3", "192.0.2.7", 1, nil)...),
 			[]*Match{Host(a4), Proto(1)}, []*Match{Port(0)}},
 		{"cut short", linkEthernet, eth(0x0800, 0, ipv4("10.1.2.3", "192.0.2.7", 6, nil))[:30],
-			nil, []*Match{Host(a4), Host(b4), Proto(6)}},
+			[]*Match{Host(a4), Proto(6)}, []*Match{Host(b4)}}, // libpcap's host matches the source it has
+		{"cut before the ip protocol", linkEthernet, eth(0x0800, 0, ipv4("10.1.2.3", "192.0.2.7", 6, nil))[:23],
+			nil, []*Match{Host(a4), Proto(6)}},
 		{"arp", linkEthernet, eth(0x0806, 0, arp("10.1.2.3", "192.0.2.7")),
 			[]*Match{Host(a4), Host(b4)}, []*Match{Proto(0), Host(netip.MustParseAddr("10.0.0.1"))}},
 		{"rarp in a vlan", linkEthernet, eth(0x8035, 1, arp("10.1.2.3", "192.0.2.7")), []*Match{Host(a4), Host(b4)}, nil},
 		{"arp cut before the target", linkSLL, append(append(make([]byte, 14), 0x08, 0x06), arp("10.1.2.3", "192.0.2.7")[:20]...),
 			[]*Match{Host(a4)}, []*Match{Host(b4)}},
 		{"not ip", linkEthernet, eth(0x88cc, 0, make([]byte, 28)), nil, []*Match{Proto(0)}},
-		{"unknown link type", 147, ipv4("10.1.2.3", "192.0.2.7", 6, ports(1, 2)), nil, []*Match{Host(a4)}},
+		{"unknown link type", 147, ipv4("10.1.2.3", "192.0.2.7", 6, ports(1, 2)), // every key: libpcap may read it
+			[]*Match{Host(a4), Host(a6), Port(9), Proto(99)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,20 +130,23 @@ func arp(sender, target string) []byte {
 	return b
 }
 
-// TestVersions: an index of version 1 is read, and says it does not key
-// ARP; versions outside MinVersion..Version are refused.
+// TestVersions: indexes of versions 1 to 3 are read, and say what
+// their filters hold (version 1: no ARP; before WideVersion: not every
+// key libpcap matches); versions outside MinVersion..Version are
+// refused.
 func TestVersions(t *testing.T) {
 	good := sample(t)
 	ix, err := Parse(good, false)
-	if err != nil || ix.Version != Version || !ix.KeysARP() {
-		t.Fatalf("current version: %v, version %d, keys ARP %v", err, ix.Version, ix.KeysARP())
+	if err != nil || ix.Version != Version || !ix.KeysARP() || !ix.KeysWide() {
+		t.Fatalf("current version: %v, version %d, keys ARP %v, wide %v", err, ix.Version, ix.KeysARP(), ix.KeysWide())
 	}
-	for _, v := range []byte{0, 1, Version + 1} {
+	for _, v := range []byte{0, 1, 2, 3, Version + 1} {
 		ix, err := Parse(withVersion(good, v), false)
+		old := v >= MinVersion && v < WideVersion
 		switch {
-		case v == 1 && (err != nil || ix.Version != 1 || ix.KeysARP() || len(ix.All) != 20):
-			t.Errorf("version 1: %v, %+v", err, ix)
-		case v != 1 && !errors.Is(err, ErrVersion):
+		case old && (err != nil || ix.Version != int(v) || ix.KeysARP() != (v >= 2) || ix.KeysWide() || len(ix.All) != 20):
+			t.Errorf("version %d: %v, %+v", v, err, ix)
+		case !old && !errors.Is(err, ErrVersion):
 			t.Errorf("version %d: %v, want ErrVersion", v, err)
 		}
 	}
@@ -420,4 +426,26 @@ func TestFilterShare(t *testing.T) {
 		t.Fatalf("%d of %d absent hosts match", fp, hosts)
 	}
 	t.Logf("%d keys in %d bits, %d probes: %d%% false positives", blk.Keys, 64*len(blk.filter), probes(len(blk.filter), blk.Keys), 100*fp/hosts)
+}
+
+// BenchmarkAddIPv6: indexing one IPv6 TCP packet (not cached by flow),
+// of one source address or of a new one each time (1024 per block).
+func BenchmarkAddIPv6(b *testing.B) {
+	for _, flows := range []int{1, 1024} {
+		b.Run("flows="+itoa(flows), func(b *testing.B) {
+			p := eth(0x86dd, 0, ipv6("2001:db8::1", "2001:db8::2", 6, append(ports(1234, 80), make([]byte, 512)...)))
+			var bl Builder
+			bl.Reset("f.pcapng", CodecNone, 1, 4096, 0, 0)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p)))
+			for i := 0; b.Loop(); i++ {
+				binary.BigEndian.PutUint32(p[14+20:], uint32(i%flows))
+				bl.Add(linkEthernet, int64(i), p)
+				if i&1023 == 1023 {
+					bl.EndBlock(int64(i), 1, 0)
+					bl.Clear()
+				}
+			}
+		})
+	}
 }

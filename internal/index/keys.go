@@ -62,14 +62,36 @@ func addrKey(a netip.Addr) uint64 {
 type keySink interface{ add(k uint64) }
 
 // packetKeys adds to s the keys of one packet captured with link type
-// lt: its IPv4/IPv6 source and destination addresses, its IP protocol
-// (for IPv6: the first header that is not an extension header) and,
-// for TCP, UDP and SCTP in a first fragment, its source and destination
-// ports; for ARP and RARP, the IPv4 addresses arpKeys reads. Ethernet
-// with up to three VLAN tags, Linux cooked (v1, v2),
-// BSD loopback and raw IP are parsed; anything else, or a packet cut
-// too short, adds what its bytes hold. It reads only headers and does
-// not allocate.
+// lt: every field libpcap's host, port and protocol primitives can
+// match, read as libpcap reads it, so that the keys of a block are
+// never narrower than what a filter selects (docs/index.md, "Never
+// narrower than libpcap"):
+//
+//   - the network layer by the link header's type field, as libpcap
+//     decides it (Ethernet's ethertype at offset 12, Linux cooked v1's
+//     at 14 and v2's at 0, the address family of BSD loopback in either
+//     byte order, the version nibble of raw IP), never by the IP
+//     header's own version: ethertype 0x0800 is IPv4 whatever its
+//     version nibble says, 0x86dd IPv6;
+//   - each field whose bytes were captured, on its own: an IPv4 source
+//     address with the destination cut off, a TCP source port without
+//     its destination port;
+//   - IPv4 ports where libpcap looks for them: after ip[0]&0xf 32-bit
+//     words, whatever that header length (under 5 included), in a
+//     packet whose fragment offset is 0;
+//   - IPv6: the next header of the fixed header, the one after a
+//     fragment header that follows it (ip6[40]), the ports at ip6[40]
+//     and ip6[42] when the fixed header's next header is TCP, UDP or
+//     SCTP, and, beyond what libpcap reads, the protocol and ports
+//     after the hop-by-hop, routing, fragment, destination-options and
+//     authentication headers;
+//   - ARP and RARP: the IPv4 addresses arpKeys reads.
+//
+// Ethernet frames with up to three VLAN tags are also keyed by what
+// they carry (libpcap looks inside only when the filter says vlan).
+// A packet of a link type not listed marks the block as matching
+// every key (keySet.wild). It reads only headers and does not
+// allocate.
 func packetKeys(s *keySet, lt uint32, p []byte) {
 	var et uint16
 	switch lt {
@@ -112,18 +134,13 @@ func packetKeys(s *keySet, lt uint32, p []byte) {
 		if len(p) < 4 {
 			return
 		}
-		fam := binary.LittleEndian.Uint32(p)
-		if fam > 0xffff {
-			fam = binary.BigEndian.Uint32(p)
+		et = loopType(binary.LittleEndian.Uint32(p))
+		if et == 0 {
+			et = loopType(binary.BigEndian.Uint32(p))
 		}
 		p = p[4:]
-		switch fam {
-		case 2:
-			et = 0x0800
-		case 10, 24, 28, 30:
-			et = 0x86dd
-		}
 	default:
+		s.wild = true
 		return
 	}
 	switch et {
@@ -134,6 +151,18 @@ func packetKeys(s *keySet, lt uint32, p []byte) {
 	case 0x0806, 0x8035: // ARP, RARP
 		arpKeys(s, p)
 	}
+}
+
+// loopType is the ethertype of a BSD loopback address family: IPv4, or
+// IPv6 as any system numbers it; 0 for anything else.
+func loopType(fam uint32) uint16 {
+	switch fam {
+	case 2:
+		return 0x0800
+	case 10, 24, 28, 30:
+		return 0x86dd
+	}
+	return 0
 }
 
 // arpKeys adds the IPv4 addresses an ARP or RARP packet names where
@@ -151,19 +180,26 @@ func arpKeys(s *keySet, p []byte) {
 	}
 }
 
+// ipv4Keys adds the keys of an IPv4 header at p as libpcap reads it:
+// whatever its version nibble, ports at the offset its header length
+// says (0 to 60 bytes), each field that was captured.
 func ipv4Keys(s *keySet, p []byte) {
-	if len(p) < 20 || p[0]>>4 != 4 {
+	be := binary.BigEndian
+	if len(p) < 20 {
+		ipv4Cut(s, p)
 		return
 	}
 	proto := p[9]
 	ihl := int(p[0]&0x0f) * 4
-	ports := !(ihl < 20 || binary.BigEndian.Uint16(p[6:])&0x1fff != 0 || len(p) < ihl) // else a later fragment
+	ports := (proto == 6 || proto == 17 || proto == 132) && be.Uint16(p[6:])&0x1fff == 0 // else a later fragment
 	// The packet before was of the same flow, most often: its keys are
 	// in the set already.
-	t := flow{a: binary.BigEndian.Uint64(p[12:]), proto: uint32(proto) | 4<<8}
-	if ports && (proto == 6 || proto == 17 || proto == 132) && len(p) >= ihl+4 {
-		t.ports = binary.BigEndian.Uint32(p[ihl:])
+	t := flow{a: be.Uint64(p[12:]), proto: uint32(proto) | 4<<8}
+	if ports && len(p) >= ihl+4 {
+		t.ports = be.Uint32(p[ihl:])
 		t.proto |= 1 << 16
+	} else if ports && len(p) >= ihl+2 {
+		s.add(portKey(be.Uint16(p[ihl:]))) // the destination port cut off
 	}
 	if s.last == t {
 		return
@@ -172,8 +208,33 @@ func ipv4Keys(s *keySet, p []byte) {
 	s.add(addr4Key(uint32(t.a >> 32)))
 	s.add(addr4Key(uint32(t.a)))
 	s.add(protoKey(proto))
-	if ports {
-		portKeys(s, proto, p[ihl:])
+	if t.proto&(1<<16) != 0 {
+		s.add(portKey(uint16(t.ports >> 16)))
+		s.add(portKey(uint16(t.ports)))
+	}
+}
+
+// ipv4Cut adds the keys of an IPv4 header cut short of its addresses:
+// the protocol, the source address and the ports libpcap can still
+// read (a header length under 5 puts them inside the header).
+func ipv4Cut(s *keySet, p []byte) {
+	be := binary.BigEndian
+	if len(p) < 10 {
+		return
+	}
+	proto := p[9]
+	s.add(protoKey(proto))
+	if len(p) >= 16 {
+		s.add(addr4Key(be.Uint32(p[12:])))
+	}
+	ihl := int(p[0]&0x0f) * 4
+	if (proto == 6 || proto == 17 || proto == 132) && be.Uint16(p[6:])&0x1fff == 0 {
+		if len(p) >= ihl+2 {
+			s.add(portKey(be.Uint16(p[ihl:])))
+		}
+		if len(p) >= ihl+4 {
+			s.add(portKey(be.Uint16(p[ihl+2:])))
+		}
 	}
 }
 
@@ -185,14 +246,34 @@ type flow struct {
 	proto uint32 // protocol | 4<<8 | 1<<16 if ports are set; 0: no flow
 }
 
+// ipv6Keys adds the keys of an IPv6 header at p: what libpcap reads
+// (whatever the version nibble; each field that was captured), then
+// the protocol and ports after the extension headers.
 func ipv6Keys(s *keySet, p []byte) {
-	if len(p) < 40 || p[0]>>4 != 6 {
+	be := binary.BigEndian
+	if len(p) < 40 {
+		if len(p) >= 7 {
+			s.add(protoKey(p[6]))
+		}
+		if len(p) >= 24 {
+			s.add(addr6Key(be.Uint64(p[8:]), be.Uint64(p[16:])))
+		}
 		return
 	}
-	be := binary.BigEndian
 	s.add(addr6Key(be.Uint64(p[8:]), be.Uint64(p[16:])))
 	s.add(addr6Key(be.Uint64(p[24:]), be.Uint64(p[32:])))
 	next := p[6]
+	switch next {
+	case 6, 17, 132:
+		// libpcap's ports, and the walk's: at ip6[40].
+	case 44:
+		s.add(protoKey(next))
+		if len(p) >= 41 {
+			s.add(protoKey(p[40])) // libpcap's "ip6 proto N" looks past a fragment header
+		}
+	default:
+		s.add(protoKey(next))
+	}
 	p = p[40:]
 	for range 8 {
 		switch next {
@@ -238,10 +319,16 @@ func ipv6Keys(s *keySet, p []byte) {
 	portKeys(s, next, p)
 }
 
+// portKeys adds the ports of a TCP, UDP or SCTP header at p, each if
+// it was captured.
 func portKeys(s *keySet, proto uint8, p []byte) {
-	if (proto == 6 || proto == 17 || proto == 132) && len(p) >= 4 {
-		s.add(portKey(binary.BigEndian.Uint16(p)))
-		s.add(portKey(binary.BigEndian.Uint16(p[2:])))
+	if proto == 6 || proto == 17 || proto == 132 {
+		if len(p) >= 2 {
+			s.add(portKey(binary.BigEndian.Uint16(p)))
+		}
+		if len(p) >= 4 {
+			s.add(portKey(binary.BigEndian.Uint16(p[2:])))
+		}
 	}
 }
 
@@ -252,6 +339,9 @@ type keySet struct {
 	slots []uint64 // 0: empty; a key hashing to 0 is stored as 1
 	n     int
 	last  flow // of the last IPv4 packet added; zero after reset
+	// wild: a packet of a link type packetKeys does not read was
+	// added; the block's filter matches every key.
+	wild bool
 }
 
 func (s *keySet) add(k uint64) {
@@ -291,4 +381,5 @@ func (s *keySet) reset() {
 		s.n = 0
 	}
 	s.last = flow{}
+	s.wild = false
 }

@@ -49,6 +49,14 @@ type Index struct {
 // Host match for blocks of IPv4 packets only.
 func (ix *Index) KeysARP() bool { return ix.Version >= 2 }
 
+// KeysWide reports whether the filters hold every key libpcap's host,
+// port and protocol primitives can match in a block's packets
+// (WideVersion on; format.go): only then may Select be given a Match.
+// The filters of older versions may miss packets whose headers are
+// cut short or inconsistent; a reader selects their blocks by time
+// only, and RebuildDir rebuilds them.
+func (ix *Index) KeysWide() bool { return ix.Version >= WideVersion }
+
 // Open reads and verifies the index of the data file at dataPath (a
 // finished file or one ending in ".part", still being written). It
 // fails with an error wrapping ErrDamaged, ErrVersion, ErrMismatch,
@@ -481,7 +489,9 @@ func Host(a netip.Addr) *Match { return keyMatch(addrKey(a)) }
 func Port(p uint16) *Match { return keyMatch(portKey(p)) }
 
 // Proto matches blocks that may hold IPv4 or IPv6 packets of protocol
-// p (for IPv6, the first header after the extension headers).
+// p: ip[9], or for IPv6 ip6[6], ip6[40] after a fragment header, or the
+// first header after the extension headers (version 4 on; before, only
+// the last).
 func Proto(p uint8) *Match { return keyMatch(protoKey(p)) }
 
 // And matches blocks that every one of ms may match.

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
+	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -449,5 +451,44 @@ func TestWriteInRefusesLinkedDirectories(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
 		t.Fatalf("created beyond the link: %v", ents)
+	}
+}
+
+// TestUnkeyedLinkType (issue 24): the blocks of packets of a link type
+// whose keys are not read (802.11 here) match every key, so that no
+// filter skips them; an index whose filters say otherwise is refused.
+func TestUnkeyedLinkType(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "w.pcapng")
+	writeData(t, data, 40, 3, 1_700_000_000_000_000_000)
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint16(b[28+8:], 105) // the interface's link type
+	if err := os.WriteFile(data, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := Build(context.Background(), data, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(data, idx); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := And(Host(netip.MustParseAddr("192.0.2.99")), Port(7), Proto(250))
+	if n := len(ix.All); n < 2 || len(ix.Select(math.MinInt64, math.MaxInt64, m)) != 1 || ix.Select(math.MinInt64, math.MaxInt64, m)[0].N != n {
+		t.Fatalf("%d blocks; selected %+v, want all", n, ix.Select(math.MinInt64, math.MaxInt64, m))
+	}
+	forge(t, data, func(ix *Index) {
+		for i := range ix.All {
+			ix.All[i].filter[0] = 0
+		}
+	})
+	if _, err := Open(data); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("filters not full: %v, want ErrMismatch", err)
 	}
 }

@@ -301,13 +301,16 @@ func (p *prober) packet(b *Block, body []byte) error {
 	if ts < b.First || ts > b.Last {
 		return mismatch("packet at %d, the block claims %d to %d", ts, b.First, b.Last)
 	}
-	if p.ix.Version < 2 || ifc >= int64(len(p.links)) {
-		return nil // ARP unkeyed, or the link type unknown: time only
+	if !p.ix.KeysWide() || ifc >= int64(len(p.links)) {
+		return nil // filters not asked for keys, or the link type unknown: time only
 	}
 	data := body[20:]
 	data = data[:min(int64(len(data)), int64(le.Uint32(body[12:])))]
 	p.set.reset()
 	packetKeys(&p.set, p.links[ifc], data)
+	if p.set.wild && !saturated(b.filter) {
+		return mismatch("a packet of a link type not keyed in a block whose filter is not full")
+	}
 	pr := probes(len(b.filter), b.Keys)
 	for _, k := range p.set.slots {
 		if k != 0 && !bloomHas(b.filter, k, pr) {
@@ -315,4 +318,15 @@ func (p *prober) packet(b *Block, body []byte) error {
 		}
 	}
 	return nil
+}
+
+// saturated reports whether the filter f has every bit set (and so
+// matches every key).
+func saturated(f []uint64) bool {
+	for _, w := range f {
+		if w != ^uint64(0) {
+			return false
+		}
+	}
+	return len(f) > 0
 }

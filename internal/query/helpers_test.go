@@ -25,8 +25,9 @@ type tp struct {
 	ts    int64
 	iface int
 	port  uint16
-	host  byte // if set, the source address is 10.9.9.host
-	pad   int  // bytes of zeros after the frame
+	host  byte   // if set, the source address is 10.9.9.host
+	pad   int    // bytes of zeros after the frame
+	data  []byte // if set, the frame's captured bytes (host, port and pad ignored)
 }
 
 // ref is a packet as the test wrote it, for the expected result.
@@ -109,6 +110,9 @@ func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
 			data = append(data, make([]byte, p.pad)...)
 			if p.host != 0 {
 				copy(data[14+12:], []byte{10, 9, 9, p.host})
+			}
+			if p.data != nil {
+				data = p.data
 			}
 			orig := uint32(len(data) + 7)
 			e.Append(base+p.ts, uint32(p.iface), orig, data)

@@ -133,7 +133,9 @@ func (t *mterm) simplify(arp bool) *mterm {
 }
 
 // indexMatch is t as the index of a file is asked (see simplify for
-// arp); nil: select by time only.
+// arp: true for an index that does not key the addresses of ARP and
+// RARP, which a query no longer asks anything but times); nil: select
+// by time only.
 func (t *mterm) indexMatch(arp bool) *index.Match { return t.simplify(arp).match() }
 
 func (t *mterm) match() *index.Match {
@@ -287,9 +289,20 @@ func (p *mparser) primitive() *mterm {
 // protocol terms.
 var protoNums = map[string]uint8{"tcp": 6, "udp": 17, "icmp": 1, "icmp6": 58, "sctp": 132, "igmp": 2}
 
-// ipv6Ext are the IPv6 headers the index walks past, keying only the
-// protocol after them: "ip6 proto 0" cannot be asked of it.
-func ipv6Ext(n uint8) bool { return n == 0 || n == 43 || n == 44 || n == 51 || n == 60 }
+// pcapNumber parses a number as libpcap's scanner does: "0x" and hex
+// digits, a leading 0 and octal digits ("port 053" is port 43), else
+// decimal, within 32 bits; ok false where libpcap fails ("08").
+func pcapNumber(s string) (n uint32, ok bool) {
+	base := 10
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, s = 8, s[1:]
+	}
+	v, err := strconv.ParseUint(s, base, 32)
+	return uint32(v), err == nil
+}
 
 // translate maps one primitive, as words, to a term.
 func translate(w []string) *mterm {
@@ -325,8 +338,8 @@ func translate(w []string) *mterm {
 			return &mterm{op: mHost, addr: a}
 		}
 	case "port":
-		n, err := strconv.ParseUint(w[1], 10, 16)
-		if err != nil {
+		n, ok := pcapNumber(w[1])
+		if !ok || n > 0xffff {
 			return unknownTerm
 		}
 		switch proto {
@@ -340,12 +353,15 @@ func translate(w []string) *mterm {
 		var n uint8
 		if k, ok := protoNums[v]; ok && v != "icmp6" && v != "igmp" {
 			n = k
-		} else if k, err := strconv.ParseUint(v, 10, 8); err == nil {
+		} else if k, ok := pcapNumber(v); ok && k <= 0xff {
 			n = uint8(k)
 		} else {
 			return unknownTerm
 		}
-		if proto == "ip" || proto == "ip6" && !ipv6Ext(n) {
+		// The index keys ip6[6], and ip6[40] after a fragment header,
+		// where libpcap's "ip6 proto N" looks, extension headers
+		// included.
+		if proto == "ip" || proto == "ip6" {
 			return &mterm{op: mProto, proto: n}
 		}
 	}

@@ -34,7 +34,15 @@ func TestFilterTerms(t *testing.T) {
 		{"icmp", "proto(1)"},
 		{"ip proto 47", "proto(47)"},
 		{"ip proto \\tcp", "proto(6)"},
-		{"ip6 proto 0", "?"}, // a header the index walks past
+		{"ip6 proto 0", "proto(0)"}, // ip6[6], keyed whatever it is
+		{"port 053", "port(43)"},    // octal, as libpcap reads it
+		{"port 0x35", "port(53)"},
+		{"port 0", "port(0)"},
+		{"port 08", "?"}, // libpcap: not an octal digit
+		{"port 65536", "?"},
+		{"ip6 proto 054", "proto(44)"},
+		{"ip proto 0x11", "proto(17)"},
+		{"ip proto 300", "?"},
 		{"ip6 proto 17", "proto(17)"},
 		{"proto 6", "?"},
 		{"host 10.0.0.1 and port 80", "and(host(10.0.0.1,arp) port(80))"},

@@ -127,15 +127,15 @@ func (s *fileSource) bytesRead() int64 { return s.sp.n }
 // and what its filter needs.
 type selection struct {
 	since, until int64
-	// match for files whose link types may carry ARP, and for those
-	// that cannot; nil: time only.
-	matchARP, matchNoARP *index.Match
-	noIndex              bool // read every file whole
+	// match is what the indexes of version index.WideVersion on are
+	// asked (they key the addresses of ARP and RARP); nil: time only.
+	match   *index.Match
+	noIndex bool // read every file whole
 }
 
 func newSelection(since, until int64, filter string, noIndex bool) *selection {
 	t := filterTerms(filter)
-	return &selection{since: since, until: until, matchARP: t.indexMatch(true), matchNoARP: t.indexMatch(false), noIndex: noIndex}
+	return &selection{since: since, until: until, match: t.indexMatch(false), noIndex: noIndex}
 }
 
 // openFile opens fi for reading. A .part is first scanned for the end
@@ -228,12 +228,9 @@ func headSeg(ix *index.Index, limit int64) seg {
 	return g
 }
 
-// Link types whose packets the index keys (see internal/index's
-// keys.go), and those of them that may carry ARP or RARP.
-var (
-	indexedLink = map[uint16]bool{0: true, 1: true, 12: true, 101: true, 108: true, 113: true, 228: true, 229: true, 276: true}
-	arpLink     = map[uint16]bool{1: true, 113: true, 276: true}
-)
+// indexedLink are the link types whose packets the index keys (see
+// internal/index's keys.go).
+var indexedLink = map[uint16]bool{0: true, 1: true, 12: true, 101: true, 108: true, 113: true, 228: true, 229: true, 276: true}
 
 // plan returns the segments of the file of ix to read after its head
 // (whose bytes are head; nil if too long): the blocks that may hold
@@ -364,22 +361,21 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 }
 
 // fileMatch is what the file of ix may be asked, given its head: nil
-// (time only) when the head does not parse or describes an interface
-// whose link type the index does not key.
+// (time only) when the index is of a version before
+// index.WideVersion, or the head does not parse or describes an
+// interface whose link type the index does not key.
 func (sel *selection) fileMatch(ix *index.Index, head []byte) *index.Match {
+	if !ix.KeysWide() {
+		return nil // its filters may miss packets libpcap matches
+	}
 	lts, ok := headLinkTypes(head)
 	if !ok || len(lts) != ix.HeadIfaces {
 		return nil
 	}
-	arp := false
 	for _, lt := range lts {
 		if !indexedLink[lt] {
 			return nil
 		}
-		arp = arp || arpLink[lt]
 	}
-	if arp && !ix.KeysARP() {
-		return sel.matchARP
-	}
-	return sel.matchNoARP
+	return sel.match
 }
