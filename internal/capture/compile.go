@@ -42,14 +42,27 @@ func FilterCompiles() uint64 { return compiles.Load() }
 
 // CheckFilter reports whether expr is within MaxFilterLen and
 // MaxFilterTerms, without compiling it. Its error matches ErrFilterLimit
-// and names the limit. Check a filter from outside (a query's, a tap
-// client's) with it before compiling it.
+// and names the limit; an expression holding a NUL byte, which libpcap
+// would compile only up to it, matches ErrBadFilter. Check a filter
+// from outside (a query's, a tap client's) with it before compiling it.
 func CheckFilter(expr string) error {
+	if err := nulByte(expr); err != nil {
+		return err
+	}
 	if len(expr) > MaxFilterLen {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrFilterLimit, len(expr), MaxFilterLen)
 	}
 	if n := filterTerms(expr); n > MaxFilterTerms {
 		return fmt.Errorf("%w: %d terms (primitives joined by and/or), at most %d", ErrFilterLimit, n, MaxFilterTerms)
+	}
+	return nil
+}
+
+// nulByte refuses an expression holding a NUL byte: libpcap reads a C
+// string and would compile what comes before it.
+func nulByte(expr string) error {
+	if i := strings.IndexByte(expr, 0); i >= 0 {
+		return &filterError{expr: expr, msg: fmt.Sprintf("a NUL byte at offset %d", i)}
 	}
 	return nil
 }
@@ -130,9 +143,8 @@ func CompileFilterContext(ctx context.Context, linkType uint16, snapLen int, exp
 	if snapLen < 0 || snapLen > MaxSnapLen {
 		return nil, invalidf("capture: snaplen %d out of range 1..%d", snapLen, MaxSnapLen)
 	}
-	if i := strings.IndexByte(expr, 0); i >= 0 {
-		// libpcap reads a C string: it would compile what comes before.
-		return nil, &filterError{expr: expr, msg: fmt.Sprintf("a NUL byte at offset %d", i)}
+	if err := nulByte(expr); err != nil {
+		return nil, err
 	}
 	dlt := linkType
 	if linkType == LinkTypeRaw {
