@@ -129,7 +129,7 @@ func TestMatchNoFalseNegatives(t *testing.T) {
 		// keys ARP's addresses, the match with them.
 		v1, v2 := filterTerms(f).indexMatch(true), filterTerms(f).indexMatch(false)
 		for i, p := range pkts {
-			ok, err := flt.Match(1, p)
+			ok, err := flt.Match(1, p, uint32(len(p)))
 			if err != nil {
 				t.Fatal(err)
 			}
