@@ -325,7 +325,7 @@ func translate(w []string) *mterm {
 			return &mterm{op: mHost, addr: a}
 		}
 	case "port":
-		n, err := strconv.ParseUint(w[1], 10, 16)
+		n, err := parseNumber(w[1], 16)
 		if err != nil {
 			return unknownTerm
 		}
@@ -340,7 +340,7 @@ func translate(w []string) *mterm {
 		var n uint8
 		if k, ok := protoNums[v]; ok && v != "icmp6" && v != "igmp" {
 			n = k
-		} else if k, err := strconv.ParseUint(v, 10, 8); err == nil {
+		} else if k, err := parseNumber(v, 8); err == nil {
 			n = uint8(k)
 		} else {
 			return unknownTerm
@@ -350,4 +350,21 @@ func translate(w []string) *mterm {
 		}
 	}
 	return unknownTerm
+}
+
+// parseNumber reads a number of a filter as libpcap's scanner does: 0x
+// or 0X then hex digits, 0 then octal digits ("port 053" is port 43),
+// else decimal; bitSize bounds it as strconv.ParseUint does.
+func parseNumber(s string, bitSize int) (uint64, error) {
+	base := 10
+	switch {
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		s, base = s[2:], 16
+	case len(s) > 1 && s[0] == '0':
+		s, base = s[1:], 8
+	}
+	if s == "" {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseUint(s, base, bitSize)
 }
