@@ -18,7 +18,7 @@ import (
 // DLT_NULL, whose header holds the address family in the byte order of
 // the host that captured it, each packet is run with the program
 // tcpdump -r uses for a file of that byte order (big-endian when the
-// header's first two bytes hold the family and the last two are zero).
+// header's first two bytes are zero and its last two are not).
 // The expression is within capture.CheckFilter's limits. The tap runs
 // one per client on the collector; a reader of another source of
 // batches (redisfeed.Copy) and a query run one too. Not safe for
@@ -137,7 +137,7 @@ func (f *Filter) Match(linkType uint16, data []byte, origLen uint32) (ok bool, e
 	}
 	key := progKey{linkType: linkType}
 	if linkType == linkTypeNull && len(data) >= 4 {
-		key.bigEndian = data[0]|data[1] != 0 && data[2]|data[3] == 0
+		key.bigEndian = data[0]|data[1] == 0 && data[2]|data[3] != 0
 	}
 	p, seen := f.progs[key]
 	if !seen || p == nil {
