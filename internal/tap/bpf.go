@@ -114,13 +114,13 @@ func aluOp(op uint16) bool {
 // run runs p on pkt, the captured bytes of a packet wireLen bytes long
 // on the wire, and returns what the program returns (0: rejected).
 // It allocates nothing. A program that loops (only a backward jump
-// can) is cut off, the packet rejected, after len(p)*(len(pkt)+1)
+// can) is cut off, the packet rejected, after len(p)*(len(pkt)+16)
 // instructions: libpcap's loops advance through the packet.
 func (p program) run(pkt []byte, wireLen uint32) uint32 {
 	var a, x uint32
 	var mem [memWords]uint32
 	buflen := uint32(len(pkt))
-	budget := len(p) * (len(pkt) + 1)
+	budget := len(p) * (len(pkt) + 16)
 	for pc := 0; ; pc++ {
 		if budget--; budget < 0 {
 			return 0
