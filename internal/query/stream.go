@@ -262,8 +262,11 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 		// A filter libpcap refuses for this link type ("inbound" on
 		// Ethernet) passes none of its packets, as tcpdump -r would
 		// print none of them; Prepare made sure it compiles for some.
-		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil && !errors.Is(err, capture.ErrBadFilter) {
-			return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
+			if !errors.Is(err, capture.ErrBadFilter) {
+				return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+			}
+			s.q.res.FilterRefused++
 		}
 		o.compiled = true
 	}

@@ -191,10 +191,13 @@ func TestFilterAsTcpdump(t *testing.T) {
 			writePcap(t, file, c.linkType, c.bigEndian, c.pkts)
 			for _, f := range c.filters {
 				want, terr := runTcpdump(t, tcpdump, file, f)
-				out, _, err := runQuery(t, Config{Dir: dir, Filter: f})
+				out, res, err := runQuery(t, Config{Dir: dir, Filter: f})
 				if err != nil {
 					t.Errorf("filter %q: query: %v (tcpdump: %d packets, %v)", f, err, len(want), terr)
 					continue
+				}
+				if refused := terr != nil; refused != (res.FilterRefused == 1) {
+					t.Errorf("filter %q: query's FilterRefused %d, tcpdump: %v", f, res.FilterRefused, terr)
 				}
 				gotP, _, _ := readOutput(t, out)
 				if len(gotP) != len(want) {
