@@ -150,6 +150,27 @@ func CompileFilterContext(ctx context.Context, linkType uint16, snapLen int, exp
 	if linkType == LinkTypeRaw {
 		dlt = dltRaw
 	}
+	return compileGated(ctx, expr, func() ([]bpf.RawInstruction, error) { return compile(dlt, snapLen, expr) })
+}
+
+// CompileFileFilterContext compiles expr as tcpdump -r compiles it for
+// a file of the given LINKTYPE_* value: libpcap's program for a pcap
+// file of that link type, byte order (swapped: the file's is not this
+// host's, which changes how a DLT_NULL header's address family is
+// compared) and snapshot length MaxSnapLen, with netmask 0 ("ip
+// broadcast" compiles, as tcpdump -r has it). It differs from
+// CompileFilterContext where libpcap tells a file from a live capture:
+// "ip6" on DLT_NULL and DLT_LOOP matches every BSD AF_INET6 value a
+// file may hold (24, 28, 30), not only this host's. Errors match
+// ErrBadFilter and carry libpcap's message; ctx ends the wait as for
+// CompileFilterContext. It checks no limit: CheckFilter does.
+func CompileFileFilterContext(ctx context.Context, linkType uint16, swapped bool, expr string) ([]bpf.RawInstruction, error) {
+	return compileGated(ctx, expr, func() ([]bpf.RawInstruction, error) { return compileFile(linkType, swapped, expr) })
+}
+
+// compileGated runs compile one at a time in the process (compileGate),
+// ctx ending the wait.
+func compileGated(ctx context.Context, expr string, compile func() ([]bpf.RawInstruction, error)) ([]bpf.RawInstruction, error) {
 	if err := acquireCompiler(ctx); err != nil {
 		return nil, err
 	}
@@ -161,7 +182,7 @@ func CompileFilterContext(ctx context.Context, linkType uint16, snapLen int, exp
 	go func() {
 		defer func() { <-compileGate }()
 		compiles.Add(1)
-		prog, err := compile(dlt, snapLen, expr)
+		prog, err := compile()
 		done <- result{prog, err}
 	}()
 	select {

@@ -81,6 +81,11 @@
 // CompileFilterContext waits for the compiles before it only as long
 // as its context lasts. FilterCompiles counts the compiles.
 //
+// A filter run in user space on stored packets (a query's, the tap's)
+// is compiled with CompileFileFilterContext, as tcpdump -r compiles it
+// for a file of the packet's link type; one for the kernel with
+// CompileFilter, as for a live capture.
+//
 // # Portability
 //
 // The API compiles everywhere; on other systems Open returns

@@ -14,3 +14,8 @@ func compile(_ uint16, snapLen int, expr string) ([]bpf.RawInstruction, error) {
 	}
 	return []bpf.RawInstruction{{Op: 0x06, K: uint32(snapLen)}}, nil // ret #snaplen
 }
+
+// compileFile stands in for libpcap as compile does.
+func compileFile(_ uint16, _ bool, expr string) ([]bpf.RawInstruction, error) {
+	return compile(0, MaxSnapLen, expr)
+}

@@ -64,7 +64,7 @@ type agentSpec struct {
 
 // writeAgent writes a's batches through a real store below dir and
 // returns the packets written, in write order.
-func writeAgent(t *testing.T, dir string, a agentSpec, rank int) []ref {
+func writeAgent(t testing.TB, dir string, a agentSpec, rank int) []ref {
 	t.Helper()
 	var spec compress.Spec
 	if a.comp != "" {

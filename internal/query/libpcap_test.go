@@ -360,7 +360,7 @@ func TestIndexNeverNarrower(t *testing.T) {
 			if !ix.MayMatch(i, m) {
 				skipped++
 			}
-			if ok, _ := flt.Match(uint16(p.lt), p.data); !ok {
+			if ok, _ := flt.Match(uint16(p.lt), p.data, uint32(len(p.data))); !ok {
 				continue
 			}
 			checked++

@@ -29,6 +29,16 @@ func TestFilterTerms(t *testing.T) {
 		{"tcp port 80", "and(proto(6) port(80))"},
 		{"udp src port 53", "and(proto(17) port(53))"},
 		{"port domain", "?"},
+		// Numbers as libpcap reads them: a leading 0 octal, 0x hex.
+		{"port 053", "port(43)"},
+		{"port 0x35", "port(53)"},
+		{"port 0X35", "port(53)"},
+		{"port 0", "port(0)"},
+		{"udp port 0177777", "and(proto(17) port(65535))"},
+		{"port 0200000", "?"},
+		{"port 0x", "?"},
+		{"ip proto 021", "proto(17)"},
+		{"ip proto 0x11", "proto(17)"},
 		{"tcp", "proto(6)"},
 		{"udp", "proto(17)"},
 		{"icmp", "proto(1)"},
@@ -137,7 +147,7 @@ func TestMatchNoFalseNegatives(t *testing.T) {
 		// keys ARP's addresses, the match with them.
 		v1, v2 := filterTerms(f).indexMatch(true), filterTerms(f).indexMatch(false)
 		for i, p := range pkts {
-			ok, err := flt.Match(1, p)
+			ok, err := flt.Match(1, p, uint32(len(p)))
 			if err != nil {
 				t.Fatal(err)
 			}

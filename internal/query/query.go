@@ -47,6 +47,11 @@ type Result struct {
 	FilesScanned  int   `json:"files_scanned"`
 	BlocksRead    int64 `json:"blocks_read"`
 	BlocksSkipped int64 `json:"blocks_skipped"`
+	// FilterRefused counts the interfaces of the output whose link type
+	// libpcap refuses the filter for ("inbound" on Ethernet): none of
+	// their packets pass, where tcpdump -r on their file would refuse
+	// to run.
+	FilterRefused int `json:"filter_refused"`
 }
 
 // outIface is an interface of the output: one per name, link type and

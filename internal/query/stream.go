@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 )
@@ -252,12 +253,18 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	}
 	o := &s.q.outs[out]
 	if !o.compiled { // the filter's one compile per link type: here
+		// A filter libpcap refuses for this link type ("inbound" on
+		// Ethernet) passes none of its packets, as tcpdump -r would
+		// print none of them; Prepare made sure it compiles for some.
 		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
-			return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+			if !errors.Is(err, capture.ErrBadFilter) {
+				return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+			}
+			s.q.res.FilterRefused++
 		}
 		o.compiled = true
 	}
-	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data); !ok {
+	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data, p.OrigLen); !ok {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {

@@ -158,7 +158,7 @@ func (pw *pcapngWriter) entry(e *Entry) error {
 		if i < 0 {
 			continue
 		}
-		ok, err := pw.filter.Match(e.Ifaces[r.IfIndex].LinkType, r.Data)
+		ok, err := pw.filter.Match(e.Ifaces[r.IfIndex].LinkType, r.Data, r.OrigLen)
 		if err != nil {
 			return fmt.Errorf("--filter %q does not apply to interface %s: %w", pw.cfg.Filter, e.Ifaces[r.IfIndex].Name, err)
 		}

@@ -654,7 +654,7 @@ func (c *client) writeItem(s *stream, it *item, log *slog.Logger) (uint64, error
 		data := b[recHeader : recHeader+capLen]
 		b = b[recHeader+capLen:]
 		ifc := it.ifaces[ifx]
-		ok, ferr := c.filter.Match(ifc.LinkType, data)
+		ok, ferr := c.filter.Match(ifc.LinkType, data, orig)
 		if ferr != nil {
 			log.Warn("tap filter does not apply to this link type: its packets are not sent", "agent", it.agent, "iface", ifc.Name, "linktype", ifc.LinkType, "err", ferr)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -454,5 +455,35 @@ func TestShutdownDuringHandshake(t *testing.T) {
 	}
 	if n := tp.Counters.Rejected.Load(); n != 1 {
 		t.Errorf("Rejected = %d, want 1", n)
+	}
+}
+
+// TestFilterOriginalLength: a client's filter sees a packet's original
+// length as BPF's len, as tcpdump -r does: of packets captured to 200
+// bytes, those 1500 long on the wire are "greater 1000".
+func TestFilterOriginalLength(t *testing.T) {
+	tp, addr, stop := startTap(t, Config{}, ListenConfig{})
+	c := dial(t, addr, "PCAPSYNC-TAP/1 agent=a1 filter=greater 1000\n")
+	waitClients(t, tp, 1)
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	buf := make([]byte, 200)
+	var want []streamPacket
+	for i := range uint64(20) {
+		orig := uint32(200)
+		if i%4 == 0 {
+			orig = 1500
+			want = append(want, streamPacket{"a1:eth0", i})
+		}
+		e.Append(int64(1_767_225_600_000_000_000+i*1000), 0, orig, gen.Frame(buf, gen.LinkTypeEthernet, 1, i))
+	}
+	b, err := wire.ParseBatch(0, e.Finish(1)[wire.HeaderSize:], wire.BatchLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Batch(&collector.BatchEvent{Agent: "a1", Host: "a1.example", Ifaces: testIfaces, Batch: &b})
+	stop()
+	if got := readStream(t, c); !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }
