@@ -25,15 +25,18 @@ type mode struct {
 	name    string
 	noIndex bool     // --no-index
 	window  bool     // --since and --until: the capture's capgen Range
+	early   bool     // --since and --until: the capture's capgen EarlyRange
 	reorder string   // --reorder-mem, "" for the default
 	all     bool     // every agent at once (the merge, ties across agents), else --agent the capture's
 	classes []string // only filters of these classes; nil: all
 }
 
 // allModes: every filter with and without the index, with and without
-// a window; the smallest reorder window on unfiltered and protocol
-// queries (captures go back in time by more than it holds); every
-// agent at once for the filters every link type may take.
+// a window; unfiltered and protocol queries also with a window on the
+// earliest packets (which one capture in four holds at its end) and
+// with the smallest reorder window (captures go back in time by more
+// than it holds); every agent at once for the filters every link type
+// may take.
 var allModes = []mode{
 	{name: "index"},
 	{name: "noindex", noIndex: true},
@@ -41,8 +44,27 @@ var allModes = []mode{
 	{name: "noindex-window", noIndex: true, window: true},
 	{name: "index-reorder256K", reorder: "256K", classes: []string{"none", "proto"}},
 	{name: "noindex-reorder256K", noIndex: true, reorder: "256K", classes: []string{"none", "proto"}},
+	{name: "index-window-reorder256K", window: true, reorder: "256K", classes: []string{"none", "proto"}},
+	{name: "noindex-window-reorder256K", noIndex: true, window: true, reorder: "256K", classes: []string{"none", "proto"}},
+	{name: "index-early", early: true, classes: []string{"none", "proto"}},
+	{name: "noindex-early", noIndex: true, early: true, classes: []string{"none", "proto"}},
+	{name: "index-early-reorder256K", early: true, reorder: "256K", classes: []string{"none", "proto"}},
+	{name: "noindex-early-reorder256K", noIndex: true, early: true, reorder: "256K", classes: []string{"none", "proto"}},
 	{name: "agents-index-window", all: true, window: true, classes: []string{"none", "len", "host", "port", "proto", "octal"}},
 	{name: "agents-noindex", all: true, noIndex: true, classes: []string{"none", "len", "host", "port", "proto", "octal"}},
+}
+
+// bounds returns the mode's window on c, ok false for none.
+func (m mode) bounds(c *capgen.Capture) (since, until int64, ok bool) {
+	switch {
+	case m.window:
+		since, until = c.Range()
+	case m.early:
+		since, until = c.EarlyRange()
+	default:
+		return 0, 0, false
+	}
+	return since, until, true
 }
 
 func (m mode) takes(f capgen.Filter) bool {
@@ -211,12 +233,12 @@ func (r *trial) expect(m mode, c *capgen.Capture, w result) result {
 		return w
 	}
 	out := result{}
-	since, until := c.Range()
 	if m.all {
-		since, until = r.captures[0].Range()
+		c = r.captures[0]
 	}
+	since, until, ok := m.bounds(c)
 	for _, p := range w.pkts {
-		if !m.window || (p.ts >= since && p.ts < until) {
+		if !ok || (p.ts >= since && p.ts < until) {
 			out.pkts = append(out.pkts, p)
 		}
 	}
@@ -251,12 +273,10 @@ func (r *trial) query(ctx context.Context, m mode, c *capgen.Capture, expr strin
 	if m.reorder != "" {
 		args = append(args, "--reorder-mem", m.reorder)
 	}
-	if m.window {
-		rc := c
-		if rc == nil {
-			rc = r.captures[0]
-		}
-		since, until := rc.Range()
+	if c == nil {
+		c = r.captures[0]
+	}
+	if since, until, ok := m.bounds(c); ok {
 		args = append(args, "--since", epoch(since), "--until", epoch(until))
 	}
 	if expr != "" {

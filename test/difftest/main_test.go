@@ -28,7 +28,7 @@ import (
 var (
 	flagSeed     = flag.Uint64("difftest.seed", 0, "run only this seed (default: seed 1 and a random one)")
 	flagCaptures = flag.Int("difftest.captures", 0, "captures per seed, cycling through the link types (0: one per link type)")
-	flagPackets  = flag.Int("difftest.packets", 1000, "packets per capture")
+	flagPackets  = flag.Int("difftest.packets", 800, "packets per capture (every other capture: three times as many)")
 	flagFilters  = flag.Int("difftest.filters", 6, "random filters per capture, beside the classic ones")
 	flagLinks    = flag.String("difftest.links", "", "only these link types (comma-separated capgen names: en10mb,sll,...)")
 	flagClasses  = flag.String("difftest.classes", "", "only these filter classes (comma-separated: none,len,host,...,random)")

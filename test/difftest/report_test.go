@@ -18,7 +18,7 @@ import (
 // first few in full, and fails the test if there is any.
 func (r *trial) report() {
 	t := r.t
-	t.Logf("difftest seed %d: captures %d (%d packets each), filters %d, queries %d, differences %d, reorder-window refusals %d, in %s",
+	t.Logf("difftest seed %d: captures %d (%d packets, every other one 3 times as many), filters %d, queries %d, differences %d, reorder-window refusals %d, in %s",
 		r.seed, len(r.captures), *flagPackets, len(r.filters), r.queries, len(r.diffs), r.windows, time.Since(r.began).Round(time.Second))
 	if len(r.diffs) == 0 {
 		return

@@ -30,7 +30,7 @@ const start = 1_764_000_000_000_000_000
 // packets lie in several files of several blocks each and the index
 // has blocks to leave out; no retention (it would delete on a full
 // disk).
-var collectorFlags = []string{"--index-block", "8K", "--rotate-size", "96K", "--retain-free", "0"}
+var collectorFlags = []string{"--index-block", "8K", "--rotate-size", "320K", "--retain-free", "0"}
 
 // agentBatch: small batches, so that the collector writes a capture in
 // many batches (rotation and index blocks fall between batches).
@@ -102,7 +102,10 @@ func (r *trial) prepare() {
 		t.Fatal(err)
 	}
 	for i := range n {
-		c := capgen.Generate(capgen.Config{Seed: r.seed, Index: i, Link: links[i%len(links)], Packets: *flagPackets, Start: start})
+		// Every other capture three times as long: more than the smallest
+		// reorder window holds.
+		packets := *flagPackets * (1 + 2*(i%2))
+		c := capgen.Generate(capgen.Config{Seed: r.seed, Index: i, Link: links[i%len(links)], Packets: packets, Start: start})
 		if err := c.WriteFile(r.source(c)); err != nil {
 			t.Fatal(err)
 		}

@@ -103,8 +103,15 @@ func Generate(c Config) *Capture {
 	}
 	g := &pktgen{rng: rng, c: cp}
 	ts := c.Start
-	for range c.Packets {
+	// One capture in four starts with 3/4 of its packets an hour late,
+	// as a file replayed after a newer one: a reader must keep reading
+	// past far more packets after a bound than a window holds.
+	lateHead := c.Index%4 == 3
+	for i := range c.Packets {
 		ts = g.nextTS(ts, c.Start)
+		if lateHead && i == c.Packets*3/4 {
+			ts = c.Start
+		}
 		data, hdr := g.frame()
 		orig := uint32(len(data))
 		switch r := rng.IntN(10); {
@@ -116,6 +123,9 @@ func Generate(c Config) *Capture {
 		t := ts
 		if !cp.Nanosecond {
 			t -= t % 1000
+		}
+		if lateHead && i < c.Packets*3/4 {
+			t += 3600e9
 		}
 		cp.Packets = append(cp.Packets, Packet{TS: t, OrigLen: orig, Data: data})
 	}
@@ -201,7 +211,13 @@ func (c *Capture) Write(w io.Writer) error {
 // Range returns the window [since, until) a windowed query of c uses:
 // from the timestamp at a quarter of its sorted packets to the one at
 // three quarters, so that both edges fall on packets (and ties).
-func (c *Capture) Range() (since, until int64) {
+func (c *Capture) Range() (since, until int64) { return c.span(1, 4, 3, 4) }
+
+// EarlyRange returns the window of the earliest 20% of c's packets.
+func (c *Capture) EarlyRange() (since, until int64) { return c.span(0, 1, 1, 5) }
+
+// span: from the packet at a/b of the sorted packets to the one at c/d.
+func (c *Capture) span(a, b, e, f int) (since, until int64) {
 	ts := make([]int64, len(c.Packets))
 	for i, p := range c.Packets {
 		ts[i] = p.TS
@@ -210,7 +226,7 @@ func (c *Capture) Range() (since, until int64) {
 	if len(ts) == 0 {
 		return 0, 1
 	}
-	since, until = ts[len(ts)/4], ts[len(ts)*3/4]
+	since, until = ts[len(ts)*a/b], ts[len(ts)*e/f]
 	if until <= since {
 		until = since + 1
 	}
