@@ -11,9 +11,9 @@
 #
 # --seed: the run's seed (default: a random one, printed first; the same
 #   seed and sizes give the same captures and filters)
-# --captures: captures, cycling through the link types (default 48)
-# --filters: random filters per capture, beside the classic ones (default 40)
-# --packets: packets per capture (default 4000)
+# --captures: captures, cycling through the link types (default 36)
+# --filters: random filters per capture, beside the classic ones (default 30)
+# --packets: packets per capture, every other one three times as many (default 3000)
 # --links, --classes, --modes: only these link types (capgen names),
 #   filter classes, query modes (the test's names), to look into one
 # --jobs: tcpdump and query processes at once (default 2)
@@ -25,7 +25,7 @@
 # Needs tcpdump (libpcap) in PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seed="" captures=48 filters=40 packets=4000 links="" classes="" modes="" jobs=2 keep=""
+seed="" captures=36 filters=30 packets=3000 links="" classes="" modes="" jobs=2 keep=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--seed) seed="$2" ;;

@@ -87,6 +87,13 @@ var (
 	pool6 = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::9", "fe80::1", "ff02::1", "::1"}
 	poolM = []string{"00:11:22:33:44:01", "00:11:22:33:44:02", "02:00:00:00:00:0a", "ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:fb", "33:33:00:00:00:01"}
 	poolP = []int{53, 80, 443, 43, 35, 8080, 1234, 0, 65535, 123, 5060, 22}
+
+	// Rare values, one draw in two hundred: most index blocks lack them, so a
+	// query for one reads few blocks, and a block whose only holder is
+	// a cut or odd packet tells whether the index saw it as libpcap does.
+	rare4 = []string{"10.9.9.9", "198.51.100.7"}
+	rare6 = []string{"2001:db8:dead::1"}
+	rareP = []int{31337, 7777, 64}
 )
 
 // Generate makes the capture c describes.

@@ -232,15 +232,23 @@ func (g *pktgen) wlan() ([]byte, int) {
 	return append(f, b...), len(f) + h
 }
 
+// from picks from pool, or one time in two hundred from rare.
+func from[T any](g *pktgen, pool, rare []T) T {
+	if g.rng.IntN(200) == 0 {
+		return pick(g.rng, rare)
+	}
+	return pick(g.rng, pool)
+}
+
 func (g *pktgen) addr4() []byte {
-	a := pick(g.rng, pool4)
+	a := from(g, pool4, rare4)
 	note(&g.c.Addrs4, a)
 	ip := netip.MustParseAddr(a).As4()
 	return ip[:]
 }
 
 func (g *pktgen) addr6() []byte {
-	a := pick(g.rng, pool6)
+	a := from(g, pool6, rare6)
 	note(&g.c.Addrs6, a)
 	ip := netip.MustParseAddr(a).As16()
 	return ip[:]
@@ -338,7 +346,7 @@ func (g *pktgen) ip6() ([]byte, int) {
 }
 
 func (g *pktgen) port() uint16 {
-	p := pick(g.rng, poolP)
+	p := from(g, poolP, rareP)
 	note(&g.c.Ports, p)
 	return uint16(p)
 }
