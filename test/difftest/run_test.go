@@ -30,7 +30,7 @@ const start = 1_764_000_000_000_000_000
 // packets lie in several files of several blocks each and the index
 // has blocks to leave out; no retention (it would delete on a full
 // disk).
-var collectorFlags = []string{"--index-block", "8K", "--rotate-size", "320K", "--retain-free", "0"}
+var collectorFlags = []string{"--index-block", "8K", "--rotate-size", "512K", "--retain-free", "0"}
 
 // agentBatch: small batches, so that the collector writes a capture in
 // many batches (rotation and index blocks fall between batches).

@@ -110,13 +110,16 @@ func Generate(c Config) *Capture {
 	}
 	g := &pktgen{rng: rng, c: cp}
 	ts := c.Start
-	// One capture in four starts with 3/4 of its packets an hour late,
-	// as a file replayed after a newer one: a reader must keep reading
-	// past far more packets after a bound than a window holds.
+	// One capture in four starts with 3/4 of its packets (at most 1500,
+	// about 300 KiB: more than the smallest reorder window, less than a
+	// file) an hour late, as a file replayed after a newer one: a reader
+	// must keep reading past more packets after a bound than its window
+	// holds.
 	lateHead := c.Index%4 == 3
+	late := min(c.Packets*3/4, 1500)
 	for i := range c.Packets {
 		ts = g.nextTS(ts, c.Start)
-		if lateHead && i == c.Packets*3/4 {
+		if lateHead && i == late {
 			ts = c.Start
 		}
 		data, hdr := g.frame()
@@ -131,7 +134,7 @@ func Generate(c Config) *Capture {
 		if !cp.Nanosecond {
 			t -= t % 1000
 		}
-		if lateHead && i < c.Packets*3/4 {
+		if lateHead && i < late {
 			t += 3600e9
 		}
 		cp.Packets = append(cp.Packets, Packet{TS: t, OrigLen: orig, Data: data})
