@@ -48,7 +48,7 @@ fi
 echo "difftest: seed $seed (again: scripts/difftest.sh --seed $seed --captures $captures --filters $filters --packets $packets)"
 start=$(date +%s)
 set +e
-PCAPSYNC_DIFFTEST=1 go test -count=1 -timeout 0 -run '^TestDifferential$' -v ./test/difftest -args \
+go test -count=1 -timeout 0 -run '^TestDifferential$' -v ./test/difftest -args \
 	-difftest.seed="$seed" -difftest.captures="$captures" -difftest.filters="$filters" \
 	-difftest.packets="$packets" -difftest.links="$links" -difftest.classes="$classes" \
 	-difftest.modes="$modes" -difftest.jobs="$jobs" -difftest.keep="$keep"

@@ -154,6 +154,9 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 			s.close()
 		}
 	}()
+	if err := q.refuseFilter(ctx); err != nil {
+		return q.res, err
+	}
 	bw := bufio.NewWriterSize(w, 256<<10)
 	q.bw = bw
 	q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
@@ -466,4 +469,67 @@ func (r Result) String() string {
 		s += "; stopped by --" + r.Stopped
 	}
 	return s
+}
+
+// refuseFilter refuses the filter, before anything is written, when
+// libpcap refuses it for every link type of the selection, as tcpdump
+// -r refuses a filter its file's link type cannot take ("inbound" on
+// Ethernet): the error wraps ErrBadFilter and libpcap's message. The
+// link types are those of the interfaces before the first packet of
+// each file in the range, looked at until one takes the filter (one
+// file, most often). A file that cannot be read here is left to the
+// query, which reports it; with no file selected, nothing is refused.
+// An interface of another link type met later whose type refuses the
+// filter passes nothing (Result.FilterRefused).
+func (q *query) refuseFilter(ctx context.Context) error {
+	if q.cfg.Filter == "" {
+		return nil
+	}
+	var refused error
+	seen := map[uint16]bool{}
+	var k kit
+	defer k.close()
+	for _, s := range q.all {
+		for _, fi := range s.files {
+			if fi.Times && (fi.Last < q.since || fi.First >= q.until) {
+				continue
+			}
+			for _, lt := range fileLinkTypes(ctx, fi, &k) {
+				if seen[lt] {
+					continue
+				}
+				seen[lt] = true
+				err := q.filter.Compile(ctx, lt)
+				switch {
+				case err == nil:
+					return nil
+				case !errors.Is(err, capture.ErrBadFilter):
+					return fmt.Errorf("filter: %w", err)
+				case refused == nil:
+					refused = err
+				}
+			}
+		}
+	}
+	if refused != nil {
+		return &filterError{refused}
+	}
+	return nil
+}
+
+// fileLinkTypes returns the link types of the interfaces a data file
+// describes before its first packet; none when it cannot be read.
+func fileLinkTypes(ctx context.Context, fi store.FileInfo, k *kit) []uint16 {
+	src, err := openFile(ctx, fi, k, nil, nil)
+	if err != nil || src == nil {
+		return nil
+	}
+	defer src.close()
+	var p pcapfile.Packet
+	src.next(&p) // reads the interfaces before the first packet; EOF is fine
+	var lts []uint16
+	for _, ifc := range src.interfaces() {
+		lts = append(lts, ifc.LinkType)
+	}
+	return lts
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,8 +174,8 @@ var tcpdumpCases = []struct {
 // TestFilterAsTcpdump: for each case and filter, the query gives the
 // packets tcpdump -r gives on a pcap file of the same packets, link
 // type and byte order; where tcpdump refuses the filter for that file,
-// the query, which accepts a filter valid for some link type, gives
-// none.
+// the query, whose selection holds that link type alone, refuses it
+// with libpcap's message.
 func TestFilterAsTcpdump(t *testing.T) {
 	tcpdump := lookTcpdump(t)
 	for _, c := range tcpdumpCases {
@@ -186,12 +187,20 @@ func TestFilterAsTcpdump(t *testing.T) {
 			for _, f := range c.filters {
 				want, terr := runTcpdump(t, tcpdump, file, f)
 				out, res, err := runQuery(t, Config{Dir: dir, Filter: f})
-				if err != nil {
-					t.Errorf("filter %q: query: %v (tcpdump: %d packets, %v)", f, err, len(want), terr)
+				if terr != nil {
+					// Refused for the one link type selected: refused,
+					// with libpcap's message, as tcpdump -r refuses.
+					if !errors.Is(err, ErrBadFilter) || !strings.Contains(terr.Error(), strings.TrimPrefix(err.Error(), "filter: capture: compiling filter "+strconv.Quote(f)+": ")) {
+						t.Errorf("filter %q: query: %v, want refused as tcpdump -r refuses it: %v", f, err, terr)
+					}
 					continue
 				}
-				if refused := terr != nil; refused != (res.FilterRefused == 1) {
-					t.Errorf("filter %q: query's FilterRefused %d, tcpdump: %v", f, res.FilterRefused, terr)
+				if err != nil {
+					t.Errorf("filter %q: query: %v (tcpdump: %d packets)", f, err, len(want))
+					continue
+				}
+				if res.FilterRefused != 0 {
+					t.Errorf("filter %q: query's FilterRefused %d, tcpdump takes it", f, res.FilterRefused)
 				}
 				gotP, _, _ := readOutput(t, out)
 				if len(gotP) != len(want) {
@@ -205,6 +214,49 @@ func TestFilterAsTcpdump(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFilterRefusedForSomeLinkTypes: a filter libpcap takes for one
+// link type of the selection and refuses for another ("inbound": Linux
+// cooked, not Ethernet) is run: the cooked agent's packets pass as
+// tcpdump -r passes them, the Ethernet interface passes none and is
+// counted in FilterRefused. Selecting the Ethernet agent alone refuses
+// it, as tcpdump -r on its file does.
+func TestFilterRefusedForSomeLinkTypes(t *testing.T) {
+	tcpdump := lookTcpdump(t)
+	ci, ei := -1, -1
+	for i, c := range tcpdumpCases {
+		switch c.name {
+		case "linux cooked":
+			ci = i
+		case "ethernet":
+			ei = i
+		}
+	}
+	if ci < 0 || ei < 0 {
+		t.Fatal("the cases this test takes its packets from are gone")
+	}
+	cooked, eth := tcpdumpCases[ci], tcpdumpCases[ei]
+	dir := t.TempDir()
+	writeLinkAgent(t, dir, "a1", eth.linkType, eth.pkts)
+	writeLinkAgent(t, dir, "a2", cooked.linkType, cooked.pkts)
+	file := filepath.Join(t.TempDir(), "cooked.pcap")
+	writePcap(t, file, cooked.linkType, cooked.bigEndian, cooked.pkts)
+	want, terr := runTcpdump(t, tcpdump, file, "inbound")
+	if terr != nil || len(want) == 0 {
+		t.Fatalf("tcpdump -r: %d packets, %v: want some", len(want), terr)
+	}
+	out, res, err := runQuery(t, Config{Dir: dir, Filter: "inbound"})
+	if err != nil {
+		t.Fatalf("both agents: %v", err)
+	}
+	if got, _, _ := readOutput(t, out); len(got) != len(want) || res.FilterRefused != 1 {
+		t.Errorf("both agents: %d packets, FilterRefused %d: want %d and 1", len(got), res.FilterRefused, len(want))
+	}
+	if _, _, err := runQuery(t, Config{Dir: dir, Agents: []string{"a1"}, Filter: "inbound"}); !errors.Is(err, ErrBadFilter) ||
+		!strings.Contains(err.Error(), "not supported on Ethernet") {
+		t.Errorf("the Ethernet agent alone: %v, want libpcap's refusal", err)
 	}
 }
 

@@ -202,13 +202,23 @@ func (r *trial) agentsJob(ctx context.Context, f capgen.Filter) {
 		wants[ci] = r.tcpdump(ctx, ci, f.Expr).empty()
 	}
 	for _, m := range ms {
-		var want result
+		// A filter libpcap refuses for some captures' link types but
+		// takes for others selects the others' packets; refused by
+		// all, the query is refused (docs/query.md).
+		var want, refused result
+		taken := false
 		for ci, w := range wants {
 			if w.refused {
-				want = result{refused: true, msg: r.captures[ci].Name + ": " + w.msg}
-				break
+				if !refused.refused {
+					refused = result{refused: true, msg: r.captures[ci].Name + ": " + w.msg}
+				}
+				continue
 			}
+			taken = true
 			want.pkts = append(want.pkts, r.expect(m, r.captures[ci], w).pkts...)
+		}
+		if !taken {
+			want = refused
 		}
 		if !want.refused {
 			names := func(p pkt) string { return r.captures[p.from].Name }
