@@ -854,9 +854,16 @@ func TestGatherBlocks(t *testing.T) {
 		check func(t *testing.T, s Stats)
 	}{
 		{"heavy", 40000, 1000, 0, func(t *testing.T, s Stats) {
-			// About 60 packets a block: ~650 blocks, nearly all full.
-			if s.Blocks < 200 || s.Gathers == 0 || s.Wakeups*2 > s.Blocks {
-				t.Errorf("Stats() = %+v, want Blocks >= 200, Gathers > 0, Wakeups <= Blocks/2", s)
+			// About 60 packets a block: ~650 blocks, nearly all full,
+			// about one wakeup for two or three of them. With other
+			// tests' processes on the same cores the sender is held up
+			// now and then, blocks close on their timeout before they
+			// are full (800 or more) and the reader gathers fewer:
+			// Wakeups/Blocks 0.55 was seen so, on the code before and
+			// after issue 23. Gathering is what is checked: a reader
+			// woken for every block would be near 1.
+			if s.Blocks < 200 || s.Gathers == 0 || s.Wakeups*3 > s.Blocks*2 {
+				t.Errorf("Stats() = %+v, want Blocks >= 200, Gathers > 0, Wakeups <= 2/3 Blocks", s)
 			}
 		}},
 		{"light", 40, 100, 2 * tov, func(t *testing.T, s Stats) {
