@@ -54,22 +54,6 @@ func serveAll(t *testing.T, l *Listener) *accepted {
 	return a
 }
 
-// dialFrom connects to addr from the loopback address src; nil if the
-// server reset the connection before Dial returned (over a cap).
-func dialFrom(t *testing.T, src, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if errors.Is(err, syscall.ECONNRESET) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // closedByServer reports whether the server closed c (EOF or reset)
 // rather than keeping it open: a read times out on an open one.
 func closedByServer(c net.Conn) bool {
@@ -104,7 +88,7 @@ func TestListenerCaps(t *testing.T) {
 		{"127.0.0.3", true, 3, 1, 1}, // fourth in all
 	}
 	for i, s := range steps {
-		c := dialFrom(t, s.src, addr)
+		c := testutil.DialFrom(t, s.src, addr)
 		testutil.Eventually(t, 5*time.Second, func() error {
 			got := [3]uint64{l.Counters.Accepted.Load(), l.Counters.OverLimit.Load(), l.Counters.OverSource.Load()}
 			if want := [3]uint64{s.accepted, s.over, s.source}; got != want {
@@ -126,11 +110,11 @@ func TestListenerCaps(t *testing.T) {
 	first.Close()
 	first.Close() // a second Close gives back nothing more
 	testutil.EventuallyTrue(t, 5*time.Second, "2 open", func() bool { return l.Counters.Open.Load() == 2 })
-	if c := dialFrom(t, "127.0.0.1", addr); closedByServer(c) {
+	if c := testutil.DialFrom(t, "127.0.0.1", addr); closedByServer(c) {
 		t.Fatal("a connection within the caps was closed")
 	}
 	testutil.EventuallyTrue(t, 5*time.Second, "4 accepted", func() bool { return a.n() == 4 })
-	if c := dialFrom(t, "127.0.0.4", addr); !closedByServer(c) {
+	if c := testutil.DialFrom(t, "127.0.0.4", addr); !closedByServer(c) {
 		t.Fatal("a connection over MaxConns stayed open")
 	}
 }
@@ -194,7 +178,7 @@ func TestTCPConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := serveAll(t, l)
-	if dialFrom(t, "127.0.0.1", l.Addr().String()) == nil {
+	if testutil.DialFrom(t, "127.0.0.1", l.Addr().String()) == nil {
 		t.Fatal("reset")
 	}
 	testutil.EventuallyTrue(t, 5*time.Second, "accepted", func() bool { return a.n() == 1 })

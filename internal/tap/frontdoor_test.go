@@ -2,11 +2,8 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,22 +31,6 @@ func runTap(t *testing.T, cfg Config) *Tap {
 	return tp
 }
 
-// dialFrom connects to addr from src and sends nothing; nil if the tap
-// reset it before Dial returned.
-func dialFrom(t *testing.T, src, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if errors.Is(err, syscall.ECONNRESET) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestTapConnCap: connections that have not yet sent their request (or
 // a TLS handshake) count against the listener's MaxConns, and a
 // quarter of it per address; more are closed at once and counted.
@@ -58,17 +39,17 @@ func TestTapConnCap(t *testing.T) {
 	door := tp.Doors()[0]
 	addr := door.Addr().String()
 	for range 5 { // 4 = 16/4 from one address
-		dialFrom(t, "127.0.0.1", addr)
+		testutil.DialFrom(t, "127.0.0.1", addr)
 	}
 	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
 		return door.Counters.Open.Load() == 4 && door.Counters.OverSource.Load() == 1
 	})
 	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
 		for range 4 {
-			dialFrom(t, src, addr)
+			testutil.DialFrom(t, src, addr)
 		}
 	}
-	dialFrom(t, "127.0.0.5", addr)
+	testutil.DialFrom(t, "127.0.0.5", addr)
 	testutil.EventuallyTrue(t, 5*time.Second, "16 open, 1 over the listener's cap", func() bool {
 		return door.Counters.Open.Load() == 16 && door.Counters.OverLimit.Load() == 1
 	})
@@ -82,7 +63,7 @@ func TestTapRefusalLogLimited(t *testing.T) {
 	addr := tp.Addrs()[0]
 	const n = 30
 	for range n {
-		c := dialFrom(t, "127.0.0.1", addr)
+		c := testutil.DialFrom(t, "127.0.0.1", addr)
 		if c == nil {
 			t.Fatal("reset")
 		}
