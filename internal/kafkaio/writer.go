@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,7 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/observe"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -69,13 +70,10 @@ type WriterConfig struct {
 // DefaultMaxAgents returns WriterConfig.MaxAgents' default for a
 // process that may hold nofile descriptors: what the store's open-file
 // budget (store.DefaultMaxOpenFiles) leaves of the descriptors beyond
-// its reserve of 256, so that every held agent's lock and file fit
-// together; at least 4.
+// its reserve, the same number, so that every held agent's lock and
+// file fit together.
 func DefaultMaxAgents(nofile uint64) int {
-	if nofile < 256+2*4 {
-		return 4
-	}
-	return int(min((nofile-256)/2, 1<<30))
+	return store.DefaultMaxOpenFiles(nofile)
 }
 
 // Defaults of WriterConfig.
@@ -217,7 +215,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		cfg.BusyWait = DefaultBusyWait
 	}
 	if cfg.MaxAgents <= 0 {
-		cfg.MaxAgents = DefaultMaxAgents(noFileLimit())
+		cfg.MaxAgents = DefaultMaxAgents(frontdoor.NoFileLimit())
 	}
 	if cfg.IdleRelease <= 0 {
 		cfg.IdleRelease = DefaultIdleRelease
@@ -228,15 +226,6 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	return &Writer{cfg: cfg, log: cfg.Logger, lim: wire.Limits{MaxFrame: cfg.MaxFrame},
 		agents: map[string]*wagent{}, touched: map[*wagent]bool{}, fetchErrs: map[int32]string{},
 		parts: map[int32]*PartitionState{}, list: make(chan struct{}, 1)}, nil
-}
-
-// noFileLimit returns the process's RLIMIT_NOFILE (soft).
-func noFileLimit() uint64 {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return 1024
-	}
-	return rl.Cur
 }
 
 // Run consumes until ctx ends. After a storage error, when an agent
