@@ -97,7 +97,11 @@ type Prepared struct {
 }
 
 // Prepare validates cfg and compiles its filter, once for the query:
-// a filter that does not compile is an error wrapping ErrBadFilter.
+// a filter that does not compile is an error wrapping ErrBadFilter. A
+// filter libpcap refuses for every link type pcapsync meets is refused
+// with its message for the first link type of the files selected
+// (libpcap's reasons differ per link type), Ethernet's when none is;
+// a link type of the files beyond those that takes it runs it.
 // ctx ends the compile's wait (libpcap compiles one filter at a time
 // in the process, capture.CompileFilterContext): the error then wraps
 // the context's.
@@ -106,6 +110,14 @@ func Prepare(ctx context.Context, cfg Config) (*Prepared, error) {
 		return nil, err
 	}
 	f, err := tap.NewFilterContext(ctx, cfg.Filter)
+	if errors.Is(err, capture.ErrBadFilter) && !errors.Is(err, capture.ErrFilterLimit) {
+		// Refused for every link type pcapsync meets: for those of the
+		// files selected, with libpcap's message for one of them (a
+		// link type beyond those may take it).
+		if lts := selectionLinkTypes(ctx, cfg); len(lts) > 0 {
+			f, err = tap.NewFilterFor(ctx, cfg.Filter, lts)
+		}
+	}
 	switch {
 	case errors.Is(err, capture.ErrBadFilter) || errors.Is(err, capture.ErrFilterLimit):
 		return nil, &filterError{err}
@@ -486,7 +498,33 @@ func (q *query) refuseFilter(ctx context.Context) error {
 		return nil
 	}
 	var refused error
-	seen := map[uint16]bool{}
+	taken := false
+	q.eachLinkType(ctx, func(lt uint16) bool {
+		err := q.filter.Compile(ctx, lt)
+		switch {
+		case err == nil:
+			taken, refused = true, nil
+			return false
+		case !errors.Is(err, capture.ErrBadFilter):
+			refused = fmt.Errorf("filter: %w", err)
+			return false
+		case refused == nil:
+			refused = &filterError{err}
+		}
+		return true
+	})
+	if taken {
+		return nil
+	}
+	return refused
+}
+
+// eachLinkType calls f with each link type of the interfaces the
+// selected files describe before their first packets (files whose
+// times the retention index says miss the range left out), once each,
+// in the order of the agents and their files, until f returns false.
+func (q *query) eachLinkType(ctx context.Context, f func(uint16) bool) {
+	var seen []uint16
 	var k kit
 	defer k.close()
 	for _, s := range q.all {
@@ -495,26 +533,37 @@ func (q *query) refuseFilter(ctx context.Context) error {
 				continue
 			}
 			for _, lt := range fileLinkTypes(ctx, fi, &k) {
-				if seen[lt] {
+				if slices.Contains(seen, lt) {
 					continue
 				}
-				seen[lt] = true
-				err := q.filter.Compile(ctx, lt)
-				switch {
-				case err == nil:
-					return nil
-				case !errors.Is(err, capture.ErrBadFilter):
-					return fmt.Errorf("filter: %w", err)
-				case refused == nil:
-					refused = err
+				seen = append(seen, lt)
+				if !f(lt) {
+					return
 				}
 			}
 		}
 	}
-	if refused != nil {
-		return &filterError{refused}
+}
+
+// selectionLinkTypes returns the link types of cfg's selection
+// (query.eachLinkType), none if its root cannot be listed.
+func selectionLinkTypes(ctx context.Context, cfg Config) []uint16 {
+	cfg.Logger = nil
+	q := &query{cfg: cfg}
+	q.since, q.until = cfg.bounds()
+	streams, err := q.streams()
+	if err != nil {
+		return nil
 	}
-	return nil
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
+	q.all = streams
+	var lts []uint16
+	q.eachLinkType(ctx, func(lt uint16) bool { lts = append(lts, lt); return true })
+	return lts
 }
 
 // fileLinkTypes returns the link types of the interfaces a data file

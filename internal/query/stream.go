@@ -268,8 +268,8 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {
-		return fmt.Errorf("agent %s: %s: a packet at %d ns follows one at %d ns already written: %w (raise --reorder-mem)",
-			s.agent, s.path, ts, s.last, ErrOutOfOrder)
+		return fmt.Errorf("agent %s: %s: a packet at %d ns follows one at %d ns already written: %w (raise --reorder-mem: this agent's window is %d KiB, its share of %d agents)",
+			s.agent, s.path, ts, s.last, ErrOutOfOrder, s.limit>>10, len(s.q.all))
 	}
 	buf := s.buf(len(p.Data))
 	entries := cap(s.h.s)

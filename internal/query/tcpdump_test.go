@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,14 +115,17 @@ func nullPkts(order binary.AppendByteOrder) []rawPkt {
 	return ps
 }
 
-// tcpdumpCases: per link type and file byte order, packets and filters.
-var tcpdumpCases = []struct {
+// tcpCase is a link type and file byte order, packets and filters.
+type tcpCase struct {
 	name      string
 	linkType  uint16
 	bigEndian bool
 	pkts      []rawPkt
 	filters   []string
-}{
+}
+
+// tcpdumpCases: per link type and file byte order, packets and filters.
+var tcpdumpCases = []tcpCase{
 	{
 		name: "ethernet", linkType: 1,
 		pkts: []rawPkt{
@@ -275,6 +279,38 @@ func TestFilterRefusedAsLibpcap(t *testing.T) {
 		if !errors.Is(err, ErrBadFilter) || !strings.Contains(err.Error(), terr.Error()) {
 			t.Errorf("filter %q: Prepare: %v, want ErrBadFilter with tcpdump's message %q", f, err, terr)
 		}
+	}
+}
+
+// TestFilterRefusedForTheSelection: a filter libpcap refuses for every
+// link type pcapsync meets, for different reasons per link type (mpls
+// with sctp and ICMPv6 on Ethernet: "expression rejects all packets";
+// on Linux cooked: "no MPLS support"), is refused with the message of
+// the link type of the files selected, tcpdump -r's on them.
+func TestFilterRefusedForTheSelection(t *testing.T) {
+	tcpdump := lookTcpdump(t)
+	const f = "(sctp dst port 123) and ((mpls) and (ip6 proto 58))"
+	ci := slices.IndexFunc(tcpdumpCases, func(c tcpCase) bool { return c.name == "linux cooked" })
+	if ci < 0 {
+		t.Fatal("the case this test takes its packets from is gone")
+	}
+	cooked := tcpdumpCases[ci]
+	dir := t.TempDir()
+	writeLinkAgent(t, dir, "a2", cooked.linkType, cooked.pkts)
+	file := filepath.Join(t.TempDir(), "cooked.pcap")
+	writePcap(t, file, cooked.linkType, cooked.bigEndian, cooked.pkts)
+	_, terr := runTcpdump(t, tcpdump, file, f)
+	if terr == nil || strings.Contains(terr.Error(), "rejects all packets") {
+		t.Fatalf("tcpdump -r on the cooked file: %v, want a refusal other than Ethernet's", terr)
+	}
+	_, err := Prepare(context.Background(), Config{Dir: dir, Filter: f})
+	if !errors.Is(err, ErrBadFilter) || !strings.Contains(err.Error(), terr.Error()) {
+		t.Errorf("Prepare: %v, want ErrBadFilter with tcpdump's message %q", err, terr)
+	}
+	// No file selected: Ethernet's message, as before.
+	_, err = Prepare(context.Background(), Config{Dir: t.TempDir(), Filter: f})
+	if !errors.Is(err, ErrBadFilter) || !strings.Contains(err.Error(), "rejects all packets") {
+		t.Errorf("Prepare over an empty root: %v, want Ethernet's refusal", err)
 	}
 }
 

@@ -60,6 +60,16 @@ func NewFilter(expr string) (*Filter, error) {
 // accepted. ctx ends the compile's wait (capture.CompileFilterContext).
 // "" accepts everything.
 func NewFilterContext(ctx context.Context, expr string) (*Filter, error) {
+	return NewFilterFor(ctx, expr, checkLinkTypes)
+}
+
+// NewFilterFor is NewFilterContext trying the link types lts, in
+// order, instead of those pcapsync meets: a filter refused for all of
+// them is refused with libpcap's message for the first (a query
+// refuses with the message of a link type of its files, as tcpdump -r
+// on one of them would). With no link types the filter is refused as
+// NewFilterContext refuses it.
+func NewFilterFor(ctx context.Context, expr string, lts []uint16) (*Filter, error) {
 	f := &Filter{expr: expr, progs: map[progKey]program{}, errs: map[progKey]error{}}
 	if expr == "" {
 		return f, nil
@@ -67,8 +77,11 @@ func NewFilterContext(ctx context.Context, expr string) (*Filter, error) {
 	if err := capture.CheckFilter(expr); err != nil {
 		return nil, err
 	}
+	if len(lts) == 0 {
+		lts = checkLinkTypes
+	}
 	var first error
-	for _, lt := range checkLinkTypes {
+	for _, lt := range lts {
 		err := f.Compile(ctx, lt)
 		if err == nil {
 			return f, nil

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen/capgen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/query"
 )
 
 // mode is one way of running the query for a filter.
@@ -229,8 +232,70 @@ func (r *trial) agentsJob(ctx context.Context, f capgen.Filter) {
 				return strings.Compare(names(a), names(b))
 			})
 		}
-		_ = r.check(m, f, "all", "every agent", want, r.query(ctx, m, nil, f.Expr))
+		got := r.query(ctx, m, nil, f.Expr)
+		if !want.refused && got.refused && strings.Contains(got.msg, "reorder window") {
+			// Documented: an agent's disorder beyond its share of the
+			// window stops the query. Taken as such only where the
+			// agent's selected packets, in file order, need more than
+			// half its share (its buffers and free lists may hold up
+			// to twice what they carry).
+			short, why := r.windowShort(m, wants, got.msg)
+			if short {
+				r.mu.Lock()
+				r.windows++
+				r.mu.Unlock()
+				continue
+			}
+			got.msg += " (" + why + ")"
+		}
+		_ = r.check(m, f, "all", "every agent", want, got)
 	}
+}
+
+// agentInMsg finds the agent a query's reorder-window error names.
+var agentInMsg = regexp.MustCompile(`agent ([^ :]+): `)
+
+// windowShort reports whether the agent the every-agent query's
+// reorder-window refusal msg names needs a window of more than half its
+// share of the default --reorder-mem, and why (or why not).
+func (r *trial) windowShort(m mode, wants []result, msg string) (bool, string) {
+	sub := agentInMsg.FindStringSubmatch(msg)
+	if sub == nil {
+		return false, "no agent named"
+	}
+	ci := slices.IndexFunc(r.captures, func(c *capgen.Capture) bool { return c.Name == sub[1] })
+	if ci < 0 || wants[ci].refused {
+		return false, "agent " + sub[1] + " is not a capture with packets"
+	}
+	since, until, ok := m.bounds(r.captures[0])
+	var pkts []pkt // in file order, as the query's stream reads them
+	for _, p := range wants[ci].pkts {
+		if !ok || (p.ts >= since && p.ts < until) {
+			pkts = append(pkts, p)
+		}
+	}
+	need := windowNeed(pkts)
+	share := max(int64(query.DefaultReorderMem)/int64(len(r.captures)), 256<<10)
+	return 2*need > share, fmt.Sprintf("agent %s needs a window of %d KiB, its share is %d KiB", sub[1], need>>10, share>>10)
+}
+
+// windowNeed is the least window that puts pkts (in the order read)
+// in timestamp order: the most that packets read before one and later
+// than it ever hold, each counted as a query's stream holds it (its
+// buffer, a power of two of at least 64 bytes, and a heap entry).
+func windowNeed(pkts []pkt) int64 {
+	cost := func(p pkt) int64 { return int64(1)<<max(bits.Len(uint(len(p.data)-1)), 6) + 64 }
+	var need int64
+	for i, p := range pkts {
+		var held int64
+		for _, q := range pkts[:i] {
+			if q.ts > p.ts {
+				held += cost(q)
+			}
+		}
+		need = max(need, held+cost(p))
+	}
+	return need
 }
 
 func cmpInt(a, b int64) int { return int(min(max(a-b, -1), 1)) }
