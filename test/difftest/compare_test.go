@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen/capgen"
@@ -505,4 +506,24 @@ func describe(p pkt) string {
 
 func (d diff) String() string {
 	return fmt.Sprintf("%s | %s | %s | capture %s | filter %q | %s", d.kind, d.mode, d.class, d.capture, d.filter, d.detail)
+}
+
+// TestWindowNeed: in order, a packet's own cost; late packets after
+// early ones, every early one held until the late ones are read.
+func TestWindowNeed(t *testing.T) {
+	p := func(ts int64, n int) pkt { return pkt{ts: ts, data: make([]byte, n)} }
+	for _, c := range []struct {
+		name string
+		pkts []pkt
+		want int64
+	}{
+		{"in order", []pkt{p(1, 100), p(2, 100), p(3, 100)}, 128 + 64},
+		{"one back", []pkt{p(1, 100), p(3, 100), p(2, 100)}, 2 * (128 + 64)},
+		{"reversed", []pkt{p(3, 1000), p(2, 10), p(1, 100)}, 1024 + 64 + 64 + 64 + 128 + 64},
+		{"ties wait for nothing", []pkt{p(2, 100), p(2, 100), p(2, 100)}, 128 + 64},
+	} {
+		if got := windowNeed(c.pkts); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
 }
