@@ -3,12 +3,11 @@ package correlate
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/query"
@@ -20,8 +19,8 @@ import (
 // an interface named as in the files ("web1:eth0"), with nanosecond
 // timestamps; it is valid pcapng also when Run fails after it began.
 //
-// The packets are read by one query (query.Prepare) over all the agents,
-// merged in timestamp order. Memory is the query's (Config.ReorderMem
+// The packets are read by one query (query.Prepare, Prepared.Each)
+// over all the agents, merged in timestamp order. Memory is the query's (Config.ReorderMem
 // plus a reader per agent) plus the packets of the last Window, with
 // their bytes when unmatched is not nil.
 func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
@@ -37,52 +36,27 @@ func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	type qres struct {
-		res query.Result
-		err error
-	}
-	qdone := make(chan qres, 1)
-	go func() {
-		res, err := qp.Run(ctx, pw)
-		pw.CloseWithError(err) // nil: EOF
-		qdone <- qres{res, err}
-	}()
 	c := &run{cfg: cfg}
-	err = c.read(pr, unmatched)
-	pr.CloseWithError(errStopped) // the query ends if it was still writing
-	q := <-qdone
-	if err == nil || errors.Is(err, errStopped) {
-		err = errors.Join(err, q.err)
-	}
-	c.rep.FilesRead = q.res.FilesRead
+	err = c.read(ctx, qp, unmatched)
 	return c.rep, err
 }
-
-// errStopped ends the query when its reader stopped first.
-var errStopped = errors.New("correlation stopped")
 
 type run struct {
 	cfg     Config
 	rep     Report
-	ifAgent []int // the reader's interfaces: agent index
-	ifOut   []int // the reader's interfaces: the unmatched writer's, -1 until written
+	ifAgent []int // the query's interfaces (Packet.Iface): agent index
+	ifOut   []int // the query's interfaces: the unmatched writer's, -1 until written
 	ifaces  []pcapfile.Interface
 	w       *pcapfile.NgWriter
 }
 
-// read matches the query's packets from src and fills c.rep.
-func (c *run) read(src io.Reader, unmatched io.Writer) error {
-	r, err := pcapfile.NewReader(src, nil)
-	if err != nil {
-		return fmt.Errorf("reading the query: %w", err)
-	}
+// read matches the query's packets and fills c.rep.
+func (c *run) read(ctx context.Context, qp *query.Prepared, unmatched io.Writer) error {
 	var emit func(*packet) error
 	var bw *bufio.Writer
 	if unmatched != nil {
 		bw = bufio.NewWriterSize(unmatched, 256<<10)
+		var err error
 		c.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{OS: "Linux", UserAppl: "pcapsync correlate", Comment: c.cfg.describe()})
 		if err != nil {
 			return fmt.Errorf("writing unmatched packets: %w", err)
@@ -91,7 +65,15 @@ func (c *run) read(src io.Reader, unmatched io.Writer) error {
 	}
 	window := c.cfg.window()
 	m := newMatcher(len(c.cfg.Agents), int64(window), emit)
-	err = c.match(r, m)
+	res, err := qp.Each(ctx, func(p *query.Packet) error {
+		if p.Iface == len(c.ifAgent) {
+			if err := c.learn(p); err != nil {
+				return err
+			}
+		}
+		return m.add(c.ifAgent[p.Iface], p.Iface, p.Timestamp, p.OrigLen, p.Interface.LinkType, p.Data)
+	})
+	c.rep.FilesRead = res.FilesRead
 	if err == nil {
 		err = m.flush()
 	}
@@ -104,46 +86,15 @@ func (c *run) read(src io.Reader, unmatched io.Writer) error {
 	return err
 }
 
-// match feeds m the packets of r until its end.
-func (c *run) match(r *pcapfile.Reader, m *matcher) error {
-	var p pcapfile.Packet
-	for {
-		err := r.ReadInto(&p)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading the query: %w", err)
-		}
-		if p.Interface >= len(c.ifAgent) {
-			if err := c.learn(r.Interfaces()); err != nil {
-				return err
-			}
-		}
-		if err := m.add(c.ifAgent[p.Interface], p.Interface, p.Timestamp, p.OrigLen, c.ifaces[p.Interface].LinkType, p.Data); err != nil {
-			return err
-		}
+// learn maps the query's next interface, p's, to its agent.
+func (c *run) learn(p *query.Packet) error {
+	a := slices.Index(c.cfg.Agents, p.Agent)
+	if a < 0 {
+		return fmt.Errorf("reading the query: interface %q of no agent selected", p.Interface.Name)
 	}
-}
-
-// learn maps the interfaces the query defined since the last call to
-// their agents, by name ("agent:iface").
-func (c *run) learn(ifs []pcapfile.Interface) error {
-	c.ifaces = ifs
-	for _, ifc := range ifs[len(c.ifAgent):] {
-		name, _, _ := strings.Cut(ifc.Name, ":")
-		a := -1
-		for i, n := range c.cfg.Agents {
-			if n == name {
-				a = i
-			}
-		}
-		if a < 0 {
-			return fmt.Errorf("reading the query: interface %q of no agent selected", ifc.Name)
-		}
-		c.ifAgent = append(c.ifAgent, a)
-		c.ifOut = append(c.ifOut, -1)
-	}
+	c.ifAgent = append(c.ifAgent, a)
+	c.ifOut = append(c.ifOut, -1)
+	c.ifaces = append(c.ifaces, *p.Interface)
 	return nil
 }
 

@@ -124,7 +124,7 @@ func (q *query) follow(ctx context.Context) error {
 				break
 			}
 			p := s.pop()
-			ok, err := q.writePacket(&p)
+			ok, err := q.writePacket(s.agent, &p)
 			q.unhold(p.round)
 			s.release(p.data)
 			if err != nil || !ok {
@@ -146,7 +146,7 @@ func (q *query) follow(ctx context.Context) error {
 			return err
 		}
 		q.stats = q.stats[:0]
-		if err := q.bw.Flush(); err != nil {
+		if err := q.flush(); err != nil {
 			return err
 		}
 		if ending && h.len() == 0 {

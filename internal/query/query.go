@@ -54,11 +54,28 @@ type Result struct {
 	FilterRefused int `json:"filter_refused"`
 }
 
+// Packet is a packet a query selects, as Prepared.Each gives it.
+type Packet struct {
+	// Agent is the name of the agent whose files hold the packet.
+	Agent string
+	// Iface numbers the query's interfaces from 0 in the order their
+	// first packets come; Interface describes it, its Name "agent:if"
+	// (as the files name it; "agent:" for an interface without a
+	// name). The same Iface is the same interface throughout a query.
+	Iface     int
+	Interface *pcapfile.Interface
+	// Timestamp is Unix time in nanoseconds; OrigLen the length on the
+	// wire; Data the captured bytes, valid until the call returns.
+	Timestamp int64
+	OrigLen   uint32
+	Data      []byte
+}
+
 // outIface is an interface of the output: one per name, link type and
 // snaplen found in the files.
 type outIface struct {
 	ifc      pcapfile.Interface
-	w        int  // index in the writer; -1 until its block is written
+	w        int  // index in the writer (or of Each's Iface); -1 until its first packet
 	compiled bool // the filter, for its link type
 }
 
@@ -74,8 +91,11 @@ type query struct {
 	sel          *selection
 	outs         []outIface
 	stats        []stats
-	w            *pcapfile.NgWriter
+	w            *pcapfile.NgWriter // nil for Each
 	bw           *bufio.Writer
+	each         func(*Packet) error // Each's; nil for Run
+	pk           Packet              // what each is given
+	ifaces       int                 // Each's interfaces so far
 	res          Result
 	lastTS       int64 // of the last packet written
 
@@ -150,23 +170,12 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 // error) still leaves w holding a valid pcapng stream of what was
 // written, flushed; the Result says how much.
 func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
-	cfg := p.cfg
-	q := &query{cfg: cfg, filter: p.filter}
-	q.since, q.until = cfg.bounds()
-	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
-	q.delay, q.poll = cfg.followTimes()
-	q.now = time.Now()
-	streams, err := q.streams()
-	if err != nil {
+	q, err := p.start(ctx)
+	if q == nil {
 		return Result{}, err
 	}
-	q.all = streams
-	defer func() {
-		for _, s := range q.all {
-			s.close()
-		}
-	}()
-	if err := q.refuseFilter(ctx); err != nil {
+	defer q.close()
+	if err != nil {
 		return q.res, err
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -179,11 +188,7 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 	if err != nil {
 		return q.res, err
 	}
-	if cfg.Follow {
-		err = q.follow(ctx)
-	} else {
-		err = q.merge(ctx, streams)
-	}
+	err = q.run(ctx)
 	if err == nil {
 		err = q.writeStats()
 	}
@@ -192,6 +197,61 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 		err = fmt.Errorf("writing the output: %w", ferr)
 	}
 	return q.res, err
+}
+
+// Each runs the query as Run does and calls fn with each packet Run
+// would write, in the same order, instead of writing them: the packets
+// of every agent selected, merged in timestamp order (ties by agent
+// name, then in file order). An error from fn stops the query and is
+// returned as is. Count stops it as in Run; MaxBytes, a bound on
+// output bytes, does not apply (Result.Bytes stays 0); the files'
+// statistics are not given. Follow runs until ctx ends, as in Run.
+// Memory is Run's (doc.go) plus what fn keeps: Packet.Data is reused
+// once fn returns.
+func (p *Prepared) Each(ctx context.Context, fn func(*Packet) error) (Result, error) {
+	q, err := p.start(ctx)
+	if q == nil {
+		return Result{}, err
+	}
+	defer q.close()
+	if err != nil {
+		return q.res, err
+	}
+	q.each = fn
+	return q.res, q.run(ctx)
+}
+
+// start lists the query's agents and files and refuses its filter if
+// no link type of theirs takes it; nil if the listing failed. Close
+// what it returns.
+func (p *Prepared) start(ctx context.Context) (*query, error) {
+	cfg := p.cfg
+	q := &query{cfg: cfg, filter: p.filter}
+	q.since, q.until = cfg.bounds()
+	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
+	q.delay, q.poll = cfg.followTimes()
+	q.now = time.Now()
+	streams, err := q.streams()
+	if err != nil {
+		return nil, err
+	}
+	q.all = streams
+	return q, q.refuseFilter(ctx)
+}
+
+// run merges the streams, following them if the query follows.
+func (q *query) run(ctx context.Context) error {
+	if q.cfg.Follow {
+		return q.follow(ctx)
+	}
+	return q.merge(ctx, q.all)
+}
+
+// close closes every stream's file.
+func (q *query) close() {
+	for _, s := range q.all {
+		s.close()
+	}
 }
 
 // streams selects the agents and their files.
@@ -307,7 +367,7 @@ func (q *query) writeHead(h *minHeap[*stream]) (s *stream, more bool, err error)
 	}
 	s = h.s[0]
 	p := s.pop()
-	ok, err := q.writePacket(&p)
+	ok, err := q.writePacket(s.agent, &p)
 	s.release(p.data)
 	return s, ok && err == nil, err
 }
@@ -344,10 +404,14 @@ func (q *query) merge(ctx context.Context, streams []*stream) error {
 	return ctx.Err()
 }
 
-// writePacket writes p, and its interface's block if it is the first
-// packet on it; false when --max-bytes stops the query first.
-func (q *query) writePacket(p *pkt) (bool, error) {
+// writePacket writes p, of agent, and its interface's block if it is
+// the first packet on it (or gives it to Each's function); false when
+// --max-bytes stops the query first.
+func (q *query) writePacket(agent string, p *pkt) (bool, error) {
 	o := &q.outs[p.out]
+	if q.each != nil {
+		return true, q.give(agent, o, p)
+	}
 	need := pcapfile.EPBSize(len(p.data))
 	if o.w < 0 {
 		need += pcapfile.InterfaceSize(o.ifc)
@@ -362,13 +426,32 @@ func (q *query) writePacket(p *pkt) (bool, error) {
 	if err := q.w.WritePacket(o.w, p.ts, p.orig, p.data); err != nil {
 		return false, err
 	}
+	q.count(p)
+	return true, nil
+}
+
+// give calls Each's function with p, of agent.
+func (q *query) give(agent string, o *outIface, p *pkt) error {
+	if o.w < 0 {
+		o.w = q.ifaces
+		q.ifaces++
+	}
+	q.pk = Packet{Agent: agent, Iface: o.w, Interface: &o.ifc, Timestamp: p.ts, OrigLen: p.orig, Data: p.data}
+	if err := q.each(&q.pk); err != nil {
+		return err
+	}
+	q.count(p)
+	return nil
+}
+
+// count counts p, given or written.
+func (q *query) count(p *pkt) {
 	if q.res.Packets > 0 && p.ts < q.lastTS {
 		q.res.Late++
 	} else {
 		q.lastTS = p.ts
 	}
 	q.res.Packets++
-	return true, nil
 }
 
 // ensure writes o's interface block if it is not written yet.
@@ -381,9 +464,20 @@ func (q *query) ensure(o *outIface) error {
 	return err
 }
 
+// flush writes out what Run's output buffers.
+func (q *query) flush() error {
+	if q.bw == nil {
+		return nil
+	}
+	return q.bw.Flush()
+}
+
 // writeStats writes the statistics blocks kept, in time order, as many
-// as --max-bytes leaves room for.
+// as --max-bytes leaves room for (none for Each).
 func (q *query) writeStats() error {
+	if q.w == nil {
+		return nil
+	}
 	slices.SortStableFunc(q.stats, func(a, b stats) int { return cmp.Compare(a.st.Timestamp, b.st.Timestamp) })
 	for _, s := range q.stats {
 		o := &q.outs[s.out]
