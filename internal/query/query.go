@@ -170,33 +170,28 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 // error) still leaves w holding a valid pcapng stream of what was
 // written, flushed; the Result says how much.
 func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
-	q, err := p.start(ctx)
-	if q == nil {
-		return Result{}, err
-	}
-	defer q.close()
-	if err != nil {
-		return q.res, err
-	}
-	bw := bufio.NewWriterSize(w, 256<<10)
-	q.bw = bw
-	q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
-		OS:       "Linux",
-		UserAppl: "pcapsync query",
-		Comment:  q.describe(),
+	return p.do(ctx, func(q *query) error {
+		bw := bufio.NewWriterSize(w, 256<<10)
+		q.bw = bw
+		var err error
+		q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
+			OS:       "Linux",
+			UserAppl: "pcapsync query",
+			Comment:  q.describe(),
+		})
+		if err != nil {
+			return err
+		}
+		err = q.run(ctx)
+		if err == nil {
+			err = q.writeStats()
+		}
+		q.res.Bytes = q.w.Written()
+		if ferr := bw.Flush(); err == nil && ferr != nil {
+			err = fmt.Errorf("writing the output: %w", ferr)
+		}
+		return err
 	})
-	if err != nil {
-		return q.res, err
-	}
-	err = q.run(ctx)
-	if err == nil {
-		err = q.writeStats()
-	}
-	q.res.Bytes = q.w.Written()
-	if ferr := bw.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("writing the output: %w", ferr)
-	}
-	return q.res, err
 }
 
 // Each runs the query as Run does and calls fn with each packet Run
@@ -209,16 +204,23 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 // Memory is Run's (doc.go) plus what fn keeps: Packet.Data is reused
 // once fn returns.
 func (p *Prepared) Each(ctx context.Context, fn func(*Packet) error) (Result, error) {
+	return p.do(ctx, func(q *query) error {
+		q.each = fn
+		return q.run(ctx)
+	})
+}
+
+// do starts the query, runs body on it and closes it.
+func (p *Prepared) do(ctx context.Context, body func(*query) error) (Result, error) {
 	q, err := p.start(ctx)
 	if q == nil {
 		return Result{}, err
 	}
 	defer q.close()
-	if err != nil {
-		return q.res, err
+	if err == nil {
+		err = body(q)
 	}
-	q.each = fn
-	return q.res, q.run(ctx)
+	return q.res, err
 }
 
 // start lists the query's agents and files and refuses its filter if
