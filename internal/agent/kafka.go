@@ -17,19 +17,19 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
-	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // The Kafka transport (Config.Kafka): no collector. Every sealed batch
 // is produced to the topic as the record an ingest collector would
-// produce for it (kafkaio.NewRecord): key the agent name, value the
+// produce for it (kafkarec.NewRecord): key the agent name, value the
 // Batch frame exactly as it would go on the wire, header the Hello
 // frame (wire.AppendRecordHello) listing every interface declared so
 // far. Stats frames go as records too. The writers (pcapsync writer)
 // cannot tell the two paths apart.
 //
-// The producer is kafkaio.Producer: idempotent, acknowledged once all
+// The producer is kafkarec.Producer: idempotent, acknowledged once all
 // in-sync replicas have a record. Its acknowledgements come in the
 // order of sending (one key, one partition) and release the queue and
 // the spool in order, as a collector's acks do. A broker that cannot be
@@ -68,7 +68,7 @@ const helloIfaceReserve = 16
 // name of 255 bytes after its length byte, link type, snaplen.
 const maxIfaceEntry = 1 + 255 + 2 + 4
 
-// produceFunc is kafkaio.Producer.Send.
+// produceFunc is kafkarec.Producer.Send.
 type produceFunc func(agent string, hello, frame []byte, done func(error))
 
 // kafkaSender is the Kafka transport. The fields under mu are shared
@@ -76,13 +76,13 @@ type produceFunc func(agent string, hello, frame []byte, done func(error))
 // goroutine (run) once New returned.
 type kafkaSender struct {
 	a          *Agent
-	kc         kafkaconn.Config   // with defaults
-	opts       []kgo.Opt          // kc.Opts, read once by New
-	key        *kafkaio.RecordKey // signs the records; nil: none
-	maxRecord  int                // the topic's record limit
-	batchBytes int                // Config.BatchBytes, capped to fit maxRecord
-	window     int64              // record bytes in the producer at most
-	brokers    []netip.AddrPort   // seeds and the brokers listed at start: ownTraffic
+	kc         kafkaconn.Config    // with defaults
+	opts       []kgo.Opt           // kc.Opts, read once by New
+	key        *kafkarec.RecordKey // signs the records; nil: none
+	maxRecord  int                 // the topic's record limit
+	batchBytes int                 // Config.BatchBytes, capped to fit maxRecord
+	window     int64               // record bytes in the producer at most
+	brokers    []netip.AddrPort    // seeds and the brokers listed at start: ownTraffic
 
 	// wrap, if set, wraps the producer's Send (tests: an answer lost).
 	wrap func(produceFunc) produceFunc
@@ -102,7 +102,7 @@ type kafkaSender struct {
 func newKafkaSender(a *Agent) (*kafkaSender, error) {
 	kc := a.cfg.Kafka.WithDefaults()
 	k := &kafkaSender{a: a, kc: kc, answered: make(chan struct{}, 1),
-		window: min(a.cfg.QueueBytes, kafkaio.DefaultMaxBuffered)}
+		window: min(a.cfg.QueueBytes, kafkarec.DefaultMaxBuffered)}
 	opts, err := kc.Opts()
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -110,7 +110,7 @@ func newKafkaSender(a *Agent) (*kafkaSender, error) {
 	k.opts = opts
 	if key, err := kc.RecordKey(); err != nil || key != nil {
 		if err == nil {
-			k.key, err = kafkaio.NewRecordKey(key)
+			k.key, err = kafkarec.NewRecordKey(key)
 			clear(key)
 		}
 		if err != nil {
@@ -188,7 +188,7 @@ func resolveAll(hosts []string) []netip.AddrPort {
 // maxFrame returns the largest frame that fits a record with a hello
 // of helloLen bytes.
 func (k *kafkaSender) maxFrame(helloLen int) int {
-	return int(kafkaio.MaxFrame(k.maxRecord, k.a.cfg.Name, make([]byte, helloLen)))
+	return int(kafkarec.MaxFrame(k.maxRecord, k.a.cfg.Name, make([]byte, helloLen)))
 }
 
 // helloBound is the most bytes the hello of this agent's records can
@@ -271,7 +271,7 @@ func (k *kafkaSender) warnInsecure(log *slog.Logger) {
 // recordSize is what a record counts against the window: its key,
 // value and hello header.
 func recordSize(name string, hello, frame []byte) int64 {
-	return int64(len(name) + len(hello) + len(frame) + len(kafkaio.HelloHeader))
+	return int64(len(name) + len(hello) + len(frame) + len(kafkarec.HelloHeader))
 }
 
 // begin counts a record sent; its answer calls answer.
@@ -345,7 +345,7 @@ func (k *kafkaSender) drain(ctx context.Context) bool {
 // declared more interfaces than the batches were sized for).
 func (k *kafkaSender) run(ctx context.Context) error {
 	a := k.a
-	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: k.opts, Topic: k.kc.Topic, MaxRecord: k.maxRecord, Key: k.key,
+	p, err := kafkarec.NewProducer(kafkarec.ProducerConfig{Opts: k.opts, Topic: k.kc.Topic, MaxRecord: k.maxRecord, Key: k.key,
 		MaxBuffered: k.window + 2*int64(k.maxRecord), Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -23,7 +23,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
-	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
@@ -84,7 +84,7 @@ type topicRecords struct {
 }
 
 // consume reads topic until its batches hold packets packets of
-// distinct batches, and checks every record with kafkaio.ParseRecord.
+// distinct batches, and checks every record with kafkarec.ParseRecord.
 func consume(t *testing.T, b *kafkatest.Broker, topic, name string, packets uint64) topicRecords {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -108,7 +108,7 @@ func consume(t *testing.T, b *kafkatest.Broker, topic, name string, packets uint
 			t.Fatalf("fetch: %v", errs)
 		}
 		for _, r := range fs.Records() {
-			rec, err := kafkaio.ParseRecord(r, wire.Limits{})
+			rec, err := kafkarec.ParseRecord(r, wire.Limits{})
 			if err != nil {
 				t.Fatalf("record at offset %d: %v", r.Offset, err)
 			}

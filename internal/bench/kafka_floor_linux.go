@@ -10,14 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
-	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 )
 
 // runFloor measures franz-go alone on the records a Kafka path round
 // left in topic, in this process: first a consumer group member reading
 // them all and dropping them (the least a writer does besides writing
 // files), then a relay: a member of another group reading them and the
-// ingest collector's producer (kafkaio.Producer: idempotent, acks from
+// ingest collector's producer (kafkarec.Producer: idempotent, acks from
 // all in-sync replicas) writing each again to a fresh topic, dropped
 // once answered (the least an ingest collector and a writer do besides
 // reading agents and writing files). Each is this process's user +
@@ -47,7 +47,7 @@ func (e kafkaEnv) runFloor(ctx context.Context, round int, topic string) (FloorR
 		return r, err
 	}
 	cpu1 := selfCPU()
-	p, err := kafkaio.NewProducer(kafkaio.ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.b.addrs...)}, Topic: name, MaxRecord: maxRecord})
+	p, err := kafkarec.NewProducer(kafkarec.ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.b.addrs...)}, Topic: name, MaxRecord: maxRecord})
 	if err != nil {
 		return r, err
 	}

@@ -83,7 +83,7 @@ type Config struct {
 	// RecordKeyFile, if set, holds the record key (surrounding white
 	// space is not part of it): every producer of the topic signs its
 	// records with it and every writer refuses records it did not sign
-	// (kafkaio.RecordKey). Read by RecordKey.
+	// (kafkarec.RecordKey). Read by RecordKey.
 	RecordKeyFile string
 }
 

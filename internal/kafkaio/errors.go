@@ -2,23 +2,8 @@ package kafkaio
 
 import "errors"
 
-// Errors callers test with errors.Is.
-var (
-	// ErrRecord wraps every error of ParseRecord: the record is not one
-	// this package writes (its key, hello header or value is wrong) and
-	// will never be; the text after it says why.
-	ErrRecord = errors.New("bad record")
-
-	// ErrProduce wraps the brokers' error for a record Producer.Send
-	// could not make durable (given to its done), and for the records
-	// still unanswered when Close gave up waiting.
-	ErrProduce = errors.New("kafka produce failed")
-
-	// ErrUnauthenticated: a record without a valid MAC header where a
-	// RecordKey is in force (RecordKey.Verify); it was not produced by a
-	// holder of the key, or was changed since.
-	ErrUnauthenticated = errors.New("record not authenticated by the record key")
-
-	// ErrShortKey: a record key shorter than MinRecordKey.
-	ErrShortKey = errors.New("record key too short")
-)
+// ErrTopicGone is wrapped by Writer.Run's error when the topic it
+// consumes stays unknown to the brokers (deleted, or deleted and
+// created again: its offsets and partitions are not the ones the group
+// committed).
+var ErrTopicGone = errors.New("topic unknown to the brokers")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -51,7 +52,7 @@ type WriterConfig struct {
 	// a record without a valid MAC is counted (Unauthenticated) and
 	// skipped. Without it every record is taken as authentic (the
 	// brokers' ACLs decide who may produce).
-	Key *RecordKey
+	Key *kafkarec.RecordKey
 	// MaxAgents bounds the agents the writer holds at once (each holds
 	// a lock file open, and its file while it writes): taking one more
 	// first gives up the one that wrote least recently. 0 means
@@ -338,7 +339,7 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		case gone.IsZero():
 			gone = time.Now()
 		case time.Since(gone) >= topicGoneAfter:
-			return fmt.Errorf("kafka writer: topic %q unknown to the brokers for %s (deleted, or created again)", w.cfg.Topic, topicGoneAfter)
+			return fmt.Errorf("kafka writer: topic %q: %w for %s (deleted, or created again)", w.cfg.Topic, ErrTopicGone, topicGoneAfter)
 		}
 		if !failed || len(recs) > 0 {
 			backoff = 0
@@ -452,12 +453,12 @@ func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
 
 // check authenticates (with a Key) and parses rec, and verifies a
 // batch's checksum, counting what fails.
-func (w *Writer) check(rec *kgo.Record) (Record, error) {
+func (w *Writer) check(rec *kgo.Record) (kafkarec.Record, error) {
 	if err := w.cfg.Key.Verify(rec); err != nil {
 		w.Counters.Unauthenticated.Add(1)
-		return Record{}, fmt.Errorf("%w of %q: %w", ErrRecord, rec.Key, err)
+		return kafkarec.Record{}, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
 	}
-	r, err := ParseRecord(rec, w.lim)
+	r, err := kafkarec.ParseRecord(rec, w.lim)
 	if err != nil || r.Type != wire.TypeBatch {
 		return r, err
 	}
@@ -469,7 +470,7 @@ func (w *Writer) check(rec *kgo.Record) (Record, error) {
 		if errors.Is(err, wire.ErrChecksum) {
 			w.Counters.BadChecksums.Add(1)
 		}
-		return r, fmt.Errorf("%w of %q: %w", ErrRecord, rec.Key, err)
+		return r, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
 	}
 	return r, nil
 }
@@ -479,7 +480,7 @@ func (w *Writer) check(rec *kgo.Record) (Record, error) {
 // restarted, or was not seen yet). It returns nil for a record whose
 // hello the core refuses; an agent it took for it is given up again.
 // w.mu must be held.
-func (w *Writer) session(ctx context.Context, a *wagent, r *Record, rec *kgo.Record) (*wagent, error) {
+func (w *Writer) session(ctx context.Context, a *wagent, r *kafkarec.Record, rec *kgo.Record) (*wagent, error) {
 	if a != nil && a.hello.Instance == r.Hello.Instance && a.hello.Host == r.Hello.Host &&
 		len(r.Hello.Interfaces) > len(a.hello.Interfaces) &&
 		slices.Equal(r.Hello.Interfaces[:len(a.hello.Interfaces)], a.hello.Interfaces) {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
+	"github.com/pcapsync/pcapsync/internal/kafkarec/kafkarectest"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
@@ -58,36 +60,20 @@ type testAgent struct {
 }
 
 func newTestAgent(name string, instance byte) testAgent {
-	h := wire.Hello{Name: name, Host: "h", Instance: [16]byte{instance, 1},
-		Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 65535}}}
-	return testAgent{name: name, hello: wire.AppendHello(nil, &h)}
+	return testAgent{name: name, hello: kafkarectest.Hello(name, instance)}
 }
 
-// batch returns the record of batch seq of n 60-byte packets.
+// batch returns the record of batch seq of n 60-byte packets
+// (kafkarectest.Batch).
 func (a testAgent) batch(topic string, seq uint64, n int) *kgo.Record {
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	for i := range n {
-		pkt := make([]byte, 60)
-		binary.BigEndian.PutUint64(pkt, seq)
-		binary.BigEndian.PutUint32(pkt[8:], uint32(i))
-		e.Append(int64(seq)*1e9+int64(i), 0, 60, pkt)
-	}
-	return NewRecord(topic, a.name, a.hello, e.Finish(seq))
+	return kafkarec.NewRecord(topic, a.name, a.hello, kafkarectest.Batch(seq, n).Finish(seq))
 }
 
 // zbatch returns the record of batch seq of n 60-byte packets, its
 // records compressed with zstd.
 func (a testAgent) zbatch(t *testing.T, topic string, seq uint64, n int) *kgo.Record {
 	t.Helper()
-	var e wire.BatchEncoder
-	e.Reset(nil)
-	for i := range n {
-		pkt := make([]byte, 60)
-		binary.BigEndian.PutUint64(pkt, seq)
-		binary.BigEndian.PutUint32(pkt[8:], uint32(i))
-		e.Append(int64(seq)*1e9+int64(i), 0, 60, pkt)
-	}
+	e := kafkarectest.Batch(seq, n)
 	enc, err := compress.NewEncoder(compress.Spec{Codec: compress.Zstd})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +82,7 @@ func (a testAgent) zbatch(t *testing.T, topic string, seq uint64, n int) *kgo.Re
 	if codec != wire.CodecZstd {
 		t.Fatalf("batch not compressed (%s)", codec)
 	}
-	return NewRecord(topic, a.name, a.hello, e.FinishCompressed(frame, seq, codec))
+	return kafkarec.NewRecord(topic, a.name, a.hello, e.FinishCompressed(frame, seq, codec))
 }
 
 // produce produces recs in order and waits for the broker's acks.
@@ -280,12 +266,12 @@ func testFlippedBytes(t *testing.T, b *kafkatest.Broker) {
 func testRecordKey(t *testing.T, b *kafkatest.Broker) {
 	const topic = "keyed"
 	b.CreateTopic(topic, 1)
-	key, err := NewRecordKey([]byte("0123456789abcdef0123456789abcdef"))
+	key, err := kafkarec.NewRecordKey([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := NewRecordKey([]byte("fedcba9876543210fedcba9876543210"))
-	p, err := NewProducer(ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(b.Addr)}, Topic: topic, MaxRecord: 1 << 20, Key: key})
+	other, _ := kafkarec.NewRecordKey([]byte("fedcba9876543210fedcba9876543210"))
+	p, err := kafkarec.NewProducer(kafkarec.ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(b.Addr)}, Topic: topic, MaxRecord: 1 << 20, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +428,7 @@ func testIdleRelease(t *testing.T, b *kafkatest.Broker) {
 func testTopicRecreated(t *testing.T, b *kafkatest.Broker) {
 	const topic = "recreated"
 	b.CreateTopic(topic, 1)
-	p, err := NewProducer(ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(b.Addr)}, Topic: topic, MaxRecord: 1 << 20})
+	p, err := kafkarec.NewProducer(kafkarec.ProducerConfig{Opts: []kgo.Opt{kgo.SeedBrokers(b.Addr)}, Topic: topic, MaxRecord: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

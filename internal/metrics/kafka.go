@@ -6,11 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 )
 
 // Kafka metrics of an ingest collector (its producer) and of a writer
 // (its consumer). The histograms are made by NewCollector, to be given
-// to kafkaio.ProducerConfig.Latency and kafkaio.WriterConfig.Delay, and
+// to kafkarec.ProducerConfig.Latency and kafkaio.WriterConfig.Delay, and
 // registered by WatchProducer and WatchWriter.
 func newKafkaHistograms() (produce, delay prometheus.Histogram) {
 	produce = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -27,7 +28,7 @@ func newKafkaHistograms() (produce, delay prometheus.Histogram) {
 }
 
 // WatchProducer registers an ingest collector's producer metrics.
-func (m *Collector) WatchProducer(c *kafkaio.ProducerCounters) {
+func (m *Collector) WatchProducer(c *kafkarec.ProducerCounters) {
 	m.Registry.MustRegister(m.Produce,
 		counterFunc("pcapsync_kafka_produced_records_total", "Records (one batch or stats frame each) the brokers acknowledged.", &c.Records),
 		counterFunc("pcapsync_kafka_produced_bytes_total", "Bytes of the records' values the brokers acknowledged (frames as the agents sent them).", &c.Bytes),

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 )
 
@@ -21,7 +22,7 @@ func (c consumerStub) Partitions() []kafkaio.PartitionState { return c }
 // lag and committed offset once known, and none before.
 func TestKafkaMetrics(t *testing.T) {
 	m := NewCollector(0)
-	var pc kafkaio.ProducerCounters
+	var pc kafkarec.ProducerCounters
 	var wc kafkaio.WriterCounters
 	m.WatchProducer(&pc)
 	parts := consumerStub{

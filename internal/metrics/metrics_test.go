@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -184,7 +185,7 @@ func exported(t *testing.T) map[string]bool {
 	feeds.WatchQuery(&queryhttp.Counters{})
 	WatchListener(feeds.Registry, "query", "127.0.0.1:1", &frontdoor.Counters{})
 	kafka := NewCollector(0) // an ingest collector's and a writer's
-	kafka.WatchProducer(&kafkaio.ProducerCounters{})
+	kafka.WatchProducer(&kafkarec.ProducerCounters{})
 	kafka.WatchWriter(&kafkaio.WriterCounters{}, consumerStub{{Partition: 0, Committed: 1, End: 2, Lag: 1}})
 	WatchCertificates(kafka.Registry, []pki.Certificate{{File: "ca.pem", Role: pki.RoleCA, Subject: "site CA"}})
 	retained := retainingCollector(t) // a size rule's limit and watermarks, once retention checked it

@@ -7,7 +7,7 @@
 // Agents by name or glob (their directories), interfaces by glob over
 // the names the files give them ("web1:eth0"), a time range [Since,
 // Until) exact to the nanosecond per packet, a tcpdump-syntax filter
-// (tap.Filter: libpcap's program per link type, run as tcpdump -r runs it),
+// (filter.Filter: libpcap's program per link type, run as tcpdump -r runs it),
 // Count and MaxBytes. Files are chosen per agent (store.AgentFiles): a
 // closed file the retention index lists with its size is skipped when
 // its first..last packet times miss the range; every other file (a

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/index"
-	"github.com/pcapsync/pcapsync/internal/tap"
 )
 
 // Frames whose headers are cut short by the snap length or
@@ -350,7 +350,7 @@ func TestIndexNeverNarrower(t *testing.T) {
 	filters, checked, skipped := 0, 0, 0
 	for range 600 {
 		f := oddFilter(rng, 3)
-		flt, err := tap.NewFilter(f)
+		flt, err := filter.New(f)
 		if err != nil {
 			continue
 		}

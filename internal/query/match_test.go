@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/index"
-	"github.com/pcapsync/pcapsync/internal/tap"
 )
 
 func TestFilterTerms(t *testing.T) {
@@ -137,7 +137,7 @@ func TestMatchNoFalseNegatives(t *testing.T) {
 	filters, checked := 0, 0
 	for range 400 {
 		f := randFilter(rng, 3)
-		flt, err := tap.NewFilter(f)
+		flt, err := filter.New(f)
 		if err != nil {
 			continue // libpcap rejects some combinations (ip6 host with IPv4 ...)
 		}

@@ -15,9 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -87,7 +87,7 @@ type stats struct {
 type query struct {
 	cfg          Config
 	since, until int64
-	filter       *tap.Filter
+	filter       *filter.Filter
 	sel          *selection
 	outs         []outIface
 	stats        []stats
@@ -113,7 +113,7 @@ type query struct {
 // comes). Run it once.
 type Prepared struct {
 	cfg    Config
-	filter *tap.Filter
+	filter *filter.Filter
 }
 
 // Prepare validates cfg and compiles its filter, once for the query:
@@ -129,13 +129,13 @@ func Prepare(ctx context.Context, cfg Config) (*Prepared, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := tap.NewFilterContext(ctx, cfg.Filter)
+	f, err := filter.NewContext(ctx, cfg.Filter)
 	if errors.Is(err, capture.ErrBadFilter) && !errors.Is(err, capture.ErrFilterLimit) {
 		// Refused for every link type pcapsync meets: for those of the
 		// files selected, with libpcap's message for one of them (a
 		// link type beyond those may take it).
 		if lts := selectionLinkTypes(ctx, cfg); len(lts) > 0 {
-			f, err = tap.NewFilterFor(ctx, cfg.Filter, lts)
+			f, err = filter.NewFor(ctx, cfg.Filter, lts)
 		}
 	}
 	switch {

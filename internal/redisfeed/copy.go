@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/tap"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -32,7 +32,7 @@ type CopyConfig struct {
 	// Iface, if set, keeps only the packets of this interface.
 	Iface string
 	// Filter, if set, keeps only the packets that pass this tcpdump
-	// expression, run here (tap.Filter).
+	// expression, run here (filter.Filter).
 	Filter string
 	// From, if positive, starts with the entries added this long ago
 	// (FollowConfig.From); 0 copies from now on.
@@ -63,7 +63,7 @@ func (c *CopyConfig) Validate() error {
 	if _, err := redis.ParseURL(c.URL); err != nil {
 		return fmt.Errorf("redis copy: --redis: %w", err)
 	}
-	if _, err := tap.NewFilter(c.Filter); err != nil {
+	if _, err := filter.New(c.Filter); err != nil {
 		return fmt.Errorf("redis copy: --filter: %w", err)
 	}
 	return nil
@@ -112,7 +112,7 @@ type pcapngWriter struct {
 	cfg     *CopyConfig
 	bw      *bufio.Writer
 	w       *pcapfile.NgWriter
-	filter  *tap.Filter
+	filter  *filter.Filter
 	written int
 	ifaces  map[hostIface]int // interface -> pcapng interface index, -1: not wanted
 	local   []int             // an entry's interface -> pcapng index; reused
@@ -127,7 +127,7 @@ type hostIface struct {
 // newPcapngWriter writes the section header to w, with source in its
 // comment, and flushes it.
 func newPcapngWriter(w io.Writer, cfg *CopyConfig, source string) (*pcapngWriter, error) {
-	f, err := tap.NewFilter(cfg.Filter)
+	f, err := filter.New(cfg.Filter)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@
 // with XREAD and hands back each entry's batch, decompressed and
 // checked, with the interfaces its records refer to.
 // Copy writes what Follow returns as pcapng, selected by interface and
-// by a tcpdump filter (tap.Filter): `pcapsync tail --redis`.
+// by a tcpdump filter (filter.Filter): `pcapsync tail --redis`.
 //
 // A stream entry (docs/wire-format.md, "Redis stream"):
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
@@ -41,10 +42,10 @@ type Service struct {
 	query *queryhttp.Server // nil without a query listener
 	m     *metrics.Collector
 
-	kopts  []kgo.Opt          // the Kafka connection's options
-	rkey   *kafkaio.RecordKey // the record key; nil: none
-	prod   *kafkaio.Producer  // an ingest collector's; nil otherwise
-	writer *kafkaio.Writer    // a writer's; nil otherwise
+	kopts  []kgo.Opt           // the Kafka connection's options
+	rkey   *kafkarec.RecordKey // the record key; nil: none
+	prod   *kafkarec.Producer  // an ingest collector's; nil otherwise
+	writer *kafkaio.Writer     // a writer's; nil otherwise
 
 	closers []func() // what New opened, in order; undone if New fails
 }
@@ -468,11 +469,11 @@ func (s *Service) openKafka() error {
 	if err != nil {
 		return fmt.Errorf("kafka topic %q: reading its record size limit: %w", kc.Topic, err)
 	}
-	pc := kafkaio.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Key: s.rkey, Logger: s.log}
+	pc := kafkarec.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Key: s.rkey, Logger: s.log}
 	if s.m != nil {
 		pc.Latency = s.m.Produce
 	}
-	p, err := kafkaio.NewProducer(pc)
+	p, err := kafkarec.NewProducer(pc)
 	if err != nil {
 		return err
 	}
@@ -484,12 +485,12 @@ func (s *Service) openKafka() error {
 
 // recordKey reads kc's record key file, if any (ErrConfig when it is
 // unusable).
-func recordKey(kc kafkaconn.Config) (*kafkaio.RecordKey, error) {
+func recordKey(kc kafkaconn.Config) (*kafkarec.RecordKey, error) {
 	b, err := kc.RecordKey()
 	if err != nil || b == nil {
 		return nil, wrapConfig(err)
 	}
-	k, err := kafkaio.NewRecordKey(b)
+	k, err := kafkarec.NewRecordKey(b)
 	clear(b)
 	return k, wrapConfig(err)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -331,7 +332,7 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
-	f, err := NewFilterContext(ctx, sel.Filter) // the compile's wait ends with the tap
+	f, err := filter.NewContext(ctx, sel.Filter) // the compile's wait ends with the tap
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
 	}
@@ -398,7 +399,7 @@ type item struct {
 type client struct {
 	t      *Tap
 	sel    Selection
-	filter *Filter // run's only
+	filter *filter.Filter // run's only
 	raw    net.Conn
 	conn   net.Conn // TLS or raw
 	wake   chan struct{}

@@ -102,3 +102,51 @@ func moduleRoot(t *testing.T) string {
 	}
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
+
+// farRules are the dependencies a package must not have, through any
+// chain of imports: the seams the parts are built along.
+var farRules = []struct {
+	pkgs, never []string
+	why         string
+}{
+	{
+		pkgs:  []string{"internal/agent"},
+		never: []string{"internal/store", "internal/collector", "internal/index", "internal/kafkaio"},
+		why:   "an agent captures and sends; the files are the collector's",
+	},
+	{
+		pkgs:  []string{"internal/query", "internal/correlate", "internal/queryhttp"},
+		never: []string{"internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
+		why:   "the read side meets the ingest side only in the store's files",
+	},
+	{
+		pkgs:  []string{"internal/kafkarec", "internal/filter", "internal/frontdoor", "internal/wire", "internal/pcapfile"},
+		never: []string{"internal/store", "internal/collector", "internal/query"},
+		why:   "small parts many share stay small",
+	},
+}
+
+// TestFarImports checks farRules over every package's dependencies
+// (go list -deps, tests not counted).
+func TestFarImports(t *testing.T) {
+	root := moduleRoot(t)
+	for _, r := range farRules {
+		for _, pkg := range r.pkgs {
+			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+pkg)
+			cmd.Dir = root
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", pkg, err)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) < 2 {
+				t.Fatalf("go list -deps %s: %q, want the package and what it imports", pkg, deps)
+			}
+			for _, d := range deps {
+				if rest, ok := strings.CutPrefix(d, module); ok && slices.Contains(r.never, rest) {
+					t.Errorf("%s depends on %s (through its imports): %s", pkg, rest, r.why)
+				}
+			}
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package tap
+package filter
 
 import (
 	"encoding/binary"
@@ -92,7 +92,7 @@ func TestNewProgramRefuses(t *testing.T) {
 
 // TestMatchAllocs: matching allocates nothing once compiled.
 func TestMatchAllocs(t *testing.T) {
-	f, err := NewFilter("udp port 53 or less 100")
+	f, err := New("udp port 53 or less 100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +104,16 @@ func TestMatchAllocs(t *testing.T) {
 	}
 }
 
-// TestNewFilterLinkTypes: a filter libpcap compiles for some link type
+// TestNewLinkTypes: a filter libpcap compiles for some link type
 // pcapsync meets is accepted, one it refuses for all is refused with
 // its message for Ethernet.
-func TestNewFilterLinkTypes(t *testing.T) {
+func TestNewLinkTypes(t *testing.T) {
 	for _, f := range []string{"inbound", "outbound", "ifindex 3", "wlan type data", "ip broadcast", "ip6 protochain 17"} {
-		if _, err := NewFilter(f); err != nil {
+		if _, err := New(f); err != nil {
 			t.Errorf("%q: %v", f, err)
 		}
 	}
-	_, err := NewFilter("port 70000")
+	_, err := New("port 70000")
 	if err == nil || err.Error() != `capture: compiling filter "port 70000": illegal port number 70000 > 65535` {
 		t.Errorf("port 70000: %v", err)
 	}
@@ -172,7 +172,7 @@ func FuzzProgram(f *testing.F) {
 // in x/net/bpf's VM (what ran before), side by side.
 func BenchmarkMatch(b *testing.B) {
 	const expr = "udp port 53 or (tcp and host 10.1.2.3) or less 100"
-	f, err := NewFilter(expr)
+	f, err := New(expr)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,8 +1,10 @@
-// Package kafkaio carries pcapsync's batches over Apache Kafka: the
-// record format, the producer that ingest collectors (and agents
-// writing straight to Kafka) send through, and the writer that
-// consumes records into a store like a collector's sessions.
-package kafkaio
+// Package kafkarec is pcapsync's side of Apache Kafka that produces:
+// the record format (a batch or statistics frame with its agent's
+// hello), the record key's MAC, and the producer that ingest
+// collectors and agents writing straight to Kafka send through. It
+// knows nothing of the store or the collector; the consumer that
+// writes records into a store is internal/kafkaio.
+package kafkarec
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package tap
+package filter
 
 import (
 	"encoding/binary"
@@ -72,7 +72,7 @@ const (
 // division by a constant zero, a return at the end.
 func newProgram(raw []bpf.RawInstruction) (program, error) {
 	if len(raw) == 0 || len(raw) > maxInsns {
-		return nil, fmt.Errorf("%d instructions, want 1..%d", len(raw), maxInsns)
+		return nil, fmt.Errorf("%w: %d instructions, want 1..%d", ErrBadProgram, len(raw), maxInsns)
 	}
 	for i, in := range raw {
 		ok := true
@@ -94,11 +94,11 @@ func newProgram(raw []bpf.RawInstruction) (program, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("instruction %d (%#04x %d %d %#x) not valid", i, in.Op, in.Jt, in.Jf, in.K)
+			return nil, fmt.Errorf("%w: instruction %d (%#04x %d %d %#x)", ErrBadProgram, i, in.Op, in.Jt, in.Jf, in.K)
 		}
 	}
 	if last := raw[len(raw)-1].Op; last != opRetK && last != opRetA {
-		return nil, fmt.Errorf("program does not end with a return")
+		return nil, fmt.Errorf("%w: it does not end with a return", ErrBadProgram)
 	}
 	return program(raw), nil
 }

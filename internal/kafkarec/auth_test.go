@@ -1,4 +1,4 @@
-package kafkaio
+package kafkarec
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package tap
+package filter
 
 import (
 	"context"
@@ -39,18 +39,18 @@ type progKey struct {
 // linkTypeNull is LINKTYPE_NULL (DLT_NULL): BSD loopback.
 const linkTypeNull = 0
 
-// checkLinkTypes are the link types NewFilterContext tries a filter
+// checkLinkTypes are the link types NewContext tries a filter
 // on, Ethernet first: a filter that compiles for one of them is
 // accepted. Linux cooked v1 and v2, raw IP, BSD null and loop, 802.11
 // and radiotap.
 var checkLinkTypes = []uint16{capture.LinkTypeEthernet, 113, 276, capture.LinkTypeRaw, linkTypeNull, 108, 105, 127}
 
-// NewFilter is NewFilterContext without an end to the compile's wait.
-func NewFilter(expr string) (*Filter, error) {
-	return NewFilterContext(context.Background(), expr)
+// New is NewContext without an end to the compile's wait.
+func New(expr string) (*Filter, error) {
+	return NewContext(context.Background(), expr)
 }
 
-// NewFilterContext checks expr against capture.CheckFilter's limits (an
+// NewContext checks expr against capture.CheckFilter's limits (an
 // error matching capture.ErrFilterLimit) and compiles it for Ethernet,
 // then, until one compiles, for the other link types pcapsync meets
 // (Linux cooked v1 and v2, raw IP, BSD null and loop, 802.11,
@@ -59,17 +59,17 @@ func NewFilter(expr string) (*Filter, error) {
 // (capture.ErrBadFilter) while "inbound" (Linux cooked only) is
 // accepted. ctx ends the compile's wait (capture.CompileFilterContext).
 // "" accepts everything.
-func NewFilterContext(ctx context.Context, expr string) (*Filter, error) {
-	return NewFilterFor(ctx, expr, checkLinkTypes)
+func NewContext(ctx context.Context, expr string) (*Filter, error) {
+	return NewFor(ctx, expr, checkLinkTypes)
 }
 
-// NewFilterFor is NewFilterContext trying the link types lts, in
+// NewFor is NewContext trying the link types lts, in
 // order, instead of those pcapsync meets: a filter refused for all of
 // them is refused with libpcap's message for the first (a query
 // refuses with the message of a link type of its files, as tcpdump -r
 // on one of them would). With no link types the filter is refused as
-// NewFilterContext refuses it.
-func NewFilterFor(ctx context.Context, expr string, lts []uint16) (*Filter, error) {
+// NewContext refuses it.
+func NewFor(ctx context.Context, expr string, lts []uint16) (*Filter, error) {
 	f := &Filter{expr: expr, progs: map[progKey]program{}, errs: map[progKey]error{}}
 	if expr == "" {
 		return f, nil
@@ -133,7 +133,7 @@ func compileProgram(ctx context.Context, key progKey, expr string) (program, err
 	}
 	p, err := newProgram(raw)
 	if err != nil {
-		return nil, fmt.Errorf("filter %q for link type %d: libpcap's program: %w", expr, key.linkType, err)
+		return nil, fmt.Errorf("filter %q for link type %d: %w", expr, key.linkType, err)
 	}
 	return p, nil
 }
