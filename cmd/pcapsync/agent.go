@@ -80,7 +80,7 @@ func agentCommand(s streams) *cobra.Command {
 		var cfg agent.Config
 		flags := agentFlags(fs, &cfg)
 		var mf metricsFlags
-		mf.register(fs)
+		mf.register(fs, metrics.DefaultAgentPort)
 		var lf logFlags
 		lf.register(fs, true)
 		summary := addSummaryFlag(fs)

@@ -16,7 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
-// metricsFlags are the flags of the metrics listener, on agent and collector.
+// metricsFlags are the flags of the agent's metrics listener.
 type metricsFlags struct {
 	addr  string
 	pprof bool
@@ -25,9 +25,15 @@ type metricsFlags struct {
 	certs [][2]string
 }
 
-func (m *metricsFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&m.addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
+func (m *metricsFlags) register(fs *pflag.FlagSet, port int) {
+	fs.StringVar(&m.addr, "metrics", "", metricsUsage(port, "/metrics"))
 	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
+}
+
+// metricsUsage is the help of --metrics for a command serving paths,
+// whose usual port is port.
+func metricsUsage(port int, paths string) string {
+	return fmt.Sprintf("serve Prometheus metrics at HOST:PORT (%s), e.g. 127.0.0.1:%d, this command's port in deploy/; no authentication: bind to loopback or protect it (default off)", paths, port)
 }
 
 // config is the metrics.Config of the flags.
