@@ -268,7 +268,7 @@ func TestExampleConfigs(t *testing.T) {
 		if len(cf.settings) < 5 {
 			t.Errorf("%s: %d settings; an example should show the usual ones", tc.file, len(cf.settings))
 		}
-		if err := cf.check(c.Flags(), c.CommandPath()); err != nil {
+		if err := cf.check(c.Flags(), c.CommandPath(), nil); err != nil {
 			t.Error(err)
 		}
 		for _, s := range cf.settings {

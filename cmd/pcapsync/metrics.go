@@ -75,22 +75,36 @@ const statusUsage = `Prints the agents a collector knows (GET http://HOST:PORT/s
 collector's --metrics listener): address, transport, how long connected,
 packets and bytes per second over the last 10 s, drops as the agent
 reports them, batches lost, the last sequence received and the lag
-(batches received but not yet acknowledged). The old name of --metrics,
---collector-admin, is still accepted.`
+(batches received but not yet acknowledged). A writer's status adds its
+Kafka partitions.
+
+It asks --metrics HOST:PORT, by default the collector's port on this
+host. With --config FILE, the configuration file of a collector, writer
+or agent (/etc/pcapsync/collector.conf), it asks the address of the
+file's "metrics" line and skips the file's other settings of those
+commands; a name that is no command's setting is refused. The old name
+of --metrics, --collector-admin, is still accepted.`
+
+// annForeign names, space-separated, the commands whose settings a
+// command skips in its configuration file instead of refusing them
+// (status reads a collector's file for its metrics address).
+const annForeign = "pcapsync/foreign-settings"
 
 func statusCommand(s streams) *cobra.Command {
-	return leaf("status --metrics HOST:PORT [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-		addr := fs.String("metrics", "", "the collector's --metrics HOST:PORT (required)")
+	c := leaf("status [--metrics HOST:PORT | --config FILE] [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+		addr := fs.String("metrics", metrics.DefaultStatusAddr, "the HOST:PORT of the collector's (or writer's) metrics listener: its --metrics")
 		aliases(fs, map[string]string{"collector-admin": "metrics"})
 		raw := fs.Bool("json", false, "print the JSON as the collector serves it")
 		timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 		return func(ctx context.Context, _ []string) error {
 			if *addr == "" {
-				return usageError("status needs --metrics HOST:PORT")
+				return usageError("status: --metrics is empty: give the collector's HOST:PORT")
 			}
 			return runStatus(ctx, s, *addr, *raw, *timeout)
 		}
 	})
+	c.Annotations = map[string]string{annForeign: "collector writer agent"}
+	return c
 }
 
 // runStatus prints the status of the collector at addr: as served
@@ -102,6 +116,10 @@ func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout ti
 	switch {
 	case errors.Is(err, metrics.ErrAddress):
 		return fmt.Errorf("%w: --metrics: %w", errUsage, err)
+	case errors.Is(err, metrics.ErrNotHTTP):
+		return fmt.Errorf("%w: is it the agents' port, or a tap? status asks a collector's metrics listener (--metrics, default %s)", err, metrics.DefaultStatusAddr)
+	case errors.Is(err, metrics.ErrNoAnswer):
+		return fmt.Errorf("%w: status asks a collector's metrics listener (its --metrics; default %s): is the collector running with it? give status --metrics HOST:PORT or --config FILE", err, metrics.DefaultStatusAddr)
 	case err != nil:
 		return err
 	case raw:
