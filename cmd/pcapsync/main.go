@@ -161,9 +161,20 @@ func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(stderr, opts)), nil
 	case "json":
+		opts.ReplaceAttr = jsonDuration
 		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
 	}
 	return nil, usageError("--log-format %q: want text or json", l.format)
+}
+
+// jsonDuration is the JSON logs' ReplaceAttr: a duration as Go writes
+// it ("1.5s", as the text logs and the flags have it), not slog's
+// integer nanoseconds.
+func jsonDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // parseSize reads a byte size (units.ParseSize): "64M", "1GiB".
