@@ -82,7 +82,7 @@ It asks --metrics HOST:PORT, by default the collector's port on this
 host. With --config FILE, the configuration file of a collector, writer
 or agent (/etc/pcapsync/collector.conf), it asks the address of the
 file's "metrics" line and skips the file's other settings of those
-commands; a name that is no command's setting is refused. The old name
+commands; a name that is none of their settings is refused. The old name
 of --metrics, --collector-admin, is still accepted.`
 
 // annForeign names, space-separated, the commands whose settings a
