@@ -76,11 +76,11 @@ authenticate the agent. The capture filter excludes the brokers'
 addresses instead of a collector's (docs/scale-out.md).`
 
 func agentCommand(s streams) *cobra.Command {
-	c := leaf("agent [flags] [FILTER]", "capture packets (or replay a file) and stream them to a collector", agentUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
+	c := leaf("agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (--tls-ca FILE [--tls-cert FILE --tls-key FILE] | --insecure) [flags] [FILTER]", "capture packets (or replay a file) and stream them to a collector", agentUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 		var cfg agent.Config
 		flags := agentFlags(fs, &cfg)
 		var mf metricsFlags
-		mf.register(fs)
+		mf.register(fs, metrics.DefaultAgentPort)
 		var lf logFlags
 		lf.register(fs, true)
 		summary := addSummaryFlag(fs)

@@ -202,7 +202,7 @@ func applySettings(c *cobra.Command, args []string, lookupEnv func(string) (stri
 		if file, err = readConfigFile(path); err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
-		if err := file.check(fs, c.CommandPath()); err != nil {
+		if err := file.check(fs, c.CommandPath(), foreignSettings(c)); err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
@@ -225,6 +225,29 @@ func applySettings(c *cobra.Command, args []string, lookupEnv func(string) (stri
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// foreignSettings returns whether a name is a setting (a long flag) of
+// one of the commands c's annForeign annotation names, which c skips in
+// its configuration file; nil if it names none.
+func foreignSettings(c *cobra.Command) func(name string) bool {
+	var others []*pflag.FlagSet
+	for _, name := range strings.Fields(c.Annotations[annForeign]) {
+		if o := subcommand(c.Root(), name); o != nil {
+			others = append(others, o.Flags())
+		}
+	}
+	if others == nil {
+		return nil
+	}
+	return func(name string) bool {
+		for _, fs := range others {
+			if f := fs.Lookup(name); f != nil && f.Name != "help" {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // lookupEnv is os.LookupEnv, except that an empty value counts as unset

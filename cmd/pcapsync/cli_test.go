@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,16 +196,38 @@ func TestFormatVersion(t *testing.T) {
 	}
 }
 
-// TestUsageListsCommands: pcapsync --help lists every command.
+// TestUsageListsCommands: pcapsync --help lists every command and its
+// synopsis line every subcommand, as the command tree has them.
 func TestUsageListsCommands(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"agent", "collector", "tail", "query", "correlate", "status", "gen", "bench", "index", "completion"} {
-		if !strings.Contains(out.String(), "\n  "+c+" ") {
-			t.Errorf("pcapsync --help does not list %q:\n%s", c, out.String())
+	help := out.String()
+	root := newRoot(streams{io.Discard, io.Discard})
+	n := 0
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() || c.Name() == "help" {
+			continue
 		}
+		n++
+		if !strings.Contains(help, "\n  "+c.Name()+" ") {
+			t.Errorf("pcapsync --help does not list %q in its commands", c.Name())
+		}
+		_, line, ok := strings.Cut(help, "\n  pcapsync "+c.Name()+" ")
+		if !ok {
+			t.Errorf("pcapsync --help has no synopsis of %q", c.Name())
+			continue
+		}
+		line, _, _ = strings.Cut(line, "\n")
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && !slices.Contains(strings.Split(strings.Fields(line)[0], "|"), sub.Name()) {
+				t.Errorf("the synopsis of %s lacks %s: %q", c.Name(), sub.Name(), line)
+			}
+		}
+	}
+	if n < 11 {
+		t.Errorf("%d commands in the tree, want at least 11", n)
 	}
 }
 
@@ -220,7 +243,7 @@ func TestManPagesAndCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{".TH \"PCAPSYNC\" \"1\"", `\fB-i\fP, \fB--iface\fP`, `\fB-s\fP, \fB--snaplen\fP=262144`} {
+	for _, w := range []string{`\fB-i\fP, \fB--iface\fP`, `\fB-s\fP, \fB--snaplen\fP=262144`} {
 		if !strings.Contains(string(page), w) {
 			t.Errorf("pcapsync-agent.1 lacks %q", w)
 		}
@@ -228,6 +251,23 @@ func TestManPagesAndCompletion(t *testing.T) {
 	for _, name := range []string{"pcapsync.1", "pcapsync-collector.1", "pcapsync-gen-certs.1", "pcapsync-bench-pipeline.1"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Error(err)
+		}
+	}
+	// Each page is titled by its file's name, as git's (GIT-LOG(1) in
+	// git-log.1): PCAPSYNC-GEN-CERTS(1).
+	pages, _ := filepath.Glob(filepath.Join(dir, "*.1"))
+	if len(pages) < 20 {
+		t.Fatalf("%d pages", len(pages))
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		title := strings.ToUpper(strings.TrimSuffix(filepath.Base(p), ".1"))
+		if want := ".TH \"" + title + "\" \"1\""; !strings.Contains(string(b), want) {
+			th, _, _ := strings.Cut(string(b[strings.Index(string(b), ".TH"):]), "\n")
+			t.Errorf("%s: %s, want %s", filepath.Base(p), th, want)
 		}
 	}
 	out.Reset()
@@ -268,7 +308,7 @@ func TestExampleConfigs(t *testing.T) {
 		if len(cf.settings) < 5 {
 			t.Errorf("%s: %d settings; an example should show the usual ones", tc.file, len(cf.settings))
 		}
-		if err := cf.check(c.Flags(), c.CommandPath()); err != nil {
+		if err := cf.check(c.Flags(), c.CommandPath(), nil); err != nil {
 			t.Error(err)
 		}
 		for _, s := range cf.settings {

@@ -121,7 +121,7 @@ func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.IntVar(&cc.MaxConnsPerSource, "max-conns-per-source", 0, "most agent connections of one address open at once; 0: a quarter of --max-conns (at least 4)")
 	fs.DurationVar(&cc.Heartbeat, "heartbeat", liveness.DefaultHeartbeat, "re-send the last acknowledgement when nothing was sent for this long, so agents know the collector is alive")
 	fs.DurationVar(&cc.PeerTimeout, "peer-timeout", liveness.DefaultPeerTimeout, "end a session whose agent sent nothing (not even its heartbeat) for this long; also TCP_USER_TIMEOUT")
-	metricsFlagsOn(fs, &cfg.Metrics)
+	metricsFlagsOn(fs, &cfg.Metrics, metrics.DefaultCollectorPort)
 	kafkaFlagsOn(fs, &cfg.Kafka, "produce every batch to Kafka instead of writing files (an ingest collector: no --dir; `pcapsync writer` writes the files)")
 	return feedFlags(fs, cfg)
 }
@@ -144,9 +144,10 @@ func retainFlagsOn(fs *pflag.FlagSet, rc *store.RetainConfig) {
 	fs.Var(sizeFlag{&rc.AgentBytes}, "retain-agent-size", "keep each agent's files at most this large, deleting its own oldest, so that one busy agent cannot push out the others' history; 0: no limit")
 }
 
-// metricsFlagsOn defines the collector's metrics flags.
-func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config) {
-	fs.StringVar(&m.Addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
+// metricsFlagsOn defines the metrics flags of a collector or a writer,
+// whose usual port (metrics.DefaultXPort) is port.
+func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config, port int) {
+	fs.StringVar(&m.Addr, "metrics", "", metricsUsage(port, "/metrics and /status"))
 	fs.BoolVar(&m.Pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
 	fs.IntVar(&m.MaxConns, "metrics-max-conns", 0, "with --metrics: most connections open at once (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 16, at most "+strconv.Itoa(metrics.DefaultMaxConns))
 	fs.IntVar(&m.MaxAgents, "metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")

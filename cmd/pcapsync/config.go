@@ -100,15 +100,18 @@ func parseSetting(line string) (setting, error) {
 	return setting{name: name, value: value}, nil
 }
 
-// check refuses a setting no flag of fs has, a flag set on two lines
-// that can be given once only, and the --config key itself.
-func (cf *configFile) check(fs *pflag.FlagSet, command string) error {
+// check refuses a setting no flag of fs has (unless foreign, if not
+// nil, says it is another command's, to be skipped), a flag set on two
+// lines that can be given once only, and the --config key itself.
+func (cf *configFile) check(fs *pflag.FlagSet, command string, foreign func(name string) bool) error {
 	first := map[string]int{}
 	for _, s := range cf.settings {
 		f := fs.Lookup(s.name)
 		switch {
 		case s.name == "config":
 			return fmt.Errorf("%s:%d: config: a configuration file cannot name another one", cf.path, s.line)
+		case f == nil && foreign != nil && foreign(s.name):
+			continue
 		case f == nil || f.Name == "help" || f.Name == "version":
 			return fmt.Errorf("%s:%d: unknown setting %q: %s has no --%s", cf.path, s.line, s.name, command, s.name)
 		case s.bare && f.NoOptDefVal == "":

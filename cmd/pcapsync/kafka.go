@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
+	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 )
@@ -69,7 +70,7 @@ func writerFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	fs.StringVar(&cfg.Group, "group", "pcapsync-writers", "the consumer group: the writers of one group share the topic's partitions and one --dir")
 	cfg.Collector.Store.Shared = true
 	storeFlagsOn(fs, &cfg.Collector.Store)
-	metricsFlagsOn(fs, &cfg.Metrics)
+	metricsFlagsOn(fs, &cfg.Metrics, metrics.DefaultWriterPort)
 	securityFlagsOn(fs, cfg, "serve --query-listen in plain HTTP, without TLS: anyone who reaches it reads the captures (with --token-file, the token crosses the network in clear text)")
 	return feedFlags(fs, cfg)
 }

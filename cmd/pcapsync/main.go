@@ -21,24 +21,17 @@ import (
 	"github.com/pcapsync/pcapsync/internal/units"
 )
 
-const rootLong = `pcapsync streams packets captured on many hosts to one collector, which
-writes them into pcapng files per host.
-
-  pcapsync collector --dir DIR (--tls-cert F --tls-key F [--tls-client-ca F] | --insecure) [flags]
-  pcapsync agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (--tls-ca F [--tls-cert F --tls-key F] | --insecure) [flags] [FILTER]
-  pcapsync tail (--tap HOST:PORT | --redis URL) --agent NAME [--iface IF] [--filter EXPR] > out.pcapng
-  pcapsync query --dir DIR -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [FILTER]
-  pcapsync correlate --dir DIR --agent A --agent B [--since T] [--until T] [-w FILE] [--json] [FILTER]
-  pcapsync status --metrics HOST:PORT [--json]
-  pcapsync gen file|udp|certs|man [flags]
-  pcapsync bench transport|fanin|latency|pipeline|live [flags]
-  pcapsync completion bash|zsh|fish|powershell
-
-Every flag can also be set by an environment variable (--snaplen by
+// rootIntro and rootSettings are the top-level help, before and after
+// the synopsis of every command (rootSynopsis).
+const (
+	rootIntro = `pcapsync streams packets captured on many hosts to one collector, which
+writes them into pcapng files per host.`
+	rootSettings = `Every flag can also be set by an environment variable (--snaplen by
 PCAPSYNC_SNAPLEN) or a line of a configuration file (--config FILE:
 "snaplen = 1500"); a flag on the command line wins over the variable,
 the variable over the file, the file over the default
 (docs/configuration.md).`
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,7 +72,6 @@ func newRoot(s streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "pcapsync",
 		Short:         "stream packet captures from many hosts to one collector",
-		Long:          rootLong,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args: func(c *cobra.Command, args []string) error {
@@ -113,8 +105,31 @@ func newRoot(s streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %s: %w (see %s --help)", errUsage, c.CommandPath(), err, c.CommandPath())
 	})
-	root.AddCommand(collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), correlateCommand(s), statusCommand(s), genCommand(s), benchCommand(s), indexCommand(s))
+	cmds := []*cobra.Command{collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), correlateCommand(s), statusCommand(s), genCommand(s), benchCommand(s), indexCommand(s)}
+	root.AddCommand(cmds...)
+	root.InitDefaultCompletionCmd() // now, not at Execute: the synopsis lists it
+	root.Long = rootIntro + "\n\n" + rootSynopsis(append(cmds, subcommand(root, "completion"))) + "\n\n" + rootSettings
 	return root
+}
+
+// rootSynopsis is a line per command of cmds, from its definition: a
+// command's synopsis (its Use), or a group's subcommands.
+func rootSynopsis(cmds []*cobra.Command) string {
+	var b strings.Builder
+	for _, c := range cmds {
+		if c == nil {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		if c.HasAvailableSubCommands() {
+			fmt.Fprintf(&b, "  pcapsync %s %s [flags]", c.Name(), strings.Join(subNames(c), "|"))
+			continue
+		}
+		fmt.Fprintf(&b, "  pcapsync %s", c.Use)
+	}
+	return b.String()
 }
 
 // logFlags are the logging flags of the commands that log.
@@ -146,9 +161,20 @@ func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(stderr, opts)), nil
 	case "json":
+		opts.ReplaceAttr = jsonDuration
 		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
 	}
 	return nil, usageError("--log-format %q: want text or json", l.format)
+}
+
+// jsonDuration is the JSON logs' ReplaceAttr: a duration as Go writes
+// it ("1.5s", as the text logs and the flags have it), not slog's
+// integer nanoseconds.
+func jsonDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // parseSize reads a byte size (units.ParseSize): "64M", "1GiB".

@@ -16,7 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pki"
 )
 
-// metricsFlags are the flags of the metrics listener, on agent and collector.
+// metricsFlags are the flags of the agent's metrics listener.
 type metricsFlags struct {
 	addr  string
 	pprof bool
@@ -25,9 +25,15 @@ type metricsFlags struct {
 	certs [][2]string
 }
 
-func (m *metricsFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&m.addr, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (the collector also /status); no authentication: bind to loopback or protect it (default off)")
+func (m *metricsFlags) register(fs *pflag.FlagSet, port int) {
+	fs.StringVar(&m.addr, "metrics", "", metricsUsage(port, "/metrics"))
 	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
+}
+
+// metricsUsage is the help of --metrics for a command serving paths,
+// whose usual port is port.
+func metricsUsage(port int, paths string) string {
+	return fmt.Sprintf("serve Prometheus metrics at HOST:PORT (%s), e.g. 127.0.0.1:%d, this command's port in deploy/; no authentication: bind to loopback or protect it (default off)", paths, port)
 }
 
 // config is the metrics.Config of the flags.
@@ -69,22 +75,36 @@ const statusUsage = `Prints the agents a collector knows (GET http://HOST:PORT/s
 collector's --metrics listener): address, transport, how long connected,
 packets and bytes per second over the last 10 s, drops as the agent
 reports them, batches lost, the last sequence received and the lag
-(batches received but not yet acknowledged). The old name of --metrics,
---collector-admin, is still accepted.`
+(batches received but not yet acknowledged). A writer's status adds its
+Kafka partitions.
+
+It asks --metrics HOST:PORT, by default the collector's port on this
+host. With --config FILE, the configuration file of a collector, writer
+or agent (/etc/pcapsync/collector.conf), it asks the address of the
+file's "metrics" line and skips the file's other settings of those
+commands; a name that is none of their settings is refused. The old name
+of --metrics, --collector-admin, is still accepted.`
+
+// annForeign names, space-separated, the commands whose settings a
+// command skips in its configuration file instead of refusing them
+// (status reads a collector's file for its metrics address).
+const annForeign = "pcapsync/foreign-settings"
 
 func statusCommand(s streams) *cobra.Command {
-	return leaf("status --metrics HOST:PORT [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-		addr := fs.String("metrics", "", "the collector's --metrics HOST:PORT (required)")
+	c := leaf("status [--metrics HOST:PORT | --config FILE] [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+		addr := fs.String("metrics", metrics.DefaultStatusAddr, "the HOST:PORT of the collector's (or writer's) metrics listener: its --metrics")
 		aliases(fs, map[string]string{"collector-admin": "metrics"})
 		raw := fs.Bool("json", false, "print the JSON as the collector serves it")
 		timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 		return func(ctx context.Context, _ []string) error {
 			if *addr == "" {
-				return usageError("status needs --metrics HOST:PORT")
+				return usageError("status: --metrics is empty: give the collector's HOST:PORT")
 			}
 			return runStatus(ctx, s, *addr, *raw, *timeout)
 		}
 	})
+	c.Annotations = map[string]string{annForeign: "collector writer agent"}
+	return c
 }
 
 // runStatus prints the status of the collector at addr: as served
@@ -96,6 +116,10 @@ func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout ti
 	switch {
 	case errors.Is(err, metrics.ErrAddress):
 		return fmt.Errorf("%w: --metrics: %w", errUsage, err)
+	case errors.Is(err, metrics.ErrNotHTTP):
+		return fmt.Errorf("%w: is it the agents' port, or a tap? status asks a collector's metrics listener (--metrics, default %s)", err, metrics.DefaultStatusAddr)
+	case errors.Is(err, metrics.ErrNoAnswer):
+		return fmt.Errorf("%w: status asks a collector's metrics listener (its --metrics; default %s): is the collector running with it? give status --metrics HOST:PORT or --config FILE", err, metrics.DefaultStatusAddr)
 	case err != nil:
 		return err
 	case raw:

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -28,21 +26,8 @@ func TestAgentCertificateMetrics(t *testing.T) {
 	if err := gen.WriteFile(in, gen.FileConfig{Count: 10, Mix: gen.Mix64}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr testutil.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"agent", "--name", "web1", "--collector", "127.0.0.1:1", "--read", in,
-			"--tls-ca", p.CAFile, "--tls-cert", cert, "--tls-key", key, "--metrics", "127.0.0.1:0", "--shutdown-timeout", "100ms"}, io.Discard, &stderr)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("the agent did not stop within 20 s of its context")
-		}
-	}()
+	stderr, _ := runBackground(t, "agent", "--name", "web1", "--collector", "127.0.0.1:1", "--read", in,
+		"--tls-ca", p.CAFile, "--tls-cert", cert, "--tls-key", key, "--metrics", "127.0.0.1:0", "--shutdown-timeout", "100ms")
 	addrRE := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 	var addr string
 	testutil.EventuallyTrue(t, 10*time.Second, "the agent's metrics listener", func() bool {

@@ -41,9 +41,13 @@ const genCertsUsage = `Writes a private CA (ca.pem, ca-key.pem), a collector cer
 the names and addresses agents dial it by (collector.pem,
 collector-key.pem) and a client certificate per agent, whose CN and DNS
 name is the agent's name (agent-NAME.pem, agent-NAME-key.pem). A CA
-already in DIR is reused, so agents can be added later; existing files
-are kept, never overwritten. Keys are written 0600. Keep ca-key.pem off
-the agents: they need ca.pem and their own pair only.`
+already in DIR is reused, so agents can be added later. A certificate
+already in DIR is kept when it is what is asked (the names of
+--collector, or the agent's name), signed by the CA, not expired, with
+its key; otherwise it is reissued from the CA with a new key ("reissued
+FILE (why)"), so rerun with new --collector names to add them. --days
+alone does not reissue. Keys are written 0600. Keep ca-key.pem off the
+agents: they need ca.pem and their own pair only.`
 
 func genCertsCommand(s streams) *cobra.Command {
 	return leaf("certs --dir DIR --collector NAME[,IP...] --agents NAME[,NAME...] [--days N]", "write a CA and certificates for mutual TLS", genCertsUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
@@ -75,12 +79,15 @@ func genCerts(s streams, dir, coll, agents string, days int) error {
 		}
 		set.Agents = append(set.Agents, n)
 	}
-	written, kept, err := pki.WriteSet(dir, set)
-	for _, f := range kept {
-		fmt.Fprintf(s.stdout, "kept    %s\n", f)
+	res, err := pki.WriteSet(dir, set)
+	for _, f := range res.Kept {
+		fmt.Fprintf(s.stdout, "kept     %s\n", f)
 	}
-	for _, f := range written {
-		fmt.Fprintf(s.stdout, "wrote   %s\n", f)
+	for _, r := range res.Reissued {
+		fmt.Fprintf(s.stdout, "reissued %s (%s)\nreissued %s\n", r.Cert, r.Why, r.Key)
+	}
+	for _, f := range res.Written {
+		fmt.Fprintf(s.stdout, "wrote    %s\n", f)
 	}
 	return err
 }

@@ -40,7 +40,7 @@ func TestUDPFlags(t *testing.T) {
 		{append(agent, "--insecure", "--pprof"), "profiler (--pprof) needs a listener (--metrics HOST:PORT)"},
 		{[]string{"collector", "--dir", "out", "--insecure", "--pprof"}, "profiler (--pprof) needs a listener (--metrics HOST:PORT)"},
 		{[]string{"collector", "--dir", "out", "--insecure", "--metrics", "127.0.0.1:0", "--metrics-max-agents", "-2"}, "max agents -2: want a positive number, or -1 for no cap (--metrics-max-agents)"},
-		{[]string{"status"}, "status needs --metrics"},
+		{[]string{"status", "--metrics", ""}, "status: --metrics is empty"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,6 +16,21 @@ import (
 
 // DefaultMaxConns is the connection cap of a metrics listener (Config.MaxConns).
 const DefaultMaxConns = 64
+
+// The metrics port of each command: what the configurations under
+// deploy/ set and the documentation shows. No listener is opened
+// without --metrics; these are the ports to give it, one per command, so
+// that an agent, a collector and a writer on one host do not collide.
+const (
+	DefaultAgentPort     = 9733
+	DefaultCollectorPort = 9734
+	DefaultWriterPort    = 9735
+)
+
+// DefaultStatusAddr is the address "pcapsync status" asks when given
+// none: a collector's metrics listener on this host, at its
+// DefaultCollectorPort.
+var DefaultStatusAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultCollectorPort))
 
 // Config configures a metrics listener (Listen) and, for a collector,
 // the label cap of NewCollector. The zero value means no listener.

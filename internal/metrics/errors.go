@@ -16,4 +16,15 @@ var (
 	// collector's status (an HTTP error, more than MaxStatusSize bytes,
 	// or JSON that is not a Status); the error says which.
 	ErrNotStatus = errors.New("the answer is not a collector's status")
+
+	// ErrNoAnswer: FetchStatus reached nothing at the address
+	// (connection refused, no route, no answer in time); the error
+	// names the address.
+	ErrNoAnswer = errors.New("nothing answers")
+
+	// ErrNotHTTP: something at the address took the connection but did
+	// not answer HTTP (it closed, reset, or sent something else), as a
+	// collector's agents' port or a tap does; the error names the
+	// address.
+	ErrNotHTTP = errors.New("did not answer HTTP")
 )

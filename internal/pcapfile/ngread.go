@@ -35,6 +35,7 @@ const (
 	blockIDB = 0x00000001
 	blockPB  = 0x00000002
 	blockSPB = 0x00000003
+	blockNRB = 0x00000004
 	blockISB = 0x00000005
 	blockEPB = 0x00000006
 

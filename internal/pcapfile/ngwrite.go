@@ -234,6 +234,21 @@ func (w *NgWriter) WriteStats(ifIndex int, st InterfaceStats) error {
 	return w.writeBlock(b)
 }
 
+// WriteEmptyNameResolution writes a Name Resolution Block holding no
+// record: a valid block that tells a reader nothing (libpcap skips it,
+// Wireshark learns no name), for a stream that must send bytes without
+// a packet, such as a probe of whether its reader is still there.
+func (w *NgWriter) WriteEmptyNameResolution() error {
+	if w.err != nil {
+		return w.err
+	}
+	b := w.meta[:0]
+	b = binary.LittleEndian.AppendUint32(b, blockNRB)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, 0) // nrb_record_end: type 0, length 0
+	return w.writeBlock(b)
+}
+
 // Written returns the number of bytes written so far, including the
 // Section Header Block.
 func (w *NgWriter) Written() int64 { return w.n }

@@ -378,3 +378,46 @@ func TestNgWriterNegativeTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestNgWriterEmptyNameResolution: the empty Name Resolution Block is 16
+// bytes (type 4, no record but the end), counted in Written, and a
+// reader passes over it, before the first interface and between packets.
+func TestNgWriterEmptyNameResolution(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewNgWriter(&buf, SectionInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shb := w.Written()
+	if err := w.WriteEmptyNameResolution(); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{4, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0}
+	if got := buf.Bytes()[shb:]; !bytes.Equal(got, want) || w.Written() != shb+16 {
+		t.Fatalf("block % x (written %d), want % x", got, w.Written()-shb, want)
+	}
+	idx, err := w.AddInterface(Interface{Name: "eth0", LinkType: 1, SnapLen: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := w.WritePacket(idx, int64(i), 60, make([]byte, 60)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteEmptyNameResolution(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := NewReader(&buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Packet
+	n := 0
+	for r.ReadInto(&p) == nil {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("read %d packets, want 2", n)
+	}
+}

@@ -219,14 +219,14 @@ func TestConfigErrors(t *testing.T) {
 
 func TestWriteSet(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
-	written, kept, err := WriteSet(dir, Set{Collector: []string{"coll.example", "127.0.0.1"}, Agents: []string{"host1", "host2"}})
+	res, err := WriteSet(dir, Set{Collector: []string{"coll.example", "127.0.0.1"}, Agents: []string{"host1", "host2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(written) != 8 || len(kept) != 0 {
-		t.Fatalf("written %q, kept %q", written, kept)
+	if len(res.Written) != 8 || len(res.Kept) != 0 || len(res.Reissued) != 0 {
+		t.Fatalf("first run: %+v", res)
 	}
-	for _, f := range written {
+	for _, f := range res.Written {
 		fi, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
@@ -262,14 +262,14 @@ func TestWriteSet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Again with one more agent: the CA and the existing certificates are
-	// kept, the new agent is signed by the same CA.
-	written, kept, err = WriteSet(dir, Set{Collector: []string{"other"}, Agents: []string{"host1", "host3"}})
+	// Again with one more agent: the CA and the existing agent
+	// certificates are kept, the new agent is signed by the same CA.
+	res, err = WriteSet(dir, Set{Collector: []string{"coll.example", "127.0.0.1"}, Agents: []string{"host1", "host3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(written) != 2 || len(kept) != 4 {
-		t.Fatalf("second run: written %q, kept %q", written, kept)
+	if len(res.Written) != 2 || len(res.Kept) != 4 || len(res.Reissued) != 0 {
+		t.Fatalf("second run: %+v", res)
 	}
 	cf, kf = AgentFiles("host3")
 	cli, err = ClientConfig(caFile, filepath.Join(dir, cf), filepath.Join(dir, kf), "coll.example")
@@ -279,7 +279,131 @@ func TestWriteSet(t *testing.T) {
 	if serr, cerr, _ := handshake(t, srv, cli); serr != nil || cerr != nil {
 		t.Fatalf("agent added later: server %v, client %v", serr, cerr)
 	}
-	if _, _, err := WriteSet(dir, Set{Agents: []string{"../evil"}}); err == nil {
+	if _, err := WriteSet(dir, Set{Agents: []string{"../evil"}}); err == nil {
 		t.Fatal("an agent name with a path was accepted")
 	}
+}
+
+// TestWriteSetReissues: a certificate that is not what is asked (other
+// names, another CA, the wrong key) is reissued from the CA in place,
+// keeping the CA and the other certificates; one that is, is kept.
+func TestWriteSetReissues(t *testing.T) {
+	dir := t.TempDir()
+	set := Set{Collector: []string{"coll.example", "192.0.2.10"}, Agents: []string{"web1"}}
+	if _, err := WriteSet(dir, set); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	snapshot := func() map[string][]byte {
+		t.Helper()
+		m := map[string][]byte{}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			m[e.Name()] = read(e.Name())
+		}
+		return m
+	}
+	other := newCA(t, "other CA")
+	otherCert, _, err := other.Issue(Leaf{CommonName: "web1", DNSNames: []string{"web1"}, Client: true, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, strayKey, err := other.Issue(Leaf{CommonName: "x", Server: true, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before func()
+		set    Set
+		file   string // reissued; "" for none
+		why    string
+	}{
+		{"same names", nil, set, "", ""},
+		{"same names in another order", nil, Set{Collector: []string{"coll.example", "192.0.2.10"}, Agents: []string{"web1"}}, "", ""},
+		{"new collector names", nil, Set{Collector: []string{"coll.example", "pcap.example.net", "192.0.2.10", "2001:db8::1"}},
+			CollectorFile, "names coll.example, pcap.example.net, 192.0.2.10, 2001:db8::1; it had coll.example, 192.0.2.10"},
+		{"another CA's agent certificate", func() { os.WriteFile(filepath.Join(dir, "agent-web1.pem"), otherCert, 0o644) },
+			Set{Agents: []string{"web1"}}, "agent-web1.pem", `not signed by the CA "pcapsync CA"`},
+		{"a key of another certificate", func() { os.WriteFile(filepath.Join(dir, "agent-web1-key.pem"), strayKey, 0o600) },
+			Set{Agents: []string{"web1"}}, "agent-web1.pem", "its key agent-web1-key.pem: tls: private key does not match public key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before()
+			}
+			before := snapshot()
+			res, err := WriteSet(dir, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Written) != 0 {
+				t.Errorf("written %q, want nothing new", res.Written)
+			}
+			keyFile := strings.TrimSuffix(tc.file, ".pem") + "-key.pem"
+			after := snapshot()
+			if len(after) != len(before) {
+				t.Errorf("%d files, %d before", len(after), len(before))
+			}
+			for name, b := range before { // the CA and the other certificates kept
+				if changed := !slices.Equal(after[name], b); changed != (tc.file != "" && (name == tc.file || name == keyFile)) {
+					t.Errorf("%s: changed %v", name, changed)
+				}
+			}
+			if tc.file == "" {
+				if len(res.Reissued) != 0 {
+					t.Fatalf("reissued %+v, want everything kept", res.Reissued)
+				}
+				return
+			}
+			if len(res.Reissued) != 1 || res.Reissued[0].Cert != filepath.Join(dir, tc.file) || !strings.Contains(res.Reissued[0].Why, tc.why) {
+				t.Fatalf("reissued %+v, want %s because %q", res.Reissued, tc.file, tc.why)
+			}
+			cf, kf := filepath.Join(dir, tc.file), filepath.Join(dir, keyFile)
+			pair, err := tls.LoadX509KeyPair(cf, kf)
+			if err != nil {
+				t.Fatalf("the reissued pair: %v", err)
+			}
+			leaf, err := x509.ParseCertificate(pair.Certificate[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca, err := LoadAuthority(filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := leaf.CheckSignatureFrom(ca.Cert); err != nil {
+				t.Errorf("the reissued certificate is not signed by the kept CA: %v", err)
+			}
+		})
+	}
+	leaf := parseCertFile(t, filepath.Join(dir, CollectorFile))
+	if !slices.Equal(leaf.DNSNames, []string{"coll.example", "pcap.example.net"}) || len(leaf.IPAddresses) != 2 ||
+		!leaf.IPAddresses[0].Equal(net.ParseIP("192.0.2.10")) || !leaf.IPAddresses[1].Equal(net.ParseIP("2001:db8::1")) {
+		t.Errorf("collector certificate: DNS %q, IPs %v", leaf.DNSNames, leaf.IPAddresses)
+	}
+}
+
+// parseCertFile parses the first certificate of a PEM file.
+func parseCertFile(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(path, strings.TrimSuffix(path, ".pem")+"-key.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
 }

@@ -98,7 +98,7 @@ func localQuery(t *testing.T, cfg query.Config) []byte {
 func pkiDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if _, _, err := pki.WriteSet(dir, pki.Set{Collector: []string{"127.0.0.1", "localhost"}, Agents: []string{"viewer"}}); err != nil {
+	if _, err := pki.WriteSet(dir, pki.Set{Collector: []string{"127.0.0.1", "localhost"}, Agents: []string{"viewer"}}); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -14,7 +14,12 @@
 //
 // A client may send one request line within RequestWait of connecting
 // (see ParseRequest and docs/tap.md); one that sends nothing, such as
-// Wireshark's TCP@ input, gets its listener's default selection.
+// Wireshark's TCP@ input, gets its listener's default selection. A
+// second goroutine per client reads the client's side, which carries
+// nothing more: a reset drops the client at once, and after a FIN (a
+// client gone, or one that only closed its sending side) a client sent
+// nothing for ProbeInterval is sent a block that changes nothing in its
+// stream, which a client gone answers with a reset.
 //
 // Stream is the client: it sends a request line and copies the stream
 // that comes back (`pcapsync tail --tap`). Filter, the

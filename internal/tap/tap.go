@@ -32,6 +32,7 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultDrainTimeout     = 5 * time.Second
+	DefaultProbeInterval    = time.Second
 	// DefaultMaxConns is the connection cap of each listener of a Tap on
 	// its own; a collector derives its cap from RLIMIT_NOFILE
 	// (frontdoor.Budget), at most this.
@@ -75,7 +76,13 @@ type Config struct {
 	// DrainTimeout bounds how long clients get at shutdown to take what
 	// is queued for them.
 	DrainTimeout time.Duration
-	Logger       *slog.Logger // nil: slog.Default()
+	// ProbeInterval: a client that closed its side of the connection
+	// (a process that exited, or `printf REQUEST | ncat` that still
+	// reads) and was sent nothing for this long is sent a block that
+	// changes nothing in its stream, so that one that is gone resets the
+	// connection and is dropped (see client.run).
+	ProbeInterval time.Duration
+	Logger        *slog.Logger // nil: slog.Default()
 }
 
 // Limits of Config.QueueSize.
@@ -102,6 +109,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	defDur(&c.WriteTimeout, DefaultWriteTimeout)
 	defDur(&c.DrainTimeout, DefaultDrainTimeout)
+	defDur(&c.ProbeInterval, DefaultProbeInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -266,8 +274,31 @@ func (t *Tap) handle(ctx context.Context, raw net.Conn, lc ListenConfig) {
 		raw.Close()
 		return
 	}
-	defer conn.Close()
-	c.run(ctx, log)
+	// A client sends nothing after its request line: a read returns when
+	// it closed its side or the connection broke, which run learns from
+	// ended even when no packet of the client's is being written.
+	ended := make(chan error, 1)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		ended <- readUntilEnd(conn)
+	}()
+	c.run(ctx, log, ended)
+	conn.Close()
+	<-readDone
+}
+
+// readUntilEnd reads and discards what a client sends after its request
+// line until the read fails, and returns that error: io.EOF when the
+// client closed its side (it may still be reading), another when the
+// connection broke or was closed.
+func readUntilEnd(conn net.Conn) error {
+	var buf [512]byte
+	for {
+		if _, err := conn.Read(buf[:]); err != nil {
+			return err
+		}
+	}
 }
 
 // refuse tells the client why, on one line, and ends the stream; what
@@ -536,6 +567,17 @@ func (s *stream) packet(agent, host string, ifc wire.Interface, ts int64, origLe
 	return s.w.WritePacket(idx, ts, origLen, data)
 }
 
+// probe adds to the stream what a reader takes without a change: the
+// section header if it has not started, else an empty Name Resolution
+// Block (pcapfile.NgWriter.WriteEmptyNameResolution). A client that is
+// gone answers the bytes with a reset, and the next write fails.
+func (s *stream) probe() error {
+	if s.w == nil {
+		return s.start()
+	}
+	return s.w.WriteEmptyNameResolution()
+}
+
 // flush sends what is buffered and returns how many bytes that was.
 func (s *stream) flush() (int64, error) {
 	if s.w == nil {
@@ -575,8 +617,11 @@ func (pw *progressWriter) Write(p []byte) (int, error) {
 // run writes c's stream until the client is dropped, goes away, or ctx
 // ends (then what is queued is written first, bounded by DrainTimeout,
 // and a stream without packets gets its section header, so that it is
-// valid).
-func (c *client) run(ctx context.Context, log *slog.Logger) {
+// valid). ended gets the error that ended the reads of the client's
+// side: a broken connection ends the stream; the end of what the client
+// sends (io.EOF) starts the probes of whether it still reads
+// (Config.ProbeInterval).
+func (c *client) run(ctx context.Context, log *slog.Logger, ended <-chan error) {
 	t := c.t
 	t.Counters.Connected.Add(1)
 	t.Counters.Clients.Add(1)
@@ -587,45 +632,7 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 	pw := &progressWriter{c: c, timeout: t.cfg.WriteTimeout}
 	s := &stream{bw: bufio.NewWriterSize(pw, 64<<10), comment: "pcapsync tap: " + c.sel.String(), idbs: map[idbKey]int{}}
 	var packets uint64
-	flush := func() error {
-		n, err := s.flush()
-		t.Counters.Bytes.Add(uint64(n))
-		return err
-	}
-	err := func() error {
-		for {
-			stopping := false
-			select {
-			case <-c.wake:
-			case <-ctx.Done():
-				stopping = true
-			}
-			q, dropped := c.take()
-			if dropped {
-				return nil
-			}
-			if stopping {
-				pw.by = time.Now().Add(t.cfg.DrainTimeout)
-			}
-			for _, it := range q {
-				n, err := c.writeItem(s, it, log)
-				packets += n
-				t.Counters.Packets.Add(n)
-				c.done(it)
-				if err != nil {
-					return err
-				}
-			}
-			if stopping {
-				if err := s.start(); err != nil {
-					return err
-				}
-			}
-			if err := flush(); err != nil || stopping {
-				return err
-			}
-		}
-	}()
+	err := c.loop(ctx, s, pw, ended, &packets, log)
 	attrs := []any{"packets", packets, "bytes", s.sent}
 	switch {
 	case c.dropped.Load() || errors.Is(err, errDropped):
@@ -639,6 +646,84 @@ func (c *client) run(ctx context.Context, log *slog.Logger) {
 		log.Info("tap client disconnected", append(attrs, "err", err)...)
 	default:
 		log.Info("tap client disconnected", attrs...)
+	}
+}
+
+// errGone: the client's side of the connection broke.
+var errGone = errors.New("the client went away")
+
+// loop is run's body: it writes what is queued as it comes, and probes
+// a client that closed its side while nothing is sent to it.
+func (c *client) loop(ctx context.Context, s *stream, pw *progressWriter, ended <-chan error, packets *uint64, log *slog.Logger) error {
+	t := c.t
+	flush := func() error {
+		n, err := s.flush()
+		t.Counters.Bytes.Add(uint64(n))
+		return err
+	}
+	var probe <-chan time.Time // ticks once the client closed its side
+	var sent int64             // s.sent at the last probe or tick
+	sendProbe := func() error {
+		if err := s.probe(); err != nil {
+			return err
+		}
+		if err := flush(); err != nil {
+			return fmt.Errorf("%w: %w", errGone, err)
+		}
+		sent = s.sent
+		return nil
+	}
+	for {
+		stopping := false
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			stopping = true
+		case err := <-ended:
+			ended = nil
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("%w: %w", errGone, err)
+			}
+			tick := time.NewTicker(t.cfg.ProbeInterval)
+			defer tick.Stop()
+			probe = tick.C
+			if err := sendProbe(); err != nil {
+				return err
+			}
+			continue
+		case <-probe:
+			if s.sent == sent { // nothing sent since the last tick
+				if err := sendProbe(); err != nil {
+					return err
+				}
+			}
+			sent = s.sent
+			continue
+		}
+		q, dropped := c.take()
+		if dropped {
+			return nil
+		}
+		if stopping {
+			pw.by = time.Now().Add(t.cfg.DrainTimeout)
+		}
+		for _, it := range q {
+			n, err := c.writeItem(s, it, log)
+			*packets += n
+			t.Counters.Packets.Add(n)
+			c.done(it)
+			if err != nil {
+				return err
+			}
+		}
+		if stopping {
+			if err := s.start(); err != nil {
+				return err
+			}
+		}
+		if err := flush(); err != nil || stopping {
+			return err
+		}
 	}
 }
 

@@ -1,12 +1,17 @@
 package tap
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -485,5 +490,93 @@ func TestFilterOriginalLength(t *testing.T) {
 	stop()
 	if got := readStream(t, c); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestGoneClientDropped: a client whose filter passes nothing is
+// dropped soon after it goes away, whether its side closed (a process
+// that exited: FIN) or reset, though nothing is written to it.
+func TestGoneClientDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close func(*net.TCPConn)
+	}{
+		{"closed", func(c *net.TCPConn) { c.Close() }},
+		{"reset", func(c *net.TCPConn) { c.SetLinger(0); c.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs testutil.Buffer
+			tp, addr, _ := startTap(t, Config{ProbeInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, ListenConfig{})
+			// gen.Frame's packets are UDP: this filter passes none.
+			c := dial(t, addr, "PCAPSYNC-TAP/1 agent=a1 filter=tcp port 443\n")
+			waitClients(t, tp, 1)
+			tp.Batch(event(t, "a1", 1, 0, 10, 100))
+			tc.close(c.(*net.TCPConn))
+			seq := uint64(10)
+			testutil.Eventually(t, 5*time.Second, func() error {
+				tp.Batch(event(t, "a1", seq/10+1, seq, seq+10, 100)) // the agent goes on; none passes
+				seq += 10
+				if n := tp.Counters.Connected.Load(); n != 0 {
+					return fmt.Errorf("%d clients connected after the only one went away", n)
+				}
+				if !strings.Contains(logs.String(), `msg="tap client disconnected"`) {
+					return errors.New("no log line of the client's end yet")
+				}
+				return nil
+			})
+			if n := tp.Counters.Packets.Load(); n != 0 {
+				t.Errorf("%d packets sent through a filter that passes none", n)
+			}
+		})
+	}
+}
+
+// TestHalfClosedClientServed: a client that closes its side after its
+// request line and goes on reading (`printf REQUEST | ncat HOST PORT`)
+// stays served; the probes it is sent while idle leave a stream that
+// pcapfile, tcpdump and tshark read.
+func TestHalfClosedClientServed(t *testing.T) {
+	tp, addr, stop := startTap(t, Config{ProbeInterval: 20 * time.Millisecond}, ListenConfig{})
+	// One interface: tcpdump reads one link type only.
+	c := dial(t, addr, "PCAPSYNC-TAP/1 agent=a1 iface=eth0 filter=udp\n")
+	waitClients(t, tp, 1)
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	read := make(chan error, 1)
+	go func() { _, err := io.Copy(&got, c); read <- err }()
+	// The probes: a section header, then empty name resolution blocks.
+	testutil.EventuallyTrue(t, 5*time.Second, "the first probe", func() bool { return tp.Counters.Bytes.Load() > 0 })
+	shb := tp.Counters.Bytes.Load()
+	testutil.EventuallyTrue(t, 5*time.Second, "two more probes", func() bool { return tp.Counters.Bytes.Load() >= shb+2*16 })
+	if n := tp.Counters.Connected.Load(); n != 1 {
+		t.Fatalf("%d clients connected: the half-closed one was dropped", n)
+	}
+	tp.Batch(event(t, "a1", 1, 0, 10, 100))
+	testutil.EventuallyTrue(t, 5*time.Second, "the 5 packets of eth0 sent", func() bool { return tp.Counters.Packets.Load() == 5 })
+	stop()
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if pk := readStream(t, bytes.NewReader(got.Bytes())); len(pk) != 5 {
+		t.Fatalf("%d packets in the stream, want 5", len(pk))
+	}
+	file := filepath.Join(t.TempDir(), "tap.pcapng")
+	if err := os.WriteFile(file, got.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range [][]string{{"tcpdump", "-nr", file}, {"tshark", "-n", "-r", file}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Logf("%s not installed: not checked with it", tool[0])
+			continue
+		}
+		out, err := exec.Command(tool[0], tool[1:]...).Output()
+		if err != nil {
+			t.Errorf("%s: %v", strings.Join(tool, " "), err)
+		}
+		if n := strings.Count(string(out), "\n"); n != 5 {
+			t.Errorf("%s printed %d lines, want 5:\n%s", tool[0], n, out)
+		}
 	}
 }
