@@ -54,8 +54,10 @@ type Config struct {
 	// bytes. 0 means DefaultRingTime; it excludes RingSize.
 	RingTime time.Duration
 	// BlockSize is the capture ring's block size; a packet longer than
-	// BlockSize-capture.BlockOverhead is cut (the snaplen in effect).
-	// 0 means DefaultBlockSize; at most capture.MaxBlockSize.
+	// BlockSize-capture.BlockOverhead is cut, and the snaplen in effect
+	// is that when a block is too small for capture.LargestFrame
+	// (capture.Config.SnapLen). 0 means DefaultBlockSize, which keeps
+	// the default snaplen; at most capture.MaxBlockSize.
 	BlockSize int
 
 	// MaxRate limits live capture to this many packets per second,
