@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -45,8 +46,8 @@ func environment() map[string]string {
 // systemd drop-in for every unit), and each takes its own.
 func checkEnvironment(c *cobra.Command, env map[string]string) error {
 	var bad []string
-	for k, v := range env {
-		if v == "" || !strings.HasPrefix(k, envPrefix) || slices.Contains(notSettings, k) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if env[k] == "" || !strings.HasPrefix(k, envPrefix) || slices.Contains(notSettings, k) {
 			continue
 		}
 		name := flagOfEnv(k)
@@ -67,7 +68,6 @@ func checkEnvironment(c *cobra.Command, env map[string]string) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	slices.Sort(bad)
 	k := bad[0]
 	if envName(flagOfEnv(k)) != k {
 		return usageError("environment %s: unknown variable: a flag's variable is PCAPSYNC_ and its long name in capitals, _ for -%s",
@@ -91,19 +91,22 @@ func isSetting(f *pflag.Flag) bool {
 // has the flag name (under its name or an old one).
 func flagOfAnother(root *cobra.Command, name string) bool {
 	found := false
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
+	eachCommand(root, func(c *cobra.Command) {
 		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
 			if f := fs.Lookup(name); f != nil && f.Name != "help" {
 				found = true
 			}
 		}
-		for _, s := range c.Commands() {
-			walk(s)
-		}
-	}
-	walk(root)
+	})
 	return found
+}
+
+// eachCommand calls fn with c and every command under it.
+func eachCommand(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, s := range c.Commands() {
+		eachCommand(s, fn)
+	}
 }
 
 // envHint is " (did you mean PCAPSYNC_X?)" for the variables of c's
@@ -119,18 +122,13 @@ func envHint(c *cobra.Command, k string) string {
 		return fmt.Sprintf(" (did you mean %s?)", strings.Join(own, ", "))
 	}
 	var other []string
-	var walk func(s *cobra.Command)
-	walk = func(s *cobra.Command) {
+	eachCommand(c.Root(), func(s *cobra.Command) {
 		s.Flags().VisitAll(func(f *pflag.Flag) {
 			if isSetting(f) && nearName(envName(f.Name), k) {
 				other = append(other, envName(f.Name)+" of "+s.CommandPath())
 			}
 		})
-		for _, sub := range s.Commands() {
-			walk(sub)
-		}
-	}
-	walk(c.Root())
+	})
 	if len(other) > 0 {
 		slices.Sort(other)
 		return fmt.Sprintf(" (did you mean %s?)", strings.Join(slices.Compact(other), ", "))
