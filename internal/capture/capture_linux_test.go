@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -310,6 +311,31 @@ func TestBlockLimitsSnapLen(t *testing.T) {
 				t.Fatalf("captured %d of %d packets", len(seen), len(szs))
 			}
 		})
+	}
+}
+
+// TestBigTCPLimitsSnapLen: on an interface with BIG TCP (GRO and GSO
+// aggregates up to 200000 bytes) a block that does not hold such a frame
+// makes the snapshot length in effect what it holds; a block that does
+// keeps the snaplen.
+func TestBigTCPLimitsSnapLen(t *testing.T) {
+	tn := newTestNet(t, 0)
+	if out, err := exec.Command("ip", "-n", tn.capNS, "link", "set", capIf, "gso_max_size", "200000", "gro_max_size", "200000").CombinedOutput(); err != nil {
+		t.Skipf("this kernel has no BIG TCP on veth: %v: %s", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		snap int
+	}{
+		{"default blocks", Config{}, DefaultBlockSize - BlockOverhead},
+		{"256 KiB blocks", Config{BlockSize: 256 << 10}, DefaultSnapLen},
+		{"snaplen the blocks hold", Config{SnapLen: 1500}, 1500},
+	} {
+		tc.cfg.RingSize = 4 << 20
+		if got := tn.open(t, tc.cfg).SnapLen(); got != tc.snap {
+			t.Errorf("%s: SnapLen() = %d, want %d", tc.name, got, tc.snap)
+		}
 	}
 }
 

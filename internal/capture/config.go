@@ -106,10 +106,11 @@ type Config struct {
 	// (Handle.SnapLen) is therefore SnapLen when a block holds
 	// min(SnapLen, LargestFrame) bytes, as the default block size does
 	// for every snapshot length, and BlockSize-BlockOverhead otherwise
-	// (65280 bytes with 64 KiB blocks). Only a BIG TCP aggregate can be
-	// longer than LargestFrame: in the default blocks it keeps 130816
-	// bytes, its original length kept, as a packet over the snapshot
-	// length would.
+	// (65280 bytes with 64 KiB blocks). On an interface whose frames can
+	// be longer than LargestFrame (BIG TCP: its gro_max_size or
+	// gso_max_size above 64 KiB; or an MTU above 64 KiB) Open takes its
+	// longest frame, as rtnetlink gives its limits, instead: there the
+	// default blocks make 130816 bytes the snapshot length in effect.
 	SnapLen int
 
 	// NoPromisc turns promiscuous mode off. By default it is on, as in
@@ -242,7 +243,7 @@ func (c *Config) settings() settings {
 		blockSize:    orDefault(c.BlockSize, DefaultBlockSize),
 		blockTimeout: orDefault(c.BlockTimeout, DefaultBlockTimeout).Truncate(time.Millisecond),
 	}
-	s.snapLen = snapInEffect(s.snapLen, s.blockSize)
+	s.snapLen = snapInEffect(s.snapLen, s.blockSize, LargestFrame)
 	ring := c.RingSize
 	if ring == 0 {
 		ring = timedRing(orDefault(c.RingTime, DefaultRingTime), max(s.blockTimeout, time.Millisecond), s.blockSize)
@@ -254,11 +255,11 @@ func (c *Config) settings() settings {
 }
 
 // snapInEffect is the snapshot length a ring of blocks of size block
-// keeps of snap (Config.SnapLen): snap itself when a block holds every
-// frame up to it (or up to LargestFrame, the longest there is), or else
-// what a block holds.
-func snapInEffect(snap, block int) int {
-	if room := block - BlockOverhead; room < min(snap, LargestFrame) {
+// keeps of snap (Config.SnapLen) on an interface whose frames are at
+// most largest bytes: snap itself when a block holds every frame up to
+// it, or else what a block holds.
+func snapInEffect(snap, block, largest int) int {
+	if room := block - BlockOverhead; room < min(snap, largest) {
 		return room
 	}
 	return snap
