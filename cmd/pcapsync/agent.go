@@ -56,8 +56,9 @@ The connection is TLS (1.2 or newer) when any --tls flag or --token-file
 is given: the collector's certificate is verified against --tls-ca (the
 system's roots by default) and the name in --collector (or
 --tls-server-name); --tls-cert and --tls-key are the agent's client
-certificate, whose CN or a DNS name must be the agent's name. Plain TCP
-needs --insecure.
+certificate, whose CN or a DNS name must be the agent's name; without
+--name the agent takes its CN (or else its first DNS name that is a
+valid name) and logs it. Plain TCP needs --insecure.
 
 --transport udp sends batches in datagrams that fit --mtu (a batch
 holding a packet too big for one goes in pieces, never IP-fragmented),
@@ -190,7 +191,7 @@ func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
 	f.user = fs.StringP("user", "Z", "", fmt.Sprintf(userFlagUsage, "spool, which it hands to the user"))
 	f.collector = fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default), or several, comma-separated: the agent stays with the one it is connected to and fails over to the next when it is down (required)")
-	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the host name)")
+	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the CN of --tls-cert, else the host name)")
 	f.iface = fs.StringP("iface", "i", "", "capture from these interfaces, comma-separated")
 	fs.StringVarP(&cfg.ReadFile, "read", "r", "", "replay this pcap or pcapng file instead of capturing")
 	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")

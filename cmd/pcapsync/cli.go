@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -188,9 +187,16 @@ func envName(name string) string {
 // applySettings gives every flag of c not given on the command line its
 // value from the environment (PCAPSYNC_NAME) or else from the
 // configuration file (--config FILE, or PCAPSYNC_CONFIG), the
-// precedence documented in docs/configuration.md. Every key of the file
-// must be a flag of c; a bad value is refused with where it came from.
-func applySettings(c *cobra.Command, args []string, lookupEnv func(string) (string, bool)) error {
+// precedence documented in docs/configuration.md. env holds the
+// PCAPSYNC_ variables (environment); an empty value counts as unset.
+// Every key of the file must be a flag of c, and every variable a flag
+// of some command (checkEnvironment); a bad value is refused with where
+// it came from.
+func applySettings(c *cobra.Command, args []string, env map[string]string) error {
+	if err := checkEnvironment(c, env); err != nil {
+		return err
+	}
+	lookupEnv := func(k string) (string, bool) { v, ok := env[k]; return v, ok && v != "" }
 	fs := c.Flags()
 	path, _ := fs.GetString("config")
 	if !fs.Changed("config") {
@@ -248,11 +254,4 @@ func foreignSettings(c *cobra.Command) func(name string) bool {
 		}
 		return false
 	}
-}
-
-// lookupEnv is os.LookupEnv, except that an empty value counts as unset
-// (as systemd's Environment= lines and shells often leave them).
-func lookupEnv(name string) (string, bool) {
-	v, ok := os.LookupEnv(name)
-	return v, ok && v != ""
 }

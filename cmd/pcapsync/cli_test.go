@@ -84,7 +84,7 @@ func runSettings(t *testing.T, env map[string]string, args ...string) (map[strin
 	root := &cobra.Command{Use: "p", SilenceErrors: true, SilenceUsage: true}
 	root.PersistentFlags().String("config", "", "")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		return applySettings(c, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		return applySettings(c, args, env)
 	}
 	leafCmd := leaf("leaf", "", "", cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 		fs.IntP("snaplen", "s", 262144, "")
@@ -104,7 +104,12 @@ func runSettings(t *testing.T, env map[string]string, args ...string) (map[strin
 	})
 	annotate(leafCmd.Flags(), "tap", annRepeatable)
 	annotate(leafCmd.Flags(), "filter", annPositional)
-	root.AddCommand(leafCmd)
+	other := leaf("other", "", "", cobra.NoArgs, func(fs *pflag.FlagSet) runFunc {
+		fs.String("spool", "", "")
+		fs.String("snaplenx", "", "")
+		return func(context.Context, []string) error { return nil }
+	})
+	root.AddCommand(leafCmd, other)
 	root.SetArgs(singleDashLong(root, args))
 	return got, root.Execute()
 }
@@ -129,6 +134,9 @@ func TestSettingsPrecedence(t *testing.T) {
 		{map[string]string{"PCAPSYNC_FILTER": "port 2"}, []string{"leaf", "--config", conf}, map[string]string{"filter": "port 2"}},
 		// The command line's value replaces a repeatable flag's file values.
 		{nil, []string{"leaf", "--config", conf, "--tap", "c:3"}, map[string]string{"taps": "c:3"}},
+		// A variable of another command's flag, of no flag but one of
+		// the scripts', or empty: ignored.
+		{map[string]string{"PCAPSYNC_SPOOL": "/s", "PCAPSYNC_TRACE": "/t", "PCAPSYNC_NAMEE": ""}, []string{"leaf"}, map[string]string{"name": "host"}},
 	} {
 		got, err := runSettings(t, tc.env, tc.args...)
 		if err != nil {
@@ -165,6 +173,13 @@ func TestSettingsRefused(t *testing.T) {
 		{nil, []string{"leaf", "--config", write("f", "help\n")}, `f:1: unknown setting "help"`},
 		{map[string]string{"PCAPSYNC_SNAPLEN": "x"}, []string{"leaf"}, `environment PCAPSYNC_SNAPLEN="x"`},
 		{map[string]string{"PCAPSYNC_CONFIG": filepath.Join(dir, "absent")}, []string{"leaf"}, "absent: no such file"},
+		// A variable that is no flag of any command: refused, with the
+		// close names of this command's flags, else of the others'.
+		{map[string]string{"PCAPSYNC_SNAPLENN": "96"}, []string{"leaf"}, "environment PCAPSYNC_SNAPLENN: unknown variable: p leaf has no --snaplenn, nor has any other pcapsync command (did you mean PCAPSYNC_SNAPLEN?)"},
+		{map[string]string{"PCAPSYNC_SPOOLL": "/s"}, []string{"leaf"}, "(did you mean PCAPSYNC_SPOOL of p other?)"},
+		{map[string]string{"PCAPSYNC_ZZZ": "1", "PCAPSYNC_NAME": "n"}, []string{"leaf"}, "PCAPSYNC_ZZZ: unknown variable: p leaf has no --zzz, nor has any other pcapsync command"},
+		{map[string]string{"PCAPSYNC_COLLECTOR_ADMIN": "m:1"}, []string{"leaf"}, "--collector-admin is an old name of p leaf's --metrics: set PCAPSYNC_METRICS"},
+		{map[string]string{"PCAPSYNC_snaplen": "96"}, []string{"leaf"}, "PCAPSYNC_snaplen: unknown variable: a flag's variable is PCAPSYNC_ and its long name in capitals, _ for - (did you mean PCAPSYNC_SNAPLEN?)"},
 	} {
 		_, err := runSettings(t, tc.env, tc.args...)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {

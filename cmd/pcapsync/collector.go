@@ -106,7 +106,7 @@ func runCollector(ctx context.Context, cfg serve.Config, printSummary func(serve
 // setting is one the user did not ask for, and means the default.
 func collectorFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	cc, st := &cfg.Collector, &cfg.Collector.Store
-	fs.StringVar(&cfg.Listen, "listen", serve.DefaultListen, "address to accept agents on (use 0.0.0.0:"+DefaultPort+" or [::]:"+DefaultPort+" for every interface)")
+	fs.StringVar(&cfg.Listen, "listen", serve.DefaultListen, "address to accept agents on: 0.0.0.0:"+DefaultPort+" every IPv4 address (IPv4 only), [::]:"+DefaultPort+" every IPv6 address (IPv6 only), :"+DefaultPort+" both")
 	fs.StringVar(&cfg.ListenUDP, "listen-udp", "", "also accept agents over UDP (--transport udp) on this HOST:PORT, e.g. 0.0.0.0:"+DefaultPort+"; plaintext: needs --insecure")
 	storeFlagsOn(fs, st)
 	fs.Var(uint32SizeFlag{&cc.MaxFrame, collector.DefaultMaxFrame}, "max-frame", "largest frame accepted from an agent")

@@ -92,7 +92,7 @@ func newRoot(s streams) *cobra.Command {
 			_, err := fmt.Fprint(s.stdout, version())
 			return err
 		},
-		PersistentPreRunE: func(c *cobra.Command, args []string) error { return applySettings(c, args, lookupEnv) },
+		PersistentPreRunE: func(c *cobra.Command, args []string) error { return applySettings(c, args, environment()) },
 	}
 	root.SetOut(s.stdout)
 	root.SetErr(s.stderr)

@@ -169,6 +169,11 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: c, log: c.Logger.With("agent", c.Name), collectors: eps, start: time.Now()}
+	if cfg.Name == "" && c.TLS != nil {
+		if leaf := clientLeaf(c.TLS); leaf != nil {
+			a.log.Info("agent name taken from the client certificate (--name not given)", "name", c.Name, "cn", leaf.Subject.CommonName)
+		}
+	}
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
 	switch {

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,8 +39,12 @@ type Config struct {
 	// kafka.go). It excludes Collectors, the UDP transport, MTU, TLS,
 	// Insecure and Token: no collector checks a token, the brokers'
 	// own TLS and SASL (Kafka's fields) authenticate the agent.
-	Kafka      *kafkaconn.Config
-	Name       string   // agent name; "" means the host name
+	Kafka *kafkaconn.Config
+	// Name is the agent's name, its directory on the collector. ""
+	// means the name of the client certificate in TLS (its CN, or else
+	// its first DNS name that is an agent name: what the collector checks
+	// the name against), and without one the host name.
+	Name       string
 	Interfaces []string // capture live from these
 	ReadFile   string   // or replay this pcap/pcapng file
 
@@ -54,8 +59,10 @@ type Config struct {
 	// bytes. 0 means DefaultRingTime; it excludes RingSize.
 	RingTime time.Duration
 	// BlockSize is the capture ring's block size; a packet longer than
-	// BlockSize-capture.BlockOverhead is cut (the snaplen in effect).
-	// 0 means DefaultBlockSize; at most capture.MaxBlockSize.
+	// BlockSize-capture.BlockOverhead is cut, and the snaplen in effect
+	// is that when a block is too small for capture.LargestFrame
+	// (capture.Config.SnapLen). 0 means DefaultBlockSize, which keeps
+	// the default snaplen; at most capture.MaxBlockSize.
 	BlockSize int
 
 	// MaxRate limits live capture to this many packets per second,
@@ -185,6 +192,13 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	d := *c
 	if d.Name == "" {
+		name, err := certName(d.TLS)
+		if err != nil {
+			return d, err
+		}
+		d.Name = name
+	}
+	if d.Name == "" {
 		h, err := os.Hostname()
 		if err != nil {
 			return d, fmt.Errorf("agent: no --name given and the host name is unknown: %w", err)
@@ -223,6 +237,53 @@ func (c *Config) withDefaults() (Config, error) {
 		d.Logger = slog.Default()
 	}
 	return d, nil
+}
+
+// certName returns the agent name tc's client certificate stands for:
+// its Subject CN, or else the first of its DNS names that is an agent
+// name; "" without a client certificate. A certificate that names no
+// agent is an error: the collector would refuse every name.
+func certName(tc *tls.Config) (string, error) {
+	leaf := clientLeaf(tc)
+	if leaf == nil {
+		return "", nil
+	}
+	for _, n := range append([]string{leaf.Subject.CommonName}, leaf.DNSNames...) {
+		if n != "" && wire.ValidateName(n) == nil {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("agent: no --name given, and the client certificate names no agent (CN %q, DNS names %q; set --name)",
+		leaf.Subject.CommonName, leaf.DNSNames)
+}
+
+// clientLeaf returns the client certificate tc presents, parsed, or nil.
+func clientLeaf(tc *tls.Config) *x509.Certificate {
+	if tc == nil {
+		return nil
+	}
+	var cert *tls.Certificate
+	switch {
+	case tc.GetClientCertificate != nil:
+		c, err := tc.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			return nil
+		}
+		cert = c
+	case len(tc.Certificates) > 0:
+		cert = &tc.Certificates[0]
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
+		return nil
+	}
+	if cert.Leaf != nil {
+		return cert.Leaf
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
 
 // Checksum is the choice of --checksum.

@@ -242,3 +242,45 @@ func TestConfigNeedsTLSOrInsecure(t *testing.T) {
 		t.Fatal("a heartbeat as long as the peer timeout was accepted")
 	}
 }
+
+// TestNameFromCertificate: without a Name, an agent with a client
+// certificate takes its CN, or else its first DNS name that is an agent
+// name; a certificate that names no agent is an error; a Name given
+// stays.
+func TestNameFromCertificate(t *testing.T) {
+	c := pkitest.New(t)
+	host, _ := os.Hostname()
+	client := func(file string, l pki.Leaf) Config {
+		l.Client = true
+		cert, key := c.Issue(t, c.CA, file, l)
+		return Config{Collectors: []string{"127.0.0.1:1"}, ReadFile: "x", TLS: c.Client(t, c.CAFile, cert, key, "")}
+	}
+	named := client("n", pki.Leaf{CommonName: "h1"})
+	named.Name = "vm"
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		want    string
+		wantErr string
+	}{
+		{"CN", client("cn", pki.Leaf{CommonName: "h1", DNSNames: []string{"h1.example"}}), "h1", ""},
+		{"CN no agent name: a DNS name", client("dns", pki.Leaf{CommonName: "web server", DNSNames: []string{"bad name", "web-1"}}), "web-1", ""},
+		{"names no agent", client("none", pki.Leaf{CommonName: "web server"}), "", `the client certificate names no agent (CN "web server"`},
+		{"Name given", named, "vm", ""},
+		{"no client certificate", Config{Collectors: []string{"127.0.0.1:1"}, ReadFile: "x", TLS: c.Client(t, c.CAFile, "", "", "")}, host, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := tc.cfg.withDefaults()
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("withDefaults: name %q, err %v; want an error with %q", d.Name, err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case d.Name != tc.want:
+				t.Errorf("name %q, want %q", d.Name, tc.want)
+			}
+		})
+	}
+}

@@ -131,6 +131,9 @@ func Open(cfg Config) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capture: opening %q: %w", s.iface, err)
 	}
+	// BIG TCP or an MTU above 64 KiB makes frames longer than
+	// LargestFrame, which settings assumed.
+	s.snapLen = snapInEffect(orDefault(cfg.SnapLen, DefaultSnapLen), s.blockSize, largestFrame(s.iface))
 	lt, ok := linkTypeFor(arphrd)
 	if !ok {
 		return nil, fmt.Errorf("capture: opening %q: %w: ARPHRD %d (supported: ethernet %d, loopback %d, none %d)",

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -40,8 +41,8 @@ func TestCaptureEveryPacket(t *testing.T) {
 	if got := h.LinkType(); got != LinkTypeEthernet {
 		t.Errorf("LinkType() = %d, want %d", got, LinkTypeEthernet)
 	}
-	if got, want := h.SnapLen(), DefaultBlockSize-BlockOverhead; got != want {
-		t.Errorf("SnapLen() = %d, want %d (what a default block holds)", got, want)
+	if got, want := h.SnapLen(), DefaultSnapLen; got != want {
+		t.Errorf("SnapLen() = %d, want %d (a default block holds the largest frame)", got, want)
 	}
 	if got := h.Name(); got != capIf {
 		t.Errorf("Name() = %q, want %q", got, capIf)
@@ -266,19 +267,22 @@ func TestSnapLen(t *testing.T) {
 
 // TestBlockLimitsSnapLen: a packet longer than a ring block holds is cut
 // to the snapshot length in effect (BlockSize-BlockOverhead), its
-// original length kept; with blocks large enough it is whole.
+// original length kept; the default blocks hold the largest frame (a
+// 65535-byte IP packet on a link with a 64 KiB MTU), and the default
+// snapshot length stands.
 func TestBlockLimitsSnapLen(t *testing.T) {
 	tn := newTestNet(t, 65535)
 	tn.listen(t, testPort)
 	const maxUDP = 65535 - 20 - 8
-	szs := []int{1000, DefaultBlockSize - BlockOverhead - frameHeaders, DefaultBlockSize - BlockOverhead - frameHeaders + 1, maxUDP}
+	const small = 64 << 10
+	szs := []int{1000, small - BlockOverhead - frameHeaders, small - BlockOverhead - frameHeaders + 1, maxUDP}
 	for _, tc := range []struct {
 		name  string
 		block int
 		snap  int
 	}{
-		{"default blocks", 0, DefaultBlockSize - BlockOverhead},
-		{"128 KiB blocks", 128 << 10, 128<<10 - BlockOverhead},
+		{"default blocks", 0, DefaultSnapLen},
+		{"64 KiB blocks", small, small - BlockOverhead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tn.open(t, Config{BlockSize: tc.block, RingSize: 4 << 20})
@@ -307,6 +311,31 @@ func TestBlockLimitsSnapLen(t *testing.T) {
 				t.Fatalf("captured %d of %d packets", len(seen), len(szs))
 			}
 		})
+	}
+}
+
+// TestBigTCPLimitsSnapLen: on an interface with BIG TCP (GRO and GSO
+// aggregates up to 200000 bytes) a block that does not hold such a frame
+// makes the snapshot length in effect what it holds; a block that does
+// keeps the snaplen.
+func TestBigTCPLimitsSnapLen(t *testing.T) {
+	tn := newTestNet(t, 0)
+	if out, err := exec.Command("ip", "-n", tn.capNS, "link", "set", capIf, "gso_max_size", "200000", "gro_max_size", "200000").CombinedOutput(); err != nil {
+		t.Skipf("this kernel has no BIG TCP on veth: %v: %s", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		snap int
+	}{
+		{"default blocks", Config{}, DefaultBlockSize - BlockOverhead},
+		{"256 KiB blocks", Config{BlockSize: 256 << 10}, DefaultSnapLen},
+		{"snaplen the blocks hold", Config{SnapLen: 1500}, 1500},
+	} {
+		tc.cfg.RingSize = 4 << 20
+		if got := tn.open(t, tc.cfg).SnapLen(); got != tc.snap {
+			t.Errorf("%s: SnapLen() = %d, want %d", tc.name, got, tc.snap)
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ type ring struct{}
 
 func interfaceType(string) (uint16, error) { return 0, ErrNotSupported }
 
+func largestFrame(string) int { return LargestFrame }
+
 func openRing(settings, uint16, []bpf.RawInstruction) (*ring, rawStats, error) {
 	return nil, rawStats{}, ErrNotSupported
 }

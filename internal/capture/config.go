@@ -29,11 +29,22 @@ const (
 	// RingSize bytes: a shorter stall.
 	DesignPacketRate = 20000
 	DesignFrameSize  = 600
-	// DefaultBlockSize is the default ring block size in bytes: 64 KiB,
-	// so that a ring of many blocks (one retires every BlockTimeout,
-	// however little it holds) stays small. A block holds packets up to
-	// DefaultBlockSize-BlockOverhead (65280) bytes whole; see SnapLen.
-	DefaultBlockSize = 64 << 10
+	// DefaultBlockSize is the default ring block size in bytes: 128 KiB,
+	// the smallest power of two that holds LargestFrame, so that the
+	// default snapshot length, DefaultSnapLen, stands (see SnapLen); and
+	// no larger, so that a ring of many blocks (one retires every
+	// BlockTimeout, however little it holds) stays small. A block that
+	// holds DefaultSnapLen bytes (512 KiB) would make the agent's ring of
+	// 500 blocks 250 MiB.
+	DefaultBlockSize = 128 << 10
+	// LargestFrame is the longest frame Linux hands a packet socket
+	// without BIG TCP (an interface's gro_max_size or gso_max_size
+	// raised above 64 KiB) or an MTU above 64 KiB: an IP packet of at most 65535 bytes, its
+	// length field's limit, which bounds GRO and GSO aggregates and
+	// loopback's 64 KiB MTU too, and a link header (Ethernet with two
+	// VLAN tags: 22 bytes), with margin. A ring whose blocks hold it
+	// keeps every packet whole up to the snapshot length.
+	LargestFrame = 65535 + 64
 	// MaxBlockSize is the largest accepted block size.
 	MaxBlockSize = 1 << 30
 	// DefaultBlockTimeout is the default TPACKET_V3 block retire timeout.
@@ -90,9 +101,16 @@ type Config struct {
 
 	// SnapLen is the most bytes kept of each packet, 1..MaxSnapLen.
 	// 0 means DefaultSnapLen. Packet.OrigLen keeps the length on the wire.
-	// The kernel cuts a packet longer than a ring block holds, so the
-	// snapshot length in effect (Handle.SnapLen) is at most
-	// BlockSize-BlockOverhead: 65280 bytes with the default block size.
+	// The kernel cuts a packet longer than a ring block holds
+	// (BlockSize-BlockOverhead bytes). The snapshot length in effect
+	// (Handle.SnapLen) is therefore SnapLen when a block holds
+	// min(SnapLen, LargestFrame) bytes, as the default block size does
+	// for every snapshot length, and BlockSize-BlockOverhead otherwise
+	// (65280 bytes with 64 KiB blocks). On an interface whose frames can
+	// be longer than LargestFrame (BIG TCP: its gro_max_size or
+	// gso_max_size above 64 KiB; or an MTU above 64 KiB) Open takes its
+	// longest frame, as rtnetlink gives its limits, instead: there the
+	// default blocks make 130816 bytes the snapshot length in effect.
 	SnapLen int
 
 	// NoPromisc turns promiscuous mode off. By default it is on, as in
@@ -112,7 +130,7 @@ type Config struct {
 	// RingTime/BlockTimeout blocks at least, and room for RingTime of the
 	// design traffic at least; at most MaxTimedRing bytes. 0 means
 	// DefaultRingTime (with the default block size and a 3 ms block
-	// timeout: 500 blocks, 31.25 MiB). RingSize and RingTime exclude each
+	// timeout: 500 blocks, 62.5 MiB). RingSize and RingTime exclude each
 	// other.
 	RingTime time.Duration
 
@@ -121,8 +139,7 @@ type Config struct {
 	// MaxBlockSize; a power of two wastes no kernel memory (the kernel
 	// allocates each block in a power of two of pages). A packet longer
 	// than BlockSize-BlockOverhead is cut by the kernel, its original
-	// length kept: the snapshot length in effect is at most that.
-	// 0 means DefaultBlockSize.
+	// length kept (see SnapLen). 0 means DefaultBlockSize.
 	BlockSize int
 
 	// BlockTimeout is the TPACKET_V3 block retire timeout: a block that is
@@ -226,7 +243,7 @@ func (c *Config) settings() settings {
 		blockSize:    orDefault(c.BlockSize, DefaultBlockSize),
 		blockTimeout: orDefault(c.BlockTimeout, DefaultBlockTimeout).Truncate(time.Millisecond),
 	}
-	s.snapLen = min(s.snapLen, s.blockSize-BlockOverhead)
+	s.snapLen = snapInEffect(s.snapLen, s.blockSize, LargestFrame)
 	ring := c.RingSize
 	if ring == 0 {
 		ring = timedRing(orDefault(c.RingTime, DefaultRingTime), max(s.blockTimeout, time.Millisecond), s.blockSize)
@@ -235,6 +252,17 @@ func (c *Config) settings() settings {
 	s.pollSlice, s.pollSlices = pollSlices(orDefault(c.PollTimeout, DefaultPollTimeout))
 	s.gather = gatherWait(s.numBlocks, s.blockSize, max(s.blockTimeout, time.Millisecond), s.pollSlice)
 	return s
+}
+
+// snapInEffect is the snapshot length a ring of blocks of size block
+// keeps of snap (Config.SnapLen) on an interface whose frames are at
+// most largest bytes: snap itself when a block holds every frame up to
+// it, or else what a block holds.
+func snapInEffect(snap, block, largest int) int {
+	if room := block - BlockOverhead; room < min(snap, largest) {
+		return room
+	}
+	return snap
 }
 
 // gatherWait returns settings.gather for a ring of n blocks of size

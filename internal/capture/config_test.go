@@ -87,21 +87,28 @@ func TestSettings(t *testing.T) {
 		wantSnapLen   int
 	}{
 		// A 10 ms timeout: 150 blocks hold 1.5 s by time, but 1.5 s of
-		// 20 000 packets/s of 600+96 bytes need 319 blocks of 64 KiB.
-		{"defaults", Config{Interface: "x"}, 319, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
-		{"ring rounded up", Config{Interface: "x", RingSize: 3<<20 + 1}, 49, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
-		{"at least two blocks", Config{Interface: "x", RingSize: 1}, 2, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
-		{"short poll", Config{Interface: "x", PollTimeout: 30 * time.Millisecond}, 319, 30 * time.Millisecond, 1, 10 * time.Millisecond, 64 << 10, 65280},
-		{"poll split evenly", Config{Interface: "x", PollTimeout: 120 * time.Millisecond}, 319, 40 * time.Millisecond, 3, 10 * time.Millisecond, 64 << 10, 65280},
-		{"poll rounded up to ms", Config{Interface: "x", PollTimeout: 51 * time.Millisecond}, 319, 26 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 65280},
-		{"poll forever", Config{Interface: "x", PollTimeout: -1}, 319, 50 * time.Millisecond, 0, 10 * time.Millisecond, 64 << 10, 65280},
+		// 20 000 packets/s of 600+96 bytes need 160 blocks of 128 KiB.
+		// The default blocks hold the largest frame: tcpdump's default
+		// snaplen stands.
+		{"defaults", Config{Interface: "x"}, 160, 50 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"ring rounded up", Config{Interface: "x", RingSize: 3<<20 + 1}, 25, 50 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"at least two blocks", Config{Interface: "x", RingSize: 1}, 2, 50 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"short poll", Config{Interface: "x", PollTimeout: 30 * time.Millisecond}, 160, 30 * time.Millisecond, 1, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"poll split evenly", Config{Interface: "x", PollTimeout: 120 * time.Millisecond}, 160, 40 * time.Millisecond, 3, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"poll rounded up to ms", Config{Interface: "x", PollTimeout: 51 * time.Millisecond}, 160, 26 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"poll forever", Config{Interface: "x", PollTimeout: -1}, 160, 50 * time.Millisecond, 0, 10 * time.Millisecond, 128 << 10, DefaultSnapLen},
 		// The agent's timeout at its default flush: a block every 3 ms,
-		// 500 of them for 1.5 s (31.25 MiB).
-		{"block timeout truncated", Config{Interface: "x", BlockTimeout: 3125 * time.Microsecond}, 500, 50 * time.Millisecond, 2, 3 * time.Millisecond, 64 << 10, 65280},
-		{"ring time", Config{Interface: "x", BlockTimeout: 4 * time.Millisecond, RingTime: 4 * time.Second}, 1000, 50 * time.Millisecond, 2, 4 * time.Millisecond, 64 << 10, 65280},
-		{"timed ring bounded", Config{Interface: "x", BlockTimeout: time.Millisecond, RingTime: time.Minute}, MaxTimedRing / (64 << 10), 50 * time.Millisecond, 2, time.Millisecond, 64 << 10, 65280},
+		// 500 of them for 1.5 s (62.5 MiB).
+		{"block timeout truncated", Config{Interface: "x", BlockTimeout: 3125 * time.Microsecond}, 500, 50 * time.Millisecond, 2, 3 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"ring time", Config{Interface: "x", BlockTimeout: 4 * time.Millisecond, RingTime: 4 * time.Second}, 1000, 50 * time.Millisecond, 2, 4 * time.Millisecond, 128 << 10, DefaultSnapLen},
+		{"timed ring bounded", Config{Interface: "x", BlockTimeout: time.Millisecond, RingTime: time.Minute}, MaxTimedRing / (128 << 10), 50 * time.Millisecond, 2, time.Millisecond, 128 << 10, DefaultSnapLen},
 		{"big blocks keep the snaplen", Config{Interface: "x", BlockSize: 512 << 10, BlockTimeout: 3 * time.Millisecond}, 500, 50 * time.Millisecond, 2, 3 * time.Millisecond, 512 << 10, DefaultSnapLen},
-		{"small snaplen", Config{Interface: "x", SnapLen: 1500, RingSize: 1 << 20}, 16, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 1500},
+		{"small snaplen", Config{Interface: "x", SnapLen: 1500, RingSize: 1 << 20}, 8, 50 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, 1500},
+		{"snaplen between", Config{Interface: "x", SnapLen: 200000, RingSize: 1 << 20}, 8, 50 * time.Millisecond, 2, 10 * time.Millisecond, 128 << 10, 200000},
+		// 64 KiB blocks hold less than the largest frame: they cut
+		// every snaplen above what they hold.
+		{"small blocks cut the snaplen", Config{Interface: "x", BlockSize: 64 << 10, RingSize: 1 << 20}, 16, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 64<<10 - BlockOverhead},
+		{"small blocks, small snaplen", Config{Interface: "x", BlockSize: 64 << 10, SnapLen: 60000, RingSize: 1 << 20}, 16, 50 * time.Millisecond, 2, 10 * time.Millisecond, 64 << 10, 60000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +137,9 @@ func TestGatherWait(t *testing.T) {
 		want      time.Duration // within a microsecond
 	}{
 		// 499 free blocks of 64 KiB at 100 Gbit/s: 2.6 ms, in whole ms.
-		{"agent default", 500, block, 3 * time.Millisecond, 50 * time.Millisecond, 2 * time.Millisecond},
+		{"64 KiB blocks", 500, block, 3 * time.Millisecond, 50 * time.Millisecond, 2 * time.Millisecond},
+		// Of 128 KiB: 5.2 ms, more than the block timeout.
+		{"agent default", 500, DefaultBlockSize, 3 * time.Millisecond, 50 * time.Millisecond, 3 * time.Millisecond},
 		{"a block timeout at most", 4096, 1 << 20, 3 * time.Millisecond, 50 * time.Millisecond, 3 * time.Millisecond},
 		{"a poll slice at most", 4096, 1 << 20, 10 * time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond},
 		{"smallest ring that gathers", 192, block, 3 * time.Millisecond, 50 * time.Millisecond, time.Millisecond},
@@ -147,7 +156,7 @@ func TestGatherWait(t *testing.T) {
 	}
 	// The agent's configuration at the default flush.
 	c := Config{Interface: "x", BlockTimeout: 3 * time.Millisecond, PollTimeout: 6 * time.Millisecond}
-	if s := c.settings(); s.gather != gatherWait(500, block, 3*time.Millisecond, 6*time.Millisecond) {
+	if s := c.settings(); s.gather != gatherWait(500, DefaultBlockSize, 3*time.Millisecond, 6*time.Millisecond) {
 		t.Errorf("settings() = %+v, want the gathering wait of 500 blocks", s)
 	}
 }

@@ -10,6 +10,10 @@
 //     never fills with clients that are never served. An accept that
 //     fails for lack of descriptors or memory pauses with backoff
 //     instead of spinning.
+//   - ListenTCP and ListenUDP (and Listen) bind the stack an address
+//     names (ListenNetwork): 0.0.0.0 IPv4 only, [::] IPv6 only, an
+//     empty host both, so that a firewall rule for the address covers
+//     what listens.
 //   - Sniff tells a TLS client from a plain one by its first byte;
 //     Handshake runs a TLS handshake within a deadline.
 //   - TokenEqual compares tokens in constant time; BearerToken reads an

@@ -106,12 +106,13 @@ type Listener struct {
 	src  map[netip.Addr]int
 }
 
-// Listen validates cfg and listens on the TCP address addr.
+// Listen validates cfg and listens on the TCP address addr, on the
+// stack its host names (ListenNetwork).
 func Listen(addr string, cfg Config) (*Listener, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := ListenTCP(addr)
 	if err != nil {
 		return nil, err
 	}

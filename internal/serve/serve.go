@@ -250,18 +250,14 @@ func (s *Service) bind() error {
 	if c.Writer() {
 		return nil
 	}
-	ln, err := net.Listen("tcp", cmp.Or(c.Listen, DefaultListen))
+	ln, err := frontdoor.ListenTCP(cmp.Or(c.Listen, DefaultListen))
 	if err != nil {
 		return err
 	}
 	s.ln = ln
 	s.closers = append(s.closers, func() { ln.Close() })
 	if c.ListenUDP != "" {
-		ua, err := net.ResolveUDPAddr("udp", c.ListenUDP)
-		if err == nil {
-			s.uconn, err = net.ListenUDP("udp", ua)
-		}
-		if err != nil {
+		if s.uconn, err = frontdoor.ListenUDP(c.ListenUDP); err != nil {
 			return fmt.Errorf("--listen-udp: %w", err)
 		}
 		s.closers = append(s.closers, func() { s.uconn.Close() })

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +230,41 @@ func TestBudget(t *testing.T) {
 				t.Fatalf("caps %v, err %v; want %v, error %q", got, err, tt.want, tt.err)
 			}
 		})
+	}
+}
+
+// TestListenersBindTheirStack: every listener of the service given
+// 0.0.0.0 binds IPv4 only (frontdoor.ListenNetwork), where Go's "tcp"
+// and "udp" would bind [::] on both stacks.
+func TestListenersBindTheirStack(t *testing.T) {
+	const any4 = "0.0.0.0:0"
+	c := base(t)
+	c.Listen, c.ListenUDP = any4, any4
+	c.Tap.Listen = []tap.Listener{{Addr: any4}}
+	c.Metrics = metrics.Config{Addr: any4}
+	c.Query.Listen = any4
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // Run with its context ended shuts everything down
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	addrs := map[string]string{"agents": s.Addr().String(), "udp": s.uconn.LocalAddr().String(),
+		"metrics": s.msrv.Addr(), "query": s.query.Addr()}
+	for i, a := range s.Tap().Addrs() {
+		addrs["tap "+strconv.Itoa(i)] = a
+	}
+	if len(addrs) != 5 {
+		t.Fatalf("listeners %q, want five", addrs)
+	}
+	for name, a := range addrs {
+		if !strings.HasPrefix(a, "0.0.0.0:") {
+			t.Errorf("the %s listener is bound to %s, want 0.0.0.0 (IPv4 only)", name, a)
+		}
 	}
 }

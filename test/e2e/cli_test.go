@@ -124,6 +124,11 @@ func TestBadSettingsRefused(t *testing.T) {
 			`e.conf:1: unknown setting "nope"`},
 		{"bad variable", []string{"PCAPSYNC_SNAPLEN=big"}, []string{"agent", "--collector", "127.0.0.1", "-r", "x"},
 			`environment PCAPSYNC_SNAPLEN="big"`},
+		{"unknown variable", []string{"PCAPSYNC_SNAPLENN=96", "PCAPSYNC_SPOOL=/x"}, []string{"agent", "--collector", "127.0.0.1", "-r", "x"},
+			`environment PCAPSYNC_SNAPLENN: unknown variable: pcapsync agent has no --snaplenn, nor has any other pcapsync command (did you mean PCAPSYNC_SNAPLEN?)`},
+		// The agent's variable passes; the collector's own check stops it.
+		{"another command's variable ignored", []string{"PCAPSYNC_SPOOL=/x"}, []string{"collector", "--dir", tmp},
+			`--insecure`},
 		{"missing file", nil, []string{"agent", "--config", filepath.Join(tmp, "absent.conf")},
 			"absent.conf: no such file"},
 	} {

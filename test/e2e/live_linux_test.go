@@ -62,6 +62,11 @@ func TestLiveCapture(t *testing.T) {
 	if s.Read != count || s.Sent != count || s.Acked != count || s.Dropped != 0 || s.KernelDrops != 0 || s.Unacked != 0 {
 		t.Errorf("agent summary %+v: want %d read, sent and acknowledged, nothing dropped or unacknowledged", s, count)
 	}
+	// The default ring keeps the default snaplen: declared whole, no
+	// word of a cut.
+	if log := agent.stderr.String(); !strings.Contains(log, "snaplen=262144") || strings.Contains(log, "asked=") {
+		t.Errorf("agent log: want the capture at snaplen=262144 and no cut snaplen:\n%s", log)
+	}
 	coll.stop(20 * time.Second)
 
 	if got := agentDirs(t, dir); !slices.Equal(got, []string{"live1"}) {

@@ -28,11 +28,7 @@ func TestMutualTLS(t *testing.T) {
 	requireTools(t, checkTools...)
 	ctx := testContext(t)
 	work := t.TempDir()
-	certs := filepath.Join(work, "certs")
-	gc := startProc(t, ctx, "gen certs", "", "gen", "certs", "--dir", certs, "--collector", "127.0.0.1,localhost", "--agents", "tls1,tls2")
-	if code := gc.wait(20 * time.Second); code != 0 {
-		t.Fatalf("gen certs exited %d", code)
-	}
+	certs := genCerts(t, ctx, filepath.Join(work, "certs"), "127.0.0.1,localhost", "tls1,tls2")
 	token := filepath.Join(work, "token")
 	if err := os.WriteFile(token, []byte("e2e-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -90,6 +86,46 @@ func TestMutualTLS(t *testing.T) {
 	checkAgentDir(t, filepath.Join(dir, "tls1")).expectExactlyOnce(t, "tls1", map[uint32]uint64{61: count})
 }
 
+// TestAgentNameFromCertificate: an agent given a client certificate
+// ("pcapsync gen certs") and no --name takes the certificate's CN as its
+// name, says so in its log, and the collector accepts it under that
+// name; a --name that differs from the CN is refused by the collector,
+// naming both.
+func TestAgentNameFromCertificate(t *testing.T) {
+	requireTools(t, checkTools...)
+	ctx := testContext(t)
+	work := t.TempDir()
+	certs := genCerts(t, ctx, filepath.Join(work, "certs"), "127.0.0.1", "h1")
+	in := filepath.Join(work, "in.pcap")
+	const count = 500
+	writeGenFile(t, in, genConfig(count, 62))
+	dir := filepath.Join(work, "out")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
+		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"))
+	tlsFlags := []string{"agent", "--collector", addr, "--read", in, "--tls-ca", filepath.Join(certs, "ca.pem"),
+		"--tls-cert", filepath.Join(certs, "agent-h1.pem"), "--tls-key", filepath.Join(certs, "agent-h1-key.pem")}
+
+	a := startProc(t, ctx, "agent without --name", "", tlsFlags...)
+	finishReplay(t, a, count, 30*time.Second)
+	if log := a.stderr.String(); !strings.Contains(log, "agent name taken from the client certificate") || !strings.Contains(log, "name=h1") {
+		t.Errorf("the agent's log does not say it took the name h1 from its certificate:\n%s", log)
+	}
+
+	other := startProc(t, ctx, "agent --name vm", "", append(tlsFlags, "--name", "vm")...)
+	if code := other.wait(20 * time.Second); code == 0 {
+		t.Errorf("agent --name vm with the certificate of h1 exited 0")
+	}
+	if want := `agent name "vm", certificate CN "h1"`; !strings.Contains(other.stderr.String(), want) {
+		t.Errorf("agent --name vm: stderr lacks %q:\n%s", want, other.stderr.String())
+	}
+	coll.stop(20 * time.Second)
+	if got := agentDirs(t, dir); !slices.Equal(got, []string{"h1"}) {
+		t.Errorf("collector dir holds %q, want only [h1]", got)
+	}
+	checkAgentDir(t, filepath.Join(dir, "h1")).expectExactlyOnce(t, "h1", map[uint32]uint64{62: count})
+}
+
 // TestSecurityRequired: neither a collector nor an agent starts without
 // TLS or --insecure, and both say what to add.
 func TestSecurityRequired(t *testing.T) {
@@ -112,6 +148,17 @@ func TestSecurityRequired(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("the refused collector created %d entries in its directory", len(ents))
 	}
+}
+
+// genCerts runs "pcapsync gen certs" into dir for the collector names
+// and agents given (comma-separated lists) and returns dir.
+func genCerts(t *testing.T, ctx context.Context, dir, collector, agents string) string {
+	t.Helper()
+	gc := startProc(t, ctx, "gen certs", "", "gen", "certs", "--dir", dir, "--collector", collector, "--agents", agents)
+	if code := gc.wait(20 * time.Second); code != 0 {
+		t.Fatalf("gen certs exited %d", code)
+	}
+	return dir
 }
 
 func genConfig(count uint64, stream uint32) gen.FileConfig {
