@@ -315,17 +315,34 @@ func TestMatcherMemory(t *testing.T) {
 		t.Skip("measures the heap")
 	}
 	const n = 100_000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	m := newMatcher(2, 1<<62, nil)
-	f := idFrame(0, 0)
-	for i := range n {
-		binary.BigEndian.PutUint32(f[len(f)-4:], uint32(i))
-		m.add(i%2, 0, int64(i), 0, linkEthernet, f)
+	held := func(window int64) (int64, *matcher) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := newMatcher(2, window, nil)
+		f := idFrame(0, 0)
+		for i := range n {
+			binary.BigEndian.PutUint32(f[len(f)-4:], uint32(i))
+			if err := m.add(i%2, 0, int64(i), 0, linkEthernet, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		return int64(after.HeapAlloc) - int64(before.HeapAlloc), m
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	t.Logf("%d packets of unique keys held (no -w): %d bytes each", n, (after.HeapAlloc-before.HeapAlloc)/n)
+	all, m := held(1 << 62)
+	t.Logf("%d packets of unique keys held (no -w): %d bytes each", n, all/n)
+	if all/n > 500 {
+		t.Errorf("%d bytes a packet held, docs/correlate.md says 300 to 500", all/n)
+	}
+	runtime.KeepAlive(m)
+	// A window of 1 000 packets holds those (and the map's buckets
+	// grown for them), not the 100 000 read.
+	small, m := held(1000)
+	t.Logf("window of 1000 packets: %d bytes held after %d packets", small, n)
+	if small > all/20 {
+		t.Errorf("window of 1000 packets: %d bytes held after %d packets, over 1/20 of the %d all %d take", small, n, all, n)
+	}
 	runtime.KeepAlive(m)
 }
