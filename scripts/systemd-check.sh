@@ -135,7 +135,12 @@ if [ -z "$leader" ]; then
 	summary
 	exit 1
 fi
-state=$(in_ct timeout 90 systemctl is-system-running --wait 2>&1)
+# Until systemd answers on its socket, systemctl fails at once.
+for _ in $(seq 120); do
+	state=$(in_ct timeout 90 systemctl is-system-running --wait 2>&1)
+	case $state in running | degraded) break ;; esac
+	sleep 0.5
+done
 case $state in
 running | degraded) pass "boot: systemd is $state" ;;
 *)
