@@ -300,7 +300,7 @@ const minFree = minReserve + 1<<20
 // full (see minFree). The error names dir and the reason.
 func checkRoot(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
+		if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) && deniedHere(err) {
 			u, g := processOwner()
 			return fmt.Errorf("store: %w: output directory %s does not exist and cannot be created (%w); make it for the user this process runs as: install -d -o %s -g %s -m 0750 %s%s",
 				ErrRootUnusable, dir, err, u, g, dir, readOnlyHint(err, dir))
@@ -309,6 +309,9 @@ func checkRoot(dir string) error {
 	}
 	probe, err := os.CreateTemp(dir, probePrefix+"*")
 	if err != nil {
+		if !deniedHere(err) {
+			return fmt.Errorf("store: output directory %s is not writable: %w", dir, err)
+		}
 		hint := readOnlyHint(err, dir)
 		if errors.Is(err, fs.ErrPermission) {
 			u, g := processOwner()
@@ -353,6 +356,14 @@ func keepReserve(dir string, stateLen int) {
 	if err := writeFileAtomic(dir, path, make([]byte, want)); err != nil {
 		os.Remove(path)
 	}
+}
+
+// deniedHere reports whether err, making or writing in the root,
+// says that this process may not (permissions, a read-only file
+// system): what only someone putting the directory right fixes, unlike
+// a full disk.
+func deniedHere(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
 // readOnlyHint is what an error making or writing the root dir adds
