@@ -28,8 +28,8 @@ const (
 // and inode are those JOURNAL_STREAM names. A writer that is not a file
 // (a buffer, a pipe wrapper), a different file, or no or a malformed
 // JOURNAL_STREAM gives false: a process whose stderr was redirected
-// elsewhere than the journal writes no prefixes, as sd_journal_stream
-// does.
+// elsewhere than the journal writes no prefixes (the check
+// systemd.exec(5) describes for JOURNAL_STREAM).
 func Stream(w io.Writer) bool { return matches(w, os.Getenv(Env)) }
 
 func matches(w io.Writer, env string) bool {

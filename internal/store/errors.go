@@ -30,8 +30,9 @@ var ErrRootBusy = errors.New("output root held by another owner")
 // Store.Writer refuses the agent until it is put right by hand.
 var ErrAgentDir = errors.New("agent directory refused")
 
-// ErrRootUnusable: Open found the output root missing and could not
-// make it, or not writable by the process. The error names the
+// ErrRootUnusable: Open found the output root missing and was denied
+// making it, or denied writing it (permissions, a read-only file
+// system). The error names the
 // directory, the system's reason and the command that puts it right
 // (the directory made for, or given to, the user the process runs as;
 // under systemd, the unit's ReadWritePaths=). Starting again does not
