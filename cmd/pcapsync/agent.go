@@ -97,6 +97,7 @@ func agentCommand(s streams) *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			summary.follow(fs, &lf)
 			if err := flags.apply(fs, &cfg, log); err != nil {
 				return err
 			}

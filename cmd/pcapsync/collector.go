@@ -73,6 +73,7 @@ func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, 
 				return err
 			}
 			cfg.Logger = log
+			summary.follow(fs, &lf)
 			if *user != "" {
 				cfg.BeforeStore = func() error { return switchUser(log, *user, cfg.Collector.Store.Dir) }
 			}

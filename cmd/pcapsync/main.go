@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/journal"
 	"github.com/pcapsync/pcapsync/internal/units"
 )
 
@@ -53,18 +54,60 @@ func main() {
 		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		defer writeAllocs(path)
 	}
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr); code != 0 {
 		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "pcapsync:", err)
-		os.Exit(exitCode(err))
+		os.Exit(code)
 	}
+}
+
+// execute runs the command line args as run does and returns the exit
+// status; when the command fails it reports the error on stderr first
+// (reportError).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := runCommand(ctx, args, stdout, stderr)
+	if err == nil {
+		return 0
+	}
+	code := exitCode(err)
+	reportError(stderr, c, err, code)
+	return code
 }
 
 // run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, err := runCommand(ctx, args, stdout, stderr)
+	return err
+}
+
+// runCommand runs the command line args and returns the command that
+// ran (or failed to), as cobra found it.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (*cobra.Command, error) {
 	root := newRoot(streams{stdout, stderr})
 	root.SetArgs(singleDashLong(root, args))
-	return root.ExecuteContext(ctx)
+	return root.ExecuteContextC(ctx)
+}
+
+// reportError writes err, the error command c ended with, and the exit
+// status code to stderr. A command whose --log-format is json writes it
+// as one of its log records: level ERROR, msg "exit", err the error's
+// text, status the exit status. Any other writes the line "pcapsync:
+// ERROR", with the journal's error priority before it on the journal's
+// stream (journal.Stream).
+func reportError(stderr io.Writer, c *cobra.Command, err error, code int) {
+	if c != nil {
+		if f, ferr := c.Flags().GetString("log-format"); ferr == nil && f == "json" {
+			lf := logFlags{level: "error", format: f}
+			if log, lerr := lf.logger(stderr); lerr == nil {
+				log.Error("exit", "err", err.Error(), "status", code)
+				return
+			}
+		}
+	}
+	prefix := ""
+	if journal.Stream(stderr) {
+		prefix = journal.Prefix(slog.LevelError)
+	}
+	fmt.Fprintf(stderr, "%spcapsync: %s\n", prefix, err.Error())
 }
 
 // newRoot returns the command tree: every subcommand with its flags.
@@ -146,7 +189,10 @@ func (l *logFlags) register(fs *pflag.FlagSet, verbose bool) {
 	}
 }
 
-// logger returns the logger the flags describe, writing to stderr.
+// logger returns the logger the flags describe, writing to stderr:
+// on the journal's stream (journal.Stream, a unit's stderr) each line
+// starts with its level's priority, "<4>" for WARN (journal.Handler),
+// in both formats.
 func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	name := l.level
 	if l.verbose {
@@ -157,14 +203,20 @@ func (l *logFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 		return nil, usageError("--log-level %q: want debug, info, warn or error", l.level)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var newHandler func(io.Writer) slog.Handler
 	switch l.format {
 	case "text":
-		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+		newHandler = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, opts) }
 	case "json":
 		opts.ReplaceAttr = jsonDuration
-		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+		newHandler = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, opts) }
+	default:
+		return nil, usageError("--log-format %q: want text or json", l.format)
 	}
-	return nil, usageError("--log-format %q: want text or json", l.format)
+	if journal.Stream(stderr) {
+		return slog.New(journal.Handler(stderr, newHandler)), nil
+	}
+	return slog.New(newHandler(stderr)), nil
 }
 
 // jsonDuration is the JSON logs' ReplaceAttr: a duration as Go writes

@@ -20,11 +20,22 @@ const (
 	summaryJSON                      // one JSON object on one line, for scripts and log shippers
 )
 
-// addSummaryFlag registers --summary on fs; its default is text.
+// addSummaryFlag registers --summary on fs; its default is text, json
+// with --log-format json (follow).
 func addSummaryFlag(fs *pflag.FlagSet) *summaryFormat {
 	f := new(summaryFormat)
 	fs.Var(f, "summary", "print the summary at exit as text (lines for people) or json (one object on one line: see README's Summaries)")
 	return f
+}
+
+// follow makes f json when fs's --summary was not set (by the flag, the
+// variable or the configuration file) and the log format lf is json: a
+// process whose logs go to a shipper as JSON prints its summary as JSON
+// too.
+func (f *summaryFormat) follow(fs *pflag.FlagSet, lf *logFlags) {
+	if !fs.Changed("summary") && lf.format == "json" {
+		*f = summaryJSON
+	}
 }
 
 func (f *summaryFormat) String() string {

@@ -221,8 +221,12 @@ func New(cfg Config) (*Agent, error) {
 		// Live interfaces are declared in the same order on every run,
 		// so the recovered batches' interface indexes still hold.
 		a.q.recover(recovered, len(a.interfaces()))
-		a.log.Info("spool: resending batches of the previous run", "batches", len(recovered),
-			"first_seq", recovered[0].seq, "last_seq", recovered[len(recovered)-1].seq)
+		// The newest segment survives a clean stop with its batches
+		// acknowledged: only those above the saved mark are news.
+		if un := a.q.spool.unacked(recovered); len(un) > 0 {
+			a.log.Info("spool: resending batches of the previous run", "batches", len(un),
+				"first_seq", un[0].seq, "last_seq", un[len(un)-1].seq)
+		}
 	}
 	return a, nil
 }
@@ -340,6 +344,7 @@ func (a *Agent) Run(ctx context.Context) (Summary, error) {
 	a.q.close()
 	sum := a.summary()
 	if a.q.spool != nil {
+		a.q.spool.saveAcked(a.q.stats().acked)
 		a.q.spool.close()
 	}
 	return sum, errors.Join(fatal, srcErr)

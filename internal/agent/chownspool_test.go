@@ -21,7 +21,7 @@ func TestChownSpool(t *testing.T) {
 		dir     string // a subdirectory to make
 		wantErr string
 	}{
-		{"spool", []string{"instance", "seg-00000000000000000001"}, "", ""},
+		{"spool", []string{"instance", "acked", "seg-00000000000000000001"}, "", ""},
 		{"empty", nil, "", ""},
 		{"other file", []string{"instance", "passwd"}, "", `holds "passwd", which is no spool file`},
 		{"subdirectory", []string{"instance"}, "seg-x", `holds "seg-x"`},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -20,10 +21,16 @@ import (
 //
 //	instance                    the agent instance id, hex
 //	seg-<first seq, 20 digits>  batch frames back to back, as sent
+//	acked                       the last sequence number acknowledged when
+//	                            the previous run stopped, decimal
 //
 // A segment is deleted once every batch in it is acknowledged, except the
 // newest, which survives so that a restarted agent knows where its
-// sequence numbers continue. Writes are not synced: the spool survives a
+// sequence numbers continue. acked, written when the agent stops
+// (saveAcked), tells the next run which of the batches it loads were
+// acknowledged already; it is only ever a lower bound (a crash leaves an
+// older one, or none), so it decides what the agent reports, never what
+// it sends: the collector's welcome does that. Writes are not synced: the spool survives a
 // crash of the agent, not of the OS. Not safe for concurrent use: the
 // queue's lock guards it (read only touches immutable data).
 type spool struct {
@@ -32,7 +39,13 @@ type spool struct {
 	segs  []*segment
 	bytes int64
 	log   *slog.Logger
+	// prevAcked: the acked file's number when the spool was opened, 0
+	// if there was none.
+	prevAcked uint64
 }
+
+// ackedFile is the name of the file saveAcked writes in the spool.
+const ackedFile = "acked"
 
 type segment struct {
 	first, last uint64 // sequence range held
@@ -70,11 +83,15 @@ func openSpool(dir string, limit int64, resume bool, log *slog.Logger) (*spool, 
 		for _, n := range names {
 			os.Remove(n)
 		}
+		os.Remove(filepath.Join(dir, ackedFile)) // of the old instance
 		names = nil
 		id = newInstance()
 		if err := writeFileSync(idFile, []byte(hex.EncodeToString(id[:])+"\n")); err != nil {
 			return nil, id, nil, fmt.Errorf("agent: spool: %w", err)
 		}
+	}
+	if len(names) > 0 {
+		s.prevAcked = readAcked(filepath.Join(dir, ackedFile))
 	}
 	var recovered []*batch
 	for _, n := range names {
@@ -90,6 +107,35 @@ func openSpool(dir string, limit int64, resume bool, log *slog.Logger) (*spool, 
 		}
 	}
 	return s, id, recovered, nil
+}
+
+// readAcked reads an acked file: 0 if it is missing or not a number.
+func readAcked(path string) uint64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// saveAcked records acked, the last sequence number the collector
+// acknowledged, for the next run (the acked file). An error is logged:
+// the next run then reports more batches to resend than it does.
+func (s *spool) saveAcked(acked uint64) {
+	if err := writeFileSync(filepath.Join(s.dir, ackedFile), []byte(strconv.FormatUint(acked, 10)+"\n")); err != nil {
+		s.log.Warn("spool: recording the acknowledged batches", "err", err)
+	}
+}
+
+// unacked returns the batches of recovered (in sequence order) above
+// the previous run's last acknowledged sequence number.
+func (s *spool) unacked(recovered []*batch) []*batch {
+	i := sort.Search(len(recovered), func(i int) bool { return recovered[i].seq > s.prevAcked })
+	return recovered[i:]
 }
 
 func discardReason(resume bool, idErr error) string {
@@ -228,7 +274,7 @@ func writeFileSync(path string, b []byte) error {
 }
 
 // ChownSpool gives the spool directory dir and the spool's files in it
-// (instance, seg-*) to uid and gid, so that an agent started as root
+// (instance, acked, seg-*) to uid and gid, so that an agent started as root
 // that switches to that user (--user) can go on writing it. It refuses
 // a directory that holds anything else: --spool naming a directory
 // that is not a spool must not hand that directory to a user. Nothing
@@ -239,7 +285,7 @@ func ChownSpool(dir string, uid, gid int) error {
 		return fmt.Errorf("agent: spool: %w", err)
 	}
 	for _, e := range ents {
-		if n := e.Name(); !e.Type().IsRegular() || n != "instance" && !strings.HasPrefix(n, "seg-") {
+		if n := e.Name(); !e.Type().IsRegular() || n != "instance" && n != ackedFile && !strings.HasPrefix(n, "seg-") {
 			return fmt.Errorf("agent: spool %s holds %q, which is no spool file: not handing it to uid %d", dir, n, uid)
 		}
 	}

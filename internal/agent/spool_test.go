@@ -165,3 +165,71 @@ func TestSpoolOverflow(t *testing.T) {
 		t.Fatalf("summary %+v; collector wrote %d, duplicates %d", sum, core.Counters.Packets.Load(), core.Counters.Duplicates.Load())
 	}
 }
+
+// TestSpoolAckedMark: a run that stops with every batch acknowledged
+// leaves its newest segment, whose batches the next run loads (they
+// carry the sequence on) but does not count as to resend; one that
+// stops with some unacknowledged counts exactly those; a crash, which
+// saves no mark, counts from the last mark saved; a replay, which
+// starts a new instance, drops the mark with the batches.
+func TestSpoolAckedMark(t *testing.T) {
+	dir := t.TempDir()
+	reopen := func(resume bool) (*spool, *queue, []*batch) {
+		t.Helper()
+		sp, _, rec, err := openSpool(dir, 1<<30, resume, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(sp.close)
+		q := newQueue(1<<20, 1<<20)
+		q.spool = sp
+		q.recover(rec, 1)
+		return sp, q, rec
+	}
+	seqs := func(bs []*batch) []uint64 {
+		var out []uint64
+		for _, b := range bs {
+			out = append(out, b.seq)
+		}
+		return out
+	}
+	sp, q, _ := reopen(true)
+	pushN(t, q, 10, 5)
+	q.ack(10)
+	sp.saveAcked(q.stats().acked) // a clean stop
+	sp.close()
+
+	sp, q, rec := reopen(true)
+	if len(rec) == 0 {
+		t.Fatal("no batch loaded after a clean stop: the case this test is about is gone")
+	}
+	if un := sp.unacked(rec); len(un) != 0 {
+		t.Fatalf("after a clean stop with everything acknowledged: %v to resend, want none", seqs(un))
+	}
+	pushN(t, q, 5, 5) // 11..15
+	q.ack(12)
+	sp.saveAcked(q.stats().acked) // stopped with 13..15 unacknowledged
+	sp.close()
+
+	sp, q, rec = reopen(true)
+	if got := seqs(sp.unacked(rec)); fmt.Sprint(got) != "[13 14 15]" {
+		t.Fatalf("after a stop with 13..15 unacknowledged: %v to resend", got)
+	}
+	pushN(t, q, 2, 5) // 16, 17
+	q.ack(16)
+	sp.close() // a crash: no mark saved
+
+	sp, _, rec = reopen(true)
+	if got := seqs(sp.unacked(rec)); fmt.Sprint(got) != "[13 14 15 16 17]" {
+		t.Fatalf("after a crash: %v to resend, want 13..17 (the last mark is 12)", got)
+	}
+	sp.close()
+
+	sp, _, rec = reopen(false) // a replay: a new instance
+	if len(rec) != 0 || sp.prevAcked != 0 {
+		t.Fatalf("replay: %d batches, mark %d; want none", len(rec), sp.prevAcked)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ackedFile)); !os.IsNotExist(err) {
+		t.Fatalf("replay left the old instance's mark: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -270,6 +271,7 @@ func (q *query) streams() ([]*stream, error) {
 	}
 	limit := q.streamLimit(len(names))
 	var out []*stream
+	warned := q.cfg.Logger == nil
 	for _, name := range names {
 		files, err := store.AgentFiles(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
@@ -277,6 +279,13 @@ func (q *query) streams() ([]*stream, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !warned {
+			if err := store.RetainIndexReadable(q.cfg.Dir, name); err != nil {
+				q.cfg.Logger.Warn("query: retention's index of file times cannot be read: files are opened for their times instead (slower)",
+					"agent", name, "err", err, "hint", "make "+filepath.Join(q.cfg.Dir, store.RetainDir, "*.json")+" readable to this user (docs/query.md)")
+				warned = true
+			}
 		}
 		s := newStream(q, name, len(out), files, limit)
 		s.lastRead = q.now

@@ -1,11 +1,16 @@
 package query
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/store"
 )
@@ -75,5 +80,53 @@ func TestForgedRetentionTimes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnreadableRetentionIndex: retention's index that is there but
+// cannot be opened (a FIFO in its place here; a file outside the user's
+// permissions in test/e2e's TestRetentionIndexGroupReadable) makes the
+// query warn once, however many agents have one, and still return every
+// packet, the files' times read from the files.
+func TestUnreadableRetentionIndex(t *testing.T) {
+	var batches [][]tp
+	for b := range 10 {
+		var batch []tp
+		for i := range 10 {
+			batch = append(batch, tp{ts: int64(b*10+i) * 1e6, port: uint16(1000 + i)})
+		}
+		batches = append(batches, batch)
+	}
+	dir := t.TempDir()
+	var refs []ref
+	for rank, name := range []string{"a1", "a2", "a3"} {
+		refs = append(refs, writeAgent(t, dir, agentSpec{name: name, rotate: 4096, batches: batches}, rank)...)
+	}
+	query := func() (warnings int, log string) {
+		t.Helper()
+		var buf bytes.Buffer
+		out, _, err := runQuery(t, Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pkts, _, _ := readOutput(t, out); len(pkts) != len(refs) {
+			t.Errorf("%d packets, want %d", len(pkts), len(refs))
+		}
+		return strings.Count(buf.String(), "retention's index of file times cannot be read"), buf.String()
+	}
+	if n, log := query(); n != 0 {
+		t.Fatalf("readable indexes: %d warnings:\n%s", n, log)
+	}
+	for _, name := range []string{"a2", "a3"} {
+		path := filepath.Join(dir, store.RetainDir, name+".json")
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mkfifo(path, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, log := query(); n != 1 || !strings.Contains(log, "agent=a2") {
+		t.Fatalf("two unreadable indexes: %d warnings, want 1, about a2:\n%s", n, log)
 	}
 }

@@ -115,6 +115,9 @@ func (s *Service) open() error {
 		}
 	}
 	core, err := collector.NewCore(*cc)
+	if errors.Is(err, store.ErrRootUnusable) {
+		err = fmt.Errorf("%w: %w", ErrConfig, err) // put right by hand, not by starting again
+	}
 	if err != nil {
 		return err
 	}

@@ -29,3 +29,12 @@ var ErrRootBusy = errors.New("output root held by another owner")
 // the Store can write safely (a symbolic link, or not a directory):
 // Store.Writer refuses the agent until it is put right by hand.
 var ErrAgentDir = errors.New("agent directory refused")
+
+// ErrRootUnusable: Open found the output root missing and was denied
+// making it, or denied writing it (permissions, a read-only file
+// system). The error names the
+// directory, the system's reason and the command that puts it right
+// (the directory made for, or given to, the user the process runs as;
+// under systemd, the unit's ReadWritePaths=). Starting again does not
+// help until that is done.
+var ErrRootUnusable = errors.New("output root unusable")

@@ -76,6 +76,23 @@ func readIndex(root, agent string) (map[string]retFile, error) {
 	return m, err
 }
 
+// RetainIndexReadable reports whether agent's saved retention index
+// below root (RetainDir/<agent>.json), which AgentFiles reads for the
+// files' times, can be opened by this process: nil when it can or when
+// there is none, else the error (fs.ErrPermission for one the user may
+// not read, such as the 0600 files collectors before 0640 wrote). It
+// opens the file without reading it.
+func RetainIndexReadable(root, agent string) error {
+	f, err := safefs.Open(filepath.Join(root, RetainDir, agent+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // errBadEntries: readIndex's map holds the valid entries only.
 var errBadEntries = errors.New("invalid entries")
 

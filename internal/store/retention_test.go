@@ -220,15 +220,13 @@ func (r *retainer) indexNames() []string {
 
 func retainStats(r *retainer) RetainStats { return (&Store{ret: r}).RetainStats() }
 
-// TestRetentionIndexRestart: the index records every closed file with
-// its bytes and first and last packet, is saved at Close, and a new
-// start rebuilds the same index from it without reading the files, or
-// by reading them when the saved index is missing or lists another
-// size.
-func TestRetentionIndexRestart(t *testing.T) {
-	dir := t.TempDir()
+// writeRotated writes 30 batches of 10 packets (timestamps 1.7e18 +
+// k*1000) of agent name below dir, rotating at MinRotateSize with
+// retention's index kept, and closes the store.
+func writeRotated(t *testing.T, dir, name string) *testCore {
+	t.Helper()
 	c := newCore(t, Config{Dir: dir, RotateSize: MinRotateSize, Retain: RetainConfig{FreePercent: -1}})
-	s, _, err := c.Begin(hello("idx", 1), func() {})
+	s, _, err := c.Begin(hello(name, 1), func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +241,17 @@ func TestRetentionIndexRestart(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestRetentionIndexRestart: the index records every closed file with
+// its bytes and first and last packet, is saved at Close, and a new
+// start rebuilds the same index from it without reading the files, or
+// by reading them when the saved index is missing or lists another
+// size.
+func TestRetentionIndexRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := writeRotated(t, dir, "idx")
 	before := sortedIndex(c.ret)
 	if len(before) < 3 {
 		t.Fatalf("%d files indexed, want several (rotation at %d bytes)", len(before), MinRotateSize)

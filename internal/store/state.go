@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,11 +300,24 @@ const minFree = minReserve + 1<<20
 // full (see minFree). The error names dir and the reason.
 func checkRoot(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
+		if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) && deniedHere(err) {
+			u, g := processOwner()
+			return fmt.Errorf("store: %w: output directory %s does not exist and cannot be created (%w); make it for the user this process runs as: install -d -o %s -g %s -m 0750 %s%s",
+				ErrRootUnusable, dir, err, u, g, dir, readOnlyHint(err, dir))
+		}
 		return fmt.Errorf("store: output directory %s cannot be created: %w", dir, err)
 	}
 	probe, err := os.CreateTemp(dir, probePrefix+"*")
 	if err != nil {
-		return fmt.Errorf("store: output directory %s is not writable: %w", dir, err)
+		if !deniedHere(err) {
+			return fmt.Errorf("store: output directory %s is not writable: %w", dir, err)
+		}
+		hint := readOnlyHint(err, dir)
+		if errors.Is(err, fs.ErrPermission) {
+			u, g := processOwner()
+			hint = fmt.Sprintf("; give it to the user this process runs as: chown %s:%s %s", u, g, dir)
+		}
+		return fmt.Errorf("store: %w: output directory %s is not writable (%w)%s", ErrRootUnusable, dir, err, hint)
 	}
 	err = errors.Join(probe.Close(), os.Remove(probe.Name()))
 	if err != nil {
@@ -342,6 +358,53 @@ func keepReserve(dir string, stateLen int) {
 	}
 }
 
+// deniedHere reports whether err, making or writing in the root,
+// says that this process may not (permissions, a read-only file
+// system): what only someone putting the directory right fixes, unlike
+// a full disk.
+func deniedHere(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
+
+// readOnlyHint is what an error making or writing the root dir adds
+// when the file system is read-only: systemd's ProtectSystem=strict
+// leaves writable only what a unit lists.
+func readOnlyHint(err error, dir string) string {
+	if !errors.Is(err, syscall.EROFS) {
+		return ""
+	}
+	return "; a systemd unit also needs ReadWritePaths=" + dir + " (docs/systemd.md)"
+}
+
+// processOwner returns the names of the process's effective user and
+// group, or their numbers where they have none.
+func processOwner() (usr, grp string) {
+	usr, grp = strconv.Itoa(os.Geteuid()), strconv.Itoa(os.Getegid())
+	if u, err := user.LookupId(usr); err == nil {
+		usr = u.Username
+	}
+	if g, err := user.LookupGroupId(grp); err == nil {
+		grp = g.Name
+	}
+	return usr, grp
+}
+
+// createTemp creates a new file in dir, prefix and a random number its
+// name, exclusively (never through a link planted under the name),
+// with mode 0640 less the umask: what the data files and their indexes
+// get, so that the files a reader of the root needs (retention's index)
+// are readable by the same group.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
+}
+
 // writeFileAtomic writes b to path through a temporary file in dir,
 // synced, then renamed over path.
 func writeFileAtomic(dir, path string, b []byte) error {
@@ -353,7 +416,7 @@ func writeFileAtomic(dir, path string, b []byte) error {
 // when sync, then renamed over path (which replaces whatever path was,
 // a link included, and never writes through it).
 func writeFile(dir, path string, b []byte, sync bool) error {
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	tmp, err := createTemp(dir, filepath.Base(path)+".tmp")
 	if err != nil {
 		return err
 	}

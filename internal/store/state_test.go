@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,22 +100,38 @@ func TestOpenRefusesRoot(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
 	tests := []struct {
-		name   string
-		dir    func(t *testing.T) string
-		reason string
+		name     string
+		dir      func(t *testing.T) string
+		reason   string
+		unusable bool // ErrRootUnusable: a fix the error names
 	}{
-		{"a file where the directory should be", func(*testing.T) string { return file }, "cannot be created"},
-		{"below a file", func(*testing.T) string { return filepath.Join(file, "out") }, "cannot be created"},
+		{"a file where the directory should be", func(*testing.T) string { return file }, "cannot be created", false},
+		{"below a file", func(*testing.T) string { return filepath.Join(file, "out") }, "cannot be created", false},
 		{"read-only file system", func(t *testing.T) string {
 			dir := mountTmpfs(t, 8<<20)
 			remountReadOnly(t, dir)
 			return dir
-		}, "not writable"},
+		}, "not writable", true},
+		{"read-only file system: the hint", func(t *testing.T) string {
+			dir := mountTmpfs(t, 8<<20)
+			remountReadOnly(t, dir)
+			return dir
+		}, "; a systemd unit also needs ReadWritePaths=", true},
+		{"missing on a read-only file system", func(t *testing.T) string {
+			dir := mountTmpfs(t, 8<<20)
+			remountReadOnly(t, dir)
+			return filepath.Join(dir, "pcap")
+		}, "does not exist and cannot be created (mkdir ", true},
+		{"missing: the command that makes it", func(t *testing.T) string {
+			dir := mountTmpfs(t, 8<<20)
+			remountReadOnly(t, dir)
+			return filepath.Join(dir, "pcap")
+		}, "; make it for the user this process runs as: install -d -o root -g root -m 0750 ", true},
 		{"full disk", func(t *testing.T) string {
 			dir := mountTmpfs(t, 8<<20)
 			fill(t, filepath.Join(dir, "filler"), 512<<10)
 			return dir
-		}, "disk full"},
+		}, "disk full", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +143,9 @@ func TestOpenRefusesRoot(t *testing.T) {
 			}
 			if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, tt.reason) {
 				t.Fatalf("error %q, want it to name %s and say %q", msg, dir, tt.reason)
+			}
+			if errors.Is(err, ErrRootUnusable) != tt.unusable {
+				t.Errorf("error %q: ErrRootUnusable %v, want %v", err, !tt.unusable, tt.unusable)
 			}
 			t.Log(err)
 		})

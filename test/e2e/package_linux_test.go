@@ -32,6 +32,7 @@ var packageFiles = []string{
 	"/usr/lib/systemd/system/pcapsync-agent@.service",
 	"/usr/lib/systemd/system/pcapsync-collector.service",
 	"/usr/lib/systemd/system/pcapsync-writer.service",
+	"/usr/lib/systemd/system-preset/90-pcapsync.preset",
 	"/usr/share/bash-completion/completions/pcapsync",
 	"/usr/share/doc/pcapsync/README.packaging",
 	"/usr/share/doc/pcapsync/grafana/pcapsync.json",
@@ -217,8 +218,10 @@ func checkInstalled(t *testing.T, version string, listed []string) {
 }
 
 // checkInstalledUnits: the installed units pass systemd-analyze verify
-// (which also finds their manual pages and /usr/bin/pcapsync), and the
-// package enabled none.
+// (which also finds their manual pages and /usr/bin/pcapsync), the
+// package enabled none, and its preset file keeps them disabled when
+// presets are applied (systemctl preset, as RPM's scriptlets and
+// "systemctl preset-all" do; without it systemd's default is enable).
 func checkInstalledUnits(t *testing.T) {
 	t.Helper()
 	units := []string{"pcapsync-agent.service", "pcapsync-agent@pkgtest.service", "pcapsync-collector.service", "pcapsync-writer.service"}
@@ -228,6 +231,17 @@ func checkInstalledUnits(t *testing.T) {
 	enabled, _ := filepath.Glob("/etc/systemd/system/*/pcapsync*")
 	if len(enabled) > 0 {
 		t.Errorf("the package enabled units: %q", enabled)
+	}
+	// --root: applied to the file system, without a running systemd.
+	presetUnits := []string{"pcapsync-agent.service", "pcapsync-collector.service", "pcapsync-writer.service"}
+	if b, err := exec.Command("systemctl", append([]string{"--root=/", "preset"}, presetUnits...)...).CombinedOutput(); err != nil {
+		t.Errorf("systemctl --root=/ preset: %v\n%s", err, b)
+	}
+	if enabled, _ := filepath.Glob("/etc/systemd/system/*/pcapsync*"); len(enabled) > 0 {
+		t.Errorf("systemctl preset enabled units: %q (the preset file should disable them)", enabled)
+		for _, l := range enabled {
+			os.Remove(l)
+		}
 	}
 }
 

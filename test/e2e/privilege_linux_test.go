@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/privilege"
+	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // The least-privilege tests run the agent and the collector as the user
@@ -235,5 +237,65 @@ func TestCollectorUser(t *testing.T) {
 	}
 	if want := "is not writable by the user"; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("the refusal does not say %q:\n%s", want, p.stderr.String())
+	}
+}
+
+// TestRetentionIndexGroupReadable: a collector writes retention's index
+// of file times (store.RetainDir) 0640, like the data files, so that an
+// analyst in the root's group queries with it; an index the analyst
+// cannot read (0600, as collectors before wrote it) makes the query warn,
+// once, instead of reading every file silently.
+func TestRetentionIndexGroupReadable(t *testing.T) {
+	requireTools(t, checkTools...)
+	ctx := testContext(t)
+	dir := nobodyDir(t) // a parent nobody may enter, the binary runnable by nobody
+	src := filepath.Join(t.TempDir(), "in.pcap")
+	writeGenFile(t, src, gen.FileConfig{Count: 20_000, Mix: gen.MixIMIX, Stream: 90, Seed: 90})
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	old := syscall.Umask(0o022)
+	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "1M")
+	syscall.Umask(old)
+	finishReplay(t, startReplay(t, ctx, addr, "grp", src), 20_000, 60*time.Second)
+	coll.stop(20 * time.Second)
+
+	index := filepath.Join(dir, store.RetainDir, "grp.json")
+	if fi, err := os.Stat(index); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("retention's index %s: %v, mode %v; want 0640 like the data files", index, err, fi.Mode())
+	}
+	// The analyst: nobody, in group nogroup, which owns the root; root
+	// owns the files.
+	nobody, err := privilege.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 0, nobody.GID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	query := func() string {
+		t.Helper()
+		p := startProcAs(t, ctx, "query as the analyst", "", asNobody(""), nil, "query", "--dir", dir, "-w", "-")
+		if code := p.wait(60 * time.Second); code != 0 {
+			t.Fatalf("query exited with %d:\n%s", code, p.stderr.String())
+		}
+		return p.stderr.String()
+	}
+	const warning = "retention's index of file times cannot be read"
+	if log := query(); strings.Contains(log, warning) {
+		t.Errorf("the group's query cannot read the index:\n%s", log)
+	}
+	if err := os.Chmod(index, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if log := query(); strings.Count(log, warning) != 1 {
+		t.Errorf("an index the query cannot read: want one warning, got:\n%s", log)
 	}
 }

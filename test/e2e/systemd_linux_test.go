@@ -95,6 +95,57 @@ func TestSystemdUnits(t *testing.T) {
 	}
 }
 
+// TestSystemdPreset: with the package's preset file
+// (deploy/systemd/90-pcapsync.preset) "systemctl preset" enables none of
+// the units and "is-enabled" says disabled; without it systemd's
+// default would enable them all (what "preset: enabled" meant). On a
+// file system root of its own (--root), without a running systemd.
+func TestSystemdPreset(t *testing.T) {
+	requireTools(t, "systemctl")
+	mod, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := filepath.Glob(filepath.Join(mod, "deploy", "systemd", "*.service"))
+	if err != nil || len(units) != 4 {
+		t.Fatalf("deploy/systemd holds %q (%v), want the four units", units, err)
+	}
+	for _, withPreset := range []bool{false, true} {
+		root := t.TempDir()
+		install := func(src, dir string) {
+			t.Helper()
+			b, err := os.ReadFile(src)
+			if err == nil {
+				err = os.MkdirAll(filepath.Join(root, dir), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(root, dir, filepath.Base(src)), b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, u := range units {
+			install(u, "usr/lib/systemd/system")
+		}
+		if withPreset {
+			install(filepath.Join(mod, "deploy", "systemd", "90-pcapsync.preset"), "usr/lib/systemd/system-preset")
+		}
+		names := []string{"pcapsync-agent.service", "pcapsync-collector.service", "pcapsync-writer.service"}
+		if b, err := exec.Command("systemctl", append([]string{"--root=" + root, "preset"}, names...)...).CombinedOutput(); err != nil {
+			t.Fatalf("systemctl preset: %v\n%s", err, b)
+		}
+		links, _ := filepath.Glob(filepath.Join(root, "etc/systemd/system/*/pcapsync*"))
+		state, _ := exec.Command("systemctl", "--root="+root, "is-enabled", "pcapsync-collector.service").Output()
+		switch {
+		case withPreset && (len(links) > 0 || strings.TrimSpace(string(state)) != "disabled"):
+			t.Errorf("with the preset file: links %q, is-enabled %q; want none, disabled", links, state)
+		case !withPreset && len(links) != len(names):
+			t.Errorf("without the preset file: links %q; want systemd's default, all %d enabled (else this test proves nothing)", links, len(names))
+		}
+	}
+}
+
 // systemdRelease returns the release number systemd-analyze --version
 // prints ("systemd 252 (252.38-1~deb12u1)").
 func systemdRelease(t *testing.T) int {
