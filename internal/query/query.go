@@ -52,7 +52,16 @@ type Result struct {
 	// their packets pass, where tcpdump -r on their file would refuse
 	// to run.
 	FilterRefused int `json:"filter_refused"`
+	// Interfaces counts the interfaces the selection (Ifaces) took of
+	// the files read; Unselected names up to MaxUnselected others met
+	// there, in the order met: with Ifaces given and Interfaces 0, what
+	// the patterns might have meant.
+	Interfaces int      `json:"interfaces"`
+	Unselected []string `json:"ifaces_unselected,omitempty"`
 }
+
+// MaxUnselected bounds Result.Unselected.
+const MaxUnselected = 8
 
 // outIface is an interface of the output: one per name, link type and
 // snaplen found in the files.
@@ -176,6 +185,7 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 		err = q.writeStats()
 	}
 	q.res.Bytes = q.w.Written()
+	q.res.Interfaces = len(q.outs)
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("writing the output: %w", ferr)
 	}
@@ -274,6 +284,9 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		ifc.Name = agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
+		if u := q.res.Unselected; len(u) < MaxUnselected && !slices.Contains(u, ifc.Name) {
+			q.res.Unselected = append(u, ifc.Name)
+		}
 		return -1
 	}
 	for i, o := range q.outs {
