@@ -195,15 +195,15 @@ func (f *queryFlags) finish(s streams, res query.Result, err error) error {
 // files read, naming the patterns and the interfaces met. An empty
 // result is no error (exit 0, as tcpdump's), so this is a warning.
 func (f *queryFlags) warnIfaces(stderr io.Writer, res query.Result) {
-	if len(f.cfg.Ifaces) == 0 || res.Interfaces > 0 || len(res.Unselected) == 0 {
+	if len(f.cfg.Ifaces) == 0 || res.Interfaces > 0 || res.Unselected == "" {
 		return
 	}
 	pat := strings.Join(f.cfg.Ifaces, ",")
 	if len(pat) > 256 {
 		pat = strings.ToValidUTF8(pat[:256], "") + fmt.Sprintf("... (%d patterns)", len(f.cfg.Ifaces))
 	}
-	met := strings.Join(res.Unselected, ",")
-	if len(res.Unselected) == query.MaxUnselected {
+	met := res.Unselected
+	if strings.Count(met, ",") == query.MaxUnselected-1 {
 		met += ",..."
 	}
 	warnLogger(stderr).Warn("query: no interface of the files read matches --iface", "iface", pat, "interfaces", met)

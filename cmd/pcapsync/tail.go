@@ -72,7 +72,7 @@ func runTail(ctx context.Context, s streams, tc tap.StreamConfig, rc redisfeed.C
 		return usageError("--from needs --redis (the tap is live only)")
 	case rc.Idle != 0 && rc.URL == "":
 		return usageError("--until-idle works with --redis only (stop a tap with -c N or ^C)")
-	case rc.Count < 0:
+	case rc.Count < 0 && rc.URL == "":
 		return usageError("-c %d: want a count of packets above 0 (0: no limit)", rc.Count)
 	}
 	log := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

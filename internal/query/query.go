@@ -54,14 +54,26 @@ type Result struct {
 	FilterRefused int `json:"filter_refused"`
 	// Interfaces counts the interfaces the selection (Ifaces) took of
 	// the files read; Unselected names up to MaxUnselected others met
-	// there, in the order met: with Ifaces given and Interfaces 0, what
-	// the patterns might have meant.
-	Interfaces int      `json:"interfaces"`
-	Unselected []string `json:"ifaces_unselected,omitempty"`
+	// there, comma-separated in the order met: with Ifaces given and
+	// Interfaces 0, what the patterns might have meant.
+	Interfaces int    `json:"interfaces"`
+	Unselected string `json:"ifaces_unselected,omitempty"`
 }
 
-// MaxUnselected bounds Result.Unselected.
+// MaxUnselected bounds the names in Result.Unselected.
 const MaxUnselected = 8
+
+// noteUnselected adds name to r.Unselected unless it is there or full.
+func (r *Result) noteUnselected(name string) {
+	if r.Unselected == "" {
+		r.Unselected = name
+		return
+	}
+	names := strings.Split(r.Unselected, ",")
+	if len(names) < MaxUnselected && !slices.Contains(names, name) {
+		r.Unselected += "," + name
+	}
+}
 
 // outIface is an interface of the output: one per name, link type and
 // snaplen found in the files.
@@ -284,9 +296,7 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		ifc.Name = agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
-		if u := q.res.Unselected; len(u) < MaxUnselected && !slices.Contains(u, ifc.Name) {
-			q.res.Unselected = append(u, ifc.Name)
-		}
+		q.res.noteUnselected(ifc.Name)
 		return -1
 	}
 	for i, o := range q.outs {
