@@ -58,6 +58,10 @@ packet waits at most --follow-delay for the other agents to catch up;
 one that comes later than that, older than a packet already written,
 is written all the same and counted as late.`
 
+// localZone is the zone of the times query reads and prints without
+// one: the system's, or TZ's (time.Local). Tests set another.
+var localZone = time.Local
+
 type queryFlags struct {
 	cfg          query.Config
 	since, until string
@@ -146,7 +150,7 @@ func parseRange(since, until string, now time.Time) (s, u time.Time, err error) 
 		if t.v == "" {
 			continue
 		}
-		v, err := query.ParseTimeIn(t.v, now, time.Local)
+		v, err := query.ParseTimeIn(t.v, now, localZone)
 		if err != nil {
 			return s, u, usageError("--%s: %v", t.flag, err)
 		}
@@ -237,8 +241,9 @@ func (f *queryFlags) openOutput(s streams) (*output, error) {
 	if f.out == "" || f.print {
 		pr, pw := io.Pipe()
 		o.pw, o.printed = pw, make(chan error, 1)
+		loc := localZone
 		go func() {
-			_, err := pktline.Print(s.stdout, pr, time.Local)
+			_, err := pktline.Print(s.stdout, pr, loc)
 			pr.CloseWithError(err) // the query's writes fail with it
 			o.printed <- err
 		}()
@@ -343,7 +348,7 @@ func remoteTime(flag, v string, now time.Time) (string, error) {
 	if v == "" || query.IsRelative(v) {
 		return v, nil
 	}
-	t, err := query.ParseTimeIn(v, now, time.Local)
+	t, err := query.ParseTimeIn(v, now, localZone)
 	if err != nil {
 		return "", usageError("--%s: %v", flag, err)
 	}

@@ -233,9 +233,9 @@ func TestQueryLocalTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := time.Local
-	time.Local = berlin // as TZ=Europe/Berlin sets it at the start
-	t.Cleanup(func() { time.Local = old })
+	old := localZone
+	localZone = berlin // as TZ=Europe/Berlin sets time.Local at the start
+	t.Cleanup(func() { localZone = old })
 	dir := writeRoot(t, 100, "web1")
 	addr := startQueryServer(t, dir, "127.0.0.1:0", nil)
 	// rootBase is 08:15:50 UTC, 09:15:50 in Berlin.
