@@ -15,65 +15,23 @@ import (
 	"time"
 	_ "time/tzdata" // Europe/Berlin wherever the tests run
 
-	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
-	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/wire"
+	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
 )
 
 // rootBase is the first timestamp of writeRoot's packets.
 var rootBase = time.Date(2026, 11, 27, 8, 15, 50, 0, time.UTC).UnixNano()
 
-// writeRoot writes n packets per agent through a real store below a new
-// output root: on eth0 and eth1 alternately, 1 ms apart, UDP
-// 198.18.0.1.40000 > 198.18.0.2.5555.
+// writeRoot writes n packets per agent below a new output root
+// (roottest.Write from rootBase): on eth0 and eth1 alternately, 1 ms
+// apart, UDP 198.18.0.1.40000 > 198.18.0.2.5555 of 64+i bytes.
 func writeRoot(t *testing.T, n int, agents ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(store.Config{Dir: dir, Fsync: store.FsyncNever})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ai, a := range agents {
-		w, err := st.Writer(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Start("host-" + a)
-		var ifmap []int
-		for _, name := range []string{"eth0", "eth1"} {
-			i, err := w.AddInterface(wire.Interface{Name: name, LinkType: 1, SnapLen: 65535})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ifmap = append(ifmap, i)
-		}
-		var e wire.BatchEncoder
-		e.Reset(nil)
-		for i := range n {
-			data := gen.Frame(make([]byte, 64+i), gen.LinkTypeEthernet, uint32(ai), uint64(i))
-			e.Append(rootBase+int64(i)*1e6, uint32(i%2), uint32(len(data)), data)
-		}
-		bt, err := wire.ParseBatch(0, e.Finish(1)[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteBatch(&bt, ifmap, st.Instance([16]byte{byte(ai + 1)}, a)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := st.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	roottest.Write(t, dir, rootBase, 0, n, agents...)
 	return dir
 }
 
@@ -86,16 +44,23 @@ func startQueryServer(t *testing.T, dir, listen string, tc *tls.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilEnd(t, "query server", s.Run)
+	return s.Addr()
+}
+
+// runUntilEnd runs run in a goroutine until the test ends, then
+// cancels its context and waits for it; its error fails the test.
+func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("query server: %v", err)
+			t.Errorf("%s: %v", what, err)
 		}
 	})
-	return s.Addr()
 }
 
 // queryRun runs pcapsync with args and returns stdout, stderr and its

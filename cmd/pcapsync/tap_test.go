@@ -63,15 +63,7 @@ func startCollector(t *testing.T, certs string) *serve.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("collector: %v", err)
-		}
-	})
+	runUntilEnd(t, "collector", svc.Run)
 	return svc
 }
 
