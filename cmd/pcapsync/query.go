@@ -104,8 +104,8 @@ func queryCommand(s streams) *cobra.Command {
 					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
 				if f.from != "" {
-					if fs.Changed("reorder-mem") {
-						return usageError("--reorder-mem is the server's with --from")
+					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
+						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
 					if f.cfg.Follow || fs.Changed("follow-delay") {
 						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
