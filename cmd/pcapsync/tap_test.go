@@ -73,7 +73,7 @@ func startCollector(t *testing.T, certs string) *serve.Service {
 // cannot do with exit 2.
 func TestTail(t *testing.T) {
 	certs := t.TempDir()
-	if _, _, err := pki.WriteSet(certs, pki.Set{Collector: []string{"collector.test"}, Agents: []string{"web1"}}); err != nil {
+	if _, _, err := pki.WriteSet(certs, pki.Set{Collector: []string{"collector.test"}, Agents: []string{"web1", "web2"}}); err != nil {
 		t.Fatal(err)
 	}
 	svc := startCollector(t, certs)
@@ -83,21 +83,24 @@ func TestTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The plain client of the loopback tap of a TLS collector, no
-	// --agent, the filter as words: IP ids 5 and on (gen numbers them).
+	// --agent, the filter as words: IP ids 47 to 49 of each agent (gen
+	// numbers them 0 to 49), 6 packets.
 	var out testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		var errOut bytes.Buffer
-		done <- run(context.Background(), []string{"tail", "--tap", tapAddr, "--insecure", "-c", "3", "ip[4:2]", ">=", "5"}, &out, &errOut)
+		done <- run(context.Background(), []string{"tail", "--tap", tapAddr, "--insecure", "-c", "6", "ip[4:2]", ">=", "47"}, &out, &errOut)
 	}()
 	testutil.EventuallyTrue(t, 10*time.Second, "the tail connected", func() bool { return svc.Tap().Counters.Connected.Load() == 1 })
-	cert, key := pki.AgentFiles("web1")
-	agentArgs := []string{"agent", "--collector", svc.Addr().String(), "--name", "web1", "--read", src,
-		"--tls-ca", filepath.Join(certs, pki.CAFile), "--tls-server-name", "collector.test",
-		"--tls-cert", filepath.Join(certs, cert), "--tls-key", filepath.Join(certs, key)}
-	var ao, ae bytes.Buffer
-	if err := run(context.Background(), agentArgs, &ao, &ae); err != nil {
-		t.Fatalf("agent: %v (%s)", err, ae.String())
+	for _, name := range []string{"web1", "web2"} {
+		cert, key := pki.AgentFiles(name)
+		agentArgs := []string{"agent", "--collector", svc.Addr().String(), "--name", name, "--read", src,
+			"--tls-ca", filepath.Join(certs, pki.CAFile), "--tls-server-name", "collector.test",
+			"--tls-cert", filepath.Join(certs, cert), "--tls-key", filepath.Join(certs, key)}
+		var ao, ae bytes.Buffer
+		if err := run(context.Background(), agentArgs, &ao, &ae); err != nil {
+			t.Fatalf("agent %s: %v (%s)", name, err, ae.String())
+		}
 	}
 	select {
 	case err := <-done:
@@ -105,13 +108,13 @@ func TestTail(t *testing.T) {
 			t.Fatalf("tail: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("tail -c 3 did not stop after 3 packets")
+		t.Fatal("tail -c 6 did not stop after 6 packets")
 	}
 	r, err := pcapfile.NewReader(strings.NewReader(out.String()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seqs []uint64
+	seqs := map[string][]uint64{} // by agent
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -120,17 +123,15 @@ func TestTail(t *testing.T) {
 			}
 			break
 		}
-		_, seq, ok, err := gen.Parse(p.Data, uint16(r.Interfaces()[p.Interface].LinkType))
+		_, seq, ok, err := gen.Parse(p.Data, r.Interfaces()[p.Interface].LinkType)
 		if !ok || err != nil {
 			t.Fatalf("packet not generated: %v", err)
 		}
-		if name := r.Interfaces()[p.Interface].Name; !strings.HasPrefix(name, "web1:") {
-			t.Errorf("interface %q", name)
-		}
-		seqs = append(seqs, seq)
+		agent, _, _ := strings.Cut(r.Interfaces()[p.Interface].Name, ":")
+		seqs[agent] = append(seqs[agent], seq)
 	}
-	if fmt.Sprint(seqs) != "[5 6 7]" {
-		t.Errorf("packets %v, want [5 6 7]", seqs)
+	if got := fmt.Sprint(seqs); got != "map[web1:[47 48 49] web2:[47 48 49]]" {
+		t.Errorf("packets by agent %s, want 47 to 49 of web1 and web2", got)
 	}
 
 	for _, tc := range []struct {
