@@ -45,11 +45,12 @@ interface of the files read is warned about on stderr, with the
 interfaces it met; the query still exits 0, as an empty result does.
 docs/query.md says what is read and in which order.
 
---from HOST:PORT (or [V6]:PORT, https://HOST:PORT) runs the query on a collector or writer that serves it
-(--query-listen) instead of reading --dir here, over HTTPS (--tls-ca,
---tls-cert, --tls-key, --token-file; plain HTTP with --insecure): the
-same selection flags, the same output; relative times are the server's,
-a date and time without a zone is this system's.
+--from HOST:PORT (or [V6]:PORT, https://HOST:PORT) runs the query on a
+collector or writer that serves it (--query-listen) instead of reading
+--dir here, over HTTPS (--tls-ca, --tls-cert, --tls-key, --token-file;
+plain HTTP with --insecure): the same selection flags, the same output;
+relative times are the server's, a date and time without a zone is
+this system's.
 
 --follow goes on live once the files are read, as the collector writes
 (| wireshark -k -i -): until every agent's packets are past --until,
@@ -82,7 +83,7 @@ func queryCommand(s streams) *cobra.Command {
 			fs.BoolVar(&f.print, "print", false, "with -w FILE, also print one line per packet on stdout (as tcpdump --print)")
 			fs.StringSliceVar(&f.cfg.Agents, "agent", nil, "only these agents: names or globs (default: all)")
 			fs.StringSliceVar(&f.cfg.Ifaces, "iface", nil, "only these interfaces: AGENT:IF or IF, names or globs (default: all)")
-			fs.StringVar(&f.since, "since", "", "the first time included: RFC 3339, a duration back from now (10m) or Unix seconds")
+			fs.StringVar(&f.since, "since", "", "the first time included: a date and time (2026-11-24 10:02:00.5, the local zone unless one is given: Z, +01:00), RFC 3339, a duration back from now (10m) or Unix seconds")
 			fs.StringVar(&f.until, "until", "", "the first time excluded, as --since")
 			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter (or give it as the trailing arguments)")
 			fs.BoolVar(&f.cfg.NoIndex, "no-index", false, "read every file whole, without the index beside it")
