@@ -266,6 +266,20 @@ func TestQueryFrom(t *testing.T) {
 			t.Errorf("%q: %v, stderr %s", args, err, se)
 		}
 	}
+	// A failed handshake says what to give.
+	plain := startQueryServer(t, dir, "127.0.0.1:0", nil)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", addr}, "give --tls-ca FILE, the CA that signed the collector's certificate (gen certs: ca.pem); or --insecure, plain HTTP"},
+		{[]string{"--from", plain, "--tls-ca", ca}, "the listener answered without TLS: give --insecure"},
+	} {
+		_, _, err := queryRun(append([]string{"query", "-w", "-"}, tc.args...)...)
+		if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -184,7 +184,11 @@ func tlsHint(err error, addrFlag string) error {
 	case errors.As(err, &host):
 		return fmt.Errorf("%w (give --tls-server-name with a name the collector's certificate carries, or that name in %s)", err, addrFlag)
 	case errors.As(err, &unknown):
-		return fmt.Errorf("%w (give --tls-ca FILE, the CA that signed the collector's certificate (gen certs: ca.pem); or --insecure, plain TCP, for a listener on loopback)", err)
+		proto := "TCP"
+		if addrFlag == "--from" {
+			proto = "HTTP"
+		}
+		return fmt.Errorf("%w (give --tls-ca FILE, the CA that signed the collector's certificate (gen certs: ca.pem); or --insecure, plain %s, for a listener on loopback)", err, proto)
 	case errors.As(err, &record), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%w (the listener answered without TLS: give --insecure)", err)
 	}
