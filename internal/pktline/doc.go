@@ -15,12 +15,14 @@
 // type, or the protocol's number; ARP's request or reply; for other
 // frames the ethertype or link type. Ethernet (VLAN, QinQ, MPLS and
 // PPPoE session tags are looked through), Linux cooked v1 and v2, raw
-// IP, IPv4, IPv6, BSD null and loop are decoded; 802.11 and other link
-// types print their name and length only. What tcpdump decodes beyond
+// IP, IPv4, IPv6, BSD null and loop, and 802.11 data frames with an
+// LLC/SNAP header (also under radiotap) are decoded; other 802.11
+// frames (management, control, protected, null) and other link types
+// print their name and length only. What tcpdump decodes beyond
 // (sequence numbers, options, DNS, HTTP) is not printed: pipe -w - into
 // tcpdump -r - for it. The fields printed are checked against tcpdump
 // -n over generated captures of every link type (TestTcpdump).
 //
-// Nothing here keeps state between packets; AppendLine allocates
-// nothing but what dst grows by.
+// Nothing here keeps state between packets: AppendLine is safe for
+// concurrent use; a Print call reads one stream.
 package pktline

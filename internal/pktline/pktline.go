@@ -92,6 +92,10 @@ func linkHeader(lt uint16, b []byte) (int, int) {
 		return 0, byVersion
 	case 228, 229: // IPv4, IPv6: tcpdump goes by the version too
 		return 0, byVersion
+	case 105: // 802.11
+		return wlanHeader(b, 0, false)
+	case 127: // radiotap, then 802.11
+		return radiotap(b)
 	case 0, 108: // BSD null (the writer's byte order), loop (big-endian)
 		if len(b) < 4 {
 			return -1, 0
@@ -109,6 +113,65 @@ func linkHeader(lt uint16, b []byte) (int, int) {
 		return 4, notIP
 	}
 	return -1, 0
+}
+
+// radiotap returns the length of a radiotap header and the 802.11
+// data frame's after it, and the ethertype its LLC/SNAP header carries
+// (wlanHeader); the flags field says whether the 802.11 header is
+// padded to 4 bytes.
+func radiotap(b []byte) (int, int) {
+	if len(b) < 8 {
+		return -1, 0
+	}
+	rl := int(binary.LittleEndian.Uint16(b[2:]))
+	present := binary.LittleEndian.Uint32(b[4:])
+	off := 8
+	for p := present; p&(1<<31) != 0 && off+4 <= rl && off+4 <= len(b); off += 4 {
+		p = binary.LittleEndian.Uint32(b[off:])
+	}
+	pad := false
+	if present&1 != 0 { // TSFT: 8 bytes, aligned to 8
+		off = (off+7)&^7 + 8
+	}
+	if present&2 != 0 && off < rl && off < len(b) {
+		pad = b[off]&0x20 != 0
+	}
+	if rl < 8 || rl > len(b) {
+		return -1, 0
+	}
+	return wlanHeader(b, rl, pad)
+}
+
+// wlanHeader returns the end of the 802.11 data frame at b[off:] with
+// its LLC/SNAP header, and the ethertype that header carries, as
+// tcpdump decodes it: a data frame (not a null one, not protected) of
+// 24 bytes of header, 30 with four addresses, 2 more with QoS, rounded
+// up to 4 when pad, then AA AA 03 00 00 00 and the ethertype. Anything
+// else is -1.
+func wlanHeader(b []byte, off int, pad bool) (int, int) {
+	if len(b) < off+2 {
+		return -1, 0
+	}
+	fc0, fc1 := b[off], b[off+1]
+	typ, subtype := fc0>>2&3, fc0>>4
+	if typ != 2 || subtype&4 != 0 || fc1&0x40 != 0 {
+		return -1, 0
+	}
+	hl := 24
+	if fc1&3 == 3 {
+		hl = 30
+	}
+	if subtype&8 != 0 {
+		hl += 2
+	}
+	if pad {
+		hl = (hl + 3) &^ 3
+	}
+	llc := off + hl
+	if len(b) < llc+8 || b[llc] != 0xaa || b[llc+1] != 0xaa || b[llc+2] != 3 || b[llc+3]|b[llc+4]|b[llc+5] != 0 {
+		return -1, 0
+	}
+	return llc + 8, int(binary.BigEndian.Uint16(b[llc+6:]))
 }
 
 // lookThrough skips VLAN, QinQ, MPLS and PPPoE session headers after an
