@@ -56,6 +56,7 @@ fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
 fuzz FuzzDecodeEntry ./internal/redisfeed
 fuzz FuzzRecord ./internal/kafkaio
+fuzz FuzzAppendLine ./internal/pktline
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null

@@ -45,3 +45,28 @@ func TestPrint(t *testing.T) {
 		t.Errorf("not pcapng: %v, want ErrStream", err)
 	}
 }
+
+// FuzzAppendLine: any bytes of any link type, with any original length,
+// make one line (no newline, printable ASCII only: the bytes come from
+// files) that starts with the time and the interface, and never a
+// panic.
+func FuzzAppendLine(f *testing.F) {
+	frame := gen.Frame(make([]byte, 80), gen.LinkTypeEthernet, 0, 1)
+	for _, lt := range []uint16{0, 1, 12, 101, 105, 108, 113, 127, 228, 229, 276} {
+		f.Add(lt, uint32(80), frame)
+		f.Add(lt, uint32(1500), frame[:20])
+		f.Add(lt, uint32(0), []byte{})
+	}
+	f.Add(uint16(1), uint32(62), append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x86, 0xdd, 0x60, 0, 0, 0, 0, 8, 0, 64}, make([]byte, 40)...))
+	f.Fuzz(func(t *testing.T, lt uint16, orig uint32, data []byte) {
+		line := string(AppendLine(nil, &Packet{Timestamp: 1, Iface: "a:b", LinkType: lt, OrigLen: orig, Data: data}, time.UTC))
+		if !strings.HasPrefix(line, "1970-01-01 00:00:00.000000001 a:b ") {
+			t.Fatalf("line %q", line)
+		}
+		for i := range len(line) {
+			if line[i] < 0x20 || line[i] > 0x7e {
+				t.Fatalf("byte %#x in line %q", line[i], line)
+			}
+		}
+	})
+}
