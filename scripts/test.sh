@@ -54,6 +54,7 @@ fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
+fuzz FuzzPacketCounter ./internal/tap
 fuzz FuzzDecodeEntry ./internal/redisfeed
 fuzz FuzzRecord ./internal/kafkaio
 fuzz FuzzAppendLine ./internal/pktline

@@ -50,3 +50,31 @@ func TestPacketCounter(t *testing.T) {
 		t.Errorf("not pcapng: %v, want an error", err)
 	}
 }
+
+// FuzzPacketCounter: whatever a tap sends, in pieces of any size, the
+// counter writes a prefix of it and stops with errCounted only at the
+// end of a block, never panics.
+func FuzzPacketCounter(f *testing.F) {
+	var src bytes.Buffer
+	w, _ := pcapfile.NewNgWriter(&src, pcapfile.SectionInfo{})
+	w.AddInterface(pcapfile.Interface{Name: "a:b", LinkType: 1})
+	for i := range 3 {
+		w.WritePacket(0, int64(i), 60, make([]byte, 60))
+	}
+	f.Add(src.Bytes(), uint8(7), uint8(2))
+	f.Add([]byte("PCAPSYNC-TAP/1 ERROR no\n"), uint8(3), uint8(1))
+	f.Fuzz(func(t *testing.T, stream []byte, piece, limit uint8) {
+		var out bytes.Buffer
+		c := &packetCounter{w: &out, limit: int64(limit) + 1}
+		var err error
+		for off := 0; off < len(stream) && err == nil; off += int(piece) + 1 {
+			_, err = c.Write(stream[off:min(off+int(piece)+1, len(stream))])
+		}
+		if !bytes.HasPrefix(stream, out.Bytes()) {
+			t.Fatalf("wrote %d bytes that are not the stream's", out.Len())
+		}
+		if errors.Is(err, errCounted) && c.hn != 0 {
+			t.Fatalf("stopped inside a block")
+		}
+	})
+}
