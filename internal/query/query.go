@@ -197,7 +197,6 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 		err = q.writeStats()
 	}
 	q.res.Bytes = q.w.Written()
-	q.res.Interfaces = len(q.outs)
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("writing the output: %w", ferr)
 	}
@@ -305,6 +304,7 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		}
 	}
 	q.outs = append(q.outs, outIface{ifc: ifc, w: -1})
+	q.res.Interfaces = len(q.outs)
 	return len(q.outs) - 1
 }
 
