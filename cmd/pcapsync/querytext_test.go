@@ -17,6 +17,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
@@ -235,17 +236,15 @@ func TestQueryLocalTime(t *testing.T) {
 // usage errors (exit 2) that say what to give.
 func TestQueryFrom(t *testing.T) {
 	dir := writeRoot(t, 5, "web1")
-	certs := t.TempDir()
-	if _, _, err := pki.WriteSet(certs, pki.Set{Collector: []string{"127.0.0.1", "::1"}, Agents: []string{"viewer"}}); err != nil {
-		t.Fatal(err)
-	}
-	stc, err := pki.ServerConfig(filepath.Join(certs, pki.CollectorFile), filepath.Join(certs, pki.CollectorKeyFile), "")
+	p := pkitest.New(t)
+	cert, key := p.Issue(t, p.CA, "listener", pki.Leaf{CommonName: "collector", IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true})
+	stc, err := pki.ServerConfig(cert, key, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := startQueryServer(t, dir, "127.0.0.1:0", stc) // TLS, and plain on loopback
 	_, port, _ := net.SplitHostPort(addr)
-	ca := filepath.Join(certs, pki.CAFile)
+	ca := p.CAFile
 	ok := [][]string{
 		{"--from", addr, "--insecure"},
 		{"--from", addr, "--tls-ca", ca},

@@ -17,6 +17,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/tap"
@@ -44,20 +45,19 @@ func TestTapFlags(t *testing.T) {
 	}
 }
 
-// startCollector runs a real collector (serve) on loopback with a tap,
-// until the test ends: TLS with the certificates in certs, or plain
-// when certs is "".
-// It returns the service.
-func startCollector(t *testing.T, certs string) *serve.Service {
+// startTapCollector runs a real collector (serve) on loopback with a
+// tap until the test ends: TLS with p's collector certificate
+// (127.0.0.1, pkitest.ServerName), or plain when p is nil.
+func startTapCollector(t *testing.T, p *pkitest.PKI) *serve.Service {
 	t.Helper()
 	cfg := serve.Config{
-		Collector: collector.Config{Store: store.Config{Dir: t.TempDir()}, Insecure: certs == ""},
+		Collector: collector.Config{Store: store.Config{Dir: t.TempDir()}, Insecure: p == nil},
 		Listen:    "127.0.0.1:0",
 		Tap:       tap.Config{Listen: []tap.Listener{{Addr: "127.0.0.1:0"}}},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	if certs != "" {
-		cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(certs, pki.CollectorFile), filepath.Join(certs, pki.CollectorKeyFile)
+	if p != nil {
+		cfg.TLSCertFile, cfg.TLSKeyFile = p.ServerCert, p.ServerKey
 	}
 	svc, err := serve.New(cfg)
 	if err != nil {
@@ -72,11 +72,8 @@ func startCollector(t *testing.T, certs string) *serve.Service {
 // pcapng), and without --agent streams every agent; it refuses what it
 // cannot do with exit 2.
 func TestTail(t *testing.T) {
-	certs := t.TempDir()
-	if _, _, err := pki.WriteSet(certs, pki.Set{Collector: []string{"collector.test"}, Agents: []string{"web1", "web2"}}); err != nil {
-		t.Fatal(err)
-	}
-	svc := startCollector(t, certs)
+	p := pkitest.New(t)
+	svc := startTapCollector(t, p)
 	tapAddr := svc.Tap().Addrs()[0]
 	src := filepath.Join(t.TempDir(), "src.pcap")
 	if err := gen.WriteFile(src, gen.FileConfig{Count: 50, Mix: gen.Mix64}); err != nil {
@@ -93,10 +90,9 @@ func TestTail(t *testing.T) {
 	}()
 	testutil.EventuallyTrue(t, 10*time.Second, "the tail connected", func() bool { return svc.Tap().Counters.Connected.Load() == 1 })
 	for _, name := range []string{"web1", "web2"} {
-		cert, key := pki.AgentFiles(name)
+		cert, key := p.Issue(t, p.CA, "agent-"+name, pki.Leaf{CommonName: name, Client: true})
 		agentArgs := []string{"agent", "--collector", svc.Addr().String(), "--name", name, "--read", src,
-			"--tls-ca", filepath.Join(certs, pki.CAFile), "--tls-server-name", "collector.test",
-			"--tls-cert", filepath.Join(certs, cert), "--tls-key", filepath.Join(certs, key)}
+			"--tls-ca", p.CAFile, "--tls-server-name", pkitest.ServerName, "--tls-cert", cert, "--tls-key", key}
 		var ao, ae bytes.Buffer
 		if err := run(context.Background(), agentArgs, &ao, &ae); err != nil {
 			t.Fatalf("agent %s: %v (%s)", name, err, ae.String())
@@ -156,14 +152,11 @@ func TestTail(t *testing.T) {
 // --tls-server-name when it does not name the address, --insecure when
 // the tap answered without TLS.
 func TestTailTLSHint(t *testing.T) {
-	certs := t.TempDir()
-	if _, _, err := pki.WriteSet(certs, pki.Set{Collector: []string{"127.0.0.1"}}); err != nil {
-		t.Fatal(err)
-	}
-	tlsTap := startCollector(t, certs).Tap().Addrs()[0]
+	p := pkitest.New(t)
+	tlsTap := startTapCollector(t, p).Tap().Addrs()[0]
 	_, port, _ := net.SplitHostPort(tlsTap)
-	plainTap := startCollector(t, "").Tap().Addrs()[0]
-	ca := filepath.Join(certs, pki.CAFile)
+	plainTap := startTapCollector(t, nil).Tap().Addrs()[0]
+	ca := p.CAFile
 	for _, tc := range []struct {
 		args []string
 		want []string
