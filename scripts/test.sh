@@ -54,8 +54,10 @@ fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
+fuzz FuzzPacketCounter ./internal/tap
 fuzz FuzzDecodeEntry ./internal/redisfeed
 fuzz FuzzRecord ./internal/kafkaio
+fuzz FuzzAppendLine ./internal/pktline
 
 echo "== benchmarks, once each so they keep working"
 go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null

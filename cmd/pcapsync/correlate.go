@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,11 +58,8 @@ func correlateCommand(s streams) *cobra.Command {
 			fs.StringVarP(&f.out, "write", "w", "", "write the packets seen at one agent and never at another to this pcapng file (- for stdout, then the report goes to stderr)")
 			fs.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					if fs.Changed("filter") {
-						return usageError("give the filter either with --filter or as arguments, not both")
-					}
-					f.cfg.Filter = strings.Join(args, " ")
+				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
+					return err
 				}
 				return runCorrelate(ctx, s, f)
 			}

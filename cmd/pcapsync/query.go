@@ -6,39 +6,51 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 const queryUsage = `Reads the files below an output root (a collector's or a writer's
 --dir) and writes the packets selected, of every agent, merged in
-timestamp order, as one pcapng to -w FILE or -w - (stdout: pipe it into
-wireshark -k -i - or tshark -r -). Every interface keeps its name from
-the files (web1:eth0). FILTER (tcpdump syntax, as the agent takes it) is
-the trailing words or --filter.
+timestamp order: without -w one line per packet on stdout (the time,
+AGENT:IF, the addresses, ports and protocol as tcpdump -n shows them;
+--print adds them to -w FILE), with -w FILE or -w - (stdout: pipe it
+into wireshark -k -i -, tshark -r - or tcpdump -r -) as one pcapng.
+Every interface keeps its name from the files (web1:eth0). FILTER
+(tcpdump syntax, as the agent takes it) is the trailing words or
+--filter.
 
---since is inclusive, --until exclusive: RFC 3339 with up to nine
-fractional digits (2026-11-24T10:02:00.5Z), a duration back from now
-(10m) or Unix seconds (1732442520.5). --agent and --iface take names or
+--since is inclusive, --until exclusive: a date and time as the lines,
+Wireshark and tcpdump -tttt print it (2026-11-24 10:02:00.5, in the
+system's zone or TZ's), RFC 3339 or with a zone (2026-11-24T10:02:00.5Z,
+2026-11-24 11:02:00+01:00), a duration back from now (10m) or Unix
+seconds (1732442520.5). --agent and --iface take names or
 globs (*, ?, [...]), repeated or separated by commas; an --iface pattern
 with a ':' matches AGENT:IF, one without the interface of any agent. The
 files still being written are read up to their last complete batch.
 Each file's index (FILE.idx) narrows what is read of it to the blocks
 the time range and the filter may need; a file without a usable index is
-read whole (--no-index: every file). docs/query.md says what is read
-and in which order.
+read whole (--no-index: every file). An --iface that matches no
+interface of the files read is warned about on stderr, with the
+interfaces it met; the query still exits 0, as an empty result does.
+docs/query.md says what is read and in which order.
 
---from HOST:PORT runs the query on a collector or writer that serves it
-(--query-listen) instead of reading --dir here, over HTTPS (--tls-ca,
---tls-cert, --tls-key, --token-file; plain HTTP with --insecure): the
-same selection flags, the same output; relative times are the server's.
+--from HOST:PORT (or [V6]:PORT, https://HOST:PORT) runs the query on a
+collector or writer that serves it (--query-listen) instead of reading
+--dir here, over HTTPS (--tls-ca, --tls-cert, --tls-key, --token-file;
+plain HTTP with --insecure): the same selection flags, the same output;
+relative times are the server's, a date and time without a zone is
+this system's.
 
 --follow goes on live once the files are read, as the collector writes
 (| wireshark -k -i -): until every agent's packets are past --until,
@@ -47,25 +59,31 @@ packet waits at most --follow-delay for the other agents to catch up;
 one that comes later than that, older than a packet already written,
 is written all the same and counted as late.`
 
+// localZone is the zone of the times query reads and prints without
+// one: the system's, or TZ's (time.Local). Tests set another.
+var localZone = time.Local
+
 type queryFlags struct {
 	cfg          query.Config
 	since, until string
 	out          string
+	print        bool // --print: lines on stdout beside -w FILE
 	summary      *summaryFormat
 	from         string          // a server's query listener, instead of --dir
 	tls          *tapClientFlags // --from's TLS and token
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) -w FILE|- [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
-		"write the captured packets of many agents, by time, interface and filter, as one pcapng",
+	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) [-w FILE|- [--print]] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
+		"print or write the captured packets of many agents, by time, interface and filter, as lines or one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
 			fs.StringVar(&f.cfg.Dir, "dir", "", "the output root to read (required)")
-			fs.StringVarP(&f.out, "write", "w", "", "write the pcapng to this file, or - for stdout (required)")
+			fs.StringVarP(&f.out, "write", "w", "", "write the pcapng to this file, or - for stdout (default: one line per packet on stdout)")
+			fs.BoolVar(&f.print, "print", false, "with -w FILE, also print one line per packet on stdout (as tcpdump --print)")
 			fs.StringSliceVar(&f.cfg.Agents, "agent", nil, "only these agents: names or globs (default: all)")
 			fs.StringSliceVar(&f.cfg.Ifaces, "iface", nil, "only these interfaces: AGENT:IF or IF, names or globs (default: all)")
-			fs.StringVar(&f.since, "since", "", "the first time included: RFC 3339, a duration back from now (10m) or Unix seconds")
+			fs.StringVar(&f.since, "since", "", "the first time included: a date and time (2026-11-24 10:02:00.5, the local zone unless one is given: Z, +01:00), RFC 3339, a duration back from now (10m) or Unix seconds")
 			fs.StringVar(&f.until, "until", "", "the first time excluded, as --since")
 			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter (or give it as the trailing arguments)")
 			fs.BoolVar(&f.cfg.NoIndex, "no-index", false, "read every file whole, without the index beside it")
@@ -80,15 +98,15 @@ func queryCommand(s streams) *cobra.Command {
 			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
 			f.tls = tapClientTLSFlags(fs, "--from")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					if fs.Changed("filter") {
-						return usageError("give the filter either with --filter or as arguments, not both")
-					}
-					f.cfg.Filter = strings.Join(args, " ")
+				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
+					return err
+				}
+				if f.print && (f.out == "" || f.out == "-") {
+					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
 				if f.from != "" {
-					if fs.Changed("reorder-mem") {
-						return usageError("--reorder-mem is the server's with --from")
+					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
+						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
 					if f.cfg.Follow || fs.Changed("follow-delay") {
 						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
@@ -108,11 +126,8 @@ func queryCommand(s streams) *cobra.Command {
 // config checks the flags and fills the query's Config.
 func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, error) {
 	cfg := f.cfg
-	switch {
-	case cfg.Dir == "":
-		return cfg, usageError("query needs --dir")
-	case f.out == "":
-		return cfg, usageError("query needs -w FILE (or -w - for stdout)")
+	if cfg.Dir == "" {
+		return cfg, usageError("query needs --dir (or --from)")
 	}
 	var err error
 	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, now); err != nil {
@@ -125,8 +140,9 @@ func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, erro
 	return cfg, nil
 }
 
-// parseRange reads --since and --until (query.ParseTime, relative to
-// now); a flag not given is the zero time.
+// parseRange reads --since and --until (query.ParseTimeIn, relative to
+// now, a time without a zone in the system's); a flag not given is the
+// zero time.
 func parseRange(since, until string, now time.Time) (s, u time.Time, err error) {
 	for _, t := range []struct {
 		flag, v string
@@ -135,7 +151,7 @@ func parseRange(since, until string, now time.Time) (s, u time.Time, err error) 
 		if t.v == "" {
 			continue
 		}
-		v, err := query.ParseTime(t.v, now)
+		v, err := query.ParseTimeIn(t.v, now, localZone)
 		if err != nil {
 			return s, u, usageError("--%s: %v", t.flag, err)
 		}
@@ -162,18 +178,96 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	if err != nil {
 		return err
 	}
-	w, closeOut := s.stdout, func() error { return nil }
-	if f.out != "-" {
-		out, err := os.Create(f.out)
-		if err != nil {
-			return fmt.Errorf("-w: %w", err)
-		}
-		w, closeOut = out, out.Close
+	out, err := f.openOutput(s)
+	if err != nil {
+		return err
 	}
-	res, err := q.Run(ctx, w)
-	err = errors.Join(err, closeOut())
+	res, err := q.Run(ctx, out.w)
+	return f.finish(s, res, out.close(err))
+}
+
+// finish warns of an --iface that matched nothing and prints the
+// summary (stdout may be the output); err is the query's.
+func (f *queryFlags) finish(s streams, res query.Result, err error) error {
+	f.warnIfaces(s.stderr, res)
 	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
 		err = perr
+	}
+	return err
+}
+
+// warnIfaces warns on stderr when --iface matched no interface of the
+// files read, naming the patterns and the interfaces met. An empty
+// result is no error (exit 0, as tcpdump's), so this is a warning.
+func (f *queryFlags) warnIfaces(stderr io.Writer, res query.Result) {
+	if len(f.cfg.Ifaces) == 0 || res.Interfaces > 0 || res.Unselected == "" {
+		return
+	}
+	pat := strings.Join(f.cfg.Ifaces, ",")
+	if len(pat) > 256 {
+		pat = strings.ToValidUTF8(pat[:256], "") + fmt.Sprintf("... (%d patterns)", len(f.cfg.Ifaces))
+	}
+	met := res.Unselected
+	if strings.Count(met, ",") == query.MaxUnselected-1 {
+		met += ",..."
+	}
+	warnLogger(stderr).Warn("query: no interface of the files read matches --iface", "iface", pat, "interfaces", met)
+}
+
+// output is where a query's pcapng goes: -w FILE, -w - (stdout), or
+// without -w the lines of pktline on stdout (--print: -w FILE and the
+// lines).
+type output struct {
+	w       io.Writer
+	file    *os.File
+	pw      *io.PipeWriter
+	printed chan error // the printer's end
+}
+
+func (f *queryFlags) openOutput(s streams) (*output, error) {
+	o := &output{}
+	var ws []io.Writer
+	switch f.out {
+	case "":
+	case "-":
+		ws = append(ws, s.stdout)
+	default:
+		file, err := os.Create(f.out)
+		if err != nil {
+			return nil, fmt.Errorf("-w: %w", err)
+		}
+		o.file = file
+		ws = append(ws, file)
+	}
+	if f.out == "" || f.print {
+		pr, pw := io.Pipe()
+		o.pw, o.printed = pw, make(chan error, 1)
+		loc := localZone
+		go func() {
+			_, err := pktline.Print(s.stdout, pr, loc)
+			pr.CloseWithError(err) // the query's writes fail with it
+			o.printed <- err
+		}()
+		ws = append(ws, pw)
+	}
+	o.w = ws[0]
+	if len(ws) > 1 {
+		o.w = io.MultiWriter(ws...)
+	}
+	return o, nil
+}
+
+// close ends the output after the query ended with err: the printer's
+// last lines written, the file closed. It returns err with what failed.
+func (o *output) close(err error) error {
+	if o.pw != nil {
+		o.pw.Close()
+		if perr := <-o.printed; perr != nil && !errors.Is(err, perr) {
+			err = errors.Join(err, fmt.Errorf("printing: %w", perr))
+		}
+	}
+	if o.file != nil {
+		err = errors.Join(err, o.file.Close())
 	}
 	return err
 }
@@ -181,40 +275,85 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 // runRemoteQuery runs the query on the server at --from and writes
 // what it streams.
 func runRemoteQuery(ctx context.Context, s streams, f *queryFlags) error {
-	switch {
-	case f.cfg.Dir != "":
+	if f.cfg.Dir != "" {
 		return usageError("--dir and --from exclude each other (--from queries the server's own root)")
-	case f.out == "":
-		return usageError("query needs -w FILE (or -w - for stdout)")
+	}
+	addr, err := serverAddr(f.from, *f.tls.insecure)
+	if err != nil {
+		return err
+	}
+	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces,
+		Filter: f.cfg.Filter, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
+	now := time.Now()
+	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
+		return err
+	}
+	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cc := queryhttp.ClientConfig{Addr: f.from, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces,
-		Since: f.since, Until: f.until, Filter: f.cfg.Filter, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
-	var err error
 	if cc.TLS, cc.Token, err = f.tls.config(log); err != nil {
 		return err
 	}
-	w, closeOut := s.stdout, func() error { return nil }
-	if f.out != "-" {
-		out, err := os.Create(f.out)
-		if err != nil {
-			return fmt.Errorf("-w: %w", err)
-		}
-		w, closeOut = out, out.Close
+	out, err := f.openOutput(s)
+	if err != nil {
+		return err
 	}
-	res, err := queryhttp.Fetch(ctx, cc, w)
+	res, err := queryhttp.Fetch(ctx, cc, out.w)
 	streamed := err == nil || errors.Is(err, queryhttp.ErrFailed) // not refused
-	err = errors.Join(err, closeOut())
+	err = out.close(tlsHint(err, "--from"))
 	if errors.Is(err, queryhttp.ErrBadRequest) {
 		err = fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if !streamed {
 		return err
 	}
-	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
-		err = perr
+	return f.finish(s, res, err)
+}
+
+// serverAddr reads --from: HOST:PORT, [V6]:PORT or https://HOST:PORT
+// (a '/' after it allowed). Another scheme, https:// with --insecure, a
+// path, query or user, and a missing host or port are usage errors.
+func serverAddr(from string, insecure bool) (string, error) {
+	s := from
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		switch {
+		case !strings.EqualFold(scheme, "https"):
+			return "", usageError("--from %q: the query listener speaks HTTPS (https://HOST:PORT), or plain HTTP to HOST:PORT with --insecure", from)
+		case insecure:
+			return "", usageError("--from %q: https:// and --insecure exclude each other", from)
+		}
+		s = strings.TrimSuffix(rest, "/")
 	}
-	return err
+	if strings.ContainsAny(s, "/?#@") {
+		return "", usageError("--from %q: want the server, HOST:PORT or https://HOST:PORT, without a path, query or user", from)
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		hint := ""
+		if strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "[") {
+			hint = " (an IPv6 address in brackets: [2001:db8::1]:7780)"
+		}
+		return "", usageError("--from %q: want HOST:PORT or https://HOST:PORT%s", from, hint)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); host == "" || err != nil || n == 0 {
+		return "", usageError("--from %q: want a host and a port (1-65535)", from)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// remoteTime is --since or --until as --from sends it: a relative time
+// as given (the server's clock), an absolute one read here (a date and
+// time without a zone is this system's) and sent in RFC 3339, UTC.
+func remoteTime(flag, v string, now time.Time) (string, error) {
+	if v == "" || query.IsRelative(v) {
+		return v, nil
+	}
+	t, err := query.ParseTimeIn(v, now, localZone)
+	if err != nil {
+		return "", usageError("--%s: %v", flag, err)
+	}
+	return t.UTC().Format(time.RFC3339Nano), nil
 }
 
 // querySummary is the query's summary, on stderr (stdout may be the

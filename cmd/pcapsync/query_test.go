@@ -25,7 +25,15 @@ func TestQueryFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"query", "-w", "-"}, "query needs --dir"},
-		{[]string{"query", "--dir", dir}, "query needs -w"},
+		{[]string{"query", "--dir", dir, "--print"}, "--print goes with -w FILE"},
+		{append(q, "--print"), "--print goes with -w FILE"},
+		{append(q, "--since", "2026-11-24 10:00:00", "--until", "2026-11-24 09:00:00"), "empty time range"},
+		{append(q, "--since", "2026-02-30 10:00:00"), "--since: bad time"},
+		{append(q, "--follow-delay", "-1s"), "follow delay"},
+		{append(q, "--reorder-mem", "lots"), "reorder-mem"},
+		{append(q, "--summary", "xml"), "summary"},
+		{append(q, "--count", "x"), "count"},
+		{append(q, "--no-such-flag"), "unknown flag"},
 		{[]string{"query", "--dir", filepath.Join(dir, "nope"), "-w", "-"}, "no such file"},
 		{append(q, "--since", "yesterday"), "--since"},
 		{append(q, "--until", "-5m"), "--until"},
@@ -40,14 +48,19 @@ func TestQueryFlags(t *testing.T) {
 		{append(q, "--count", "-1"), "count"},
 		{append(q, "--from", "127.0.0.1:1"), "--dir and --from exclude each other"},
 		{append(q, "--insecure"), "go with --from"},
-		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem is the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem and --no-index are the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--no-index"}, "--reorder-mem and --no-index are the server's"},
 		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--follow"}, "--follow is not served over --from"},
-		{[]string{"query", "--from", "127.0.0.1:1", "--insecure"}, "query needs -w"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--since", "2026-02-30 10:00:00"}, "--since: bad time"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--until", "2026-11-24 09:00:00+99:00"}, "--until: bad time"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--token-file", "/no/such/token"}, "token"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--tls-ca", "/no/such/ca.pem"}, "ca.pem"},
+		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--print"}, "--print goes with -w FILE"},
 		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--tls-ca", "x.pem"}, "exclude each other"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want a usage error with %q", tc.args, err, tc.want)
 		}
 	}

@@ -27,9 +27,9 @@ func TestRedisFlags(t *testing.T) {
 		{append(tail, "--redis", "redis://127.0.0.1:1", "--count", "-1"), "count (--count)"},
 		{append(tail, "--redis", "redis://127.0.0.1:1", "--from", "-1s"), "start (--from)"},
 		{append(tail, "--redis", "redis://127.0.0.1:1", "--filter", "udp port 99999"), "--filter"},
-		{append(tail, "--collector-admin", "127.0.0.1:1", "--insecure", "--count", "5"), "--count and --until-idle work with --redis only"},
+		{append(tail, "--collector-admin", "127.0.0.1:1", "--insecure", "--until-idle", "5s"), "--until-idle works with --redis only"},
 		{append(tail, "--redis", "nope://x"), "--redis"},
-		{[]string{"tail", "--redis", "redis://127.0.0.1:1"}, "tail needs --agent"},
+		{[]string{"tail", "--redis", "redis://127.0.0.1:1"}, "tail --redis needs --agent"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -189,10 +191,22 @@ func checked(t time.Time, s string) (time.Time, error) {
 	return t, nil
 }
 
-// ParseTime reads a time bound as the query flags take it:
+// ParseTime is ParseTimeIn without a zone for local times: a date and
+// time without a zone or offset is refused (a query listener does not
+// know its client's zone; pcapsync query --from resolves it first).
+func ParseTime(s string, now time.Time) (time.Time, error) { return ParseTimeIn(s, now, nil) }
+
+// ParseTimeIn reads a time bound as the query flags take it:
 //
-//   - RFC 3339, with up to nine fractional digits and a zone
-//     ("2026-11-24T10:02:00Z", "2026-11-24T11:02:00.123456789+01:00");
+//   - a date and time, RFC 3339 ("2026-11-24T10:02:00Z",
+//     "2026-11-24T11:02:00.123456789+01:00") or as Wireshark and
+//     tcpdump -tttt print it, with a space ("2026-11-24 10:02:00",
+//     "2026-11-24 10:02:00.123456"): seconds optional, up to nine
+//     fractional digits, a date alone is its midnight; the zone Z, UTC,
+//     an offset (+01:00, +0100), or none: then the time is in loc (the
+//     system's zone or TZ for the CLI), refused if loc is nil, and
+//     refused if loc's clocks skip it or show it twice (a daylight
+//     saving change: the error names the offsets to choose from);
 //   - a Go duration, meaning that long before now ("10m", "1h30m",
 //     "90s", "500ms");
 //   - Unix time in seconds with up to nine fractional digits
@@ -200,13 +214,17 @@ func checked(t time.Time, s string) (time.Time, error) {
 //
 // The result is exact to the nanosecond. A time outside what Unix
 // nanoseconds in an int64 hold (1677-09-21T00:12:43.145224192Z to
-// 2262-04-11T23:47:16.854775807Z) is refused with that range.
-func ParseTime(s string, now time.Time) (time.Time, error) {
+// 2262-04-11T23:47:16.854775807Z) is refused with that range. Every
+// error wraps ErrBadTime.
+func ParseTimeIn(s string, now time.Time, loc *time.Location) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, fmt.Errorf("%w: empty", ErrBadTime)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+	if t, ok, err := parseDateTime(s, loc); ok {
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: %q %w", ErrBadTime, s, err)
+		}
 		return checked(t, s)
 	}
 	if t, ok := parseEpoch(s); ok {
@@ -219,7 +237,84 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		t := now.Add(-d)
 		return checked(t, s)
 	}
-	return time.Time{}, fmt.Errorf("%w: %q: want RFC 3339 (2026-11-24T10:02:00.5Z), a duration back from now (10m) or Unix seconds (1732442520.5)", ErrBadTime, s)
+	return time.Time{}, fmt.Errorf("%w: %q: want a date and time (2026-11-24 10:02:00.5, in the local zone, or RFC 3339: 2026-11-24T10:02:00.5Z), a duration back from now (10m) or Unix seconds (1732442520.5)", ErrBadTime, s)
+}
+
+// IsRelative reports whether s is a relative time bound (a duration
+// back from now) as ParseTimeIn reads it, rather than an absolute one.
+func IsRelative(s string) bool {
+	_, err := time.ParseDuration(strings.TrimSpace(s))
+	return err == nil
+}
+
+// dateTime is a date, an optional time of day and an optional zone.
+var dateTime = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)? ?(Z|z|UTC|[+-]\d{2}:?\d{2})?$`)
+
+// parseDateTime reads s if it is a date and time (ok); err says what is
+// wrong with one that looks like it.
+func parseDateTime(s string, loc *time.Location) (t time.Time, ok bool, err error) {
+	m := dateTime.FindStringSubmatch(s)
+	if m == nil {
+		return time.Time{}, false, nil
+	}
+	var f [7]int // year, month, day, hour, minute, second, nanosecond
+	for i := range 6 {
+		f[i], _ = strconv.Atoi(m[i+1]) // empty: 0
+	}
+	if m[7] != "" {
+		f[6], _ = strconv.Atoi(m[7] + strings.Repeat("0", 9-len(m[7])))
+	}
+	wall := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], f[6], time.UTC)
+	if f[1] < 1 || f[1] > 12 || wall.Day() != f[2] || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+		return time.Time{}, true, errors.New("is not a valid date and time")
+	}
+	switch zone := m[8]; {
+	case zone == "Z" || zone == "z" || zone == "UTC":
+		return wall, true, nil
+	case zone != "":
+		digits := strings.ReplaceAll(zone[1:], ":", "")
+		h, _ := strconv.Atoi(digits[:2])
+		mi, _ := strconv.Atoi(digits[2:])
+		if h > 23 || mi > 59 {
+			return time.Time{}, true, fmt.Errorf("has a bad offset %s", zone)
+		}
+		off := time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute
+		if zone[0] == '-' {
+			off = -off
+		}
+		return wall.Add(-off), true, nil
+	case loc == nil:
+		return time.Time{}, true, errors.New("has no zone: add Z or an offset (+01:00)")
+	}
+	t, err = inZone(wall, loc)
+	return t, true, err
+}
+
+// inZone returns the instant whose wall clock in loc is wall (a time
+// in UTC with those fields), or an error if loc's clocks skip it or
+// show it twice.
+func inZone(wall time.Time, loc *time.Location) (time.Time, error) {
+	var found []time.Time
+	for _, probe := range []time.Time{wall.Add(-24 * time.Hour), wall.Add(24 * time.Hour)} {
+		_, off := probe.In(loc).Zone()
+		t := wall.Add(-time.Duration(off) * time.Second)
+		if _, o := t.In(loc).Zone(); o != off || slices.ContainsFunc(found, t.Equal) {
+			continue
+		}
+		found = append(found, t)
+	}
+	name := loc.String()
+	if loc == time.Local {
+		name = "the local zone (TZ)"
+	}
+	switch len(found) {
+	case 0:
+		return time.Time{}, fmt.Errorf("does not exist in %s: its clocks skip it", name)
+	case 2:
+		return time.Time{}, fmt.Errorf("is ambiguous in %s: its clocks show it twice; add the offset (%s or %s)",
+			name, found[0].In(loc).Format("-07:00"), found[1].In(loc).Format("-07:00"))
+	}
+	return found[0], nil
 }
 
 // parseEpoch reads "SECONDS[.FRACTION]" with 1 to 9 fraction digits.

@@ -53,6 +53,27 @@ type Result struct {
 	// their packets pass, where tcpdump -r on their file would refuse
 	// to run.
 	FilterRefused int `json:"filter_refused"`
+	// Interfaces counts the interfaces the selection (Ifaces) took of
+	// the files read; Unselected names up to MaxUnselected others met
+	// there, comma-separated in the order met: with Ifaces given and
+	// Interfaces 0, what the patterns might have meant.
+	Interfaces int    `json:"interfaces"`
+	Unselected string `json:"ifaces_unselected,omitempty"`
+}
+
+// MaxUnselected bounds the names in Result.Unselected.
+const MaxUnselected = 8
+
+// noteUnselected adds name to r.Unselected unless it is there or full.
+func (r *Result) noteUnselected(name string) {
+	if r.Unselected == "" {
+		r.Unselected = name
+		return
+	}
+	names := strings.Split(r.Unselected, ",")
+	if len(names) < MaxUnselected && !slices.Contains(names, name) {
+		r.Unselected += "," + name
+	}
 }
 
 // Packet is a packet a query selects, as Prepared.Each gives it.
@@ -357,6 +378,7 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		ifc.Name = agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
+		q.res.noteUnselected(ifc.Name)
 		return -1
 	}
 	for i, o := range q.outs {
@@ -365,6 +387,7 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		}
 	}
 	q.outs = append(q.outs, outIface{ifc: ifc, w: -1})
+	q.res.Interfaces = len(q.outs)
 	return len(q.outs) - 1
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // Europe/Berlin wherever the tests run
 	"unicode/utf8"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
@@ -747,5 +748,77 @@ func TestLongSelection(t *testing.T) {
 	short := Config{Dir: dir, Agents: []string{"a1"}, Filter: "udp"}
 	if d := (&query{cfg: short}).describe(); d != "pcapsync query --agent a1 udp" {
 		t.Errorf("short selection described as %q", d)
+	}
+}
+
+// TestParseTimeIn: dates and times as Wireshark, tcpdump -tttt and
+// pcapsync query's lines print them, in a zone given (the system's or
+// TZ for the CLI) unless they carry one; times a daylight saving change
+// skips or repeats are refused with the offsets to choose from.
+func TestParseTimeIn(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	utc := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		in   string
+		loc  *time.Location
+		want string // RFC 3339 in UTC; "" an error
+		msg  string // in the error
+	}{
+		{"2026-11-27 09:15:50", berlin, "2026-11-27T08:15:50Z", ""},
+		{"2026-11-27 09:15:50.5", berlin, "2026-11-27T08:15:50.5Z", ""},
+		{"2026-11-27 09:15:50.123456", berlin, "2026-11-27T08:15:50.123456Z", ""},
+		{"2026-11-27 09:15:50.123456789", berlin, "2026-11-27T08:15:50.123456789Z", ""},
+		{"  2026-11-27 09:15:50  ", berlin, "2026-11-27T08:15:50Z", ""},
+		{"2026-11-27T09:15:50", berlin, "2026-11-27T08:15:50Z", ""},
+		{"2026-11-27 09:15", berlin, "2026-11-27T08:15:00Z", ""},
+		{"2026-11-27", berlin, "2026-11-26T23:00:00Z", ""},
+		{"2026-07-01 12:00:00", berlin, "2026-07-01T10:00:00Z", ""}, // summer time
+		{"2026-11-27 09:15:50", time.UTC, "2026-11-27T09:15:50Z", ""},
+		{"2026-11-27 09:15:50Z", berlin, "2026-11-27T09:15:50Z", ""},
+		{"2026-11-27 09:15:50 UTC", berlin, "2026-11-27T09:15:50Z", ""},
+		{"2026-11-27 09:15:50+01:00", time.UTC, "2026-11-27T08:15:50Z", ""},
+		{"2026-11-27 09:15:50 +0100", time.UTC, "2026-11-27T08:15:50Z", ""},
+		{"2026-11-27T09:15:50.25-05:30", berlin, "2026-11-27T14:45:50.25Z", ""},
+		{"2026-11-27t09:15:50z", nil, "2026-11-27T09:15:50Z", ""},
+		{"2026-10-25 02:30:00+01:00", berlin, "2026-10-25T01:30:00Z", ""},
+		{"2026-10-25 02:30:00+02:00", berlin, "2026-10-25T00:30:00Z", ""},
+		{"10m", berlin, "2026-11-27T11:50:00Z", ""},
+		{"1732442520.5", berlin, "2024-11-24T10:02:00.5Z", ""},
+		// Refused.
+		{"2026-11-27 09:15:50", nil, "", "has no zone: add Z or an offset"},
+		{"2026-03-29 02:30:00", berlin, "", "does not exist in Europe/Berlin"},
+		{"2026-10-25 02:30:00", berlin, "", "is ambiguous in Europe/Berlin: its clocks show it twice; add the offset (+02:00 or +01:00)"},
+		{"2026-02-30 10:00:00", berlin, "", "is not a valid date and time"},
+		{"2026-11-27 24:00:00", berlin, "", "is not a valid date and time"},
+		{"2026-11-27 09:60:00", berlin, "", "is not a valid date and time"},
+		{"2026-13-01", berlin, "", "is not a valid date and time"},
+		{"2026-11-27 09:15:50+25:00", berlin, "", "bad offset"},
+		{"2026-11-27 09:15:50.1234567891", berlin, "", "want a date and time"},
+		{"2026-11-27 9:15:50", berlin, "", "want a date and time"},
+		{"27.11.2026 09:15:50", berlin, "", "want a date and time"},
+		{"2300-01-01 00:00:00", berlin, "", "out of range"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseTimeIn(c.in, now, c.loc)
+			if c.want == "" {
+				if !errors.Is(err, ErrBadTime) || !strings.Contains(err.Error(), c.msg) || !got.IsZero() {
+					t.Fatalf("ParseTimeIn(%q) = %v, %v; want ErrBadTime with %q", c.in, got, err, c.msg)
+				}
+				return
+			}
+			if err != nil || !got.Equal(utc(c.want)) {
+				t.Fatalf("ParseTimeIn(%q) = %v, %v; want %s", c.in, got, err, c.want)
+			}
+		})
 	}
 }

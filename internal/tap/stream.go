@@ -37,6 +37,9 @@ type StreamConfig struct {
 	DialTimeout time.Duration
 	// KeepAlive is the TCP keep-alive period; 0 means DefaultKeepAlive.
 	KeepAlive time.Duration
+	// Count, if above 0, ends the stream once that many packets are
+	// written, each whole (tcpdump -c); 0: no limit.
+	Count int64
 }
 
 // Validate reports a StreamConfig Stream would refuse.
@@ -46,6 +49,8 @@ func (c *StreamConfig) Validate() error {
 		return errors.New("tap: no address")
 	case c.DialTimeout < 0 || c.KeepAlive < 0:
 		return errors.New("tap: negative timeout")
+	case c.Count < 0:
+		return fmt.Errorf("tap: count %d is negative", c.Count)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("tap: address %q: %w", c.Addr, err)
@@ -54,9 +59,9 @@ func (c *StreamConfig) Validate() error {
 }
 
 // Stream connects to a tap, sends cfg.Request and copies the pcapng
-// stream that comes back to w, unchanged, until ctx ends (it then
-// returns nil) or the collector ends the stream (an error wrapping
-// ErrStreamEnded). A refusal is an error wrapping ErrRefused with the
+// stream that comes back to w, unchanged, until ctx ends or Count
+// packets are written (it then returns nil) or the collector ends the
+// stream (an error wrapping ErrStreamEnded). A refusal is an error wrapping ErrRefused with the
 // collector's reason; anything else that breaks the stream is returned
 // as it is. n counts the bytes written to w.
 func Stream(ctx context.Context, cfg StreamConfig, w io.Writer) (n int64, err error) {
@@ -93,9 +98,12 @@ func Stream(ctx context.Context, cfg StreamConfig, w io.Writer) (n int64, err er
 	if err != nil && ctx.Err() == nil {
 		return 0, fmt.Errorf("reading the tap: %w", err)
 	}
+	if cfg.Count > 0 {
+		w = &packetCounter{w: w, limit: cfg.Count}
+	}
 	n, err = br.WriteTo(w)
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || errors.Is(err, errCounted):
 		return n, nil
 	case err != nil && !errors.Is(err, net.ErrClosed):
 		return n, fmt.Errorf("after %d bytes of the tap: %w", n, err)
