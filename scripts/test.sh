@@ -56,7 +56,8 @@ fuzz FuzzRoundTrip ./internal/compress
 fuzz FuzzParseRequest ./internal/tap
 fuzz FuzzPacketCounter ./internal/tap
 fuzz FuzzDecodeEntry ./internal/redisfeed
-fuzz FuzzRecord ./internal/kafkaio
+fuzz FuzzRecord ./internal/kafkarec
+fuzz FuzzProgram ./internal/filter
 fuzz FuzzAppendLine ./internal/pktline
 
 echo "== benchmarks, once each so they keep working"
