@@ -28,6 +28,11 @@ echo "== unit and end-to-end tests (race detector on)"
 if [ "$(id -u)" -eq 0 ]; then export PCAPSYNC_E2E_REQUIRE=1; fi
 go test -race -count=1 -timeout 25m ./...
 
+echo "== the lab build (-tags lab: pcapsync bench)"
+go vet -tags lab ./cmd/pcapsync
+GOOS=darwin go vet -tags lab ./cmd/pcapsync
+go test -race -count=1 -tags lab ./cmd/pcapsync
+
 echo "== the tracer, built in (-tags trace)"
 go vet -tags trace ./internal/functrace
 go test -race -count=1 -tags trace ./internal/functrace ./cmd/functrace

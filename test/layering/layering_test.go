@@ -120,6 +120,12 @@ var farRules = []struct {
 		why:   "the read side meets the ingest side only in the store's files",
 	},
 	{
+		pkgs: []string{"cmd/pcapsync"},
+		never: []string{"internal/bench", "internal/testutil", "internal/testutil/kafkatest", "internal/testutil/netns",
+			"internal/testutil/capturetest", "internal/testutil/roottest", "internal/gen/capgen"},
+		why: "the product binary holds no benchmark code and no test helper (pcapsync bench is the lab build's: -tags lab)",
+	},
+	{
 		pkgs:  []string{"internal/kafkarec", "internal/filter", "internal/frontdoor", "internal/wire", "internal/pcapfile"},
 		never: []string{"internal/store", "internal/collector", "internal/query"},
 		why:   "small parts many share stay small",
