@@ -20,6 +20,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // faninCollector is the collector side of Fanin: in this process
@@ -49,14 +50,18 @@ type procCollector struct {
 // startProcCollector starts argv (a "pcapsync collector" command line)
 // with the flags Fanin needs and waits until it listens.
 func startProcCollector(ctx context.Context, argv []string, dir string, agents int) (*procCollector, error) {
-	listen, err := freeAddr()
+	// The ports are held until the collector listens on them (then it
+	// holds them).
+	listen, releaseListen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freeAddr()
+	defer releaseListen()
+	metrics, releaseMetrics, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
+	defer releaseMetrics()
 	args := append(argv[1:len(argv):len(argv)], "--listen", listen, "--dir", dir, "--insecure", "--fsync", "never",
 		"--max-conns", strconv.Itoa(agents+64), "--max-conns-per-source", strconv.Itoa(agents+64), "--summary", "json", "--metrics", metrics, "--pprof")
 	p := &procCollector{listen: listen, metrics: metrics, stderr: newLineLog("collector listening")}
@@ -131,14 +136,14 @@ func (p *procCollector) stop() (collector.Summary, error) {
 	return s, nil
 }
 
-// freeAddr returns a loopback address with a port free now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddr returns a loopback address whose port is held for this
+// process until release (freeport.Reserve).
+func freeAddr() (addr string, release func(), err error) {
+	p, release, err := freeport.Reserve()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(p), release, nil
 }
 
 // lineLog keeps the last lines written to it and closes found at the

@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/tap"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -120,7 +121,7 @@ func TestNewFails(t *testing.T) {
 			c.Kafka = kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}, RecordKeyFile: keyFile}
 		}
 	}
-	free := freePort(t)
+	free := freeport.Addr(t)
 	for _, tt := range []struct {
 		name   string
 		edit   func(c *Config)
@@ -148,16 +149,6 @@ func TestNewFails(t *testing.T) {
 			ln.Close()
 		})
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // TestRun: a Service with every part runs and stops when its context

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen/capgen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // start is the first timestamp of every capture of a run: the captures
@@ -124,7 +124,7 @@ func (r *trial) collect() {
 	t := r.t
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(freeport.Port(t))
 	var cerr testutil.Buffer
 	coll := exec.CommandContext(ctx, pcapsyncBin, append([]string{"collector", "--insecure", "--listen", addr, "--dir", r.root()}, collectorFlags...)...)
 	coll.Stderr = &cerr
@@ -176,14 +176,4 @@ func (r *trial) collect() {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the collector did not stop within 30s of SIGTERM")
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

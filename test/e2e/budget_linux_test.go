@@ -23,6 +23,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -50,7 +51,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	)
 	ctx := testContext(t)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	start := func() *proc {
 		return startCollector(t, ctx, "", addr, dir, "--max-open-files", strconv.Itoa(budget),
 			"--file-compress", fileCompress, "--fsync", "1s")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestTcpdumpShortFlags captures live with tcpdump's short flags: -i the
@@ -27,7 +29,7 @@ func TestTcpdumpShortFlags(t *testing.T) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, otherPort))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent", vn.A, "agent", "--collector", addr, "--name", "short",
 		"-i", "vA", "-s", fmt.Sprint(snap), "-p", "-B", "2048", "-v", "udp", "and", "dst", "port", fmt.Sprint(port))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestVersion: pcapsync --version names the module version, the commit
@@ -57,7 +58,7 @@ func TestSettingsFromEnvironmentAndFile(t *testing.T) {
 	requireTools(t, checkTools...)
 	ctx := testContext(t)
 	tmp, dir := t.TempDir(), t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	collConf := writeConf(t, tmp, "collector.conf",
 		"# the collector of TestSettingsFromEnvironmentAndFile",
 		"listen = "+addr,

@@ -17,6 +17,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
@@ -51,7 +52,7 @@ func TestCorrelateFindsRouterDrops(t *testing.T) {
 	udpSink(t, ch.C, netip.AddrPortFrom(netns.ChainAddrC, port))
 
 	dir := t.TempDir()
-	cport := freePort(t)
+	cport := freeport.Port(t)
 	coll := startCollector(t, ctx, ch.A, fmt.Sprintf("0.0.0.0:%d", cport), dir)
 	filter := fmt.Sprintf("udp port %d", port)
 	agentA := startProc(t, ctx, "agent a", ch.A, "agent", "--collector", fmt.Sprintf("127.0.0.1:%d", cport),

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 const (
@@ -172,8 +173,8 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, spoolPort))
 	const name = "spooled"
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	scrape := newNetnsScraper(t, vn.A)
 	t.Logf("cell %s, seed %d: plan %v", c, seed, plan)
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // Environment of TestCrashMatrix.
@@ -505,7 +506,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	}
 	const name = "crash"
 	agentDir := filepath.Join(dir, name)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	collArgs := c.collectorFlags()
 	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of the input, ~%d output bytes",
 		c, seed, count, ref.bytes, slices.Max(ref.sizes), plan.batch, plan.kills, expect)

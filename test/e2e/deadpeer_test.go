@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // detectWithin is how soon, with the default --heartbeat 2s and
@@ -34,10 +35,10 @@ func newDeadPeerRig(t *testing.T, name string) *deadPeerRig {
 	t.Helper()
 	requireTools(t, checkTools...)
 	r := &deadPeerRig{t: t, vn: newVethNet(t), dir: t.TempDir(), port: 5555}
-	r.metrics, r.scrape = fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, r.vn.A)
+	r.metrics, r.scrape = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, r.vn.A)
 	ctx := testContext(t)
 	udpSink(t, r.vn.A, netip.AddrPortFrom(r.vn.addrA, uint16(r.port)))
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	r.coll = startCollector(t, ctx, r.vn.A, addr, r.dir)
 	r.agent = startProc(t, ctx, "agent "+name, r.vn.A, "agent", "--collector", addr, "--name", name,
 		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", r.port), "--metrics", r.metrics)

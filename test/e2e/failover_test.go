@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestFailoverToSecondCollector: one agent replays a stream with
@@ -48,8 +49,8 @@ func TestFailoverToSecondCollector(t *testing.T) {
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), feedTime)
 
 	dirA, dirB := t.TempDir(), t.TempDir()
-	addrA := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	addrB := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addrA := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addrB := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	collA := startCollector(t, ctx, "", addrA, dirA)
 	collB := startCollector(t, ctx, "", addrB, dirB)
 	agent := startReplay(t, ctx, addrA+","+addrB, name, in.path, "--batch-size", "64K")

@@ -32,6 +32,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -218,7 +219,7 @@ func TestCollectorKill9(t *testing.T) {
 
 	dir := t.TempDir()
 	agentDir := filepath.Join(dir, name)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("kill delays drawn from seed %d", seed)
@@ -292,7 +293,7 @@ func TestCollectorKilledTwice(t *testing.T) {
 		perBat  = 10
 	)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	var id [16]byte
 	crand.Read(id[:])
 
@@ -435,7 +436,7 @@ func TestDiskFullE2E(t *testing.T) {
 	fill(t, filler, avail(t, mnt)-free)
 	t.Logf("tmpfs %s: %d bytes free after the filler", mnt, avail(t, mnt))
 
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--retain-free", "0") // a full disk, not retention, is the subject
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 2*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "64K")
@@ -573,7 +574,7 @@ func TestFDsBackToBaseline(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "small.pcap")
 	writeGenFile(t, src, gen.FileConfig{Count: agentN, Mix: gen.MixIMIX, Stream: stream, Seed: 45})
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--handshake-timeout", "1s")
 	pid := coll.cmd.Process.Pid
 	// A moment for the runtime to start its threads after "listening":

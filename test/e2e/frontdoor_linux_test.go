@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestFrontDoorFlood: a collector limited to 512 descriptors
@@ -49,7 +51,7 @@ func TestFrontDoorFlood(t *testing.T) {
 	in := filepath.Join(work, "in.pcap")
 	writeGenFile(t, in, genConfig(count, 71))
 	dir := filepath.Join(work, "out")
-	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)) }
 	addr, tapAddr, queryAddr, metricsAddr := port(), port(), port(), port()
 	const nofile = 512
 	coll := startProcAs(t, ctx, "collector", "", []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--"}, nil,

@@ -14,6 +14,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
 )
 
@@ -27,7 +28,7 @@ func TestKafkaAgentDirect(t *testing.T) {
 	k := newKafkaPipeline(t, ctx)
 	const count = 30_000
 	tmp := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	ing := k.ingest(addr)
 	w := k.writer("1")
 	srcs := make([]string, 2)
@@ -104,7 +105,7 @@ func TestKafkaSecureCLI(t *testing.T) {
 	}
 	t.Logf("refused in %v", time.Since(start).Round(time.Millisecond))
 
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	ing := startProc(t, ctx, "ingest", "", append([]string{"collector", "--listen", addr, "--insecure"}, secure(pass)...)...)
 	ing.waitFor("collector listening", 60*time.Second)
 	w := startProc(t, ctx, "writer", "", append([]string{"writer", "--group", k.group, "--dir", k.dir}, secure(pass)...)...)

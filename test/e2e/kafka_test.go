@@ -16,6 +16,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
 )
 
@@ -96,10 +97,10 @@ func TestKafkaPipeline(t *testing.T) {
 	k := newKafkaPipeline(t, ctx)
 	const count = 50_000
 	tmp := t.TempDir()
-	addrA := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	addrB := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addrA := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addrB := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	ingA, ingB := k.ingest(addrA, "--metrics", "127.0.0.1:0"), k.ingest(addrB, "--metrics", "127.0.0.1:0")
-	qaddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	qaddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	w1 := k.writer("1", "--metrics", "127.0.0.1:0", "--query-listen", qaddr, "--insecure")
 	w2 := k.writer("2", "--metrics", "127.0.0.1:0", "--tap", "127.0.0.1:0")
 	mAddrs := []string{metricsAddr(t, ingA), metricsAddr(t, ingB), metricsAddr(t, w1), metricsAddr(t, w2)}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestCollectorKill9UnderLoad is TestCollectorKill9 with ten times the
@@ -51,7 +52,7 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 	writeGenFile(t, src, gen.FileConfig{Count: uint64(count), Mix: gen.MixIMIX, Stream: stream, Seed: 43})
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), feed)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("kill delays drawn from seed %d", seed)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestRateLimitCounted: an agent limited to 1000 packets/s sees 3000
@@ -21,7 +23,7 @@ func TestRateLimitCounted(t *testing.T) {
 	const port, count = 5555, 3000
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent limited", vn.A, "agent", "--collector", addr, "--name", "limited",
 		"--iface", "vA", "--max-rate", "1000", "--filter", fmt.Sprintf("udp and dst port %d", port))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestLiveCapture captures on one end of a veth pair: collector and agent
@@ -33,7 +34,7 @@ func TestLiveCapture(t *testing.T) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, otherPort))
 
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent live1", vn.A, "agent", "--collector", addr, "--name", "live1",
 		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", wantPort))

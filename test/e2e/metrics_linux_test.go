@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/metrics"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
@@ -52,9 +53,9 @@ func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(t.TempDir(), "replay.pcap")
 	writeGenFile(t, in, gen.FileConfig{Count: replayN, Mix: gen.MixIMIX, Stream: 2})
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	collMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	agentMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	collMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	agentMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	scrape := newNetnsScraper(t, vn.A)
 
 	lossy := startProc(t, ctx, "agent lossy", vn.A, "agent", "--collector", addr, "--name", "lossy",

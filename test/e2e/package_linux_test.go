@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // The paths the packages install, apart from the manual pages (one per
@@ -265,7 +267,7 @@ func packagedCapture(t *testing.T) string {
 			"/usr/bin/pcapsync"}
 		return append(argv, withSummaryJSON(withInsecure(args))...)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startArgv(t, ctx, "collector (installed)", vn.A, nil, asUnit("", "collector", "--listen", addr, "--dir", outputRoot))
 	coll.waitFor("collector listening", 10*time.Second)
 	agent := startArgv(t, ctx, "agent (installed)", vn.A, nil, asUnit(",+net_raw,+net_admin", "agent", "--collector", addr,

@@ -16,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/privilege"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // The least-privilege tests run the agent and the collector as the user
@@ -74,7 +75,7 @@ func privCapture(t *testing.T, vn *vethNet, dir string, agentWrap []string, agen
 	ctx := testContext(t)
 	const port, count = 5555, 300
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startProcAs(t, ctx, "collector", vn.A, asNobody(""), nil,
 		withSummaryJSON(withInsecure([]string{"collector", "--listen", addr, "--dir", dir}))...)
 	coll.waitFor("collector listening", 10*time.Second)
@@ -195,7 +196,7 @@ func TestCollectorUser(t *testing.T) {
 	const count = 2000
 	writeGenFile(t, in, genConfig(count, 71))
 	dir := filepath.Join(parent, "made", "out") // missing: made by the collector
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--user", "nobody", "--rotate-size", "1M")
 	coll.waitFor("privileges dropped", 5*time.Second)
 	for i, c := range threadCreds(t, coll) {
@@ -230,7 +231,7 @@ func TestCollectorUser(t *testing.T) {
 	if err := os.Mkdir(closed, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, ctx, "collector rootonly", "", "collector", "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	p := startProc(t, ctx, "collector rootonly", "", "collector", "--listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--dir", closed, "--user", "nobody")
 	if code := p.wait(20 * time.Second); code == 0 {
 		t.Fatal("a collector whose user cannot write --dir exited 0")
@@ -251,7 +252,7 @@ func TestRetentionIndexGroupReadable(t *testing.T) {
 	dir := nobodyDir(t) // a parent nobody may enter, the binary runnable by nobody
 	src := filepath.Join(t.TempDir(), "in.pcap")
 	writeGenFile(t, src, gen.FileConfig{Count: 20_000, Mix: gen.MixIMIX, Stream: 90, Seed: 90})
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	old := syscall.Umask(0o022)
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "1M")
 	syscall.Umask(old)

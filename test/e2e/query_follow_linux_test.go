@@ -15,6 +15,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // followed parses the pcapng a following query has written so far (b
@@ -48,7 +49,7 @@ func TestQueryFollow(t *testing.T) {
 	const port, stream, count, rate = 5557, 9, 3000, 1000
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	ag := startProc(t, ctx, "agent", vn.A, "agent", "--collector", addr, "--name", "live1", "--iface", "vA",
 		"--filter", fmt.Sprintf("udp and dst port %d", port))

@@ -21,6 +21,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestRemoteQuery: a collector with mutual TLS and a token serves
@@ -55,8 +56,8 @@ func TestRemoteQuery(t *testing.T) {
 	writeGenFile(t, in, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 91, Seed: 91, Nanosecond: true, Start: start})
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	qport := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	qport := freeport.Port(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", pem(certs, "collector"), "--tls-key", pem(certs, "collector-key"),
 		"--tls-client-ca", pem(certs, "ca"), "--token-file", token, "--rotate-size", "1M", "--file-compress", "zstd",
 		"--query-listen", fmt.Sprintf("0.0.0.0:%d", qport), "--query-max", "1", "--metrics", "127.0.0.1:0")

@@ -16,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // qpkt is a packet as the comparison sees it.
@@ -88,7 +89,7 @@ func TestQueryMatchesMergecap(t *testing.T) {
 	for i, r := range replays {
 		file := filepath.Join(in, r.name+".pcap")
 		writeGenFile(t, file, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: uint32(31 + i), Seed: uint64(31 + i), Nanosecond: true, Start: r.start})
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 		coll := startCollector(t, ctx, "", addr, dir, "--file-compress", r.codec, "--rotate-size", "64K")
 		finishReplay(t, startReplay(t, ctx, addr, r.name, file, "--batch-size", "32K"), count, 30*time.Second)
 		waitNoPart(t, dir, 5*time.Second)
@@ -99,9 +100,9 @@ func TestQueryMatchesMergecap(t *testing.T) {
 	}
 
 	// The live agent: plain files, still connected while queried.
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	startCollector(t, ctx, "", addr, dir)
-	port := freePort(t) // a UDP port nobody listens on (the test sends to it)
+	port := freeport.Port(t) // a UDP port nobody listens on (the test sends to it)
 	live := startProc(t, ctx, "agent qc", "", "agent", "--collector", addr, "--name", "qc", "-i", "lo", fmt.Sprintf("udp dst port %d", port))
 	live.waitFor("capturing", 10*time.Second)
 	conn, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", port))

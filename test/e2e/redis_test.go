@@ -19,6 +19,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/redisfeed"
 	"github.com/pcapsync/pcapsync/internal/redisfeed/redistest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // redis returns the Redis feed's part of the collector's summary,
@@ -118,7 +119,7 @@ func newRedisRig(t *testing.T, extra ...string) *redisRig {
 	t.Helper()
 	requireTools(t, checkTools...)
 	rg := &redisRig{srv: redistest.Start(t), ctx: testContext(t), tmp: t.TempDir(), dir: t.TempDir()}
-	rg.addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	rg.addr = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	rg.coll = startCollector(t, rg.ctx, "", rg.addr, rg.dir, append([]string{"--redis", rg.srv.URL()}, extra...)...)
 	return rg
 }

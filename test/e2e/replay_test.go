@@ -16,6 +16,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // writeGenFile writes a generated classic pcap file.
@@ -165,7 +166,7 @@ func TestReplayIdentical(t *testing.T) {
 			tt.check(t, inPkts, inIfs)
 
 			dir := t.TempDir()
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 			var collArgs []string
 			if tt.files != "" {
 				collArgs = []string{"--file-compress", tt.files}
@@ -289,7 +290,7 @@ func TestThreeAgents(t *testing.T) {
 		{"three-c", 23, gen.MixMixed},
 	}
 	inDir, dir := t.TempDir(), t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir)
 	for _, a := range agents {
 		writeGenFile(t, filepath.Join(inDir, a.name+".pcap"), gen.FileConfig{Count: count, Mix: a.mix, Stream: a.stream, Seed: uint64(a.stream)})

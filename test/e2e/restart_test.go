@@ -11,6 +11,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestCollectorRestart stops the collector (SIGTERM) in the middle of a
@@ -31,7 +32,7 @@ func TestCollectorRestart(t *testing.T) {
 
 	dir := t.TempDir()
 	agentDir := filepath.Join(dir, "restart1")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir)
 	agent := startReplay(t, ctx, addr, "restart1", in)
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 const (
@@ -123,7 +124,7 @@ func TestRetention(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
 			_, dir := retainMount(t, retainTmpfs)
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 			args := append([]string{"--rotate-size", "2M"}, tt.flags...)
 			colls := []*proc{startCollector(t, ctx, "", addr, dir, args...)}
 			stop := peak(func() int64 { return tt.usage(dir) })
@@ -235,7 +236,7 @@ func TestRetentionAge(t *testing.T) {
 	writeGenFile(t, old, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 80, Seed: 80, Start: now.Add(-2 * time.Hour).UnixNano()})
 	writeGenFile(t, fresh, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 81, Seed: 81, Start: now.UnixNano()})
 	_, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-age", "1h")
 	for _, a := range []*proc{startReplay(t, ctx, addr, "old", old), startReplay(t, ctx, addr, "fresh", fresh)} {
 		finishReplay(t, a, count, 60*time.Second)
@@ -272,7 +273,7 @@ func TestRetentionFiller(t *testing.T) {
 	writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 90, Seed: 90})
 	writeGenFile(t, src2, gen.FileConfig{Count: 20_000, Mix: gen.MixIMIX, Stream: 91, Seed: 91})
 	mnt, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-free", "10%")
 	finishReplay(t, startReplay(t, ctx, addr, "a", src), count, 60*time.Second)
 	waitNoPart(t, dir, 10*time.Second)

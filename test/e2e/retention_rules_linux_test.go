@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // deletion is one "retention deleted file" log line of a collector.
@@ -169,7 +170,7 @@ func TestRetentionRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
 			_, dir := retainMount(t, retainTmpfs)
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 			coll := startCollector(t, ctx, "", addr, dir, append([]string{"--rotate-size", "1M", "--retain-free", "0"}, tt.flags...)...)
 			w := watchDirs(t, dir)
 			var rootPeak int64
@@ -298,8 +299,8 @@ func TestRetentionMetrics(t *testing.T) {
 		writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: uint32(110 + i), Seed: uint64(110 + i)})
 	}
 	mnt, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	maddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-free", "10%", "--metrics", maddr)
 	for i, src := range srcs {
 		finishReplay(t, startReplay(t, ctx, addr, fmt.Sprintf("m%d", i), src), count, 60*time.Second)

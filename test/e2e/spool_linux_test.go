@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestAgentRestartWithSpool: a live agent with a spool keeps what it
@@ -35,8 +36,8 @@ func TestAgentRestartWithSpool(t *testing.T) {
 	const port, count = 5555, 600
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, vn.A)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
 
 	startAgent := func(run int) *proc {
 		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
@@ -100,8 +101,8 @@ func TestAgentCleanRestart(t *testing.T) {
 	const port, count = 5557, 300
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, vn.A)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
 	startAgent := func(run int) *proc {
 		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
 			"--name", "clean", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
@@ -153,8 +154,8 @@ func TestAgentUpgradeUnderLoad(t *testing.T) {
 	const port, count, rate = 5556, 12000, 3000
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freePort(t)), newNetnsScraper(t, vn.A)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
 	startAgent := func(run int) *proc {
 		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
 			"--name", "upgraded", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),

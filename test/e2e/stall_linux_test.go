@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestLiveAgentRidesOutStall: the default capture ring must hold a stall
@@ -30,7 +32,7 @@ func TestLiveAgentRidesOutStall(t *testing.T) {
 	)
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent stall", vn.A, "agent", "--collector", addr, "--name", "stall",
 		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port))

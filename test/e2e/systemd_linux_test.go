@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // systemdUnits are the units under deploy/systemd, with the highest
@@ -191,8 +192,8 @@ func TestUnitFilters(t *testing.T) {
 	}
 	const port, count = 5555, 300
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	collMetrics, agentMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	collMetrics, agentMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll, collTrace := traced("collector", "collector", "--listen", addr, "--dir", filepath.Join(dir, "out"),
 		"--file-compress", "zstd", "--metrics", collMetrics)
 	coll.waitFor("collector listening", 20*time.Second)

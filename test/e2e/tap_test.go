@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 )
@@ -127,9 +128,9 @@ func TestTap(t *testing.T) {
 		inputs[i] = startPacedInput(t, ctx, src, filepath.Join(tmp, a.name+".fifo"), 2*time.Second)
 	}
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	tapDefault := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // default selection: a1
-	tapAny := fmt.Sprintf("127.0.0.1:%d", freePort(t))     // no default: every agent
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	tapDefault := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)) // default selection: a1
+	tapAny := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))     // no default: every agent
 	coll := startCollector(t, ctx, "", addr, dir, "--tap", tapDefault+"=a1", "--tap", tapAny, "--tap-queue", "1M")
 
 	out := func(name string) string { return filepath.Join(tmp, name+".pcapng") }
@@ -240,8 +241,8 @@ func TestTapAuth(t *testing.T) {
 	}
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	loPort, anyPort := freePort(t), freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	loPort, anyPort := freeport.Port(t), freeport.Port(t)
 	lo := fmt.Sprintf("127.0.0.1:%d", loPort)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", pem("collector"), "--tls-key", pem("collector-key"),
 		"--tls-client-ca", pem("ca"), "--token-file", token,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestMutualTLS runs the binaries as a user would set them up: "pcapsync
@@ -38,7 +39,7 @@ func TestMutualTLS(t *testing.T) {
 	writeGenFile(t, in, genConfig(count, 61))
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
 		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token,
 		"--metrics", "127.0.0.1:0")
@@ -100,7 +101,7 @@ func TestAgentNameFromCertificate(t *testing.T) {
 	const count = 500
 	writeGenFile(t, in, genConfig(count, 62))
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
 		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"))
 	tlsFlags := []string{"agent", "--collector", addr, "--read", in, "--tls-ca", filepath.Join(certs, "ca.pem"),

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // TestUDPLiveCapture captures everything on a veth end (no filter) and
@@ -27,7 +29,7 @@ func TestUDPLiveCapture(t *testing.T) {
 	udpSink(t, vn.A, sink)
 	dir := t.TempDir()
 	addr := netip.AddrPortFrom(vn.addrA, 7733).String()
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	coll := startCollector(t, ctx, vn.A, addr, dir, "--listen-udp", addr, "--metrics", metrics)
 	agent := startProc(t, ctx, "agent udplive", vn.B, "agent", "--collector", addr, "--name", "udplive",
 		"--iface", "vB", "--transport", "udp")

@@ -10,13 +10,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -135,17 +135,17 @@ func StartWith(tb TB, o Options) *Broker {
 		tb.Skipf("skipping: %v", err)
 	}
 	b := &Broker{tb: tb, opts: o, libs: libs, dir: tb.TempDir()}
-	b.Addr, b.controller = freePort(tb), freePort(tb)
+	b.Addr, b.controller = freeport.Addr(tb), freeport.Addr(tb)
 	if o.CertFile != "" || o.KeyFile != "" {
 		if o.CertFile == "" || o.KeyFile == "" {
 			tb.Fatalf("kafkatest: a certificate and its key go together")
 		}
-		b.TLSAddr = freePort(tb)
+		b.TLSAddr = freeport.Addr(tb)
 	} else if o.ClientCAFile != "" {
 		tb.Fatalf("kafkatest: client certificates need a TLS listener (CertFile, KeyFile)")
 	}
 	if len(o.SCRAM) > 0 {
-		b.SASLAddr = freePort(tb)
+		b.SASLAddr = freeport.Addr(tb)
 	}
 	b.writeConfig()
 	format := []string{"format", "-t", clusterID(), "-c", b.path("server.properties")}
@@ -405,14 +405,4 @@ func clusterID() string {
 			return id
 		}
 	}
-}
-
-func freePort(tb TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("finding a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
