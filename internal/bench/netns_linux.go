@@ -5,48 +5,26 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
-// vethPair is two network namespaces, A and B, joined by a veth pair:
-// vA (198.18.0.1/30) in A, vB (198.18.0.2/30) in B, both up, and A's
-// loopback up (for a collector there).
-type vethPair struct {
-	A, B string
-}
+// vethPair is two network namespaces, A and B, joined by a veth pair
+// (internal/testutil/netns, the tests' own): vA 198.18.0.1/30 in A, vB
+// 198.18.0.2/30 in B, static neighbours, IPv6 off, loopback up in both
+// (for a collector in A).
+type vethPair = netns.Pair
 
 // Interface names and addresses of a vethPair.
-const (
-	vethA, vethB = "vA", "vB"
-	addrA, addrB = "198.18.0.1", "198.18.0.2"
-)
+const vethA, vethB = "vA", "vB"
+
+var addrA = netns.AddrA.String()
 
 // newVethPair creates the namespaces, named after prefix and this
 // process's id. On error it has already deleted what it created;
-// otherwise the caller must call del.
+// otherwise the caller must call Delete.
 func newVethPair(prefix string) (*vethPair, error) {
-	tag := strconv.Itoa(os.Getpid())
-	p := &vethPair{A: prefix + "-" + tag + "-a", B: prefix + "-" + tag + "-b"}
-	for _, args := range [][]string{
-		{"netns", "add", p.A}, {"netns", "add", p.B},
-		{"link", "add", vethA, "netns", p.A, "type", "veth", "peer", "name", vethB, "netns", p.B},
-		{"-n", p.A, "addr", "add", addrA + "/30", "dev", vethA},
-		{"-n", p.B, "addr", "add", addrB + "/30", "dev", vethB},
-		{"-n", p.A, "link", "set", vethA, "up"}, {"-n", p.B, "link", "set", vethB, "up"},
-		{"-n", p.A, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			p.del()
-			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
-		}
-	}
-	return p, nil
-}
-
-// del deletes both namespaces (and with them the veth pair).
-func (p *vethPair) del() {
-	exec.Command("ip", "netns", "del", p.A).Run()
-	exec.Command("ip", "netns", "del", p.B).Run()
+	return netns.Create(netns.Config{Prefix: prefix, IfA: vethA, IfB: vethB, MACA: "02:70:63:62:00:01", MACB: "02:70:63:62:00:02"})
 }
 
 // vethBench checks what a bench in namespaces needs (root, ip, tcpdump,
@@ -69,8 +47,8 @@ func vethBench(name, prefix, exe string) (ns *vethPair, dir string, done func(),
 		return nil, "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if dir, err = os.MkdirTemp("", prefix); err != nil {
-		ns.del()
+		ns.Delete()
 		return nil, "", nil, err
 	}
-	return ns, dir, func() { os.RemoveAll(dir); ns.del() }, nil
+	return ns, dir, func() { os.RemoveAll(dir); ns.Delete() }, nil
 }
