@@ -178,7 +178,7 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	defer fr.Close()
 
 	if cfg.TLS == nil {
-		if b, _ := fr.Peek(1); len(b) == 1 && b[0] == 0x16 {
+		if b, _ := fr.Peek(1); len(b) == 1 && b[0] == frontdoor.TLSStart {
 			s.core.Counters.Rejected.Add(1)
 			err := errors.New("the agent speaks TLS, this collector plain TCP (--insecure): give both the same setting")
 			s.refusals.WarnKey(log, "hello "+err.Error(), "handshake failed, closing connection", "err", err)

@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// recordTypeHandshake is the first byte of a TLS client's first record.
-const recordTypeHandshake = 0x16
+// TLSStart is the first byte of a TLS client's first record (a
+// handshake record): a listener that peeks it knows the client speaks
+// TLS.
+const TLSStart = 0x16
 
 // Sniff reads conn's first byte (within conn's read deadline) and
 // reports whether it starts a TLS handshake record. The connection it
@@ -24,7 +26,7 @@ func Sniff(conn net.Conn) (c net.Conn, isTLS bool, err error) {
 	if err != nil {
 		return c, false, err
 	}
-	return c, b[0] == recordTypeHandshake, nil
+	return c, b[0] == TLSStart, nil
 }
 
 // peekedConn reads through r what was peeked from Conn.
