@@ -118,6 +118,7 @@ func TestMetrics(t *testing.T) {
 		{Name: "pcapsync_agent_sent_batches_total", Value: batches},
 		{Name: "pcapsync_agent_ack_latency_seconds", Value: batches},
 		{Name: "pcapsync_agent_unacknowledged_bytes", Value: 0},
+		{Name: "pcapsync_agent_unacknowledged_packets", Value: 0},
 		{Name: "pcapsync_agent_connected", Value: 1},
 	})
 

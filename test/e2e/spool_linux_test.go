@@ -56,10 +56,10 @@ func TestAgentRestartWithSpool(t *testing.T) {
 	coll.wait(10 * time.Second)
 	send(2)
 	waitMetric(t, scrape, metrics, 20*time.Second, 2*count, "pcapsync_agent_captured_packets_total", "interface=vA")
-	// The last batch is sealed one flush interval (the default, 50ms)
-	// after its first packet, by the agent's own timer; nothing outside
-	// the agent shows it, so this waits four intervals.
-	time.Sleep(4 * 50 * time.Millisecond)
+	// Stream 2 is in the spool once all of it is sealed into batches
+	// (the last one a flush interval after its first packet): the
+	// collector is down, so they stay unacknowledged.
+	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_unacknowledged_packets")
 	agent.signal(syscall.SIGKILL)
 	agent.wait(10 * time.Second)
 
