@@ -9,6 +9,19 @@ export GOFLAGS="${GOFLAGS:-} -mod=readonly"
 scripts/deps.sh
 go mod download
 
+# quiet runs a command whose output is long (benchmark figures): shown
+# only when it fails, so that CI says why.
+quiet() {
+	local out
+	out=$(mktemp)
+	if ! "$@" >"$out" 2>&1; then
+		cat "$out"
+		rm -f "$out"
+		return 1
+	fi
+	rm -f "$out"
+}
+
 echo "== gofmt, goimports, go vet"
 gofiles=$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 bad=$(gofmt -l $gofiles)
@@ -36,10 +49,10 @@ go test -race -count=1 -tags lab ./cmd/pcapsync
 echo "== the tracer, built in (-tags trace)"
 go vet -tags trace ./internal/functrace
 go test -race -count=1 -tags trace ./internal/functrace ./cmd/functrace
-go test -run='^$' -bench=. -benchtime=1x -tags trace ./internal/functrace >/dev/null
+quiet go test -run='^$' -bench=. -benchtime=1x -tags trace ./internal/functrace
 
 echo "== the format comparison (bench/, its own module): generated code, tests, each benchmark once"
-(cd bench && ./check-generated.sh && go vet ./... && go test -race -count=1 -run . -bench . -benchtime=1x ./... >/dev/null)
+(cd bench && ./check-generated.sh && go vet ./... && quiet go test -race -count=1 -run . -bench . -benchtime=1x ./...)
 
 echo "== allocation tests (without the race detector, which makes sync.Pool drop items)"
 go test -count=1 -run='Allocs' ./...
@@ -66,5 +79,5 @@ fuzz FuzzProgram ./internal/filter
 fuzz FuzzAppendLine ./internal/pktline
 
 echo "== benchmarks, once each so they keep working"
-go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null
+quiet go test -run='^$' -bench=. -benchtime=1x ./...
 echo "all tests passed"

@@ -22,7 +22,7 @@ func client(tb testing.TB) *redis.Client {
 // TestRun: a small run measures every payload and codec, gets back what
 // it stored, and compresses the text payloads.
 func TestRun(t *testing.T) {
-	res, err := Run(t.Context(), client(t), Config{Ops: 20, Entries: 50}, nil)
+	res, err := Run(t.Context(), client(t), Config{Ops: 20, Entries: 500}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
