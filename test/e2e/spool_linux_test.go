@@ -30,20 +30,9 @@ import (
 // Every packet of the three streams must be in the files exactly once.
 // Without the spool, stream 2 would be lost with the agent's memory.
 func TestAgentRestartWithSpool(t *testing.T) {
-	requireTools(t, checkTools...)
-	vn := newVethNet(t)
-	ctx := testContext(t)
 	const port, count = 5555, 600
-	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
-
-	startAgent := func(run int) *proc {
-		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
-			"--name", "spooled", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
-			"--spool", spool, "--metrics", metrics)
-	}
+	rig := newSpoolRig(t, "spooled", port)
+	vn, ctx, dir, _, addr, metrics, scrape, startAgent := rig.vn, rig.ctx, rig.dir, rig.spool, rig.addr, rig.metrics, rig.scrape, rig.startAgent
 	send := func(stream int) { sendStream(t, ctx, vn, port, count, stream) }
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
@@ -95,19 +84,9 @@ func sendStream(t *testing.T, ctx context.Context, vn *vethNet, port, count, str
 // second run captures is delivered; every packet is in the files
 // exactly once.
 func TestAgentCleanRestart(t *testing.T) {
-	requireTools(t, checkTools...)
-	vn := newVethNet(t)
-	ctx := testContext(t)
 	const port, count = 5557, 300
-	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
-	startAgent := func(run int) *proc {
-		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
-			"--name", "clean", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
-			"--spool", spool, "--metrics", metrics)
-	}
+	rig := newSpoolRig(t, "clean", port)
+	vn, ctx, dir, spool, addr, metrics, scrape, startAgent := rig.vn, rig.ctx, rig.dir, rig.spool, rig.addr, rig.metrics, rig.scrape, rig.startAgent
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	run1 := startAgent(1)
@@ -148,19 +127,9 @@ func TestAgentCleanRestart(t *testing.T) {
 // Packets that arrive while no agent runs are not captured by anyone:
 // the kernel has no socket for them (not counted as read).
 func TestAgentUpgradeUnderLoad(t *testing.T) {
-	requireTools(t, checkTools...)
-	vn := newVethNet(t)
-	ctx := testContext(t)
 	const port, count, rate = 5556, 12000, 3000
-	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	metrics, scrape := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), newNetnsScraper(t, vn.A)
-	startAgent := func(run int) *proc {
-		return startProc(t, ctx, fmt.Sprintf("agent run %d", run), vn.A, "agent", "--collector", addr,
-			"--name", "upgraded", "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
-			"--spool", spool, "--metrics", metrics, "--shutdown-timeout", "1ms")
-	}
+	rig := newSpoolRig(t, "upgraded", port, "--shutdown-timeout", "1ms")
+	vn, ctx, dir, _, addr, metrics, scrape, startAgent := rig.vn, rig.ctx, rig.dir, rig.spool, rig.addr, rig.metrics, rig.scrape, rig.startAgent
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	run1 := startAgent(1)
@@ -213,4 +182,32 @@ func TestAgentUpgradeUnderLoad(t *testing.T) {
 	if s1.Read == 0 || s2.Read == 0 {
 		t.Errorf("a run read nothing (%d, %d): the restart was not under load", s1.Read, s2.Read)
 	}
+}
+
+// spoolRig is what the spool tests share: a veth network with a UDP
+// sink on port, an output root, a spool, the collector's and the
+// agent's metrics addresses, and startAgent, which starts run N of
+// agent name capturing port with that spool (and extra flags).
+type spoolRig struct {
+	vn                        *vethNet
+	ctx                       context.Context
+	dir, spool, addr, metrics string
+	scrape                    *netnsScraper
+	startAgent                func(run int) *proc
+}
+
+func newSpoolRig(t *testing.T, name string, port int, extra ...string) *spoolRig {
+	t.Helper()
+	requireTools(t, checkTools...)
+	r := &spoolRig{vn: newVethNet(t), ctx: testContext(t)}
+	udpSink(t, r.vn.A, netip.AddrPortFrom(r.vn.addrA, uint16(port)))
+	r.dir, r.spool = t.TempDir(), filepath.Join(t.TempDir(), "spool")
+	r.addr, r.metrics = freeport.Addr(t), freeport.Addr(t)
+	r.scrape = newNetnsScraper(t, r.vn.A)
+	r.startAgent = func(run int) *proc {
+		return startProc(t, r.ctx, fmt.Sprintf("agent run %d", run), r.vn.A, append([]string{"agent", "--collector", r.addr,
+			"--name", name, "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port),
+			"--spool", r.spool, "--metrics", r.metrics}, extra...)...)
+	}
+	return r
 }
