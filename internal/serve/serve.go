@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -261,7 +263,7 @@ func (s *Service) bind() error {
 	s.closers = append(s.closers, func() { ln.Close() })
 	if c.ListenUDP != "" {
 		if s.uconn, err = frontdoor.ListenUDP(c.ListenUDP); err != nil {
-			return fmt.Errorf("--listen-udp: %w", err)
+			return fielderr.Errorf("{serve.ListenUDP}: %w", err)
 		}
 		s.closers = append(s.closers, func() { s.uconn.Close() })
 	}
