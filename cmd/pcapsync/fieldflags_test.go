@@ -20,9 +20,9 @@ import (
 // fieldKey is a field as a library's format string names it ({pkg.Path}).
 var fieldKey = regexp.MustCompile(`\{([a-z][a-z0-9]*(?:\.[A-Z][A-Za-z0-9]*)+)\}`)
 
-// libraryFieldKeys returns every field key the string literals of the
-// non-test sources under internal/ name, with where, each checked to
-// be of its own package.
+// libraryFieldKeys returns every field key the non-test sources under
+// internal/ name, in string literals ({pkg.Path}) or as fielderr.Key
+// literals, with where, each checked to be of its own package.
 func libraryFieldKeys(t *testing.T) map[string]string {
 	t.Helper()
 	keys := map[string]string{}
@@ -36,15 +36,32 @@ func libraryFieldKeys(t *testing.T) map[string]string {
 			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
+			var lit *ast.BasicLit
+			key := fieldKey.FindAllStringSubmatch
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				lit = n
+			case *ast.CallExpr: // fielderr.Key("pkg.Path")
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "Key" || len(n.Args) != 1 {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "fielderr" {
+					return true
+				}
+				if lit, ok = n.Args[0].(*ast.BasicLit); !ok {
+					t.Errorf("%s: fielderr.Key of no literal: the test cannot list its field", fset.Position(n.Pos()))
+					return true
+				}
+				key = func(s string, _ int) [][]string { return [][]string{{s, s}} }
+			default:
 				return true
 			}
 			s, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
+			if lit.Kind != token.STRING || err != nil {
+				return false
 			}
-			for _, m := range fieldKey.FindAllStringSubmatch(s, -1) {
+			for _, m := range key(s, -1) {
 				if pkg, _, _ := strings.Cut(m[1], "."); pkg != f.Name.Name {
 					t.Errorf("%s: field %s is not of package %s", fset.Position(lit.Pos()), m[1], f.Name.Name)
 				}

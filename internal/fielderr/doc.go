@@ -7,9 +7,11 @@
 // package whose Config holds it, and the field's path from that Config
 // (agent.SnapLen, store.Retain.MaxAge, serve.Tap.QueueSize). Error
 // shows it as its path (SnapLen); Render shows it as a program's name
-// function returns. The keys are written in the format strings, never
-// built at run time, so that a program's test can list every key a
-// library's errors can name (Keys, over the library's source).
+// function returns. The keys are written in the format strings, or as
+// Key("pkg.Path") literals where a caller chooses the field a part
+// names, never built at run time, so that a program's test can list
+// every key a library's errors can name by reading the library's
+// source.
 //
 // Errors are immutable and safe for concurrent use.
 package fielderr

@@ -9,8 +9,19 @@ import (
 // keyPattern matches a field named in a format string: {pkg.Path}.
 var keyPattern = regexp.MustCompile(`\{([a-z][a-z0-9]*(?:\.[A-Z][A-Za-z0-9]*)+)\}`)
 
-// mark stands for a field in the text formatted, between the pieces.
-const mark = "\x00field\x00"
+// mark brackets a field's key in the text formatted: the pieces of an
+// Error's text and its keys alternate between marks.
+const mark = "\x00"
+
+// Key is a field's key ("serve.Tap.MaxConns") given as an argument of
+// Errorf instead of written in its format: for a part that names a
+// field its caller chose (frontdoor.Share). Formatted by Errorf (%s),
+// directly or inside another argument made with fmt, it is a field of
+// the Error; anywhere else it is text no reader wants.
+type Key string
+
+// Format writes k as Errorf finds it.
+func (k Key) Format(f fmt.State, _ rune) { fmt.Fprint(f, mark+string(k)+mark) }
 
 // Error is an error that names fields of a Config. Its text is pieces
 // of formatted text with a field between each two.
@@ -21,20 +32,23 @@ type Error struct {
 }
 
 // Errorf formats like fmt.Errorf (%w wraps), with every {pkg.Path} in
-// format a field (see the package comment).
+// format, and every Key in a, a field (see the package comment).
 func Errorf(format string, a ...any) error {
-	var keys []string
-	f := keyPattern.ReplaceAllStringFunc(format, func(m string) string {
-		keys = append(keys, m[1:len(m)-1])
-		return mark
-	})
+	f := keyPattern.ReplaceAllStringFunc(format, func(m string) string { return mark + m[1:len(m)-1] + mark })
 	err := fmt.Errorf(f, a...)
-	pieces := strings.Split(err.Error(), mark)
-	if len(pieces) != len(keys)+1 { // an argument held the mark
-		pieces = []string{strings.ReplaceAll(err.Error(), mark, "")}
-		keys = nil
+	parts := strings.Split(err.Error(), mark)
+	if len(parts)%2 == 0 { // an argument held a mark of its own
+		parts = []string{strings.ReplaceAll(err.Error(), mark, "")}
 	}
-	return &Error{pieces: pieces, keys: keys, err: err}
+	e := &Error{err: err}
+	for i, p := range parts {
+		if i%2 == 0 {
+			e.pieces = append(e.pieces, p)
+		} else {
+			e.keys = append(e.keys, p)
+		}
+	}
+	return e
 }
 
 // Error returns the text with each field as its path (SnapLen).

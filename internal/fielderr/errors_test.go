@@ -53,7 +53,15 @@ func TestRender(t *testing.T) {
 	if Render(nil, flag) != "" {
 		t.Error("Render(nil) is not empty")
 	}
-	if s := Errorf("%s ({agent.SnapLen})", mark).Error(); strings.Contains(s, "\x00") {
+	if s := Errorf("%s ({agent.SnapLen})", mark).Error(); strings.Contains(s, mark) {
 		t.Errorf("an argument holding the mark: %q", s)
+	}
+	parts := fmt.Sprintf("%s 5, %s 6", Key("serve.Tap.QueueSize"), Key("agent.SnapLen"))
+	k := Errorf("caps (%s) too large", parts)
+	if got, want := Render(k, flag), "caps (--tap-queue 5, --snaplen 6) too large"; got != want {
+		t.Errorf("Key: Render = %q, want %q", got, want)
+	}
+	if got, want := k.Error(), "caps (Tap.QueueSize 5, SnapLen 6) too large"; got != want {
+		t.Errorf("Key: Error() = %q, want %q", got, want)
 	}
 }

@@ -205,7 +205,7 @@ func TestBudget(t *testing.T) {
 		{"defaults", 1024, all, [4]int{264, 24, 48, 24}, ""},
 		{"agents only", 1024, func(*Config) {}, [4]int{384}, ""},
 		{"files given", 1024, func(c *Config) { all(c); c.Collector.Store.MaxOpenFiles = 600 }, [4]int{117, 10, 21, 10}, ""},
-		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "--max-conns 16384, --tap-max-conns 24, --query-max-conns 48, --metrics-max-conns 24"},
+		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "Collector.MaxConns 16384, Tap.MaxConns 24, Query.MaxConns 48, Metrics.MaxConns 24"},
 		{"writer", 1024, func(c *Config) {
 			c.Query.Listen = "127.0.0.1:0"
 			c.Kafka.Brokers, c.Group = []string{"x:9092"}, "g"
