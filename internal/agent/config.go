@@ -345,8 +345,8 @@ func (c *Config) unchecked() bool {
 	return false
 }
 
-// Validate reports the first unusable setting, naming its field and
-// the agent's flag. It is the one place every rule is checked; New
+// Validate reports the first unusable setting, naming its field
+// (fielderr: "SnapLen"; cmd/pcapsync shows the flag). It is the one place every rule is checked; New
 // calls it. Zero fields are valid (they mean the defaults).
 func (c *Config) Validate() error {
 	udp := c.Transport == TransportUDP

@@ -73,7 +73,8 @@ type Config struct {
 	Logger         *slog.Logger // nil: slog.Default()
 }
 
-// Validate reports the first unusable setting, naming its flag.
+// Validate reports the first unusable setting, naming its field
+// (fielderr).
 func (c *Config) Validate() error {
 	switch {
 	case c.Dir == "":

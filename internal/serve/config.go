@@ -86,7 +86,8 @@ type Config struct {
 // loopback interface, wire.DefaultPort.
 var DefaultListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(wire.DefaultPort))
 
-// Validate reports the first unusable setting, naming its flag: the
+// Validate reports the first unusable setting, naming its field
+// (fielderr, "Tap.QueueSize"; cmd/pcapsync shows the flag): the
 // rules across parts here, then each enabled part's Validate. Every
 // error wraps ErrConfig.
 func (c *Config) Validate() error {

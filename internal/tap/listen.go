@@ -55,7 +55,8 @@ func (l Listener) String() string {
 	return l.Addr + "=" + a
 }
 
-// Validate reports the first unusable setting, naming its flag.
+// Validate reports the first unusable setting, naming its field
+// (fielderr).
 func (c *Config) Validate() error {
 	switch {
 	case c.QueueSize != 0 && (c.QueueSize < MinQueueSize || c.QueueSize > MaxQueueSize):
