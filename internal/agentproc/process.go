@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
@@ -76,10 +77,7 @@ func New(cfg Config) (*Process, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = cmpLogger(cfg.Agent.Logger)
-	}
+	log := cmp.Or(cfg.Logger, cfg.Agent.Logger, slog.Default())
 	if cfg.Agent.Logger == nil {
 		cfg.Agent.Logger = log
 	}
@@ -163,11 +161,4 @@ func (p *Process) MetricsAddr() string {
 		return ""
 	}
 	return p.srv.Addr()
-}
-
-func cmpLogger(l *slog.Logger) *slog.Logger {
-	if l != nil {
-		return l
-	}
-	return slog.Default()
 }
