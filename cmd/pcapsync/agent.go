@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/agentproc"
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/liveness"
@@ -78,10 +79,10 @@ addresses instead of a collector's (docs/scale-out.md).`
 
 func agentCommand(s streams) *cobra.Command {
 	c := leaf("agent --collector HOST[:PORT] (-i IF[,IF...] | -r FILE) (--tls-ca FILE [--tls-cert FILE --tls-key FILE] | --insecure) [flags] [FILTER]", "capture packets (or replay a file) and stream them to a collector", agentUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
-		var cfg agent.Config
-		flags := agentFlags(fs, &cfg)
-		var mf metricsFlags
-		mf.register(fs, metrics.DefaultAgentPort)
+		var cfg agentproc.Config
+		flags := agentFlags(fs, &cfg.Agent)
+		fs.StringVar(&cfg.Metrics.Addr, "metrics", "", metricsUsage(metrics.DefaultAgentPort, "/metrics"))
+		fs.BoolVar(&cfg.Metrics.Pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
 		var lf logFlags
 		lf.register(fs, true)
 		summary := addSummaryFlag(fs)
@@ -90,19 +91,19 @@ func agentCommand(s streams) *cobra.Command {
 				if fs.Changed("filter") {
 					return usageError("give the filter either with --filter or as arguments, not both")
 				}
-				cfg.Filter = strings.Join(args, " ")
+				cfg.Agent.Filter = strings.Join(args, " ")
 			}
 			log, err := lf.logger(s.stderr)
 			if err != nil {
 				return err
 			}
-			cfg.Logger = log
+			cfg.Logger, cfg.Agent.Logger = log, log
 			summary.follow(fs, &lf)
-			if err := flags.apply(fs, &cfg, log); err != nil {
+			if err := flags.apply(fs, &cfg.Agent, log); err != nil {
 				return err
 			}
-			mf.certs = flags.certFiles()
-			return runAgent(ctx, cfg, mf, *flags.user, log, func(sum agent.Summary) error {
+			cfg.CertFiles, cfg.User = flags.certFiles(), *flags.user
+			return runAgent(ctx, cfg, func(sum agent.Summary) error {
 				return summary.print(s.stdout, agentSummary{sum})
 			})
 		}
@@ -111,59 +112,21 @@ func agentCommand(s streams) *cobra.Command {
 	return c
 }
 
-// runAgent runs an agent with cfg until ctx ends (or its file is sent),
-// with the metrics listener mf describes, and hands its summary to
-// printSummary once it ran. With user set (--user) it switches to that
-// user once its capture, spool and listener are open, and before it
-// connects.
-func runAgent(ctx context.Context, cfg agent.Config, mf metricsFlags, user string, log *slog.Logger, printSummary func(agent.Summary) error) error {
-	if err := cfg.Validate(); err != nil {
+// runAgent runs the agent process cfg describes (agentproc) until ctx
+// ends (or its file is sent), and hands its summary to printSummary
+// once it ran. A Config it refuses is a usage error.
+func runAgent(ctx context.Context, cfg agentproc.Config, printSummary func(agent.Summary) error) error {
+	p, err := agentproc.New(cfg)
+	switch {
+	case errors.Is(err, agent.ErrNoSecurity): // said with the flags that choose
+		return usageError("agent: no transport security chosen: set TLS (--tls-ca FILE, the CA of the collector's certificate, or --tls alone for the system's roots; with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires), or Insecure (--insecure) for plain TCP")
+	case errors.Is(err, agentproc.ErrConfig):
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if err := mf.check(); err != nil {
-		return err
-	}
-	mln, err := mf.listen()
 	if err != nil {
 		return err
 	}
-	var m *metrics.Agent
-	if mln != nil {
-		m = metrics.NewAgent()
-		cfg.AckLatency = m.AckLatency
-		if err := mf.watchCertificates(m.Registry); err != nil {
-			mln.Close()
-			return err
-		}
-	}
-	uid, gid, handOver, err := lookupOwner(user)
-	var a *agent.Agent
-	if err == nil {
-		a, err = agent.New(cfg)
-	}
-	if err == nil && handOver && cfg.Spool != "" {
-		if err = agent.ChownSpool(cfg.Spool, uid, gid); err != nil {
-			err = fmt.Errorf("--user %s: %w", user, err)
-		}
-	}
-	if err == nil {
-		// What the agent opened stays open; the process exits on an
-		// error, which frees it.
-		err = dropPrivileges(log, user)
-	}
-	if err != nil {
-		if mln != nil {
-			mln.Close()
-		}
-		return err
-	}
-	stopMetrics := func() {}
-	if m != nil {
-		m.Watch(a)
-		stopMetrics = mf.serve(mln, metrics.Handler(m.Registry, metrics.Options{Pprof: mf.pprof}), log)
-	}
-	sum, err := a.Run(ctx)
-	stopMetrics()
+	sum, err := p.Run(ctx)
 	return errors.Join(err, printSummary(sum))
 }
 

@@ -136,7 +136,7 @@ func TestAgentKafkaFlags(t *testing.T) {
 		}
 		err := f.apply(fs, &cfg, slog.New(slog.DiscardHandler))
 		if err == nil {
-			err = cfg.Validate()
+			err = withFlagNames(cfg.Validate()) // as the command shows it
 		}
 		switch {
 		case tc.want == "" && err != nil:

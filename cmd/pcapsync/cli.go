@@ -42,7 +42,7 @@ type runFunc func(ctx context.Context, args []string) error
 func leaf(use, short, long string, args cobra.PositionalArgs, define func(fs *pflag.FlagSet) runFunc) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short, Long: long, Args: args}
 	body := define(c.Flags())
-	c.RunE = func(c *cobra.Command, args []string) error { return body(c.Context(), args) }
+	c.RunE = func(c *cobra.Command, args []string) error { return withFlagNames(body(c.Context(), args)) }
 	return c
 }
 

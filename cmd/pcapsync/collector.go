@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -155,54 +154,55 @@ func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config, port int) {
 }
 
 // feedFlags defines the --tap, --redis and --query-listen flags; their
-// settings are given-only.
+// settings are given-only: each flag writes into a variable of its own,
+// copied into cfg only when the flag was given (apply).
 func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	t, r, q := &cfg.Tap, &cfg.Redis, &cfg.Query
+	g := givenOnly{}
 	fs.StringVar(&q.Listen, "query-listen", "", "serve pcapsync query over HTTPS on `HOST:PORT` (pcapsync query --from, curl): TLS, client certificates and token as for agents; plain HTTP with --insecure, or on a loopback address (see docs/query.md)")
-	q.MaxQueries = queryhttp.DefaultMaxQueries
-	fs.IntVar(&q.MaxQueries, "query-max", queryhttp.DefaultMaxQueries, "with --query-listen: queries running at once; more are refused (503)")
+	fs.IntVar(given(g, "query-max", &q.MaxQueries, queryhttp.DefaultMaxQueries), "query-max", queryhttp.DefaultMaxQueries, "with --query-listen: queries running at once; more are refused (503)")
 	fs.IntVar(&q.MaxConns, "query-max-conns", 0, "with --query-listen: most connections open at once, handshakes and idle ones included (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 8, at most "+strconv.Itoa(queryhttp.DefaultMaxConns))
 	fs.Func("tap", "serve a live pcapng stream of what is written on `HOST:PORT[=AGENT[:IFACE]]` (repeatable): \"wireshark -k -i TCP@HOST:PORT\" sees AGENT (default every agent), \"pcapsync tail\" asks for any; plain TCP on loopback, TLS like the agents' listener elsewhere (see docs/tap.md)", func(s string) error {
 		l, err := tap.ParseListener(s)
 		t.Listen = append(t.Listen, l)
 		return err
 	})
-	t.QueueSize = tap.DefaultQueueSize
 	annotate(fs, "tap", annRepeatable)
 	fs.IntVar(&t.MaxConns, "tap-max-conns", 0, "with --tap: most connections of each tap listener open at once, handshakes included (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 8 / the tap listeners, at most "+strconv.Itoa(tap.DefaultMaxConns))
-	fs.Var(intSizeFlag{&t.QueueSize}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
+	fs.Var(intSizeFlag{given(g, "tap-queue", &t.QueueSize, tap.DefaultQueueSize)}, "tap-queue", "bytes of packets queued per tap client; a client further behind is dropped (counted), never waited for")
 	fs.StringVar(&r.URL, "redis", "", "also publish every written batch to a Redis Stream per agent at this URL (redis://[:PASSWORD@]HOST:PORT[/DB], rediss://, unix:///PATH); Redis down or slow never holds up the files: batches are dropped and counted")
-	fs.StringVar(&r.Prefix, "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")
+	fs.StringVar(given(g, "redis-prefix", &r.Prefix, redisfeed.DefaultPrefix), "redis-prefix", redisfeed.DefaultPrefix, "with --redis: the stream of agent NAME is PREFIX+NAME")
 	sp := redisfeed.DefaultCompress
 	fs.TextVar(&sp, "redis-compress", redisfeed.DefaultCompress, "with --redis: compress the records of each entry: s2, zstd[:1-22] or none")
-	fs.Int64Var(&r.MaxLen, "redis-maxlen", redisfeed.DefaultMaxLen, "with --redis: keep about this many entries per stream (XADD MAXLEN ~)")
-	fs.DurationVar(&r.MaxAge, "redis-max-age", 0, "with --redis: keep the entries of about this long instead of --redis-maxlen (XADD MINID ~), e.g. 10m")
-	r.QueueBytes = redisfeed.DefaultQueueBytes
-	fs.Var(sizeFlag{&r.QueueBytes}, "redis-queue", "with --redis: memory for batches waiting to be published; when full, batches are dropped and counted")
-	fs.DurationVar(&r.Timeout, "redis-timeout", redisfeed.DefaultTimeout, "with --redis: the longest a connect or one round trip to Redis may take")
-	return givenOnly{"tap-queue": &t.QueueSize, "query-max": &q.MaxQueries, "redis-prefix": &r.Prefix, "redis-maxlen": &r.MaxLen,
-		"redis-max-age": &r.MaxAge, "redis-queue": &r.QueueBytes, "redis-timeout": &r.Timeout,
-		"redis-compress": func() { r.Compress = &sp }}
+	g["redis-compress"] = func() { r.Compress = &sp }
+	fs.Int64Var(given(g, "redis-maxlen", &r.MaxLen, redisfeed.DefaultMaxLen), "redis-maxlen", redisfeed.DefaultMaxLen, "with --redis: keep about this many entries per stream (XADD MAXLEN ~)")
+	fs.DurationVar(given(g, "redis-max-age", &r.MaxAge, 0), "redis-max-age", 0, "with --redis: keep the entries of about this long instead of --redis-maxlen (XADD MINID ~), e.g. 10m")
+	fs.Var(sizeFlag{given(g, "redis-queue", &r.QueueBytes, redisfeed.DefaultQueueBytes)}, "redis-queue", "with --redis: memory for batches waiting to be published; when full, batches are dropped and counted")
+	fs.DurationVar(given(g, "redis-timeout", &r.Timeout, redisfeed.DefaultTimeout), "redis-timeout", redisfeed.DefaultTimeout, "with --redis: the longest a connect or one round trip to Redis may take")
+	return g
 }
 
-// givenOnly maps flags to the Config fields (pointers) they set only
-// when given: apply zeroes the others. A func instead runs when its
-// flag was given.
-type givenOnly map[string]any
+// givenOnly maps flags to what sets their Config fields, run by apply
+// only when the flag was given (on the command line, in the environment
+// or in the configuration file): a field whose flag was not given stays
+// zero, which the package reads as its default, so that a tap or Redis
+// setting the user did not ask for is not one Validate refuses without
+// its --tap or --redis.
+type givenOnly map[string]func()
 
+// given returns a variable for flag name's value, holding def, and
+// records in g that field takes its value once the flag was given.
+func given[T any](g givenOnly, name string, field *T, def T) *T {
+	v := def
+	g[name] = func() { *field = v }
+	return &v
+}
+
+// apply sets the fields of the flags of fs that were given.
 func (g givenOnly) apply(fs *pflag.FlagSet) {
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	for name, v := range g {
-		switch f := v.(type) {
-		case func():
-			if set[name] {
-				f()
-			}
-		default:
-			if !set[name] {
-				reflect.ValueOf(v).Elem().SetZero()
-			}
+	for name, set := range g {
+		if fs.Changed(name) {
+			set()
 		}
 	}
 }

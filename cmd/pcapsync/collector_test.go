@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -173,6 +177,54 @@ func TestRetainFreeFlag(t *testing.T) {
 			}
 			if tt.ok && tt.pct < 0 && !rc.Off() {
 				t.Errorf("Set(%q) left retention on", tt.in)
+			}
+		})
+	}
+}
+
+// TestGivenOnlyPrecedence runs the collector's flags through
+// applySettings: a given-only field takes the value of its flag when
+// the flag was given on the command line, in the environment or in the
+// configuration file (the command line first, the file last), its
+// default's value too when given, and stays zero (the package's
+// default) when given nowhere.
+func TestGivenOnlyPrecedence(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "collector.conf")
+	if err := os.WriteFile(conf, []byte("redis-maxlen = 7\nredis-prefix = file:\ntap-queue = 1M\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	maxLen := strconv.FormatInt(redisfeed.DefaultMaxLen, 10)
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		maxLen int64
+		prefix string
+		queue  int
+	}{
+		{"given nowhere", nil, nil, 0, "", 0},
+		{"file", nil, []string{"--config", conf}, 7, "file:", 1 << 20},
+		{"flag over file", nil, []string{"--config", conf, "--redis-maxlen", "9"}, 9, "file:", 1 << 20},
+		{"environment over file", map[string]string{"PCAPSYNC_REDIS_PREFIX": "env:"}, []string{"--config", conf}, 7, "env:", 1 << 20},
+		{"flag over environment", map[string]string{"PCAPSYNC_REDIS_PREFIX": "env:"}, []string{"--redis-prefix", "flag:"}, 0, "flag:", 0},
+		{"default value given", nil, []string{"--redis-maxlen", maxLen}, redisfeed.DefaultMaxLen, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg serve.Config
+			root := &cobra.Command{Use: "p", SilenceErrors: true, SilenceUsage: true}
+			root.PersistentFlags().String("config", "", "")
+			root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applySettings(c, args, tc.env) }
+			root.AddCommand(leaf("collector", "", "", noArgs, func(fs *pflag.FlagSet) runFunc {
+				given := collectorFlags(fs, &cfg)
+				return func(context.Context, []string) error { given.apply(fs); return nil }
+			}))
+			root.SetArgs(append([]string{"collector"}, tc.args...))
+			if err := root.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if r := cfg.Redis; r.MaxLen != tc.maxLen || r.Prefix != tc.prefix || cfg.Tap.QueueSize != tc.queue || r.Timeout != 0 {
+				t.Errorf("redis maxlen %d, prefix %q, timeout %s, tap queue %d; want %d, %q, 0s, %d",
+					r.MaxLen, r.Prefix, r.Timeout, cfg.Tap.QueueSize, tc.maxLen, tc.prefix, tc.queue)
 			}
 		})
 	}

@@ -4,71 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/metrics"
-	"github.com/pcapsync/pcapsync/internal/pki"
 )
-
-// metricsFlags are the flags of the agent's metrics listener.
-type metricsFlags struct {
-	addr  string
-	pprof bool
-	// certs are the (role, file) pairs of the certificate files given,
-	// whose expiry the metrics export; a file "" is skipped.
-	certs [][2]string
-}
-
-func (m *metricsFlags) register(fs *pflag.FlagSet, port int) {
-	fs.StringVar(&m.addr, "metrics", "", metricsUsage(port, "/metrics"))
-	fs.BoolVar(&m.pprof, "pprof", false, "with --metrics, also serve Go's profiler at /debug/pprof/ (no authentication)")
-}
 
 // metricsUsage is the help of --metrics for a command serving paths,
 // whose usual port is port.
 func metricsUsage(port int, paths string) string {
 	return fmt.Sprintf("serve Prometheus metrics at HOST:PORT (%s), e.g. 127.0.0.1:%d, this command's port in deploy/; no authentication: bind to loopback or protect it (default off)", paths, port)
-}
-
-// config is the metrics.Config of the flags.
-func (m *metricsFlags) config() metrics.Config { return metrics.Config{Addr: m.addr, Pprof: m.pprof} }
-
-// check applies metrics.Config.Validate's rules.
-func (m *metricsFlags) check() error {
-	c := m.config()
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return nil
-}
-
-// listen opens the metrics listener, if asked, before anything else
-// runs, so that a taken port fails the start; nil without --metrics.
-func (m *metricsFlags) listen() (*metrics.Server, error) {
-	if m.addr == "" {
-		return nil, nil
-	}
-	return metrics.Listen(m.config())
-}
-
-// serve serves h on srv (if not nil) until the returned stop is called.
-func (m *metricsFlags) serve(srv *metrics.Server, h http.Handler, log *slog.Logger) (stop func()) {
-	if srv == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Run(ctx, h, log)
-	}()
-	return func() { cancel(); <-done }
 }
 
 const statusUsage = `Prints the agents a collector knows (GET http://HOST:PORT/status on the
@@ -127,15 +74,4 @@ func runStatus(ctx context.Context, s streams, addr string, raw bool, timeout ti
 		return err
 	}
 	return metrics.WriteTable(s.stdout, st)
-}
-
-// watchCertificates exports the expiry of the certificates in m.certs
-// on reg.
-func (m *metricsFlags) watchCertificates(reg prometheus.Registerer) error {
-	certs, err := pki.CertificateFiles(m.certs...)
-	if err != nil {
-		return err
-	}
-	metrics.WatchCertificates(reg, certs)
-	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/compress"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -141,7 +143,7 @@ func resolveCollectors(c *Config) ([]endpoint, error) {
 		ep := endpoint{name: s, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
 		for _, o := range eps {
 			if o.addr == ep.addr {
-				return nil, fmt.Errorf("agent: collector addresses %q and %q are both %s (--collector)", o.name, s, ep.addr)
+				return nil, fielderr.Errorf("agent: collector addresses %q and %q are both %s ({agent.Collectors})", o.name, s, ep.addr)
 			}
 		}
 		if c.TLS != nil {

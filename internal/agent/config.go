@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
@@ -201,10 +203,10 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.Name == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return d, fmt.Errorf("agent: no --name given and the host name is unknown: %w", err)
+			return d, fielderr.Errorf("agent: no {agent.Name} given and the host name is unknown: %w", err)
 		}
 		if err := wire.ValidateName(h); err != nil {
-			return d, fmt.Errorf("agent: the host name is no agent name: %w (set --name)", err)
+			return d, fielderr.Errorf("agent: the host name is no agent name: %w (set {agent.Name})", err)
 		}
 		d.Name = h
 	}
@@ -253,7 +255,7 @@ func certName(tc *tls.Config) (string, error) {
 			return n, nil
 		}
 	}
-	return "", fmt.Errorf("agent: no --name given, and the client certificate names no agent (CN %q, DNS names %q; set --name)",
+	return "", fielderr.Errorf("agent: no {agent.Name} given, and the client certificate names no agent (CN %q, DNS names %q; set {agent.Name})",
 		leaf.Subject.CommonName, leaf.DNSNames)
 }
 
@@ -343,8 +345,8 @@ func (c *Config) unchecked() bool {
 	return false
 }
 
-// Validate reports the first unusable setting, naming its field and
-// the agent's flag. It is the one place every rule is checked; New
+// Validate reports the first unusable setting, naming its field
+// (fielderr: "SnapLen"; cmd/pcapsync shows the flag). It is the one place every rule is checked; New
 // calls it. Zero fields are valid (they mean the defaults).
 func (c *Config) Validate() error {
 	udp := c.Transport == TransportUDP
@@ -356,83 +358,83 @@ func (c *Config) Validate() error {
 	}
 	switch {
 	case len(c.Collectors) == 0 && c.Kafka == nil:
-		return errors.New("agent: collector address is required (--collector), or brokers to produce to (--kafka)")
+		return fielderr.Errorf("agent: collector address is required ({agent.Collectors}), or brokers to produce to ({agent.Kafka})")
 	case len(c.Collectors) > MaxCollectors:
-		return fmt.Errorf("agent: %d collector addresses, at most %d (--collector)", len(c.Collectors), MaxCollectors)
+		return fielderr.Errorf("agent: %d collector addresses, at most %d ({agent.Collectors})", len(c.Collectors), MaxCollectors)
 	case len(c.Interfaces) == 0 && c.ReadFile == "":
-		return errors.New("agent: give interfaces to capture from (--iface) or a file to read (--read)")
+		return fielderr.Errorf("agent: give interfaces to capture from ({agent.Interfaces}) or a file to read ({agent.ReadFile})")
 	case len(c.Interfaces) > 0 && c.ReadFile != "":
 		return errors.New("agent: interfaces and a file to read are mutually exclusive")
 	case len(c.Interfaces) > wire.MaxInterfaces:
 		return fmt.Errorf("agent: %d interfaces, at most %d", len(c.Interfaces), wire.MaxInterfaces)
 	case c.SnapLen < 0 || c.SnapLen > DefaultSnapLen:
-		return fmt.Errorf("agent: snaplen %d out of range 1..%d (--snaplen)", c.SnapLen, DefaultSnapLen)
+		return fielderr.Errorf("agent: snaplen %d out of range 1..%d ({agent.SnapLen})", c.SnapLen, DefaultSnapLen)
 	case c.Transport != "" && c.Transport != TransportTCP && !udp:
-		return fmt.Errorf("agent: transport %q: want %s or %s (--transport)", c.Transport, TransportTCP, TransportUDP)
+		return fielderr.Errorf("agent: transport %q: want %s or %s ({agent.Transport})", c.Transport, TransportTCP, TransportUDP)
 	case udp && (c.TLS != nil || !c.Insecure):
-		return errors.New("agent: UDP is plaintext (no DTLS): set Insecure (--insecure), and no TLS (the --tls flags); TLS needs the TCP transport")
+		return fielderr.Errorf("agent: UDP is plaintext (no DTLS): set Insecure ({agent.Insecure}), and no TLS ({agent.TLS}); TLS needs the TCP transport")
 	case udp && c.BatchBytes != 0:
-		return errors.New("agent: a batch size (--batch-size) does not apply to the UDP transport: a batch is one datagram, sized by the MTU (--mtu)")
+		return fielderr.Errorf("agent: a batch size ({agent.BatchBytes}) does not apply to the UDP transport: a batch is one datagram, sized by the MTU ({agent.MTU})")
 	case udp && c.Spool != "":
-		return errors.New("agent: a spool (--spool) keeps batches until acknowledged, and UDP acknowledges nothing: use the TCP transport")
+		return fielderr.Errorf("agent: a spool ({agent.Spool}) keeps batches until acknowledged, and UDP acknowledges nothing: use the TCP transport")
 	case udp && c.Checksum == ChecksumNever:
-		return errors.New("agent: UDP batches always carry a checksum (datagrams have no TLS): --checksum never needs the TCP transport")
+		return fielderr.Errorf("agent: UDP batches always carry a checksum (datagrams have no TLS): {agent.Checksum} never needs the TCP transport")
 	case !udp && c.MTU != 0:
-		return errors.New("agent: an MTU (--mtu) applies to the UDP transport only")
+		return fielderr.Errorf("agent: an MTU ({agent.MTU}) applies to the UDP transport only")
 	case c.MTU != 0 && (c.MTU < MinMTU || c.MTU > MaxMTU):
-		return fmt.Errorf("agent: MTU %d out of range %d..%d (--mtu)", c.MTU, MinMTU, MaxMTU)
+		return fielderr.Errorf("agent: MTU %d out of range %d..%d ({agent.MTU})", c.MTU, MinMTU, MaxMTU)
 	case c.BatchBytes != 0 && (c.BatchBytes < MinBatchBytes || c.BatchBytes > MaxBatchBytes):
-		return fmt.Errorf("agent: batch size %d out of range 4KiB..8MiB (--batch-size)", c.BatchBytes)
+		return fielderr.Errorf("agent: batch size %d out of range 4KiB..8MiB ({agent.BatchBytes})", c.BatchBytes)
 	case c.QueueBytes < 0 || c.QueueBytes != 0 && c.QueueBytes < int64(max(batch, DefaultBatchBytes)):
-		return fmt.Errorf("agent: queue size %d smaller than one batch (%d) (--queue-size)", c.QueueBytes, max(batch, DefaultBatchBytes))
+		return fielderr.Errorf("agent: queue size %d smaller than one batch (%d) ({agent.QueueBytes})", c.QueueBytes, max(batch, DefaultBatchBytes))
 	case c.RingSize < 0 || c.RingTime < 0 || c.BlockSize < 0:
 		return errors.New("agent: ring size, ring time and block size must not be negative")
 	case c.RingSize != 0 && c.RingTime != 0:
-		return errors.New("agent: a ring size (--ring-size) and a ring time (--ring-time) exclude each other")
+		return fielderr.Errorf("agent: a ring size ({agent.RingSize}) and a ring time ({agent.RingTime}) exclude each other")
 	case c.BlockSize > capture.MaxBlockSize:
-		return fmt.Errorf("agent: block size %d above %d (--block-size)", c.BlockSize, capture.MaxBlockSize)
+		return fielderr.Errorf("agent: block size %d above %d ({agent.BlockSize})", c.BlockSize, capture.MaxBlockSize)
 	case c.MaxRate < 0:
-		return fmt.Errorf("agent: max rate %d packets/s is negative (--max-rate)", c.MaxRate)
+		return fielderr.Errorf("agent: max rate %d packets/s is negative ({agent.MaxRate})", c.MaxRate)
 	case c.SpoolBytes < 0 || c.SpoolBytes > 0 && c.SpoolBytes < int64(max(batch, DefaultBatchBytes)):
-		return fmt.Errorf("agent: spool size %d smaller than one batch (--spool-size)", c.SpoolBytes)
+		return fielderr.Errorf("agent: spool size %d smaller than one batch ({agent.SpoolBytes})", c.SpoolBytes)
 	case c.FlushInterval < 0 || c.StatsInterval < 0 || c.ShutdownTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("agent: durations must not be negative")
 	case c.Heartbeat < 0 || c.PeerTimeout < 0:
 		return errors.New("agent: durations must not be negative")
 	case c.TLS != nil && c.Insecure:
-		return errors.New("agent: TLS (the --tls flags) and Insecure (--insecure) exclude each other")
+		return fielderr.Errorf("agent: TLS ({agent.TLS}) and Insecure ({agent.Insecure}) exclude each other")
 	case c.TLS == nil && !c.Insecure && c.Kafka == nil:
-		return errors.New("agent: no transport security chosen: set TLS (--tls-ca FILE, the CA of the collector's certificate, or --tls alone for the system's roots; with --tls-cert FILE --tls-key FILE or --token-file FILE as the collector requires), or Insecure (--insecure) for plain TCP")
+		return fielderr.Errorf("agent: %w: set TLS ({agent.TLS}), or Insecure ({agent.Insecure}) for plain TCP", ErrNoSecurity)
 	case c.Checksum > ChecksumNever:
-		return fmt.Errorf("agent: %s is not one of auto, always, never (--checksum)", c.Checksum)
+		return fielderr.Errorf("agent: %s is not one of auto, always, never ({agent.Checksum})", c.Checksum)
 	case compress.Batches.Check(c.Compress) != nil:
-		return fmt.Errorf("agent: %w (--compress)", compress.Batches.Check(c.Compress))
+		return fielderr.Errorf("agent: %w ({agent.Compress})", compress.Batches.Check(c.Compress))
 	case len(c.Token) > wire.MaxTokenLen:
-		return fmt.Errorf("agent: token of %d bytes, at most %d (--token-file)", len(c.Token), wire.MaxTokenLen)
+		return fielderr.Errorf("agent: token of %d bytes, at most %d ({agent.Token})", len(c.Token), wire.MaxTokenLen)
 	}
 	if hb, pt := cmp.Or(c.Heartbeat, liveness.DefaultHeartbeat), cmp.Or(c.PeerTimeout, liveness.DefaultPeerTimeout); hb >= pt {
-		return fmt.Errorf("agent: heartbeat %s must be shorter than the peer timeout %s (--heartbeat, --peer-timeout)", hb, pt)
+		return fielderr.Errorf("agent: heartbeat %s must be shorter than the peer timeout %s ({agent.Heartbeat}, {agent.PeerTimeout})", hb, pt)
 	}
 	if c.Name != "" {
 		if err := wire.ValidateName(c.Name); err != nil {
-			return fmt.Errorf("agent: %w (set --name)", err)
+			return fielderr.Errorf("agent: %w (set {agent.Name})", err)
 		}
 	}
 	addrs := map[string]bool{}
 	for _, s := range c.Collectors {
 		if err := checkCollector(s); err != nil {
-			return fmt.Errorf("agent: collector address %q: %w (--collector)", s, err)
+			return fielderr.Errorf("agent: collector address %q: %w ({agent.Collectors})", s, err)
 		}
 		a := withPort(s)
 		if addrs[a] {
-			return fmt.Errorf("agent: collector address %q given twice (--collector)", s)
+			return fielderr.Errorf("agent: collector address %q given twice ({agent.Collectors})", s)
 		}
 		addrs[a] = true
 	}
 	seen := map[string]bool{}
 	for _, ifc := range c.Interfaces {
 		if ifc == "" || len(ifc) > 255 || seen[ifc] {
-			return fmt.Errorf("agent: interface %q is empty, too long or repeated (--iface)", ifc)
+			return fielderr.Errorf("agent: interface %q is empty, too long or repeated ({agent.Interfaces})", ifc)
 		}
 		seen[ifc] = true
 	}
@@ -443,17 +445,17 @@ func (c *Config) Validate() error {
 func (c *Config) validateKafka() error {
 	switch {
 	case len(c.Collectors) > 0:
-		return errors.New("agent: collectors (--collector) and Kafka (--kafka) exclude each other: batches go to one or the other")
+		return fielderr.Errorf("agent: collectors ({agent.Collectors}) and Kafka ({agent.Kafka}) exclude each other: batches go to one or the other")
 	case c.Transport == TransportUDP:
-		return errors.New("agent: Kafka (--kafka) takes batches over its own connections: --transport udp does not apply")
+		return fielderr.Errorf("agent: Kafka ({agent.Kafka}) takes batches over its own connections: {agent.Transport} udp does not apply")
 	case c.MTU != 0:
-		return errors.New("agent: an MTU (--mtu) applies to the UDP transport only, not to Kafka (--kafka)")
+		return fielderr.Errorf("agent: an MTU ({agent.MTU}) applies to the UDP transport only, not to Kafka ({agent.Kafka})")
 	case c.Token != "":
-		return errors.New("agent: a token (--token-file) is checked by a collector, and with Kafka (--kafka) there is none: authenticate to the brokers with --kafka-tls-cert or --kafka-sasl")
+		return fielderr.Errorf("agent: a token ({agent.Token}) is checked by a collector, and with Kafka ({agent.Kafka}) there is none: authenticate to the brokers with {agent.Kafka.CertFile} or {agent.Kafka.SASL}")
 	case c.TLS != nil:
-		return errors.New("agent: the --tls flags secure the connection to a collector; to the brokers use the --kafka-tls flags")
+		return fielderr.Errorf("agent: {agent.TLS} secure the connection to a collector; to the brokers use the {agent.Kafka.TLS} flags")
 	case c.Insecure:
-		return errors.New("agent: --insecure allows plain TCP to a collector; with Kafka (--kafka) the connection to the brokers is plain unless the --kafka-tls flags are given")
+		return fielderr.Errorf("agent: {agent.Insecure} allows plain TCP to a collector; with Kafka ({agent.Kafka}) the connection to the brokers is plain unless the {agent.Kafka.TLS} flags are given")
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/fielderr"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -60,8 +61,8 @@ func TestValidateCollectors(t *testing.T) {
 				t.Errorf("Validate: %v, want nil", err)
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("Validate: %v, want %q", err, tt.wantErr)
-			case err != nil && !strings.Contains(err.Error(), "(--collector)"):
-				t.Errorf("Validate: %v does not name the flag", err)
+			case err != nil && !slices.Contains(fieldKeys(err), "agent.Collectors"):
+				t.Errorf("Validate: %v does not name the field Collectors", err)
 			}
 		})
 	}
@@ -385,3 +386,12 @@ func tlsWithName(name string) *tls.Config { return &tls.Config{ServerName: name}
 
 // testLogger logs as text into b.
 func testLogger(b *testutil.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+// fieldKeys returns the fields err's fielderr.Error names.
+func fieldKeys(err error) []string {
+	var fe *fielderr.Error
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	return fe.Keys()
+}

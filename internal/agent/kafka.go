@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -221,7 +223,7 @@ func (k *kafkaSender) sizeBatches() error {
 			k.kc.Topic, k.maxRecord, MinBatchBytes, fix)
 	}
 	if single := c.SnapLen + wire.RecordMaxOverhead; k.frameBound(single) > limit {
-		return fmt.Errorf("agent: kafka topic %q takes records of at most %d bytes (max.message.bytes): one packet of the snaplen %d would not fit one: lower --snaplen or %s",
+		return fielderr.Errorf("agent: kafka topic %q takes records of at most %d bytes (max.message.bytes): one packet of the snaplen %d would not fit one: lower {agent.SnapLen} or %s",
 			k.kc.Topic, k.maxRecord, c.SnapLen, fix)
 	}
 	b := c.BatchBytes

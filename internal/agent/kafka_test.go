@@ -213,7 +213,7 @@ func TestKafkaBatchFitsTopic(t *testing.T) {
 		want        string
 	}{
 		{"no batch fits", "tiny", 1500, "too small for a batch"},
-		{"snaplen does not fit", "small", 0, "lower --snaplen"},
+		{"snaplen does not fit", "small", 0, "lower SnapLen"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := kafkaAgent(b, tt.topic, "refused", src)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
 	"github.com/pcapsync/pcapsync/internal/liveness"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -261,7 +262,7 @@ func (t *tcpSender) connect(ctx context.Context, ep *endpoint) (c *link, w wire.
 		err = fmt.Errorf("unexpected %s frame in handshake: %w", h.Type, wire.ErrUnknownType)
 	}
 	if c := a.cfg.Compress.Wire(); err == nil && c != wire.CodecNone && w.Codecs&(1<<c) == 0 {
-		err = fmt.Errorf("%w: collector does not accept %s-compressed batches (an older version?): run the agent with --compress none",
+		err = fielderr.Errorf("%w: collector does not accept %s-compressed batches (an older version?): run the agent with {agent.Compress} none",
 			ErrRejected, c)
 	}
 	if err == nil && w.MaxFrame < uint32(a.q.bufCap) {

@@ -1,6 +1,10 @@
 package collector
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+)
 
 // Errors callers test with errors.Is.
 var (
@@ -29,7 +33,7 @@ var (
 
 	// ErrUDPInsecure is returned by UDPServer.Serve when the Config does
 	// not set Insecure: UDP has no encryption (no DTLS).
-	ErrUDPInsecure = errors.New("collector: UDP is plaintext (no DTLS): set Insecure (--insecure) to accept it")
+	ErrUDPInsecure = fielderr.Errorf("collector: UDP is plaintext (no DTLS): set Insecure ({collector.Insecure}) to accept it")
 
 	// ErrSink wraps the error of a frame the sink could not make
 	// durable: the session ends without acknowledging it, and the agent

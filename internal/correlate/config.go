@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -44,7 +46,7 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	if len(c.Agents) < 2 {
-		errs = append(errs, fmt.Errorf("%d agents: correlate needs two or more (--agent A --agent B)", len(c.Agents)))
+		errs = append(errs, fielderr.Errorf("%d agents: correlate needs two or more ({correlate.Agents} A {correlate.Agents} B)", len(c.Agents)))
 	}
 	for i, a := range c.Agents {
 		if err := wire.ValidateName(a); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/pcapsync/pcapsync/internal/fielderr"
 )
 
 // Reserve is what Budget keeps beside the store's files and the
@@ -24,8 +26,8 @@ func NoFileLimit() uint64 {
 
 // Share is one listener setting's part of a Budget.
 type Share struct {
-	// Flag names the setting in errors ("--query-max-conns").
-	Flag string
+	// Field names the setting in errors (fielderr.Key("serve.Query.MaxConns")).
+	Field fielderr.Key
 	// Cap is the setting: a positive value is kept, 0 is derived by
 	// Budget and set.
 	Cap *int
@@ -41,11 +43,11 @@ type Share struct {
 
 // Budget derives the zero caps of shares from nofile descriptors
 // (RLIMIT_NOFILE) less Reserve and less files (the store's open-file
-// budget): the connections of every listener at their caps, the
-// store's files and Reserve together never need more than nofile. It
-// returns an error wrapping ErrConfig when they would, naming the
-// settings.
-func Budget(nofile uint64, files int, shares []Share) error {
+// budget, the setting filesField): the connections of every listener at
+// their caps, the store's files and Reserve together never need more
+// than nofile. It returns an error wrapping ErrConfig when they would,
+// naming the settings (fielderr).
+func Budget(nofile uint64, files int, filesField fielderr.Key, shares []Share) error {
 	left := int64(min(nofile, 1<<40)) - Reserve - int64(max(files, 0))
 	rest := left
 	var remainder *Share
@@ -74,8 +76,8 @@ func Budget(nofile uint64, files int, shares []Share) error {
 	}
 	var parts []string
 	for _, s := range shares {
-		parts = append(parts, fmt.Sprintf("%s %d", s.Flag, *s.Cap))
+		parts = append(parts, fmt.Sprintf("%s %d", s.Field, *s.Cap))
 	}
-	return fmt.Errorf("%w: connection caps (%s, per listener) and %d files of the store (--max-open-files) need %d descriptors, RLIMIT_NOFILE is %d (%d kept for the rest): lower them or raise the limit (LimitNOFILE=, ulimit -n)",
-		ErrConfig, strings.Join(parts, ", "), max(files, 0), int64(nofile)-rest, nofile, Reserve)
+	return fielderr.Errorf("%w: connection caps (%s, per listener) and %d files of the store (%s) need %d descriptors, RLIMIT_NOFILE is %d (%d kept for the rest): lower them or raise the limit (LimitNOFILE=, ulimit -n)",
+		ErrConfig, strings.Join(parts, ", "), max(files, 0), filesField, int64(nofile)-rest, nofile, Reserve)
 }

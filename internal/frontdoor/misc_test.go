@@ -132,10 +132,10 @@ func TestBudget(t *testing.T) {
 	type caps struct{ agents, tap, query, metrics int }
 	shares := func(c *caps, taps int) []Share {
 		return []Share{
-			{Flag: "--max-conns", Cap: &c.agents},
-			{Flag: "--tap-max-conns", Cap: &c.tap, Listeners: taps, Divisor: 8, Max: 256},
-			{Flag: "--query-max-conns", Cap: &c.query, Divisor: 8, Max: 256},
-			{Flag: "--metrics-max-conns", Cap: &c.metrics, Divisor: 16, Max: 64},
+			{Field: "x.MaxConns", Cap: &c.agents},
+			{Field: "x.Tap.MaxConns", Cap: &c.tap, Listeners: taps, Divisor: 8, Max: 256},
+			{Field: "x.Query.MaxConns", Cap: &c.query, Divisor: 8, Max: 256},
+			{Field: "x.Metrics.MaxConns", Cap: &c.metrics, Divisor: 16, Max: 64},
 		}
 	}
 	for _, tt := range []struct {
@@ -158,7 +158,7 @@ func TestBudget(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.in
-			err := Budget(tt.nofile, tt.files, shares(&c, tt.taps))
+			err := Budget(tt.nofile, tt.files, "x.Files", shares(&c, tt.taps))
 			if (err != nil) != tt.err || c != tt.want {
 				t.Fatalf("caps %+v, err %v; want %+v, error %v", c, err, tt.want, tt.err)
 			}

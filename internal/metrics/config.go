@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 )
 
@@ -49,25 +50,27 @@ type Config struct {
 	MaxAgents int
 }
 
-// Validate reports the first unusable setting, naming its flag. Its
-// errors match ErrConfig.
+// Validate reports the first unusable setting, naming its field
+// (fielderr). Its errors match ErrConfig.
 func (c *Config) Validate() error {
 	switch {
 	case c.Pprof && c.Addr == "":
-		return configError("metrics: the profiler (--pprof) needs a listener (--metrics HOST:PORT), it is served there")
+		return configError{fielderr.Errorf("metrics: the profiler ({metrics.Pprof}) needs a listener ({metrics.Addr} HOST:PORT), it is served there")}
 	case c.MaxConns < 0:
-		return configError(fmt.Sprintf("metrics: max conns %d is negative (--metrics-max-conns)", c.MaxConns))
+		return configError{fielderr.Errorf("metrics: max conns %d is negative ({metrics.MaxConns})", c.MaxConns)}
 	case c.MaxAgents < -1:
-		return configError(fmt.Sprintf("metrics: max agents %d: want a positive number, or -1 for no cap (--metrics-max-agents)", c.MaxAgents))
+		return configError{fielderr.Errorf("metrics: max agents %d: want a positive number, or -1 for no cap ({metrics.MaxAgents})", c.MaxAgents)}
 	}
 	return nil
 }
 
 // configError is an error of Validate: its text says what is wrong
 // (ErrConfig's would add nothing), and it matches ErrConfig.
-type configError string
+type configError struct{ err error }
 
-func (e configError) Error() string { return string(e) }
+func (e configError) Error() string { return e.err.Error() }
+
+func (e configError) Unwrap() error { return e.err }
 
 func (configError) Is(target error) bool { return target == ErrConfig }
 

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+
+	"github.com/pcapsync/pcapsync/internal/fielderr"
 )
 
 // MaxStatusSize is the most bytes FetchStatus reads of an answer.
@@ -36,7 +38,7 @@ func FetchStatus(ctx context.Context, addr string) (Status, []byte, error) {
 		return Status{}, nil, fmt.Errorf("reading the collector's status: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Status{}, nil, fmt.Errorf("%w: %s answered HTTP %s (a collector's or writer's --metrics listener serves /status, an agent's does not)", ErrNotStatus, addr, resp.Status)
+		return Status{}, nil, fielderr.Errorf("%w: %s answered HTTP %s (a collector's or writer's {metrics.Addr} listener serves /status, an agent's does not)", ErrNotStatus, addr, resp.Status)
 	}
 	if len(body) > MaxStatusSize {
 		return Status{}, nil, fmt.Errorf("%w: more than %d bytes", ErrNotStatus, MaxStatusSize)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/capture"
 )
 
@@ -95,11 +97,11 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
-		errs = append(errs, errors.New("no output root (--dir)"))
+		errs = append(errs, fielderr.Errorf("no output root ({query.Dir})"))
 	} else if st, err := os.Stat(c.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("--dir: %w", err))
+		errs = append(errs, fielderr.Errorf("{query.Dir}: %w", err))
 	} else if !st.IsDir() {
-		errs = append(errs, fmt.Errorf("--dir: output root %s is not a directory", c.Dir))
+		errs = append(errs, fielderr.Errorf("{query.Dir}: output root %s is not a directory", c.Dir))
 	}
 	for _, p := range c.Agents {
 		if _, err := path.Match(p, ""); err != nil {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -71,15 +73,16 @@ type Config struct {
 	Logger         *slog.Logger // nil: slog.Default()
 }
 
-// Validate reports the first unusable setting, naming its flag.
+// Validate reports the first unusable setting, naming its field
+// (fielderr).
 func (c *Config) Validate() error {
 	switch {
 	case c.Dir == "":
-		return errors.New("query listener: no output root (--dir)")
+		return fielderr.Errorf("query listener: no output root ({queryhttp.Dir})")
 	case c.MaxQueries < 0 || c.MaxQueries > MaxMaxQueries:
-		return fmt.Errorf("query listener: %d concurrent queries out of range 1..%d (--query-max)", c.MaxQueries, MaxMaxQueries)
+		return fielderr.Errorf("query listener: %d concurrent queries out of range 1..%d ({queryhttp.MaxQueries})", c.MaxQueries, MaxMaxQueries)
 	case c.MaxConns < 0:
-		return fmt.Errorf("query listener: max conns %d is negative (--query-max-conns)", c.MaxConns)
+		return fielderr.Errorf("query listener: max conns %d is negative ({queryhttp.MaxConns})", c.MaxConns)
 	case c.ReorderMem < 0:
 		return fmt.Errorf("query listener: reorder memory %d is negative", c.ReorderMem)
 	case c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.ShutdownTimeout < 0 || c.CompileTimeout < 0:
@@ -88,7 +91,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("query listener: token of %d bytes, at most %d", len(c.Token), wire.MaxTokenLen)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("query listener %q: want HOST:PORT (--query-listen): %w", c.Listen, err)
+		return fielderr.Errorf("query listener %q: want HOST:PORT ({queryhttp.Listen}): %w", c.Listen, err)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pcapsync/pcapsync/internal/filter"
@@ -51,20 +53,20 @@ type CopyConfig struct {
 func (c *CopyConfig) Validate() error {
 	switch {
 	case c.URL == "":
-		return errors.New("redis copy: no URL (--redis)")
+		return fielderr.Errorf("redis copy: no URL ({redisfeed.CopyConfig.URL})")
 	case c.Agent == "":
-		return errors.New("redis copy: no agent (--agent)")
+		return fielderr.Errorf("redis copy: no agent ({redisfeed.CopyConfig.Agent})")
 	case c.Timeout < 0 || c.From < 0 || c.Idle < 0 || c.Count < 0:
-		return errors.New("redis copy: negative timeout, start (--from), count (--count) or idle time (--until-idle)")
+		return fielderr.Errorf("redis copy: negative timeout, start ({redisfeed.CopyConfig.From}), count ({redisfeed.CopyConfig.Count}) or idle time ({redisfeed.CopyConfig.Idle})")
 	}
 	if err := wire.ValidateName(c.Agent); err != nil {
 		return fmt.Errorf("redis copy: agent: %w", err)
 	}
 	if _, err := redis.ParseURL(c.URL); err != nil {
-		return fmt.Errorf("redis copy: --redis: %w", err)
+		return fielderr.Errorf("redis copy: {redisfeed.CopyConfig.URL}: %w", err)
 	}
 	if _, err := filter.New(c.Filter); err != nil {
-		return fmt.Errorf("redis copy: --filter: %w", err)
+		return fielderr.Errorf("redis copy: {redisfeed.CopyConfig.Filter}: %w", err)
 	}
 	return nil
 }
@@ -160,7 +162,7 @@ func (pw *pcapngWriter) entry(e *Entry) error {
 		}
 		ok, err := pw.filter.Match(e.Ifaces[r.IfIndex].LinkType, r.Data, r.OrigLen)
 		if err != nil {
-			return fmt.Errorf("--filter %q does not apply to interface %s: %w", pw.cfg.Filter, e.Ifaces[r.IfIndex].Name, err)
+			return fielderr.Errorf("{redisfeed.CopyConfig.Filter} %q does not apply to interface %s: %w", pw.cfg.Filter, e.Ifaces[r.IfIndex].Name, err)
 		}
 		if !ok {
 			continue

@@ -148,12 +148,12 @@ func TestCopyConfigValidate(t *testing.T) {
 	}{
 		{"ok", func(*CopyConfig) {}, ""},
 		{"no url", func(c *CopyConfig) { c.URL = "" }, "no URL"},
-		{"bad url", func(c *CopyConfig) { c.URL = "http://x" }, "--redis"},
+		{"bad url", func(c *CopyConfig) { c.URL = "http://x" }, "CopyConfig.URL"},
 		{"no agent", func(c *CopyConfig) { c.Agent = "" }, "no agent"},
 		{"bad agent", func(c *CopyConfig) { c.Agent = "../x" }, "agent"},
 		{"negative count", func(c *CopyConfig) { c.Count = -1 }, "count"},
-		{"negative from", func(c *CopyConfig) { c.From = -time.Second }, "from"},
-		{"bad filter", func(c *CopyConfig) { c.Filter = "udp port 99999" }, "--filter"},
+		{"negative from", func(c *CopyConfig) { c.From = -time.Second }, "CopyConfig.From"},
+		{"bad filter", func(c *CopyConfig) { c.Filter = "udp port 99999" }, "CopyConfig.Filter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -103,7 +105,7 @@ func (c *Config) Validate() error {
 	case c.MaxLen < 0 || c.MaxAge < 0 || c.QueueBytes < 0 || c.Timeout < 0 || c.DrainTimeout < 0:
 		return errors.New("redis feed: negative limit")
 	case c.MaxLen > 0 && c.MaxAge > 0:
-		return errors.New("redis feed: a max length (--redis-maxlen) and a max age (--redis-max-age) exclude each other: streams are trimmed by length or by age")
+		return fielderr.Errorf("redis feed: a max length ({redisfeed.MaxLen}) and a max age ({redisfeed.MaxAge}) exclude each other: streams are trimmed by length or by age")
 	}
 	if c.Compress != nil {
 		if err := compress.Entries.Check(*c.Compress); err != nil {

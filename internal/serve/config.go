@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/metrics"
@@ -84,7 +86,8 @@ type Config struct {
 // loopback interface, wire.DefaultPort.
 var DefaultListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(wire.DefaultPort))
 
-// Validate reports the first unusable setting, naming its flag: the
+// Validate reports the first unusable setting, naming its field
+// (fielderr, "Tap.QueueSize"; cmd/pcapsync shows the flag): the
 // rules across parts here, then each enabled part's Validate. Every
 // error wraps ErrConfig.
 func (c *Config) Validate() error {
@@ -108,13 +111,13 @@ func (c *Config) validate() error {
 	insecure := c.Collector.Insecure
 	switch {
 	case c.ListenUDP != "" && !insecure:
-		return errors.New("--listen-udp: UDP is plaintext (no DTLS): add --insecure (with --tls-cert, TCP keeps TLS and --insecure admits only UDP; --token-file still applies)")
+		return fielderr.Errorf("{serve.ListenUDP}: UDP is plaintext (no DTLS): add {serve.Collector.Insecure} (with {serve.TLSCertFile}, TCP keeps TLS and {serve.Collector.Insecure} admits only UDP; {serve.TokenFile} still applies)")
 	case !tls && !insecure:
-		return errors.New("no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require agent certificates, or --token-file FILE), or --insecure for plain TCP")
+		return fielderr.Errorf("no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require agent certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain TCP")
 	case tls && insecure && c.ListenUDP == "":
-		return errors.New("--insecure and --tls-cert/--tls-key exclude each other (except with --listen-udp: TCP keeps TLS, --insecure admits the plaintext UDP listener)")
+		return fielderr.Errorf("{serve.Collector.Insecure} and {serve.TLSCertFile}/{serve.TLSKeyFile} exclude each other (except with {serve.ListenUDP}: TCP keeps TLS, {serve.Collector.Insecure} admits the plaintext UDP listener)")
 	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
-		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+		return fielderr.Errorf("{serve.TLSClientCAFile} needs {serve.TLSCertFile} and {serve.TLSKeyFile}")
 	case c.TLSCertFile != "" && c.Collector.TLS != nil:
 		return errors.New("a TLS configuration and certificate files exclude each other")
 	case c.TokenFile != "" && c.Collector.Token != "":
@@ -164,13 +167,13 @@ func (c *Config) validateWriterSecurity() error {
 	serves := c.Query.Listen != "" || len(c.Tap.Listen) > 0
 	switch {
 	case (tls || insecure || c.TokenFile != "" || c.Collector.Token != "") && !serves:
-		return errors.New("--tls-cert, --token-file and --insecure of a writer are for --query-listen and --tap: give one of those, or drop them")
+		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
 	case c.Query.Listen != "" && !tls && !insecure:
-		return errors.New("--query-listen: no transport security chosen: give --tls-cert FILE and --tls-key FILE (with --tls-client-ca FILE to require client certificates, or --token-file FILE), or --insecure for plain HTTP")
+		return fielderr.Errorf("{serve.Query.Listen}: no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require client certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain HTTP")
 	case tls && insecure:
-		return errors.New("--insecure and --tls-cert/--tls-key exclude each other")
+		return fielderr.Errorf("{serve.Collector.Insecure} and {serve.TLSCertFile}/{serve.TLSKeyFile} exclude each other")
 	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
-		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+		return fielderr.Errorf("{serve.TLSClientCAFile} needs {serve.TLSCertFile} and {serve.TLSKeyFile}")
 	}
 	return nil
 }
@@ -179,33 +182,25 @@ func (c *Config) validateWriterSecurity() error {
 // nothing.
 func (c *Config) needs() error {
 	t, r := &c.Tap, &c.Redis
+	tapOn, redisOn, queryOn, metricsOn := len(t.Listen) > 0, r.URL != "", c.Query.Listen != "", c.Metrics.Addr != ""
 	for _, x := range []struct {
-		set        bool
-		flag, need string
+		set, enabled bool
+		msg          string // names the setting and the one it needs
 	}{
-		{t.QueueSize != 0, "--tap-queue", "--tap"},
-		{c.Query.MaxQueries != 0, "--query-max", "--query-listen"},
-		{c.Query.MaxConns != 0, "--query-max-conns", "--query-listen"},
-		{t.MaxConns != 0, "--tap-max-conns", "--tap"},
-		{c.Metrics.MaxConns != 0, "--metrics-max-conns", "--metrics"},
-		{r.Prefix != "", "--redis-prefix", "--redis"},
-		{r.Compress != nil, "--redis-compress", "--redis"},
-		{r.MaxLen != 0, "--redis-maxlen", "--redis"},
-		{r.MaxAge != 0, "--redis-max-age", "--redis"},
-		{r.QueueBytes != 0, "--redis-queue", "--redis"},
-		{r.Timeout != 0, "--redis-timeout", "--redis"},
+		{t.QueueSize != 0, tapOn, "{serve.Tap.QueueSize} needs {serve.Tap.Listen}"},
+		{c.Query.MaxQueries != 0, queryOn, "{serve.Query.MaxQueries} needs {serve.Query.Listen}"},
+		{c.Query.MaxConns != 0, queryOn, "{serve.Query.MaxConns} needs {serve.Query.Listen}"},
+		{t.MaxConns != 0, tapOn, "{serve.Tap.MaxConns} needs {serve.Tap.Listen}"},
+		{c.Metrics.MaxConns != 0, metricsOn, "{serve.Metrics.MaxConns} needs {serve.Metrics.Addr}"},
+		{r.Prefix != "", redisOn, "{serve.Redis.Prefix} needs {serve.Redis.URL}"},
+		{r.Compress != nil, redisOn, "{serve.Redis.Compress} needs {serve.Redis.URL}"},
+		{r.MaxLen != 0, redisOn, "{serve.Redis.MaxLen} needs {serve.Redis.URL}"},
+		{r.MaxAge != 0, redisOn, "{serve.Redis.MaxAge} needs {serve.Redis.URL}"},
+		{r.QueueBytes != 0, redisOn, "{serve.Redis.QueueBytes} needs {serve.Redis.URL}"},
+		{r.Timeout != 0, redisOn, "{serve.Redis.Timeout} needs {serve.Redis.URL}"},
 	} {
-		enabled := len(t.Listen) > 0
-		switch x.need {
-		case "--redis":
-			enabled = r.URL != ""
-		case "--query-listen":
-			enabled = c.Query.Listen != ""
-		case "--metrics":
-			enabled = c.Metrics.Addr != ""
-		}
-		if x.set && !enabled {
-			return fmt.Errorf("%s needs %s", x.flag, x.need)
+		if x.set && !x.enabled {
+			return fielderr.Errorf(x.msg)
 		}
 	}
 	return nil
@@ -221,7 +216,7 @@ func (c *Config) Writer() bool { return len(c.Kafka.Brokers) > 0 && c.Group != "
 func (c *Config) validateKafka() error {
 	if len(c.Kafka.Brokers) == 0 {
 		if c.Group != "" {
-			return errors.New("--group needs --kafka")
+			return fielderr.Errorf("{serve.Group} needs {serve.Kafka.Brokers}")
 		}
 		return nil
 	}
@@ -230,11 +225,11 @@ func (c *Config) validateKafka() error {
 	}
 	switch {
 	case c.Ingest() && c.Collector.Store.Dir != "":
-		return errors.New("--dir: a collector with --kafka writes no files (the writers do, `pcapsync writer`): drop --dir")
+		return fielderr.Errorf("{serve.Collector.Store.Dir}: a collector with {serve.Kafka.Brokers} writes no files (the writers do, `pcapsync writer`): drop {serve.Collector.Store.Dir}")
 	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != "" || c.Query.Listen != ""):
-		return errors.New("--tap, --redis and --query-listen show what is written: with --kafka this collector writes nothing; give them to the writers")
+		return fielderr.Errorf("{serve.Tap.Listen}, {serve.Redis.URL} and {serve.Query.Listen} show what is written: with {serve.Kafka.Brokers} this collector writes nothing; give them to the writers")
 	case c.Ingest() && c.ListenUDP != "":
-		return errors.New("--listen-udp: a collector with --kafka takes agents over TCP only (UDP has no acknowledgement to wait for Kafka's)")
+		return fielderr.Errorf("{serve.ListenUDP}: a collector with {serve.Kafka.Brokers} takes agents over TCP only (UDP has no acknowledgement to wait for Kafka's)")
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -156,18 +158,18 @@ func (s *Service) budget(nofile uint64) error {
 	}
 	var shares []frontdoor.Share
 	if !c.Writer() {
-		shares = append(shares, frontdoor.Share{Flag: "--max-conns", Cap: &c.Collector.MaxConns})
+		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Collector.MaxConns"), Cap: &c.Collector.MaxConns})
 	}
 	if n := len(c.Tap.Listen); n > 0 {
-		shares = append(shares, frontdoor.Share{Flag: "--tap-max-conns", Cap: &c.Tap.MaxConns, Listeners: n, Divisor: 8, Max: tap.DefaultMaxConns})
+		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Tap.MaxConns"), Cap: &c.Tap.MaxConns, Listeners: n, Divisor: 8, Max: tap.DefaultMaxConns})
 	}
 	if c.Query.Listen != "" {
-		shares = append(shares, frontdoor.Share{Flag: "--query-max-conns", Cap: &c.Query.MaxConns, Divisor: 8, Max: queryhttp.DefaultMaxConns})
+		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Query.MaxConns"), Cap: &c.Query.MaxConns, Divisor: 8, Max: queryhttp.DefaultMaxConns})
 	}
 	if c.Metrics.Addr != "" {
-		shares = append(shares, frontdoor.Share{Flag: "--metrics-max-conns", Cap: &c.Metrics.MaxConns, Divisor: 16, Max: metrics.DefaultMaxConns})
+		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Metrics.MaxConns"), Cap: &c.Metrics.MaxConns, Divisor: 16, Max: metrics.DefaultMaxConns})
 	}
-	return frontdoor.Budget(nofile, files, shares)
+	return frontdoor.Budget(nofile, files, fielderr.Key("serve.Collector.Store.MaxOpenFiles"), shares)
 }
 
 // loadFiles reads the TLS files and the token file into the collector's
@@ -261,7 +263,7 @@ func (s *Service) bind() error {
 	s.closers = append(s.closers, func() { ln.Close() })
 	if c.ListenUDP != "" {
 		if s.uconn, err = frontdoor.ListenUDP(c.ListenUDP); err != nil {
-			return fmt.Errorf("--listen-udp: %w", err)
+			return fielderr.Errorf("{serve.ListenUDP}: %w", err)
 		}
 		s.closers = append(s.closers, func() { s.uconn.Close() })
 	}

@@ -45,40 +45,40 @@ func TestValidate(t *testing.T) {
 		{"udp without insecure", func(c *Config) {
 			c.Collector.Insecure = false
 			c.TLSCertFile, c.TLSKeyFile, c.ListenUDP = "c", "k", ":1"
-		}, "--listen-udp: UDP is plaintext"},
-		{"tls and insecure", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }, "exclude each other (except with --listen-udp"},
+		}, "ListenUDP: UDP is plaintext"},
+		{"tls and insecure", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }, "exclude each other (except with ListenUDP"},
 		{"tls and insecure for udp", func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.ListenUDP = "c", "k", ":1" }, ""},
-		{"client ca alone", func(c *Config) { c.Collector.Insecure = false; c.TLSKeyFile, c.TLSClientCAFile = "k", "ca" }, "--tls-client-ca needs --tls-cert"},
-		{"tap queue without tap", func(c *Config) { c.Tap.QueueSize = 1 << 20 }, "--tap-queue needs --tap"},
-		{"tap queue out of range", func(c *Config) { c.Tap.Listen = []tap.Listener{{Addr: ":1"}}; c.Tap.QueueSize = 1 }, "--tap-queue"},
-		{"redis compress without redis", func(c *Config) { c.Redis.Compress = &sp }, "--redis-compress needs --redis"},
-		{"redis max age without redis", func(c *Config) { c.Redis.MaxAge = time.Minute }, "--redis-max-age needs --redis"},
+		{"client ca alone", func(c *Config) { c.Collector.Insecure = false; c.TLSKeyFile, c.TLSClientCAFile = "k", "ca" }, "TLSClientCAFile needs TLSCertFile"},
+		{"tap queue without tap", func(c *Config) { c.Tap.QueueSize = 1 << 20 }, "Tap.QueueSize needs Tap.Listen"},
+		{"tap queue out of range", func(c *Config) { c.Tap.Listen = []tap.Listener{{Addr: ":1"}}; c.Tap.QueueSize = 1 }, "(QueueSize)"},
+		{"redis compress without redis", func(c *Config) { c.Redis.Compress = &sp }, "Redis.Compress needs Redis.URL"},
+		{"redis max age without redis", func(c *Config) { c.Redis.MaxAge = time.Minute }, "Redis.MaxAge needs Redis.URL"},
 		{"redis lz4", func(c *Config) {
 			c.Redis.URL = "redis://127.0.0.1:1"
 			c.Redis.Compress = &compress.Spec{Codec: compress.LZ4}
 		}, "entry compression lz4"},
-		{"pprof without metrics", func(c *Config) { c.Metrics.Pprof = true }, "--pprof"},
+		{"pprof without metrics", func(c *Config) { c.Metrics.Pprof = true }, "(Pprof)"},
 		{"collector rule", func(c *Config) { c.Collector.MaxConns = -1 }, "max conns"},
 		{"store rule", func(c *Config) { c.Collector.Store.Dir = "" }, "output directory is required"},
 		{"query", func(c *Config) { c.Query.Listen = "127.0.0.1:0" }, ""},
-		{"query conns without query", func(c *Config) { c.Query.MaxConns = 5 }, "--query-max-conns needs --query-listen"},
-		{"tap conns without tap", func(c *Config) { c.Tap.MaxConns = 5 }, "--tap-max-conns needs --tap"},
-		{"metrics conns without metrics", func(c *Config) { c.Metrics.MaxConns = 5 }, "--metrics-max-conns needs --metrics"},
-		{"query max without query", func(c *Config) { c.Query.MaxQueries = 2 }, "--query-max needs --query-listen"},
-		{"query max out of range", func(c *Config) { c.Query.Listen, c.Query.MaxQueries = ":0", 5000 }, "--query-max"},
-		{"query bad address", func(c *Config) { c.Query.Listen = "nowhere" }, "--query-listen"},
+		{"query conns without query", func(c *Config) { c.Query.MaxConns = 5 }, "Query.MaxConns needs Query.Listen"},
+		{"tap conns without tap", func(c *Config) { c.Tap.MaxConns = 5 }, "Tap.MaxConns needs Tap.Listen"},
+		{"metrics conns without metrics", func(c *Config) { c.Metrics.MaxConns = 5 }, "Metrics.MaxConns needs Metrics.Addr"},
+		{"query max without query", func(c *Config) { c.Query.MaxQueries = 2 }, "Query.MaxQueries needs Query.Listen"},
+		{"query max out of range", func(c *Config) { c.Query.Listen, c.Query.MaxQueries = ":0", 5000 }, "(MaxQueries)"},
+		{"query bad address", func(c *Config) { c.Query.Listen = "nowhere" }, "(Listen)"},
 		{"query on an ingest collector", func(c *Config) {
 			c.Collector.Store.Dir, c.Kafka.Brokers, c.Query.Listen = "", []string{"127.0.0.1:1"}, ":0"
 		}, "give them to the writers"},
 		{"writer query without security", func(c *Config) {
 			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
-		}, "--query-listen: no transport security chosen"},
+		}, "Query.Listen: no transport security chosen"},
 		{"writer query insecure", func(c *Config) { c.Kafka.Brokers, c.Group, c.Query.Listen = []string{"127.0.0.1:1"}, "g", ":0" }, ""},
 		{"writer query tls", func(c *Config) {
 			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
 			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca"
 		}, ""},
-		{"writer security without a listener", func(c *Config) { c.Kafka.Brokers, c.Group = []string{"127.0.0.1:1"}, "g" }, "are for --query-listen and --tap"},
+		{"writer security without a listener", func(c *Config) { c.Kafka.Brokers, c.Group = []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen and Tap.Listen"},
 		{"writer tap without security", func(c *Config) {
 			c.Kafka.Brokers, c.Group, c.Collector.Insecure = []string{"127.0.0.1:1"}, "g", false
 			c.Tap.Listen = []tap.Listener{{Addr: "127.0.0.1:0"}}
@@ -205,7 +205,7 @@ func TestBudget(t *testing.T) {
 		{"defaults", 1024, all, [4]int{264, 24, 48, 24}, ""},
 		{"agents only", 1024, func(*Config) {}, [4]int{384}, ""},
 		{"files given", 1024, func(c *Config) { all(c); c.Collector.Store.MaxOpenFiles = 600 }, [4]int{117, 10, 21, 10}, ""},
-		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "--max-conns 16384, --tap-max-conns 24, --query-max-conns 48, --metrics-max-conns 24"},
+		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "Collector.MaxConns 16384, Tap.MaxConns 24, Query.MaxConns 48, Metrics.MaxConns 24"},
 		{"writer", 1024, func(c *Config) {
 			c.Query.Listen = "127.0.0.1:0"
 			c.Kafka.Brokers, c.Group = []string{"x:9092"}, "g"

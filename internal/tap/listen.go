@@ -9,6 +9,8 @@ import (
 	"net"
 	"strings"
 
+	"github.com/pcapsync/pcapsync/internal/fielderr"
+
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -53,15 +55,16 @@ func (l Listener) String() string {
 	return l.Addr + "=" + a
 }
 
-// Validate reports the first unusable setting, naming its flag.
+// Validate reports the first unusable setting, naming its field
+// (fielderr).
 func (c *Config) Validate() error {
 	switch {
 	case c.QueueSize != 0 && (c.QueueSize < MinQueueSize || c.QueueSize > MaxQueueSize):
-		return fmt.Errorf("tap: queue size %d out of range 64KiB..1GiB (--tap-queue)", c.QueueSize)
+		return fielderr.Errorf("tap: queue size %d out of range 64KiB..1GiB ({tap.QueueSize})", c.QueueSize)
 	case c.MaxClients < 0:
 		return fmt.Errorf("tap: max clients %d is negative", c.MaxClients)
 	case c.MaxConns < 0:
-		return fmt.Errorf("tap: max conns %d is negative (--tap-max-conns)", c.MaxConns)
+		return fielderr.Errorf("tap: max conns %d is negative ({tap.MaxConns})", c.MaxConns)
 	case c.RequestWait < 0 || c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.DrainTimeout < 0:
 		return errors.New("tap: durations must not be negative")
 	case len(c.Token) > wire.MaxTokenLen:
@@ -69,11 +72,11 @@ func (c *Config) Validate() error {
 	}
 	for _, l := range c.Listen {
 		if _, _, err := net.SplitHostPort(l.Addr); err != nil {
-			return fmt.Errorf("tap: listener %q: want HOST:PORT (--tap): %w", l.Addr, err)
+			return fielderr.Errorf("tap: listener %q: want HOST:PORT ({tap.Listen}): %w", l.Addr, err)
 		}
 		if l.Default.Agent != "" {
 			if err := wire.ValidateName(l.Default.Agent); err != nil {
-				return fmt.Errorf("tap: listener %s: agent: %w (--tap)", l, err)
+				return fielderr.Errorf("tap: listener %s: agent: %w ({tap.Listen})", l, err)
 			}
 		}
 	}

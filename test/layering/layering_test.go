@@ -126,7 +126,7 @@ var farRules = []struct {
 		why: "the product binary holds no benchmark code and no test helper (pcapsync bench is the lab build's: -tags lab)",
 	},
 	{
-		pkgs:  []string{"internal/kafkarec", "internal/filter", "internal/frontdoor", "internal/wire", "internal/pcapfile"},
+		pkgs:  []string{"internal/kafkarec", "internal/filter", "internal/frontdoor", "internal/wire", "internal/pcapfile", "internal/fielderr"},
 		never: []string{"internal/store", "internal/collector", "internal/query"},
 		why:   "small parts many share stay small",
 	},
