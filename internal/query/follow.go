@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -271,7 +271,7 @@ func (q *query) addAgents() error {
 			slices.ContainsFunc(q.all, func(s *stream) bool { return s.agent == name }) {
 			continue
 		}
-		files, err := store.AgentFiles(q.cfg.Dir, name)
+		files, err := layout.AgentFiles(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -301,7 +301,7 @@ func (s *stream) relist() error {
 	if s.done {
 		return nil
 	}
-	files, err := store.AgentFiles(s.q.cfg.Dir, s.agent)
+	files, err := layout.AgentFiles(s.q.cfg.Dir, s.agent)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -309,7 +309,7 @@ func (s *stream) relist() error {
 		return err
 	}
 	i := 0
-	for i < len(files) && strings.TrimSuffix(files[i].Path, store.PartSuffix) <= s.lastKey {
+	for i < len(files) && strings.TrimSuffix(files[i].Path, layout.PartSuffix) <= s.lastKey {
 		i++
 	}
 	s.files = append(s.files[:0], files[i:]...)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/filter"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -294,7 +294,7 @@ func (q *query) streams() ([]*stream, error) {
 	var out []*stream
 	warned := q.cfg.Logger == nil
 	for _, name := range names {
-		files, err := store.AgentFiles(q.cfg.Dir, name)
+		files, err := layout.AgentFiles(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // removed since the listing: it has nothing
 		}
@@ -302,9 +302,9 @@ func (q *query) streams() ([]*stream, error) {
 			return nil, err
 		}
 		if !warned {
-			if err := store.RetainIndexReadable(q.cfg.Dir, name); err != nil {
+			if err := layout.RetainIndexReadable(q.cfg.Dir, name); err != nil {
 				q.cfg.Logger.Warn("query: retention's index of file times cannot be read: files are opened for their times instead (slower)",
-					"agent", name, "err", err, "hint", "make "+filepath.Join(q.cfg.Dir, store.RetainDir, "*.json")+" readable to this user (docs/query.md)")
+					"agent", name, "err", err, "hint", "make "+filepath.Join(q.cfg.Dir, layout.RetainDir, "*.json")+" readable to this user (docs/query.md)")
 				warned = true
 			}
 		}
@@ -696,7 +696,7 @@ func selectionLinkTypes(ctx context.Context, cfg Config) []uint16 {
 
 // fileLinkTypes returns the link types of the interfaces a data file
 // describes before its first packet; none when it cannot be read.
-func fileLinkTypes(ctx context.Context, fi store.FileInfo, k *kit) []uint16 {
+func fileLinkTypes(ctx context.Context, fi layout.FileInfo, k *kit) []uint16 {
 	src, err := openFile(ctx, fi, k, nil, nil)
 	if err != nil || src == nil {
 		return nil

@@ -7,7 +7,7 @@
 // # Layout
 //
 // Dir/<agent>/<agent>_<UTC start>.pcapng[.gz|.zst] are finished files;
-// the one being written ends in PartSuffix. Dir/StateFile holds the
+// the one being written ends in layout.PartSuffix. Dir/StateFile holds the
 // instances' high-water marks, Dir/ReserveFile space kept for it,
 // Dir/OwnerFile the lock of the root's one owner (a Store in exclusive
 // mode, or the Stores of one writer group): Open refuses a root another
@@ -23,7 +23,7 @@
 // Config.Retain (RetainConfig) deletes closed files, oldest first by
 // their last packet, to keep the filesystem's free space, the root's
 // size, each agent's size and the files' age within limits; Store.Run
-// runs it on a goroutine of its own, and Dir/RetainDir holds its index
+// runs it on a goroutine of its own, and Dir/layout.RetainDir holds its index
 // of closed files. Retention.go states its rules and guarantees;
 // Store.Hold keeps a file from it while a reader needs it.
 //
@@ -82,6 +82,9 @@
 // Open refuses a Config that Validate refuses. The Store is not usable
 // after Close.
 //
-// Store imports pcapfile, wire and the file compressors; never the
-// collector.
+// The layout of the root, the marks and the scanner that finds them,
+// and the read side (the catalog of an agent's files, a .part's
+// complete length) are internal/layout's, which readers use without a
+// Store. Store imports layout, pcapfile, wire and the file compressors;
+// never the collector.
 package store

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -158,7 +159,7 @@ func TestLinkedAgentDir(t *testing.T) {
 	if c.Counters.AgentDirRefused.Load() != 1 {
 		t.Errorf("AgentDirRefused = %d, want 1", c.Counters.AgentDirRefused.Load())
 	}
-	if _, err := AgentFiles(dir, "evil"); !errors.Is(err, ErrAgentDir) {
+	if _, err := layout.AgentFiles(dir, "evil"); !errors.Is(err, ErrAgentDir) {
 		t.Errorf("AgentFiles(evil) = %v, want ErrAgentDir", err)
 	}
 	// Swapped for a link between the Writer and its first file.
@@ -186,15 +187,15 @@ func TestLinkedAgentDir(t *testing.T) {
 // Store's shutdown; a FIFO as the state file does not block Open.
 func TestRetentionCacheFIFO(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, RetainDir), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, layout.RetainDir), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{filepath.Join(RetainDir, "a1.json"), StateFile} {
+	for _, p := range []string{filepath.Join(layout.RetainDir, "a1.json"), StateFile} {
 		if err := unix.Mkfifo(filepath.Join(dir, p), 0o640); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink("/dev/zero", filepath.Join(dir, RetainDir, "a2.json")); err != nil {
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, layout.RetainDir, "a2.json")); err != nil {
 		t.Fatal(err)
 	}
 	opened := make(chan struct{})

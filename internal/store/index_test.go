@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -218,7 +219,7 @@ func TestIndexWritten(t *testing.T) {
 			if !ix.Final || ix.DataSize != st.Size() || len(ix.All) < 10 {
 				t.Fatalf("index: final %v, data size %d of %d, %d blocks", ix.Final, ix.DataSize, st.Size(), len(ix.All))
 			}
-			if _, err := os.Stat(index.Path(path + PartSuffix)); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(index.Path(path + layout.PartSuffix)); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("the index's .part is left: %v", err)
 			}
 			c.ret.mu.Lock()
@@ -336,7 +337,7 @@ func TestIndexCrash(t *testing.T) {
 
 			newCore(t, Config{Dir: dir, FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock}) // repairs
 			path := dataFile(t, filepath.Join(dir, "ix"))
-			if path+PartSuffix != part {
+			if path+layout.PartSuffix != part {
 				t.Fatalf("after repair %s, want %s published", path, part)
 			}
 			ents, _ := os.ReadDir(filepath.Join(dir, "ix"))

@@ -11,94 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// RetainDir, below Dir, holds retention's index of closed files, one
-// file per agent (<agent>.json: name, bytes, first and last packet of
-// each). It is a cache, written without fsync: a file it lacks, or
-// lists with another size or modification time, is read at start for
-// its packets' times. Anyone who can write the root can write it, so it
-// is read with a size limit, never through a link or FIFO, and its
-// entries checked (parseIndex).
-// Agent names cannot start with '.', so it never collides with an
-// agent directory.
-const RetainDir = ".pcapsync-retain"
-
 // indexSaveInterval is the least time between two saves of the index.
 const indexSaveInterval = time.Second
-
-type indexDoc struct {
-	Version int       `json:"version"`
-	Files   []retFile `json:"files"`
-}
-
-// tsRange is the earliest and latest of a set of packet timestamps
-// (Unix ns).
-type tsRange struct {
-	min, max int64
-	ok       bool
-}
-
-func (t *tsRange) add(ts int64) {
-	if !t.ok {
-		t.min, t.max, t.ok = ts, ts, true
-		return
-	}
-	t.min = min(t.min, ts)
-	t.max = max(t.max, ts)
-}
-
-// fileTimeLayout is the UTC start in a data file's name (create).
-const fileTimeLayout = "20060102T150405.000"
-
-// IsDataFile reports whether name is a name the Store gives the closed
-// data files of agent: <agent>_<UTC start>Z[_NNN].pcapng[.gz|.zst]
-// (see create), the start a valid time. The Store deletes (retention),
-// indexes and lists (AgentFiles) files of such names only; any other
-// file in an agent's directory (a capture copied there by hand, an
-// export) is not its own and is left alone.
-func IsDataFile(agent, name string) bool {
-	rest, ok := strings.CutPrefix(name, agent+"_")
-	if !ok || len(rest) < len(fileTimeLayout)+1 || rest[len(fileTimeLayout)] != 'Z' {
-		return false
-	}
-	if _, err := time.Parse(fileTimeLayout, rest[:len(fileTimeLayout)]); err != nil {
-		return false
-	}
-	rest = rest[len(fileTimeLayout)+1:]
-	if n, ok := strings.CutPrefix(rest, "_"); ok { // _001, _002, ...: a name taken in the same millisecond
-		i := 0
-		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
-			i++
-		}
-		if i < 3 || i > 9 {
-			return false
-		}
-		rest = n[i:]
-	}
-	switch rest {
-	case ".pcapng", ".pcapng.gz", ".pcapng.zst":
-		return true
-	}
-	return false
-}
-
-// ownFile reports whether name, in the directory of agent, is one the
-// Store makes: a data file, finished or .part, its index (finished or
-// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
-func ownFile(agent, name string) bool {
-	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
-	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
-		n = t + index.Suffix
-	}
-	if index.IsIndex(n) {
-		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
-	}
-	return IsDataFile(agent, n)
-}
 
 // load adds to the index every closed data file below the agent
 // directories that it does not hold yet: with the times the saved index
@@ -106,8 +25,8 @@ func ownFile(agent, name string) bool {
 // scan of the file finds.
 func (r *retainer) load(ctx context.Context) {
 	start := time.Now()
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		tmps, _ := filepath.Glob(filepath.Join(r.dir, RetainDir, "*.tmp*")) // left by a crash
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		tmps, _ := filepath.Glob(filepath.Join(r.dir, layout.RetainDir, "*.tmp*")) // left by a crash
 		for _, t := range tmps {
 			os.Remove(t)
 		}
@@ -191,7 +110,7 @@ func (r *retainer) foreign(path, why string) {
 // index does not list (or lists with another size or modification
 // time) and that was modified after young (when not zero) is left for a
 // later call: its writer is about to list it. Only the agent's data
-// files (IsDataFile) are indexed; other files are reported (foreign).
+// files (layout.IsDataFile) are indexed; other files are reported (foreign).
 func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
 	adir := filepath.Join(r.dir, name)
 	if err := safefs.Dir(adir); err != nil {
@@ -218,11 +137,11 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		if ctx.Err() != nil {
 			break
 		}
-		if !ownFile(name, e.Name()) || !e.Type().IsRegular() {
+		if !layout.OwnFile(name, e.Name()) || !e.Type().IsRegular() {
 			r.foreign(filepath.Join(adir, e.Name()), "not a file the collector made: left alone")
 			continue
 		}
-		if !IsDataFile(name, e.Name()) {
+		if !layout.IsDataFile(name, e.Name()) {
 			continue // a .part, an index, a repair's
 		}
 		if a == nil {
@@ -239,7 +158,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 			continue
 		}
 		path := filepath.Join(adir, e.Name())
-		size, mod := info.Size()+indexBytes(path), info.ModTime().UnixNano()
+		size, mod := info.Size()+layout.IndexBytes(path), info.ModTime().UnixNano()
 		f, ok := saved[e.Name()]
 		if ok && (f.Bytes != size || f.Mod != mod) {
 			ok = false
@@ -257,7 +176,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 				// Unreadable or without a packet: its modification time
 				// stands in for its last packet.
 				r.log.Warn("retention: no packet time found in file; using its modification time", "agent", name, "file", e.Name(), "err", err)
-				f = retFile{Name: e.Name(), First: mod, Last: mod}
+				f = layout.IndexedFile{Name: e.Name(), First: mod, Last: mod}
 			}
 			f.Bytes, f.Mod = size, mod
 		}
@@ -274,12 +193,12 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 	return added, scanned, bytes
 }
 
-// savedIndex returns agent name's saved index (RetainDir/<name>.json)
-// by file name, its entries checked (parseIndex); empty when there is
+// savedIndex returns agent name's saved index (layout.RetainDir/<name>.json)
+// by file name, its entries checked (layout.ParseIndex); empty when there is
 // none or it cannot be read, with a warning when it is not a regular
 // file of at most maxIndexDoc bytes or does not parse.
-func (r *retainer) savedIndex(name string) map[string]retFile {
-	m, err := readIndex(r.dir, name)
+func (r *retainer) savedIndex(name string) map[string]layout.IndexedFile {
+	m, err := layout.ReadIndex(r.dir, name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Warn("retention: saved index ignored; the files are read instead", "agent", name, "err", err)
 	}
@@ -288,20 +207,20 @@ func (r *retainer) savedIndex(name string) map[string]retFile {
 
 // scanTimes reads a closed data file for the times of its first and
 // last packet.
-func scanTimes(ctx context.Context, path string) (retFile, error) {
+func scanTimes(ctx context.Context, path string) (layout.IndexedFile, error) {
 	f, err := safefs.Open(path)
 	if err != nil {
-		return retFile{}, err
+		return layout.IndexedFile{}, err
 	}
 	defer f.Close()
-	sc, err := scanPart(ctx, f, codecOf(path))
+	sc, err := layout.Scan(ctx, f, layout.CodecOf(path))
 	if err != nil {
-		return retFile{}, err
+		return layout.IndexedFile{}, err
 	}
-	if !sc.times.ok {
-		return retFile{}, fmt.Errorf("no packet block in %s", path)
+	if !sc.Times.OK {
+		return layout.IndexedFile{}, fmt.Errorf("no packet block in %s", path)
 	}
-	return retFile{Name: filepath.Base(path), First: sc.times.min, Last: sc.times.max}, nil
+	return layout.IndexedFile{Name: filepath.Base(path), First: sc.Times.Min, Last: sc.Times.Max}, nil
 }
 
 // saveIndexes writes the index of every agent whose files changed, at
@@ -316,21 +235,21 @@ func (r *retainer) saveIndexes(force bool) {
 	r.saved = time.Now()
 	type job struct {
 		a   *retAgent
-		doc indexDoc
+		doc layout.IndexDoc
 	}
 	var jobs []job
 	r.mu.Lock()
 	for _, a := range r.agents {
 		if a.dirty && (!r.shared.on || a.shared.held.Load()) { // Shared: only the holder writes an agent's index
 			a.dirty = false
-			jobs = append(jobs, job{a, indexDoc{Version: 1, Files: append([]retFile(nil), a.files...)}})
+			jobs = append(jobs, job{a, layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}})
 		}
 	}
 	r.mu.Unlock()
 	if len(jobs) == 0 {
 		return
 	}
-	dir := filepath.Join(r.dir, RetainDir)
+	dir := filepath.Join(r.dir, layout.RetainDir)
 	if err := ensureDir(dir); err != nil {
 		r.log.Debug("retention: saving the index", "err", err)
 		return
@@ -369,8 +288,8 @@ func (r *retainer) dropGone() {
 	}
 	r.mu.Unlock()
 	var ents []os.DirEntry
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: no saved index
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, layout.RetainDir)) // none yet: no saved index
 	}
 	for _, e := range ents {
 		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && wire.ValidateName(name) == nil {
@@ -397,7 +316,7 @@ func (r *retainer) forgetAgent(name string) {
 		a.files, a.closedBytes, a.dirty = nil, 0, false
 	}
 	r.mu.Unlock()
-	err := safefs.RemoveIn(r.dir, filepath.Join(RetainDir, name+".json"))
+	err := safefs.RemoveIn(r.dir, filepath.Join(layout.RetainDir, name+".json"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Debug("retention: removing the index of an agent whose directory is gone", "agent", name, "err", err)
 	}

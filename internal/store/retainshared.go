@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -24,7 +25,7 @@ import (
 // metrics) and record and index the files they close.
 //
 // The leader learns of the files other processes close from their
-// indexes: an agent's index (Dir/RetainDir/<agent>.json) is written only
+// indexes: an agent's index (Dir/layout.RetainDir/<agent>.json) is written only
 // by the holder of the agent, merged with what the file already lists
 // (the agent's earlier holders' files) and pruned of files no longer
 // there, within a second of a close (indexSaveInterval) and when the
@@ -148,8 +149,8 @@ func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 	}
 	var names []string
 	var ents []os.DirEntry
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: nothing changed
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, layout.RetainDir)) // none yet: nothing changed
 	}
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
@@ -196,9 +197,9 @@ func (r *retainer) prune(name string) {
 	present := make(map[string]bool, len(ents))
 	var foreign int64
 	for _, e := range ents {
-		n, part := strings.CutSuffix(e.Name(), PartSuffix)
+		n, part := strings.CutSuffix(e.Name(), layout.PartSuffix)
 		present[n] = true
-		if part && ownFile(name, e.Name()) && !a.shared.held.Load() {
+		if part && layout.OwnFile(name, e.Name()) && !a.shared.held.Load() {
 			if info, err := e.Info(); err == nil {
 				foreign += info.Size()
 			}
@@ -221,7 +222,7 @@ func (r *retainer) prune(name string) {
 // directory (or, for this Store's, still .part: recorded just before
 // their publish), oldest first. It drops from this Store's index the
 // files gone (deleted by the leader).
-func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
+func (r *retainer) mergeIndex(name string, files []layout.IndexedFile) []layout.IndexedFile {
 	if safefs.Dir(filepath.Join(r.dir, name)) != nil {
 		return files
 	}
@@ -234,15 +235,15 @@ func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
 	for _, e := range ents {
 		present[e.Name()] = true
 	}
-	out := make([]retFile, 0, len(files))
+	out := make([]layout.IndexedFile, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
-		if present[f.Name] || present[f.Name+PartSuffix] {
+		if present[f.Name] || present[f.Name+layout.PartSuffix] {
 			out = append(out, f)
 			seen[f.Name] = true
 		}
 	}
-	saved, _ := readIndex(r.dir, name) // its valid entries
+	saved, _ := layout.ReadIndex(r.dir, name) // its valid entries
 	for _, f := range saved {
 		if !seen[f.Name] && present[f.Name] {
 			out = append(out, f)
@@ -255,10 +256,10 @@ func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
 
 // forget drops from agent name's index (without marking it dirty) the
 // files of files that are not in ents, its directory.
-func (r *retainer) forget(name string, files []retFile, ents []os.DirEntry) {
+func (r *retainer) forget(name string, files []layout.IndexedFile, ents []os.DirEntry) {
 	present := make(map[string]bool, len(ents))
 	for _, e := range ents {
-		present[strings.TrimSuffix(e.Name(), PartSuffix)] = true
+		present[strings.TrimSuffix(e.Name(), layout.PartSuffix)] = true
 	}
 	a := r.agent(name)
 	r.mu.Lock()
@@ -281,11 +282,11 @@ func (r *retainer) release(name string) {
 	r.mu.Lock()
 	dirty := a.dirty
 	a.dirty = false
-	doc := indexDoc{Version: 1, Files: append([]retFile(nil), a.files...)}
+	doc := layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}
 	r.mu.Unlock()
 	if dirty {
 		doc.Files = r.mergeIndex(name, doc.Files)
-		dir := filepath.Join(r.dir, RetainDir)
+		dir := filepath.Join(r.dir, layout.RetainDir)
 		b, err := json.Marshal(&doc)
 		if err == nil {
 			err = ensureDir(dir)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -48,11 +49,11 @@ import (
 //
 // The index of closed files (agent, name, bytes, first and last packet)
 // is kept in memory, recorded when the Store closes a file, and saved
-// per agent below Dir/RetainDir (without fsync: it is a cache). At
+// per agent below Dir/layout.RetainDir (without fsync: it is a cache). At
 // start it is rebuilt from the agent directories: a file the saved
 // index lists with the same size and modification time keeps its
-// times, any other is read (scanPart) for its first and last packet.
-// Only the data files the Store names (IsDataFile) are indexed and
+// times, any other is read (layout.Scan) for its first and last packet.
+// Only the data files the Store names (layout.IsDataFile) are indexed and
 // deleted, in agent directories that are not links; anything else
 // below the root is left alone and logged once (foreign). An agent whose directory is
 // gone (removed by hand) is dropped from the index, with its saved
@@ -118,21 +119,12 @@ type retAgent struct {
 	openFirst atomic.Int64 // first packet of the open file (Unix ns); 0: none
 	shared    sharedAgent  // Shared mode (retainshared.go)
 
-	files       []retFile // closed files, oldest first (by last, then name); guarded by retainer.mu
-	closedBytes int64     // their bytes; guarded by retainer.mu
-	dirty       bool      // files changed since the index was saved; guarded by retainer.mu
+	files       []layout.IndexedFile // closed files, oldest first (by last, then name); guarded by retainer.mu
+	closedBytes int64                // their bytes; guarded by retainer.mu
+	dirty       bool                 // files changed since the index was saved; guarded by retainer.mu
 }
 
-// retFile is a closed data file.
-type retFile struct {
-	Name  string `json:"name"`
-	Bytes int64  `json:"bytes"` // the file's size and its index's
-	Mod   int64  `json:"mod"`   // Unix ns of the file's modification time
-	First int64  `json:"first"` // Unix ns of its first (earliest) packet
-	Last  int64  `json:"last"`  // Unix ns of its last (latest) packet
-}
-
-func fileOrder(a, b retFile) int {
+func fileOrder(a, b layout.IndexedFile) int {
 	return cmp.Or(cmp.Compare(a.Last, b.Last), cmp.Compare(a.Name, b.Name))
 }
 
@@ -190,25 +182,25 @@ func (a *retAgent) wrote(n, first int64) {
 // closed records that the agent's open file was closed: kept (under
 // its final name, with bytes, modification time and its packets'
 // times) or removed.
-func (a *retAgent) closed(name string, bytes, mod int64, t tsRange, kept bool) {
+func (a *retAgent) closed(name string, bytes, mod int64, t layout.TimeRange, kept bool) {
 	a.open.Store(0)
 	a.admitted.Store(0)
 	a.openFirst.Store(0)
 	if !kept {
 		return
 	}
-	if !t.ok { // no packet: never happens for a kept file, which holds a mark
-		t.min, t.max = time.Now().UnixNano(), time.Now().UnixNano()
+	if !t.OK { // no packet: never happens for a kept file, which holds a mark
+		t.Min, t.Max = time.Now().UnixNano(), time.Now().UnixNano()
 	}
 	r := a.r
 	r.mu.Lock()
-	a.insert(retFile{Name: name, Bytes: bytes, Mod: mod, First: t.min, Last: t.max})
+	a.insert(layout.IndexedFile{Name: name, Bytes: bytes, Mod: mod, First: t.Min, Last: t.Max})
 	r.mu.Unlock()
 }
 
 // insert adds f in order, unless a file of that name is known.
 // retainer.mu must be held.
-func (a *retAgent) insert(f retFile) {
+func (a *retAgent) insert(f layout.IndexedFile) {
 	for i := range a.files {
 		if a.files[i].Name == f.Name {
 			return
@@ -471,11 +463,11 @@ func (r *retainer) rootBytes() int64 {
 // pick returns the file with the oldest last packet: of only (or of
 // every agent when nil), keeping each agent's newest when floor, older
 // than before when before is not 0, neither held nor in skip.
-func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[string]bool) (*retAgent, retFile, bool) {
+func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[string]bool) (*retAgent, layout.IndexedFile, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *retAgent
-	var bf retFile
+	var bf layout.IndexedFile
 	consider := func(a *retAgent) {
 		n := len(a.files)
 		if floor {
@@ -512,7 +504,7 @@ func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[strin
 // not yet published (still .part: its state save failed) or that
 // cannot be removed stays in the index and is skipped for the rest of
 // the round.
-func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[string]bool) bool {
+func (r *retainer) delete(a *retAgent, f layout.IndexedFile, rule RetainRule, skip map[string]bool) bool {
 	path := filepath.Join(r.dir, a.name, f.Name)
 	rel := filepath.Join(a.name, f.Name)
 	err := safefs.RemoveIn(r.dir, rel) // never through a link in place of the agent's directory
@@ -520,7 +512,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 		if r.missed != nil {
 			r.missed(path)
 		}
-		if exists(path + PartSuffix) {
+		if exists(path + layout.PartSuffix) {
 			skip[filepath.Join(a.name, f.Name)] = true
 			return false
 		}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 const mib = 1 << 20
@@ -60,7 +62,7 @@ func newTestRetainer(t *testing.T, rc RetainConfig, rotate int64, files []tf, op
 		}
 		a := r.agent(f.agent)
 		last := t0.Add(time.Duration(f.last) * time.Minute).UnixNano()
-		a.closed(filepath.Base(path), f.mib*mib, 1, tsRange{last - int64(time.Minute), last, true}, true)
+		a.closed(filepath.Base(path), f.mib*mib, 1, layout.TimeRange{Min: last - int64(time.Minute), Max: last, OK: true}, true)
 	}
 	for name, n := range open {
 		r.agent(name).wrote(n*mib, 1)
@@ -107,7 +109,7 @@ func TestRetentionRules(t *testing.T) {
 		fs      *fakeFS // nil: 1 GiB, nothing else on it
 		open    map[string]int64
 		hold    []tf
-		part    []tf // published yet: only PartSuffix on disk
+		part    []tf // published yet: only layout.PartSuffix on disk
 		want    []tf // left
 		short   RetainRule
 		isShort bool
@@ -168,14 +170,14 @@ func TestRetentionRules(t *testing.T) {
 			}
 			for _, f := range tt.part {
 				p := filepath.Join(r.dir, f.name())
-				if err := os.Rename(p, p+PartSuffix); err != nil {
+				if err := os.Rename(p, p+layout.PartSuffix); err != nil {
 					t.Fatal(err)
 				}
 			}
 			r.enforce(t0.Add(90 * time.Minute))
 			got := left(t, r.dir)
 			for i := range got {
-				got[i] = strings.TrimSuffix(got[i], PartSuffix)
+				got[i] = strings.TrimSuffix(got[i], layout.PartSuffix)
 			}
 			want := names(tt.want...)
 			for _, f := range tt.part {
@@ -263,7 +265,7 @@ func TestRetentionIndexRestart(t *testing.T) {
 	}
 	for i, f := range before {
 		st, err := os.Stat(filepath.Join(dir, "idx", f.Name))
-		if err != nil || st.Size()+indexBytes(filepath.Join(dir, "idx", f.Name)) != f.Bytes {
+		if err != nil || st.Size()+layout.IndexBytes(filepath.Join(dir, "idx", f.Name)) != f.Bytes {
 			t.Errorf("%s: index says %d bytes, the file %v (%v)", f.Name, f.Bytes, st, err)
 		}
 		if i > 0 && f.First != before[i-1].Last+1000 {
@@ -283,9 +285,9 @@ func TestRetentionIndexRestart(t *testing.T) {
 	if n := reload("saved index"); n != 0 {
 		t.Errorf("saved index: %d files scanned, want 0", n)
 	}
-	idx := filepath.Join(dir, RetainDir, "idx.json")
+	idx := filepath.Join(dir, layout.RetainDir, "idx.json")
 	b, _ := os.ReadFile(idx)
-	var doc indexDoc
+	var doc layout.IndexDoc
 	json.Unmarshal(b, &doc)
 	doc.Files[0].Bytes++ // a file that changed since
 	b, _ = json.Marshal(&doc)
@@ -299,10 +301,10 @@ func TestRetentionIndexRestart(t *testing.T) {
 	}
 }
 
-func sortedIndex(r *retainer) []retFile {
+func sortedIndex(r *retainer) []layout.IndexedFile {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var fs []retFile
+	var fs []layout.IndexedFile
 	for _, a := range r.agents {
 		fs = append(fs, a.files...)
 	}
@@ -375,13 +377,13 @@ func TestRetentionDeleteRace(t *testing.T) {
 		skipped bool              // skipped for the rest of the round
 	}{
 		{name: "published in between", between: func(path string) {
-			if err := os.Rename(path+PartSuffix, path); err != nil {
+			if err := os.Rename(path+layout.PartSuffix, path); err != nil {
 				t.Error(err)
 			}
 		}, deleted: true},
 		{name: "still unpublished", between: func(string) {}, onDisk: true, indexed: true, skipped: true},
 		{name: "gone", between: func(path string) {
-			if err := os.Remove(path + PartSuffix); err != nil {
+			if err := os.Remove(path + layout.PartSuffix); err != nil {
 				t.Error(err)
 			}
 		}},
@@ -391,7 +393,7 @@ func TestRetentionDeleteRace(t *testing.T) {
 			var log bytes.Buffer
 			r := newTestRetainer(t, RetainConfig{FreePercent: -1}, 4*mib, []tf{f}, nil, &log)
 			path := filepath.Join(r.dir, f.name())
-			if err := os.Rename(path, path+PartSuffix); err != nil {
+			if err := os.Rename(path, path+layout.PartSuffix); err != nil {
 				t.Fatal(err)
 			}
 			calls := 0
@@ -413,7 +415,7 @@ func TestRetentionDeleteRace(t *testing.T) {
 			if calls != 1 {
 				t.Fatalf("the hook ran %d times, want once", calls)
 			}
-			onDisk := exists(path) || exists(path+PartSuffix)
+			onDisk := exists(path) || exists(path+layout.PartSuffix)
 			if onDisk != tt.onDisk {
 				t.Errorf("file on disk %v, want %v (left: %q)", onDisk, tt.onDisk, left(t, r.dir))
 			}
@@ -476,7 +478,7 @@ func TestRetentionAgentGone(t *testing.T) {
 			r := newTestRetainer(t, rc, 4*mib, append([]tf{a1, a2, a3}, tt.b...), nil, &log)
 			r.statfs = (&fakeFS{size: 1 << 30, rs: []*retainer{r}}).statfs
 			r.saveIndexes(true)
-			idx := filepath.Join(r.dir, RetainDir, "b.json")
+			idx := filepath.Join(r.dir, layout.RetainDir, "b.json")
 			if !exists(idx) {
 				t.Fatalf("no saved index %s", idx)
 			}
@@ -492,7 +494,7 @@ func TestRetentionAgentGone(t *testing.T) {
 			if exists(idx) {
 				t.Errorf("the saved index of b is still there")
 			}
-			got := slices.DeleteFunc(left(t, r.dir), func(n string) bool { return strings.HasPrefix(n, RetainDir) })
+			got := slices.DeleteFunc(left(t, r.dir), func(n string) bool { return strings.HasPrefix(n, layout.RetainDir) })
 			if want := names(a1, a2, a3); !slices.Equal(got, want) {
 				t.Errorf("left %q, want %q", got, want)
 			}

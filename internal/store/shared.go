@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"golang.org/x/sys/unix"
 )
@@ -184,7 +185,7 @@ func (s *Store) unhold(name string) {
 // repairTaken repairs the unfinished files of agent name, just taken.
 func (s *Store) repairTaken(name string) {
 	dir := filepath.Join(s.dir, name)
-	removeTemps(filepath.Join(dir, "*"+PartSuffix+".repair"), time.Time{})
+	removeTemps(filepath.Join(dir, "*"+layout.PartSuffix+".repair"), time.Time{})
 	if parts := partFiles(dir); len(parts) > 0 {
 		s.repairAgent(context.Background(), repairJob{name: name, parts: parts})
 	}

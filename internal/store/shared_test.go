@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -240,7 +241,7 @@ func TestSharedTakeOverAfterKill(t *testing.T) {
 	if _, _, err := b.Begin(hello("crash", 5), func() {}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("taking the agent of a live writer: %v, want ErrBusy", err)
 	}
-	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix))
+	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+layout.PartSuffix))
 	if len(parts) != 1 {
 		t.Fatalf("%d .part files, want the helper's one", len(parts))
 	}
@@ -350,7 +351,7 @@ func TestSharedRetentionLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeBatches(t, sp, 1, 1)
-	openPart, _ := filepath.Glob(filepath.Join(dir, "gamma", "*"+PartSuffix))
+	openPart, _ := filepath.Glob(filepath.Join(dir, "gamma", "*"+layout.PartSuffix))
 	if len(openPart) != 1 {
 		t.Fatalf("gamma: %v, want one .part", openPart)
 	}

@@ -116,8 +116,13 @@ var farRules = []struct {
 	},
 	{
 		pkgs:  []string{"internal/query", "internal/correlate", "internal/queryhttp"},
-		never: []string{"internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
-		why:   "the read side meets the ingest side only in the store's files",
+		never: []string{"internal/store", "internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
+		why:   "the read side meets the ingest side only in the store's files, read through internal/layout without a Store",
+	},
+	{
+		pkgs:  []string{"internal/layout"},
+		never: []string{"internal/store", "internal/collector", "internal/query", "internal/observe"},
+		why:   "the file layout is read by the writer and the readers alike: it knows neither",
 	},
 	{
 		pkgs: []string{"cmd/pcapsync"},

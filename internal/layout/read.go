@@ -1,4 +1,4 @@
-package store
+package layout
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, _ := readIndex(dir, agent) // a cache: without it, the files are read
+	idx, _ := ReadIndex(dir, agent) // a cache: without it, the files are read
 	var out []FileInfo
 	for _, e := range ents {
 		name, part := strings.CutSuffix(e.Name(), PartSuffix)
@@ -66,7 +66,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 		}
 		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
 		// Retention counts a file with its index (sidecar) bytes.
-		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+indexBytes(fi.Path) && f.Mod == info.ModTime().UnixNano() {
+		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+IndexBytes(fi.Path) && f.Mod == info.ModTime().UnixNano() {
 			fi.Times, fi.First, fi.Last = true, f.First, f.Last
 		}
 		out = append(out, fi)
@@ -93,9 +93,9 @@ func CompleteLength(ctx context.Context, path string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	sc, err := scanPart(ctx, f, codecOf(path))
+	sc, err := Scan(ctx, f, CodecOf(path))
 	if err != nil {
 		return 0, fmt.Errorf("scanning %s: %w", path, err)
 	}
-	return sc.raw, nil
+	return sc.Raw, nil
 }

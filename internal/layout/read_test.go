@@ -1,4 +1,4 @@
-package store
+package layout
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func TestAgentFiles(t *testing.T) {
 		}
 		return st.ModTime().UnixNano()
 	}
-	b, _ := json.Marshal(indexDoc{Version: 1, Files: []retFile{
+	b, _ := json.Marshal(IndexDoc{Version: 1, Files: []IndexedFile{
 		{Name: "a1_20261124T090000.000Z.pcapng.zst", Bytes: 12, Mod: mod("a1_20261124T090000.000Z.pcapng.zst"), First: 5, Last: 9},
 		{Name: "a1_20261124T100000.000Z.pcapng", Bytes: 99, Mod: mod("a1_20261124T100000.000Z.pcapng"), First: 1, Last: 2}, // another size: not trusted
 		// The right size, another modification time: not trusted either.
