@@ -22,10 +22,11 @@
 //
 // Config.Retain (RetainConfig) deletes closed files, oldest first by
 // their last packet, to keep the filesystem's free space, the root's
-// size, each agent's size and the files' age within limits; Store.Run
-// runs it on a goroutine of its own, and Dir/layout.RetainDir holds its index
-// of closed files. Retention.go states its rules and guarantees;
-// Store.Hold keeps a file from it while a reader needs it.
+// size, each agent's size and the files' age within limits: that is
+// internal/retention, whose Enforcer Store.Run runs on a goroutine of
+// its own, fed by the writers' events (retain.go); Dir/RetainDir holds
+// its index of closed files. Store.Hold keeps a file from it while a
+// reader needs it.
 //
 // # Shared roots
 //
@@ -37,7 +38,7 @@
 // publishes its file, saves its marks and gives the lock back. One of
 // the processes, the holder of Dir/RetainLockFile, deletes for
 // retention, learning of the others' files from their indexes and
-// from listings (retainshared.go). Hold, the reserve and the open-file
+// from listings (internal/retention, shared.go). Hold, the reserve and the open-file
 // budget are per process.
 //
 // # Marks and delivery

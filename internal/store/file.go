@@ -20,6 +20,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -57,14 +58,14 @@ type agentFile struct {
 
 	// The open-file budget (budget.go); budget is nil for none.
 	budget     *fileBudget
-	mu         *sync.Mutex // the Writer's, which guards this agentFile
-	slot       int         // index in budget.open; -1 without a descriptor
-	prev, next *agentFile  // budget's list, guarded by budget.mu
-	lastWrite  time.Time   // guarded by budget.mu
-	parked     bool        // path is a file in progress whose descriptor the budget took
-	syncing    *os.File    // f while a background sync of it runs
-	owed       *os.File    // a closed descriptor a background sync still uses: synced releases its slot
-	ret        *retAgent   // retention's record of the agent; nil in some tests
+	mu         *sync.Mutex      // the Writer's, which guards this agentFile
+	slot       int              // index in budget.open; -1 without a descriptor
+	prev, next *agentFile       // budget's list, guarded by budget.mu
+	lastWrite  time.Time        // guarded by budget.mu
+	parked     bool             // path is a file in progress whose descriptor the budget took
+	syncing    *os.File         // f while a background sync of it runs
+	owed       *os.File         // a closed descriptor a background sync still uses: synced releases its slot
+	ret        *retention.Agent // retention's record of the agent (retain.go); nil in some tests
 
 	// The index of the open file (index.go): ixBlock <= 0 writes none.
 	ixBlock int64
@@ -365,9 +366,9 @@ func (af *agentFile) addDisk() {
 	}
 	if af.ret != nil {
 		if end > af.diskEnd {
-			af.ret.wrote(end-af.diskEnd, af.tsFlushed.Min)
+			af.ret.Note(retention.Event{Kind: retention.Wrote, Bytes: end - af.diskEnd, First: af.tsFlushed.Min})
 		}
-		af.ret.flushed()
+		af.ret.Note(retention.Event{Kind: retention.Flushed})
 	}
 	af.diskEnd = end
 }
@@ -509,7 +510,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	af.addDisk()
 	af.ixFinish(rawEnd)
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+af.ixBytes, modTime(af.f), af.ts, true)
+		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + af.ixBytes, Mod: modTime(af.f), Times: af.ts, Kept: true})
 	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
@@ -577,7 +578,7 @@ func (af *agentFile) abandon() error {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(t)), modTime(af.f), af.tsFlushed, af.committedEnd > 0)
+		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + int64(len(t)), Mod: modTime(af.f), Times: af.tsFlushed, Kept: af.committedEnd > 0})
 	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.

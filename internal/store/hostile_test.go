@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -119,13 +120,13 @@ func TestRetentionLeavesForeignFiles(t *testing.T) {
 	writeFiles(t, c, "a1", 1, 30)
 	// The age rule deletes the Store's own files of a1 (packets of 2023).
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := c.Retention().Files[RuleAge].Load(); n < 3 {
+		if n := c.Retention().Files[retention.RuleAge].Load(); n < 3 {
 			return errors.New("retention deleted fewer than 3 files")
 		}
 		return nil
 	})
 	stop()
-	c.ret.load(t.Context()) // another pass: nothing reported twice
+	c.ret.Load(t.Context()) // another pass: nothing reported twice
 	for _, p := range append(append(foreign, links...), victims...) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
@@ -217,7 +218,7 @@ func TestRetentionCacheFIFO(t *testing.T) {
 	writeFiles(t, c, "a1", 1, 30)
 	writeFiles(t, c, "a2", 2, 30)
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := c.Retention().Files[RuleAge].Load(); n < 6 {
+		if n := c.Retention().Files[retention.RuleAge].Load(); n < 6 {
 			return errors.New("retention deleted fewer than 6 files")
 		}
 		return nil
@@ -248,7 +249,7 @@ func TestForeignDirNotAnAgent(t *testing.T) {
 	plant(t, filepath.Join(dir, "exports", "incident.pcapng"))
 	c, _, stop := runStore(t, Config{Dir: dir, Retain: RetainConfig{MaxAge: time.Hour, FreePercent: -1}})
 	testutil.Eventually(t, 5*time.Second, func() error {
-		if !c.ret.loaded.Load() {
+		if !c.ret.Loaded() {
 			return errors.New("retention index not loaded yet")
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -133,7 +134,7 @@ func (af *agentFile) ixWrite() {
 	af.ixWrote = af.ix.Blocks()
 	af.ix.Clear()
 	if af.ret != nil {
-		af.ret.wrote(int64(len(p)), 0)
+		af.ret.Note(retention.Event{Kind: retention.Wrote, Bytes: int64(len(p))})
 	}
 }
 
@@ -175,13 +176,4 @@ func partFiles(dir string) []string {
 		}
 	}
 	return out
-}
-
-// ensureDir makes the directory path, one element below the root,
-// unless it is there, and checks that it is a directory and not a link.
-func ensureDir(path string) error {
-	if err := os.Mkdir(path, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return safefs.Dir(path)
 }

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
-	"golang.org/x/sys/unix"
 )
 
 // Shared mode (Config.Shared): several processes, or several Stores,
@@ -72,21 +72,6 @@ const LockDir = ".pcapsync-locks"
 // instances only).
 const AgentStateDir = ".pcapsync-state"
 
-// flockNB takes an exclusive flock on f without waiting; it reports
-// busy when another open file description holds it.
-func flockNB(f *os.File) (busy bool, err error) {
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		return true, nil
-	}
-	return false, err
-}
-
 // take locks agent name for this Store, loads its marks and repairs its
 // unfinished files; it returns the agent's new Writer.
 func (s *Store) take(name string) (*Writer, error) {
@@ -99,7 +84,7 @@ func (s *Store) take(name string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: agent %q: opening lock: %w", name, err)
 	}
-	busy, err := flockNB(f)
+	busy, err := safefs.TryLock(f)
 	if busy || err != nil {
 		f.Close()
 		if busy {
@@ -115,7 +100,7 @@ func (s *Store) take(name string) (*Writer, error) {
 		return nil, err
 	}
 	s.repairTaken(name)
-	s.ret.agent(name).shared.held.Store(true)
+	s.ret.Agent(name).Note(retention.Event{Kind: retention.Taken})
 	w := s.newWriter(name)
 	w.lock = f
 	return w, nil
@@ -250,7 +235,7 @@ func (s *Store) writeAgentState(name string) error {
 		return err
 	}
 	dir := filepath.Join(s.dir, AgentStateDir)
-	if err := ensureDir(dir); err != nil {
+	if err := safefs.EnsureDir(dir); err != nil {
 		return fmt.Errorf("saving state of agent %q: %w", name, err)
 	}
 	if err := s.writeStateFile(dir, filepath.Join(dir, name+".json"), b); err != nil {
@@ -369,7 +354,7 @@ func (s *Store) Release(name string) error {
 // the agent's retention index, waits for a publish of the ticker in
 // progress, stops saving the agent's state and unlocks.
 func (s *Store) unlockAgent(w *Writer) {
-	s.ret.release(w.name)
+	s.ret.Agent(w.name).Note(retention.Event{Kind: retention.Released})
 	s.pubMu.Lock()
 	s.unhold(w.name)
 	s.pubMu.Unlock()

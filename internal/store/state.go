@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -258,12 +257,12 @@ func (c *Store) writeState() error {
 // releases the reserve and tries again. After a save it (re)creates the
 // reserve.
 func (c *Store) writeStateFile(dir, path string, b []byte) error {
-	err := writeFileAtomic(dir, path, b)
+	err := safefs.WriteReplace(path, b, true)
 	if errors.Is(err, syscall.ENOSPC) && os.Remove(filepath.Join(c.dir, ReserveFile)) == nil {
 		// A full disk: the reserve makes room for the state, so that
 		// closed files can still be published and the marks kept.
 		c.log.Warn("disk full: released the reserve to save the state file", "reserve", filepath.Join(c.dir, ReserveFile))
-		err = writeFileAtomic(dir, path, b)
+		err = safefs.WriteReplace(path, b, true)
 	}
 	if err != nil {
 		return fmt.Errorf("saving state to %s: %w", path, err)
@@ -353,7 +352,7 @@ func keepReserve(dir string, stateLen int) {
 	if st, err := os.Stat(path); err == nil && st.Size() >= want {
 		return
 	}
-	if err := writeFileAtomic(dir, path, make([]byte, want)); err != nil {
+	if err := safefs.WriteReplace(path, make([]byte, want), true); err != nil {
 		os.Remove(path)
 	}
 }
@@ -387,51 +386,4 @@ func processOwner() (usr, grp string) {
 		grp = g.Name
 	}
 	return usr, grp
-}
-
-// createTemp creates a new file in dir, prefix and a random number its
-// name, exclusively (never through a link planted under the name),
-// with mode 0640 less the umask: what the data files and their indexes
-// get, so that the files a reader of the root needs (retention's index)
-// are readable by the same group.
-func createTemp(dir, prefix string) (*os.File, error) {
-	for range 100 {
-		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
-		}
-	}
-	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
-}
-
-// writeFileAtomic writes b to path through a temporary file in dir,
-// synced, then renamed over path.
-func writeFileAtomic(dir, path string, b []byte) error {
-	return writeFile(dir, path, b, true)
-}
-
-// writeFile writes b to path through a temporary file in dir, created
-// exclusively (never through a link planted under its name), synced
-// when sync, then renamed over path (which replaces whatever path was,
-// a link included, and never writes through it).
-func writeFile(dir, path string, b []byte, sync bool) error {
-	tmp, err := createTemp(dir, filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if err == nil && sync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

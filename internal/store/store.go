@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -65,9 +66,9 @@ type Store struct {
 	saver      stateSaver
 	pubMu      sync.RWMutex // Shared: a tick's publish (read) against an agent's release (write)
 
-	budget *fileBudget // nil: no budget
-	ret    *retainer   // retention (retention.go)
-	owner  *os.File    // holds the root's owner lock (OwnerFile) until Close
+	budget *fileBudget         // nil: no budget
+	ret    *retention.Enforcer // retention (internal/retention), fed by the writers (retain.go)
+	owner  *os.File            // holds the root's owner lock (OwnerFile) until Close
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -147,8 +148,7 @@ func open(c Config, dir string) (*Store, error) {
 		return nil, err
 	}
 	keepReserve(dir, 0)
-	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
-	s.ret.budget = s.budget
+	s.ret = s.newEnforcer()
 	if c.Shared {
 		// Repairs run when an agent is taken (Writer).
 		s.repairing, s.repairDone = map[string]bool{}, make(chan struct{})
@@ -262,7 +262,7 @@ func (s *Store) newWriter(name string) *Writer {
 		syncObs: s.cfg.SyncLatency, counters: &s.Counters, ixBlock: s.cfg.IndexBlock}}
 	w.file.diskBytes = &w.diskBytes
 	w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
-	w.file.ret = s.ret.agent(name)
+	w.file.ret = s.ret.Agent(name)
 	if s.cfg.Shared {
 		w.file.saveState = func() error { return s.saveAgentStates([]string{name}) }
 	}
@@ -281,7 +281,7 @@ func (s *Store) Run(ctx context.Context) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.ret.run(ctx, s.repairDone)
+			s.ret.Run(ctx, s.repairDone)
 		}()
 		defer func() { <-done }()
 	}
@@ -399,7 +399,7 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
-	s.ret.saveIndexes(true)
+	s.ret.Save()
 	if s.cfg.Shared {
 		// Every agent's marks and index are saved: give the agents back.
 		s.mu.Lock()

@@ -125,6 +125,11 @@ var farRules = []struct {
 		why:   "the file layout is read by the writer and the readers alike: it knows neither",
 	},
 	{
+		pkgs:  []string{"internal/retention"},
+		never: []string{"internal/store", "internal/collector", "internal/query", "internal/kafkaio", "internal/serve"},
+		why:   "retention is a policy over file metadata and its enforcer, fed by the store's events: it knows no writer and no reader",
+	},
+	{
 		pkgs: []string{"cmd/pcapsync"},
 		never: []string{"internal/bench", "internal/testutil", "internal/testutil/kafkatest", "internal/testutil/netns",
 			"internal/testutil/capturetest", "internal/testutil/roottest", "internal/gen/capgen"},

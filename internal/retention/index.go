@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"context"
@@ -19,11 +19,16 @@ import (
 // indexSaveInterval is the least time between two saves of the index.
 const indexSaveInterval = time.Second
 
-// load adds to the index every closed data file below the agent
+// Load adds to the index every closed data file below the agent
 // directories that it does not hold yet: with the times the saved index
 // gives for its name, size and modification time, else with those a
-// scan of the file finds.
-func (r *retainer) load(ctx context.Context) {
+// scan of the file finds. Run calls it at start and once the repairs
+// are done; anything below the root that the writer did not make is
+// reported once per Enforcer, however often Load runs.
+func (r *Enforcer) Load(ctx context.Context) { r.load(ctx) }
+
+// load is Load.
+func (r *Enforcer) load(ctx context.Context) {
 	start := time.Now()
 	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
 		tmps, _ := filepath.Glob(filepath.Join(r.dir, layout.RetainDir, "*.tmp*")) // left by a crash
@@ -55,7 +60,7 @@ func (r *retainer) load(ctx context.Context) {
 // agentDirs lists the agent directories of the root: directories (not
 // links) with a valid agent name. Anything else there that the Store
 // did not make is reported once (foreign) and left alone.
-func (r *retainer) agentDirs() ([]string, error) {
+func (r *Enforcer) agentDirs() ([]string, error) {
 	ents, err := os.ReadDir(r.dir)
 	if err != nil {
 		r.errs.Add(1)
@@ -83,7 +88,7 @@ const maxForeign = 1000
 // foreign reports, once per path, something below the root that the
 // Store did not make (or that is not what it made: a link, a FIFO) and
 // leaves alone: retention never deletes it, nor anything through it.
-func (r *retainer) foreign(path, why string) {
+func (r *Enforcer) foreign(path, why string) {
 	r.mu.Lock()
 	seen := r.reported[path]
 	full := !seen && len(r.reported) >= maxForeign
@@ -111,7 +116,7 @@ func (r *retainer) foreign(path, why string) {
 // time) and that was modified after young (when not zero) is left for a
 // later call: its writer is about to list it. Only the agent's data
 // files (layout.IsDataFile) are indexed; other files are reported (foreign).
-func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
+func (r *Enforcer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
 	adir := filepath.Join(r.dir, name)
 	if err := safefs.Dir(adir); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -131,7 +136,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		r.log.Error("retention: reading an agent directory", "agent", name, "err", err)
 		return 0, 0, 0
 	}
-	var a *retAgent // made at its first data file: a directory without any is no agent's
+	var a *Agent // made at its first data file: a directory without any is no agent's
 	stale := 0
 	for _, e := range ents {
 		if ctx.Err() != nil {
@@ -168,9 +173,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 			continue
 		}
 		if !ok {
-			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
-			f, err = scanTimes(ctx, path)
-			r.budget.release(nil)
+			f, err = r.scanTimes(ctx, path)
 			scanned++
 			if err != nil {
 				// Unreadable or without a packet: its modification time
@@ -197,7 +200,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 // by file name, its entries checked (layout.ParseIndex); empty when there is
 // none or it cannot be read, with a warning when it is not a regular
 // file of at most maxIndexDoc bytes or does not parse.
-func (r *retainer) savedIndex(name string) map[string]layout.IndexedFile {
+func (r *Enforcer) savedIndex(name string) map[string]layout.IndexedFile {
 	m, err := layout.ReadIndex(r.dir, name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Warn("retention: saved index ignored; the files are read instead", "agent", name, "err", err)
@@ -207,7 +210,10 @@ func (r *retainer) savedIndex(name string) map[string]layout.IndexedFile {
 
 // scanTimes reads a closed data file for the times of its first and
 // last packet.
-func scanTimes(ctx context.Context, path string) (layout.IndexedFile, error) {
+func (r *Enforcer) scanTimes(ctx context.Context, path string) (layout.IndexedFile, error) {
+	if r.open != nil {
+		defer r.open()() // its descriptor counts in the writer's open-file budget
+	}
 	f, err := safefs.Open(path)
 	if err != nil {
 		return layout.IndexedFile{}, err
@@ -218,15 +224,19 @@ func scanTimes(ctx context.Context, path string) (layout.IndexedFile, error) {
 		return layout.IndexedFile{}, err
 	}
 	if !sc.Times.OK {
-		return layout.IndexedFile{}, fmt.Errorf("no packet block in %s", path)
+		return layout.IndexedFile{}, fmt.Errorf("%w in %s", errNoPackets, path)
 	}
 	return layout.IndexedFile{Name: filepath.Base(path), First: sc.Times.Min, Last: sc.Times.Max}, nil
 }
 
+// Save writes the saved index of every agent whose files changed, now:
+// the writer calls it when it closes.
+func (r *Enforcer) Save() { r.saveIndexes(true) }
+
 // saveIndexes writes the index of every agent whose files changed, at
 // most once per indexSaveInterval unless force. A failed write is
 // tried again next time.
-func (r *retainer) saveIndexes(force bool) {
+func (r *Enforcer) saveIndexes(force bool) {
 	r.shared.saveMu.Lock()
 	defer r.shared.saveMu.Unlock()
 	if !force && time.Since(r.saved) < indexSaveInterval {
@@ -234,7 +244,7 @@ func (r *retainer) saveIndexes(force bool) {
 	}
 	r.saved = time.Now()
 	type job struct {
-		a   *retAgent
+		a   *Agent
 		doc layout.IndexDoc
 	}
 	var jobs []job
@@ -250,7 +260,7 @@ func (r *retainer) saveIndexes(force bool) {
 		return
 	}
 	dir := filepath.Join(r.dir, layout.RetainDir)
-	if err := ensureDir(dir); err != nil {
+	if err := safefs.EnsureDir(dir); err != nil {
 		r.log.Debug("retention: saving the index", "err", err)
 		return
 	}
@@ -260,7 +270,7 @@ func (r *retainer) saveIndexes(force bool) {
 		}
 		b, err := json.Marshal(&j.doc)
 		if err == nil {
-			err = writeFile(dir, filepath.Join(dir, j.a.name+".json"), b, false)
+			err = safefs.WriteReplace(filepath.Join(dir, j.a.name+".json"), b, false)
 		}
 		if err != nil {
 			r.log.Debug("retention: saving the index; retrying later", "agent", j.a.name, "err", err)
@@ -278,7 +288,7 @@ const goneCheckInterval = 10 * time.Second
 // dropGone forgets the agents whose directory no longer exists (removed
 // by hand): those the index lists files of, and those with a saved
 // index. One stat per such agent.
-func (r *retainer) dropGone() {
+func (r *Enforcer) dropGone() {
 	names := map[string]bool{}
 	r.mu.Lock()
 	for name, a := range r.agents {
@@ -307,7 +317,7 @@ func (r *retainer) dropGone() {
 // whose directory is gone, and removes its saved index, with a log line
 // when there was anything to drop. The agent's record stays (a Writer
 // may hold it) with its open file, if any.
-func (r *retainer) forgetAgent(name string) {
+func (r *Enforcer) forgetAgent(name string) {
 	var files int
 	var bytes int64
 	r.mu.Lock()
