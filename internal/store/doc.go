@@ -41,6 +41,18 @@
 // from listings (internal/retention, shared.go). Hold, the reserve and the open-file
 // budget are per process.
 //
+// # Parts
+//
+// The write path: store.go (Open, Writer, Run, Close), writer.go,
+// file.go (an agent's file: rotation, marks, publish), budget.go (the
+// open-file budget), filecompress.go, index.go (the index beside each
+// file). Durability: repair.go (unfinished files after a crash),
+// state.go (StateFile, the reserve), owner.go (the root's owner lock),
+// and the two ways of holding a root, chosen once by Open (mode.go):
+// owned.go (one Store) and shared.go (a writer group). Retention is
+// internal/retention, fed by retain.go; the names, marks and read side
+// are internal/layout.
+//
 // # Marks and delivery
 //
 // The last packet of every batch carries a mark (a pcapng custom

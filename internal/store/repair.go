@@ -145,7 +145,7 @@ func (c *Store) repairAgent(ctx context.Context, j repairJob) {
 		}
 	}
 	if marked {
-		if err := c.saveMarks(j.name); err != nil {
+		if err := c.mode.saveMarks(j.name); err != nil {
 			// The marks stay raised in memory and are saved with the next
 			// state save; the files keep their suffix, for the next start.
 			c.Counters.FileErrors.Add(1)

@@ -176,18 +176,9 @@ func (s *Store) repairTaken(name string) {
 	}
 }
 
-// saveMarks saves the marks of agent name: its state file in Shared
-// mode, else StateFile.
-func (s *Store) saveMarks(name string) error {
-	if s.cfg.Shared {
-		return s.saveAgentStates([]string{name})
-	}
-	return s.saveState()
-}
-
 // saveAgentStates writes the state file of each agent of names that
 // this Store holds (of every agent it holds when names is nil) whose
-// marks changed since it was written (see writeState).
+// marks changed since it was written (see writeRootState).
 func (s *Store) saveAgentStates(names []string) error {
 	s.instMu.Lock()
 	defer s.instMu.Unlock()
@@ -252,13 +243,45 @@ func (s *Store) holds(name string) bool {
 	return s.held[name]
 }
 
-// publishParts publishes closed part files (see publish) for tick: in
-// Shared mode saving the state files of their agents only, and leaving
-// the files of an agent released meanwhile to its next holder's repair.
-func (s *Store) publishParts(parts []string) error {
-	if !s.cfg.Shared {
-		return publish(s.saveState, s.cfg.Fsync != FsyncNever, parts)
-	}
+// sharedRoot is the mode of a root shared by a writer group (see
+// rootMode and the comment above).
+type sharedRoot struct{ s *Store }
+
+// start: repairs run when an agent is taken (Writer).
+func (m sharedRoot) start() error {
+	s := m.s
+	s.repairing, s.repairDone = map[string]bool{}, make(chan struct{})
+	close(s.repairDone)
+	return nil
+}
+
+// tempAge: another process may be writing a temporary file now; only
+// those old enough to be left by a crash go.
+func (sharedRoot) tempAge() time.Duration { return staleTemp }
+
+// writer takes the agent (take) with s.mu let go, the agent marked
+// moving meanwhile.
+func (m sharedRoot) writer(name string) (*Writer, error) {
+	s := m.s
+	s.moving[name] = true
+	s.mu.Unlock()
+	w, err := s.take(name)
+	s.mu.Lock()
+	delete(s.moving, name)
+	return w, err
+}
+
+// saveMarks saves the state file of agent name.
+func (m sharedRoot) saveMarks(name string) error { return m.s.saveAgentStates([]string{name}) }
+
+// saveAll saves the state files of every agent the Store holds.
+func (m sharedRoot) saveAll() error { return m.s.saveAgentStates(nil) }
+
+// publish publishes closed part files (see publish) saving the state
+// files of their agents only, and leaves the files of an agent released
+// meanwhile to its next holder's repair.
+func (m sharedRoot) publish(parts []string) error {
+	s := m.s
 	s.pubMu.RLock()
 	defer s.pubMu.RUnlock()
 	var names []string
@@ -297,17 +320,7 @@ func (s *Store) Release(name string) error {
 	}
 	delete(s.writers, name)
 	s.moving[name] = true // Writer(name) is busy until the lock is given back
-	var parts []string
-	if s.cfg.Shared {
-		dir := filepath.Join(s.dir, name)
-		s.unpublished = slices.DeleteFunc(s.unpublished, func(p string) bool {
-			if filepath.Dir(p) == dir {
-				parts = append(parts, p)
-				return true
-			}
-			return false
-		})
-	}
+	parts := s.mode.releasing(name)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -327,15 +340,30 @@ func (s *Store) Release(name string) error {
 	if part != "" {
 		parts = append(parts, part)
 	}
-	if !s.cfg.Shared {
-		if perr := publish(s.saveState, s.cfg.Fsync != FsyncNever, parts); perr != nil {
-			s.mu.Lock()
-			s.unpublished = append(s.unpublished, parts...) // retried every tick
-			s.mu.Unlock()
-			err = errors.Join(err, perr)
+	return s.mode.released(name, w, parts, err)
+}
+
+// releasing takes the agent's files whose publish failed: they are
+// published with its release, or left to its next holder.
+func (m sharedRoot) releasing(name string) []string {
+	s := m.s
+	var parts []string
+	dir := filepath.Join(s.dir, name)
+	s.unpublished = slices.DeleteFunc(s.unpublished, func(p string) bool {
+		if filepath.Dir(p) == dir {
+			parts = append(parts, p)
+			return true
 		}
-		return err
-	}
+		return false
+	})
+	return parts
+}
+
+// released publishes the agent's files saving its state file, then
+// gives it back, also after an error: a file it could not publish stays
+// .part, for the next holder's repair.
+func (m sharedRoot) released(name string, w *Writer, parts []string, err error) error {
+	s := m.s
 	save := func() error { return s.saveAgentStates([]string{name}) }
 	if len(parts) > 0 {
 		err = errors.Join(err, publish(save, s.cfg.Fsync != FsyncNever, parts))
@@ -348,6 +376,20 @@ func (s *Store) Release(name string) error {
 	}
 	s.unlockAgent(w)
 	return err
+}
+
+// closing gives back every agent: their marks and indexes are saved.
+func (m sharedRoot) closing(ws []*Writer) {
+	s := m.s
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		w.released = true
+		w.mu.Unlock()
+		s.unlockAgent(w)
+	}
 }
 
 // unlockAgent gives back the lock of w's agent (Shared mode): it saves

@@ -65,8 +65,8 @@ func (c *Store) loadState() error {
 	// file behind. In Shared mode another process may be writing one
 	// now: only those old enough to be left by a crash go.
 	var older time.Time
-	if c.cfg.Shared {
-		older = time.Now().Add(-staleTemp)
+	if age := c.mode.tempAge(); age > 0 {
+		older = time.Now().Add(-age)
 	}
 	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*", filepath.Join(c.dir, probePrefix) + "*"} {
 		removeTemps(pat, older)
@@ -200,7 +200,7 @@ func (c *Store) saveState() error {
 		s.saving = true
 		upto := s.requested
 		s.mu.Unlock()
-		err := c.writeState()
+		err := c.mode.saveAll()
 		s.mu.Lock()
 		s.saving, s.covered, s.err = false, upto, err
 		s.cond.Broadcast()
@@ -208,14 +208,11 @@ func (c *Store) saveState() error {
 	return s.err
 }
 
-// writeState writes the state file atomically (temporary file, fsync,
+// writeRootState writes the state file atomically (temporary file, fsync,
 // rename) with every instance that has batches in files (a mark above
 // 0), forgetting those not seen for stateTTL. It writes nothing when
 // the file already holds the same marks (see seenRefresh).
-func (c *Store) writeState() error {
-	if c.cfg.Shared {
-		return c.saveAgentStates(nil)
-	}
+func (c *Store) writeRootState() error {
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
 	now := time.Now()
