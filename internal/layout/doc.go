@@ -8,6 +8,7 @@
 // Root/<agent>/<agent>_<UTC start>Z[_NNN].pcapng[.gz|.zst] are finished
 // data files (IsDataFile); the one being written ends in PartSuffix and
 // loses it once it is complete. Beside each is its index (index.Path).
+// Agents lists the agent directories, AgentFiles an agent's files.
 // Root/RetainDir holds retention's saved index of closed files, one
 // document per agent (IndexDoc), which AgentFiles uses for the files'
 // times. Names at the top of the root starting with OwnPrefix are the

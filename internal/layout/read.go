@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pcapsync/pcapsync/internal/safefs"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // FileInfo is one data file of an agent as a reader of the root (a
@@ -28,6 +29,25 @@ type FileInfo struct {
 	// does not match is not trusted). Never set for a Part.
 	Times       bool
 	First, Last int64
+}
+
+// Agents lists the agent directories of the output root dir, sorted by
+// name: directories (a link is not one: never followed) whose name is a
+// valid agent name (wire.ValidateName), which keeps out the writer's
+// own (OwnPrefix) and anything else someone put there. It opens no
+// file; a directory listed may be removed before the caller reads it.
+func Agents(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && wire.ValidateName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // AgentFiles lists the data files of agent below dir in the order the

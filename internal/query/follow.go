@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/layout"
-	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // round counts the packets held that one merge round read, and when it
@@ -260,15 +259,13 @@ func (q *query) readsSoFar() int {
 // addAgents adds the streams of agents selected whose directories
 // appeared since the last look, and shares ReorderMem again.
 func (q *query) addAgents() error {
-	ents, err := os.ReadDir(q.cfg.Dir)
+	agents, err := layout.Agents(q.cfg.Dir)
 	if err != nil {
 		return err
 	}
 	added := false
-	for _, e := range ents {
-		name := e.Name()
-		if !e.IsDir() || wire.ValidateName(name) != nil || !q.agentSelected(name) ||
-			slices.ContainsFunc(q.all, func(s *stream) bool { return s.agent == name }) {
+	for _, name := range agents {
+		if !q.agentSelected(name) || slices.ContainsFunc(q.all, func(s *stream) bool { return s.agent == name }) {
 			continue
 		}
 		files, err := layout.AgentFiles(q.cfg.Dir, name)

@@ -19,7 +19,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // Result is what a query did.
@@ -280,14 +279,14 @@ func (q *query) close() {
 
 // streams selects the agents and their files.
 func (q *query) streams() ([]*stream, error) {
-	ents, err := os.ReadDir(q.cfg.Dir) // Validate checked it is a directory
+	agents, err := layout.Agents(q.cfg.Dir) // Validate checked it is a directory
 	if err != nil {
 		return nil, fmt.Errorf("output root: %w", err)
 	}
 	var names []string
-	for _, e := range ents { // sorted by name
-		if e.IsDir() && wire.ValidateName(e.Name()) == nil && q.agentSelected(e.Name()) {
-			names = append(names, e.Name())
+	for _, name := range agents { // sorted by name
+		if q.agentSelected(name) {
+			names = append(names, name)
 		}
 	}
 	limit := q.streamLimit(len(names))
