@@ -20,6 +20,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -155,7 +156,7 @@ func queryFiles(root string) (data, idx []string, err error) {
 		switch {
 		case strings.HasSuffix(f, ".idx"):
 			idx = append(idx, f)
-		case strings.HasSuffix(f, store.PartSuffix):
+		case strings.HasSuffix(f, layout.PartSuffix):
 			return nil, nil, fmt.Errorf("%s: a file left unfinished", f)
 		default:
 			data = append(data, f)

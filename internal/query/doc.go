@@ -8,7 +8,7 @@
 // the names the files give them ("web1:eth0"), a time range [Since,
 // Until) exact to the nanosecond per packet, a tcpdump-syntax filter
 // (filter.Filter: libpcap's program per link type, run as tcpdump -r runs it),
-// Count and MaxBytes. Files are chosen per agent (store.AgentFiles): a
+// Count and MaxBytes. Files are chosen per agent (layout.AgentFiles): a
 // closed file the retention index lists with its size is skipped when
 // its first..last packet times miss the range; every other file (a
 // .part, a file closed after the index was saved, a root without
@@ -37,7 +37,7 @@
 //
 // Plain, gzip and zstd files are read alike (pcapfile.Open); a .part
 // is read up to the end of its last complete batch
-// (store.CompleteLength), so a file still being written gives exactly
+// (layout.CompleteLength), so a file still being written gives exactly
 // what was acknowledged. One file per agent is open at a time, the next
 // opened when the previous ends. A file removed before the query opens
 // it (retention) fails the query with ErrFileGone naming it; one
@@ -57,7 +57,7 @@
 // # Follow
 //
 // With Config.Follow the query goes on once the files are read: a
-// followed .part is read up to the complete length its store.PartTail
+// followed .part is read up to the complete length its layout.PartTail
 // (a goroutine per followed file) finds as the file grows, the next
 // file once it is published, agents that appear are added (their
 // streams share ReorderMem again). Reading and writing go in rounds:

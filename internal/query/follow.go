@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/wire"
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 // round counts the packets held that one merge round read, and when it
@@ -260,18 +259,16 @@ func (q *query) readsSoFar() int {
 // addAgents adds the streams of agents selected whose directories
 // appeared since the last look, and shares ReorderMem again.
 func (q *query) addAgents() error {
-	ents, err := os.ReadDir(q.cfg.Dir)
+	agents, err := layout.Agents(q.cfg.Dir)
 	if err != nil {
 		return err
 	}
 	added := false
-	for _, e := range ents {
-		name := e.Name()
-		if !e.IsDir() || wire.ValidateName(name) != nil || !q.agentSelected(name) ||
-			slices.ContainsFunc(q.all, func(s *stream) bool { return s.agent == name }) {
+	for _, name := range agents {
+		if !q.agentSelected(name) || slices.ContainsFunc(q.all, func(s *stream) bool { return s.agent == name }) {
 			continue
 		}
-		files, err := store.AgentFiles(q.cfg.Dir, name)
+		files, err := layout.AgentFiles(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -301,7 +298,7 @@ func (s *stream) relist() error {
 	if s.done {
 		return nil
 	}
-	files, err := store.AgentFiles(s.q.cfg.Dir, s.agent)
+	files, err := layout.AgentFiles(s.q.cfg.Dir, s.agent)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -309,7 +306,7 @@ func (s *stream) relist() error {
 		return err
 	}
 	i := 0
-	for i < len(files) && strings.TrimSuffix(files[i].Path, store.PartSuffix) <= s.lastKey {
+	for i < len(files) && strings.TrimSuffix(files[i].Path, layout.PartSuffix) <= s.lastKey {
 		i++
 	}
 	s.files = append(s.files[:0], files[i:]...)

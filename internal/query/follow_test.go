@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
@@ -372,7 +373,7 @@ func TestFollowTornBatch(t *testing.T) {
 
 func partOf(t *testing.T, dir, agent string) string {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join(dir, agent, "*"+store.PartSuffix))
+	m, _ := filepath.Glob(filepath.Join(dir, agent, "*"+layout.PartSuffix))
 	if len(m) != 1 {
 		t.Fatalf("files being written: %v, want one", m)
 	}

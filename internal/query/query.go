@@ -17,9 +17,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/filter"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // Result is what a query did.
@@ -280,21 +279,21 @@ func (q *query) close() {
 
 // streams selects the agents and their files.
 func (q *query) streams() ([]*stream, error) {
-	ents, err := os.ReadDir(q.cfg.Dir) // Validate checked it is a directory
+	agents, err := layout.Agents(q.cfg.Dir) // Validate checked it is a directory
 	if err != nil {
 		return nil, fmt.Errorf("output root: %w", err)
 	}
 	var names []string
-	for _, e := range ents { // sorted by name
-		if e.IsDir() && wire.ValidateName(e.Name()) == nil && q.agentSelected(e.Name()) {
-			names = append(names, e.Name())
+	for _, name := range agents { // sorted by name
+		if q.agentSelected(name) {
+			names = append(names, name)
 		}
 	}
 	limit := q.streamLimit(len(names))
 	var out []*stream
 	warned := q.cfg.Logger == nil
 	for _, name := range names {
-		files, err := store.AgentFiles(q.cfg.Dir, name)
+		files, err := layout.AgentFiles(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // removed since the listing: it has nothing
 		}
@@ -302,9 +301,9 @@ func (q *query) streams() ([]*stream, error) {
 			return nil, err
 		}
 		if !warned {
-			if err := store.RetainIndexReadable(q.cfg.Dir, name); err != nil {
+			if err := layout.RetainIndexReadable(q.cfg.Dir, name); err != nil {
 				q.cfg.Logger.Warn("query: retention's index of file times cannot be read: files are opened for their times instead (slower)",
-					"agent", name, "err", err, "hint", "make "+filepath.Join(q.cfg.Dir, store.RetainDir, "*.json")+" readable to this user (docs/query.md)")
+					"agent", name, "err", err, "hint", "make "+filepath.Join(q.cfg.Dir, layout.RetainDir, "*.json")+" readable to this user (docs/query.md)")
 				warned = true
 			}
 		}
@@ -696,7 +695,7 @@ func selectionLinkTypes(ctx context.Context, cfg Config) []uint16 {
 
 // fileLinkTypes returns the link types of the interfaces a data file
 // describes before its first packet; none when it cannot be read.
-func fileLinkTypes(ctx context.Context, fi store.FileInfo, k *kit) []uint16 {
+func fileLinkTypes(ctx context.Context, fi layout.FileInfo, k *kit) []uint16 {
 	src, err := openFile(ctx, fi, k, nil, nil)
 	if err != nil || src == nil {
 		return nil

@@ -18,8 +18,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 func TestParseTime(t *testing.T) {
@@ -317,7 +317,7 @@ func TestPartUpToLastBatch(t *testing.T) {
 	cut := ends[len(ends)-2] // after packet 60, before the marked 70
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "p1"), 0o750)
-	os.WriteFile(filepath.Join(dir, "p1", filepath.Base(files[0])+store.PartSuffix), b[:cut], 0o640)
+	os.WriteFile(filepath.Join(dir, "p1", filepath.Base(files[0])+layout.PartSuffix), b[:cut], 0o640)
 	out, res, err := runQuery(t, Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -367,8 +367,8 @@ func TestIndexTimes(t *testing.T) {
 		doc := map[string]any{"version": 1, "files": []map[string]any{
 			{"name": filepath.Base(files[0]), "bytes": size, "mod": mod, "first": base + 5e9, "last": base + 6e9}}}
 		b, _ := json.Marshal(doc)
-		os.MkdirAll(filepath.Join(dir, store.RetainDir), 0o750)
-		if err := os.WriteFile(filepath.Join(dir, store.RetainDir, "x1.json"), b, 0o640); err != nil {
+		os.MkdirAll(filepath.Join(dir, layout.RetainDir), 0o750)
+		if err := os.WriteFile(filepath.Join(dir, layout.RetainDir, "x1.json"), b, 0o640); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -629,7 +629,7 @@ func TestPartPublished(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("files %q", files)
 	}
-	fi := store.FileInfo{Path: files[0] + store.PartSuffix, Part: true}
+	fi := layout.FileInfo{Path: files[0] + layout.PartSuffix, Part: true}
 	src, err := openFile(context.Background(), fi, new(kit), nil, nil)
 	if err != nil {
 		t.Fatal(err)

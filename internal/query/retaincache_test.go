@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
-// TestForgedRetentionTimes: a retention cache (store.RetainDir) that
+// TestForgedRetentionTimes: a retention cache (layout.RetainDir) that
 // lists the files with their right sizes but times of 1970, with no or
 // another modification time, is not trusted: a range query returns
 // every packet of the range, reading the files' indexes or, with
@@ -39,7 +39,7 @@ func TestForgedRetentionTimes(t *testing.T) {
 		t.Run(forge.name, func(t *testing.T) {
 			dir := t.TempDir()
 			refs := writeAgent(t, dir, agentSpec{name: "a1", rotate: 4096, batches: batches}, 0)
-			path := filepath.Join(dir, store.RetainDir, "a1.json")
+			path := filepath.Join(dir, layout.RetainDir, "a1.json")
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatalf("no retention cache written: %v", err)
@@ -118,7 +118,7 @@ func TestUnreadableRetentionIndex(t *testing.T) {
 		t.Fatalf("readable indexes: %d warnings:\n%s", n, log)
 	}
 	for _, name := range []string{"a2", "a3"} {
-		path := filepath.Join(dir, store.RetainDir, name+".json")
+		path := filepath.Join(dir, layout.RetainDir, name+".json")
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}

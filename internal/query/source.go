@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
-	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // fileSource yields the packets of one data file (plain, gzip or zstd)
@@ -38,7 +38,7 @@ type fileSource struct {
 	// A followed .part (tail set) is read up to limit, which advance
 	// moves as the tail finds more complete batches; r is made once
 	// there is something to read.
-	tail    *store.PartTail
+	tail    *layout.PartTail
 	limit   int64
 	caught  bool // the tail had read the whole file when limit was last moved
 	onStats func(int, pcapfile.InterfaceStats)
@@ -93,7 +93,7 @@ func (s *fileSource) advance() (grew, final bool, err error) {
 // (not through its index, which lags behind the file) up to the end of
 // its last complete batch as its tail finds it. One published since the
 // listing is opened as openFile does.
-func openFollowed(ctx context.Context, fi store.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
+func openFollowed(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection, poll time.Duration) (*fileSource, error) {
 	f, err := safefs.Open(fi.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return openFile(ctx, fi, k, onStats, sel)
@@ -102,7 +102,7 @@ func openFollowed(ctx context.Context, fi store.FileInfo, k *kit, onStats func(i
 		return nil, fmt.Errorf("opening %s: %w", fi.Path, err)
 	}
 	src := &fileSource{onStats: onStats}
-	src.tail = store.TailPart(ctx, f, fi.Path, poll)
+	src.tail = layout.TailPart(ctx, f, fi.Path, poll)
 	src.sp = newSplice(f, k, codecByName(fi.Path), []seg{{seekEnd: -1, rawEnd: 0}}, nil)
 	src.sp.members = true
 	return src, nil
@@ -111,7 +111,7 @@ func openFollowed(ctx context.Context, fi store.FileInfo, k *kit, onStats func(i
 // codecByName is the codec of a data file by its name, as the store
 // names them (PartSuffix ignored).
 func codecByName(path string) index.Codec {
-	switch name := strings.TrimSuffix(path, store.PartSuffix); {
+	switch name := strings.TrimSuffix(path, layout.PartSuffix); {
 	case strings.HasSuffix(name, ".gz"):
 		return index.CodecGzip
 	case strings.HasSuffix(name, ".zst"):
@@ -139,23 +139,23 @@ func newSelection(since, until int64, filter string, noIndex bool) *selection {
 }
 
 // openFile opens fi for reading. A .part is first scanned for the end
-// of its last complete batch (store.CompleteLength) and read up to
+// of its last complete batch (layout.CompleteLength) and read up to
 // there; one published (renamed) since the listing is read whole under
 // its new name. A file gone otherwise is ErrFileGone. onStats receives
 // the file's statistics blocks. It returns nil for a .part without a
 // complete batch. With sel, the file's index, if Open accepts it, says
 // what to read of it. k is what it is read with, until it is closed.
-func openFile(ctx context.Context, fi store.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection) (*fileSource, error) {
+func openFile(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int, pcapfile.InterfaceStats), sel *selection) (*fileSource, error) {
 	path, limit := fi.Path, int64(-1)
 	src := &fileSource{}
 	if fi.Part {
 		if st, err := os.Lstat(path); err == nil {
 			src.scanBytes = st.Size() // CompleteLength reads it whole
 		}
-		n, err := store.CompleteLength(ctx, path)
+		n, err := layout.CompleteLength(ctx, path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			path = strings.TrimSuffix(path, store.PartSuffix) // published meanwhile
+			path = strings.TrimSuffix(path, layout.PartSuffix) // published meanwhile
 		case err != nil:
 			return nil, err
 		case n == 0:
@@ -183,7 +183,7 @@ func openFile(ctx context.Context, fi store.FileInfo, k *kit, onStats func(int, 
 	f, err := safefs.Open(path)
 	if errors.Is(err, fs.ErrNotExist) && path == fi.Path && fi.Part {
 		// Published between the scan and here: the same bytes, and more.
-		path = strings.TrimSuffix(path, store.PartSuffix)
+		path = strings.TrimSuffix(path, layout.PartSuffix)
 		f, err = safefs.Open(path)
 	}
 	if errors.Is(err, fs.ErrNotExist) {

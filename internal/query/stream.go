@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
-	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // testOpened, nil outside tests, runs after a file is opened.
@@ -52,7 +52,7 @@ type stream struct {
 	agent string
 	rank  int // ties between agents: by name
 
-	files []store.FileInfo
+	files []layout.FileInfo
 	next  int // files[next] is opened next
 	cur   *fileSource
 	path  string // of cur
@@ -93,7 +93,7 @@ type stream struct {
 	kit  kit          // what its files are read with, one after the other
 }
 
-func newStream(q *query, agent string, rank int, files []store.FileInfo, limit int64) *stream {
+func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
 	return &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
 		h: minHeap[pkt]{less: pktLess}}
 }
@@ -178,7 +178,7 @@ func (s *stream) open(ctx context.Context) error {
 	for s.next < len(s.files) {
 		fi := s.files[s.next]
 		s.next++
-		s.lastKey = strings.TrimSuffix(fi.Path, store.PartSuffix)
+		s.lastKey = strings.TrimSuffix(fi.Path, layout.PartSuffix)
 		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) {
 			s.q.res.FilesSkipped++
 			continue

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -22,7 +23,7 @@ import (
 // parked: its buffered batches are written out and its compressed
 // stream made complete on disk (a gzip member is ended; a zstd frame
 // gets an empty last block), and its descriptor closed. The file keeps
-// PartSuffix, its marks and everything the Store knows of it; when its
+// layout.PartSuffix, its marks and everything the Store knows of it; when its
 // agent writes again it is reopened for append (the zstd terminator is
 // cut off first, so the file stays one frame, which Wireshark 4.0
 // needs). Rotation, idle close, shutdown and crash repair treat a
@@ -336,7 +337,7 @@ func (af *agentFile) park() error {
 // start to repair, and af has no file.
 func (af *agentFile) resume(now time.Time) error {
 	af.budget.acquire(af, now)
-	part := af.path + PartSuffix
+	part := af.path + layout.PartSuffix
 	f, err := safefs.OpenIn(filepath.Dir(af.dir), filepath.Join(filepath.Base(af.dir), filepath.Base(part)), os.O_WRONLY, 0)
 	if err == nil {
 		err = reopenAt(f, af.diskEnd, len(af.mw.terminator(af.diskEnd)))
@@ -428,7 +429,7 @@ func (af *agentFile) parkedSyncDue(now time.Time) string {
 		return ""
 	}
 	af.dirty = false
-	return af.path + PartSuffix
+	return af.path + layout.PartSuffix
 }
 
 // syncParked syncs the parked file path of w through a descriptor of
@@ -450,7 +451,7 @@ func (s *Store) syncParked(w *Writer, path string, start time.Time) error {
 		w.file.dirty = true
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
-	if w.file.parked && w.file.path+PartSuffix == path {
+	if w.file.parked && w.file.path+layout.PartSuffix == path {
 		w.file.lastSync = start
 	}
 	return nil

@@ -69,7 +69,7 @@ type Config struct {
 	// marks are kept in a state file of its own, loaded when it is
 	// taken, its unfinished files are repaired when it is taken (not at
 	// Open), and one of them, the retention leader, deletes for
-	// retention (see shared.go and retainshared.go). The zero value,
+	// retention (see shared.go and internal/retention). The zero value,
 	// exclusive mode, assumes one Store on Dir: a root is used in one
 	// mode at a time.
 	Shared bool
@@ -209,7 +209,7 @@ func (c *Config) Validate() error {
 	if rotate == 0 {
 		rotate = DefaultRotateSize
 	}
-	return c.Retain.validate(rotate)
+	return c.Retain.Validate(rotate)
 }
 
 func (c *Config) withDefaults() Config {

@@ -7,7 +7,7 @@
 // # Layout
 //
 // Dir/<agent>/<agent>_<UTC start>.pcapng[.gz|.zst] are finished files;
-// the one being written ends in PartSuffix. Dir/StateFile holds the
+// the one being written ends in layout.PartSuffix. Dir/StateFile holds the
 // instances' high-water marks, Dir/ReserveFile space kept for it,
 // Dir/OwnerFile the lock of the root's one owner (a Store in exclusive
 // mode, or the Stores of one writer group): Open refuses a root another
@@ -22,10 +22,11 @@
 //
 // Config.Retain (RetainConfig) deletes closed files, oldest first by
 // their last packet, to keep the filesystem's free space, the root's
-// size, each agent's size and the files' age within limits; Store.Run
-// runs it on a goroutine of its own, and Dir/RetainDir holds its index
-// of closed files. Retention.go states its rules and guarantees;
-// Store.Hold keeps a file from it while a reader needs it.
+// size, each agent's size and the files' age within limits: that is
+// internal/retention, whose Enforcer Store.Run runs on a goroutine of
+// its own, fed by the writers' events (retain.go); Dir/RetainDir holds
+// its index of closed files. Store.Hold keeps a file from it while a
+// reader needs it.
 //
 // # Shared roots
 //
@@ -37,8 +38,20 @@
 // publishes its file, saves its marks and gives the lock back. One of
 // the processes, the holder of Dir/RetainLockFile, deletes for
 // retention, learning of the others' files from their indexes and
-// from listings (retainshared.go). Hold, the reserve and the open-file
+// from listings (internal/retention, shared.go). Hold, the reserve and the open-file
 // budget are per process.
+//
+// # Parts
+//
+// The write path: store.go (Open, Writer, Run, Close), writer.go,
+// file.go (an agent's file: rotation, marks, publish), budget.go (the
+// open-file budget), filecompress.go, index.go (the index beside each
+// file). Durability: repair.go (unfinished files after a crash),
+// state.go (StateFile, the reserve), owner.go (the root's owner lock),
+// and the two ways of holding a root, chosen once by Open (mode.go):
+// owned.go (one Store) and shared.go (a writer group). Retention is
+// internal/retention, fed by retain.go; the names, marks and read side
+// are internal/layout.
 //
 // # Marks and delivery
 //
@@ -82,6 +95,9 @@
 // Open refuses a Config that Validate refuses. The Store is not usable
 // after Close.
 //
-// Store imports pcapfile, wire and the file compressors; never the
-// collector.
+// The layout of the root, the marks and the scanner that finds them,
+// and the read side (the catalog of an agent's files, a .part's
+// complete length) are internal/layout's, which readers use without a
+// Store. Store imports layout, pcapfile, wire and the file compressors;
+// never the collector.
 package store

@@ -1,6 +1,10 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/pcapsync/pcapsync/internal/layout"
+)
 
 // ErrBusy: an agent cannot be written now (Store.Writer): its files
 // left unfinished by a previous run are being repaired, so its
@@ -28,7 +32,7 @@ var ErrRootBusy = errors.New("output root held by another owner")
 // ErrAgentDir: an agent's directory below the root is not a directory
 // the Store can write safely (a symbolic link, or not a directory):
 // Store.Writer refuses the agent until it is put right by hand.
-var ErrAgentDir = errors.New("agent directory refused")
+var ErrAgentDir = layout.ErrAgentDir
 
 // ErrRootUnusable: Open found the output root missing and was denied
 // making it, or denied writing it (permissions, a read-only file

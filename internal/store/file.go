@@ -2,7 +2,6 @@ package store
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,34 +17,13 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/observe"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
-
-// PartSuffix marks the file an agent is being written to. A file is
-// renamed to drop the suffix once it is closed and complete, so a
-// consumer that globs "*.pcapng" sees only finished files.
-const PartSuffix = ".part"
-
-// Batch marks: the last packet of every batch carries a pcapng custom
-// option that rewriters must not copy (code 19373), Private Enterprise
-// Number 32473 (RFC 5612's number for examples, until pcapsync has its
-// own), holding:
-//
-//	"PSM1" | instance [16] | seq u64 LE
-//
-// A batch's packets are in a file exactly when its mark is: on start the
-// collector cuts every unfinished file back to the end of the last
-// packet block carrying a mark. Wireshark, tshark, capinfos and libpcap
-// ignore the option (a custom block would show up as a record in tshark).
-const (
-	markPEN  = 32473
-	markSize = 4 + 16 + 8
-)
-
-var markMagic = [4]byte{'P', 'S', 'M', '1'}
 
 // fileIface is one interface of an agent's output: its IDB and the
 // last counters its agent reported for it.
@@ -80,14 +58,14 @@ type agentFile struct {
 
 	// The open-file budget (budget.go); budget is nil for none.
 	budget     *fileBudget
-	mu         *sync.Mutex // the Writer's, which guards this agentFile
-	slot       int         // index in budget.open; -1 without a descriptor
-	prev, next *agentFile  // budget's list, guarded by budget.mu
-	lastWrite  time.Time   // guarded by budget.mu
-	parked     bool        // path is a file in progress whose descriptor the budget took
-	syncing    *os.File    // f while a background sync of it runs
-	owed       *os.File    // a closed descriptor a background sync still uses: synced releases its slot
-	ret        *retAgent   // retention's record of the agent; nil in some tests
+	mu         *sync.Mutex      // the Writer's, which guards this agentFile
+	slot       int              // index in budget.open; -1 without a descriptor
+	prev, next *agentFile       // budget's list, guarded by budget.mu
+	lastWrite  time.Time        // guarded by budget.mu
+	parked     bool             // path is a file in progress whose descriptor the budget took
+	syncing    *os.File         // f while a background sync of it runs
+	owed       *os.File         // a closed descriptor a background sync still uses: synced releases its slot
+	ret        *retention.Agent // retention's record of the agent (retain.go); nil in some tests
 
 	// The index of the open file (index.go): ixBlock <= 0 writes none.
 	ixBlock int64
@@ -105,20 +83,20 @@ type agentFile struct {
 	frameRaw int64         // decoded offset where the open zstd frame starts (ZstdFramePerBlock)
 	bw       *bufio.Writer
 	w        *pcapfile.NgWriter
-	path     string // final name, without PartSuffix
+	path     string // final name, without layout.PartSuffix
 	rotateAt time.Time
 
-	marked       []markRef // instances with marks in this file, highest seq
-	markEnd      int64     // offset after the last mark written
-	committedEnd int64     // markEnd at the last successful flush
-	diskEnd      int64     // file size at the last successful flush: where abandon cuts
-	cuts         uint64    // times abandon cut uncommitted batches away
-	unpublished  []string  // closed part files whose publish failed
-	dirty        bool      // flushed but not synced
-	ts           tsRange   // of the packets written to the open file
-	tsFlushed    tsRange   // ts at the last successful flush
+	marked       []markRef        // instances with marks in this file, highest seq
+	markEnd      int64            // offset after the last mark written
+	committedEnd int64            // markEnd at the last successful flush
+	diskEnd      int64            // file size at the last successful flush: where abandon cuts
+	cuts         uint64           // times abandon cut uncommitted batches away
+	unpublished  []string         // closed part files whose publish failed
+	dirty        bool             // flushed but not synced
+	ts           layout.TimeRange // of the packets written to the open file
+	tsFlushed    layout.TimeRange // ts at the last successful flush
 	lastSync     time.Time
-	markBuf      [markSize]byte
+	markBuf      [layout.MarkSize]byte
 }
 
 // addIface returns the file index of ifc, adding an interface (and an
@@ -193,14 +171,14 @@ func (af *agentFile) open(now time.Time) error {
 	if err != nil {
 		f.Close()
 		af.budget.release(af)
-		os.Remove(path + PartSuffix)
+		os.Remove(path + layout.PartSuffix)
 		return fmt.Errorf("writing headers of %s: %w", path, err)
 	}
 	af.f, af.bw, af.w, af.path = f, bw, w, path
 	af.frameRaw = w.Written()
 	af.marked = af.marked[:0]
 	af.markEnd, af.committedEnd, af.diskEnd = 0, 0, 0
-	af.ts, af.tsFlushed = tsRange{}, tsRange{}
+	af.ts, af.tsFlushed = layout.TimeRange{}, layout.TimeRange{}
 	af.dirty, af.lastSync = true, now
 	af.rotateAt = time.Time{}
 	if af.interval > 0 {
@@ -232,7 +210,7 @@ func (af *agentFile) create(now time.Time) (*os.File, string, error) {
 			continue
 		}
 		root := filepath.Dir(af.dir)
-		f, err := safefs.OpenIn(root, filepath.Join(filepath.Base(af.dir), filepath.Base(path)+PartSuffix), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		f, err := safefs.OpenIn(root, filepath.Join(filepath.Base(af.dir), filepath.Base(path)+layout.PartSuffix), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 		switch {
 		case err == nil:
 			return f, path, nil
@@ -296,7 +274,7 @@ func (af *agentFile) writable(now time.Time) error {
 
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
-	af.ts.add(r.Timestamp)
+	af.ts.Add(r.Timestamp)
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
 	}
@@ -320,16 +298,13 @@ func (af *agentFile) fit(ifIndex int, r *wire.Record) {
 // writeLast writes the last packet of batch seq of inst with the mark
 // that says the batch is complete in this file.
 func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq uint64) error {
-	b := af.markBuf[:0]
-	b = append(b, markMagic[:]...)
-	b = append(b, inst.id[:]...)
-	b = binary.LittleEndian.AppendUint64(b, seq)
+	b := layout.AppendMark(af.markBuf[:0], inst.id, seq)
 	af.fit(ifIndex, r)
-	af.ts.add(r.Timestamp)
+	af.ts.Add(r.Timestamp)
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
 	}
-	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, markPEN, b); err != nil {
+	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, b); err != nil {
 		return err
 	}
 	af.markEnd = af.w.Written()
@@ -350,13 +325,13 @@ func (af *agentFile) flush() error {
 		return nil
 	}
 	if err := af.bw.Flush(); err != nil {
-		return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
+		return fmt.Errorf("writing %s: %w", af.path+layout.PartSuffix, err)
 	}
 	ended := false // a zstd frame (and a block of the index) ends here
 	if af.mw != nil {
 		ended = af.mw.frames && af.w.Written()-af.frameRaw >= af.frameBytes()
 		if err := af.mw.commit(ended); err != nil {
-			return fmt.Errorf("writing %s: %w", af.path+PartSuffix, err)
+			return fmt.Errorf("writing %s: %w", af.path+layout.PartSuffix, err)
 		}
 		if ended {
 			af.frameRaw = af.w.Written()
@@ -391,9 +366,9 @@ func (af *agentFile) addDisk() {
 	}
 	if af.ret != nil {
 		if end > af.diskEnd {
-			af.ret.wrote(end-af.diskEnd, af.tsFlushed.min)
+			af.ret.Note(retention.Event{Kind: retention.Wrote, Bytes: end - af.diskEnd, First: af.tsFlushed.Min})
 		}
-		af.ret.flushed()
+		af.ret.Note(retention.Event{Kind: retention.Flushed})
 	}
 	af.diskEnd = end
 }
@@ -420,7 +395,7 @@ func syncFile(obs observe.Observer, f *os.File) error {
 
 func (af *agentFile) sync(now time.Time) error {
 	if err := syncFile(af.syncObs, af.f); err != nil {
-		return fmt.Errorf("syncing %s: %w", af.path+PartSuffix, err)
+		return fmt.Errorf("syncing %s: %w", af.path+layout.PartSuffix, err)
 	}
 	af.dirty, af.lastSync = false, now
 	return nil
@@ -464,7 +439,7 @@ func (af *agentFile) synced(f *os.File, start time.Time, err error) error {
 	}
 	if err != nil {
 		af.dirty = true
-		return fmt.Errorf("syncing %s: %w", af.path+PartSuffix, err)
+		return fmt.Errorf("syncing %s: %w", af.path+layout.PartSuffix, err)
 	}
 	af.lastSync = start
 	return nil
@@ -484,7 +459,7 @@ func (af *agentFile) close(now time.Time) error {
 // closeFile ends the open file, if any: an interface statistics block
 // for every interface the agent reported counters for, flush, sync
 // (unless the policy is never), close, and raise the instances' marks.
-// It returns the path, still ending in PartSuffix, for publish. After a
+// It returns the path, still ending in layout.PartSuffix, for publish. After a
 // failure it cuts the file back (abandon, which publishes it itself) and
 // returns "".
 func (af *agentFile) closeFile(now time.Time) (part string, err error) {
@@ -535,7 +510,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	af.addDisk()
 	af.ixFinish(rawEnd)
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+af.ixBytes, modTime(af.f), af.ts, true)
+		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + af.ixBytes, Mod: modTime(af.f), Times: af.ts, Kept: true})
 	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
@@ -543,7 +518,7 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	for _, m := range af.marked {
 		m.inst.raise(m.seq)
 	}
-	part = af.path + PartSuffix
+	part = af.path + layout.PartSuffix
 	err = af.f.Close()
 	af.releaseFD()
 	putBuf(af.bw)
@@ -569,7 +544,7 @@ func publish(saveState func() error, sync bool, parts []string) error {
 	dirs := map[string]bool{}
 	for _, p := range parts {
 		publishIndex(p)
-		err := os.Rename(p, strings.TrimSuffix(p, PartSuffix))
+		err := os.Rename(p, strings.TrimSuffix(p, layout.PartSuffix))
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // gone: published by an earlier try
 			errs = append(errs, err)
 		}
@@ -603,20 +578,20 @@ func (af *agentFile) abandon() error {
 		_, err = af.f.WriteAt(t, af.diskEnd)
 	}
 	if af.ret != nil {
-		af.ret.closed(filepath.Base(af.path), af.diskEnd+int64(len(t)), modTime(af.f), af.tsFlushed, af.committedEnd > 0)
+		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + int64(len(t)), Mod: modTime(af.f), Times: af.tsFlushed, Kept: af.committedEnd > 0})
 	}
 	if af.committedEnd == 0 {
 		// Nothing was ever committed: no file is better than an empty one.
 		af.f.Close()
 		af.releaseFD()
-		rerr := os.Remove(af.path + PartSuffix)
+		rerr := os.Remove(af.path + layout.PartSuffix)
 		af.f, af.bw, af.w = nil, nil, nil
 		return errors.Join(err, rerr)
 	}
 	if err == nil && af.fsync != FsyncNever {
 		err = af.f.Sync()
 	}
-	part := af.path + PartSuffix
+	part := af.path + layout.PartSuffix
 	if cerr := af.f.Close(); err == nil {
 		err = cerr
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
@@ -37,8 +38,8 @@ func TestPartSuffixShared(t *testing.T) {
 			t.Errorf("%s: capturetest.IsIndex %v, index.IsIndex %v", n, capturetest.IsIndex(n), index.IsIndex(n))
 		}
 	}
-	if capturetest.PartSuffix != PartSuffix {
-		t.Fatalf("capturetest.PartSuffix %q, store.PartSuffix %q", capturetest.PartSuffix, PartSuffix)
+	if capturetest.PartSuffix != layout.PartSuffix {
+		t.Fatalf("capturetest.PartSuffix %q, store.PartSuffix %q", capturetest.PartSuffix, layout.PartSuffix)
 	}
 }
 
@@ -60,13 +61,13 @@ func TestCreateNames(t *testing.T) {
 		if path != want {
 			t.Fatalf("create: %s, want %s", path, want)
 		}
-		if !exists(path + PartSuffix) {
-			t.Fatalf("create: no %s", path+PartSuffix)
+		if !exists(path + layout.PartSuffix) {
+			t.Fatalf("create: no %s", path+layout.PartSuffix)
 		}
 	}
-	create(base + ".pcapng")                                                             // the directory made
-	create(base + "_001.pcapng")                                                         // the first's .part there
-	if err := os.Rename(base+"_001.pcapng"+PartSuffix, base+"_001.pcapng"); err != nil { // published
+	create(base + ".pcapng")                                                                    // the directory made
+	create(base + "_001.pcapng")                                                                // the first's .part there
+	if err := os.Rename(base+"_001.pcapng"+layout.PartSuffix, base+"_001.pcapng"); err != nil { // published
 		t.Fatal(err)
 	}
 	create(base + "_002.pcapng")

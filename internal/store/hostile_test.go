@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -118,13 +120,13 @@ func TestRetentionLeavesForeignFiles(t *testing.T) {
 	writeFiles(t, c, "a1", 1, 30)
 	// The age rule deletes the Store's own files of a1 (packets of 2023).
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := c.Retention().Files[RuleAge].Load(); n < 3 {
+		if n := c.Retention().Files[retention.RuleAge].Load(); n < 3 {
 			return errors.New("retention deleted fewer than 3 files")
 		}
 		return nil
 	})
 	stop()
-	c.ret.load(t.Context()) // another pass: nothing reported twice
+	c.ret.Load(t.Context()) // another pass: nothing reported twice
 	for _, p := range append(append(foreign, links...), victims...) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
@@ -158,7 +160,7 @@ func TestLinkedAgentDir(t *testing.T) {
 	if c.Counters.AgentDirRefused.Load() != 1 {
 		t.Errorf("AgentDirRefused = %d, want 1", c.Counters.AgentDirRefused.Load())
 	}
-	if _, err := AgentFiles(dir, "evil"); !errors.Is(err, ErrAgentDir) {
+	if _, err := layout.AgentFiles(dir, "evil"); !errors.Is(err, ErrAgentDir) {
 		t.Errorf("AgentFiles(evil) = %v, want ErrAgentDir", err)
 	}
 	// Swapped for a link between the Writer and its first file.
@@ -186,15 +188,15 @@ func TestLinkedAgentDir(t *testing.T) {
 // Store's shutdown; a FIFO as the state file does not block Open.
 func TestRetentionCacheFIFO(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, RetainDir), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, layout.RetainDir), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{filepath.Join(RetainDir, "a1.json"), StateFile} {
+	for _, p := range []string{filepath.Join(layout.RetainDir, "a1.json"), StateFile} {
 		if err := unix.Mkfifo(filepath.Join(dir, p), 0o640); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink("/dev/zero", filepath.Join(dir, RetainDir, "a2.json")); err != nil {
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, layout.RetainDir, "a2.json")); err != nil {
 		t.Fatal(err)
 	}
 	opened := make(chan struct{})
@@ -216,7 +218,7 @@ func TestRetentionCacheFIFO(t *testing.T) {
 	writeFiles(t, c, "a1", 1, 30)
 	writeFiles(t, c, "a2", 2, 30)
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := c.Retention().Files[RuleAge].Load(); n < 6 {
+		if n := c.Retention().Files[retention.RuleAge].Load(); n < 6 {
 			return errors.New("retention deleted fewer than 6 files")
 		}
 		return nil
@@ -247,7 +249,7 @@ func TestForeignDirNotAnAgent(t *testing.T) {
 	plant(t, filepath.Join(dir, "exports", "incident.pcapng"))
 	c, _, stop := runStore(t, Config{Dir: dir, Retain: RetainConfig{MaxAge: time.Hour, FreePercent: -1}})
 	testutil.Eventually(t, 5*time.Second, func() error {
-		if !c.ret.loaded.Load() {
+		if !c.ret.Loaded() {
 			return errors.New("retention index not loaded yet")
 		}
 		return nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -114,7 +116,7 @@ func (af *agentFile) ixFinish(rawEnd int64) {
 // ixWrite appends what the index holds unwritten to the index file.
 func (af *agentFile) ixWrite() {
 	p := af.ix.Pending()
-	path := index.Path(af.path + PartSuffix)
+	path := index.Path(af.path + layout.PartSuffix)
 	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err == nil {
 		_, err = f.Write(p)
@@ -132,7 +134,7 @@ func (af *agentFile) ixWrite() {
 	af.ixWrote = af.ix.Blocks()
 	af.ix.Clear()
 	if af.ret != nil {
-		af.ret.wrote(int64(len(p)), 0)
+		af.ret.Note(retention.Event{Kind: retention.Wrote, Bytes: int64(len(p))})
 	}
 }
 
@@ -145,7 +147,7 @@ func (af *agentFile) ixDrop() {
 	af.ixLive = false
 	af.ixBytes = 0
 	if af.path != "" {
-		os.Remove(index.Path(af.path + PartSuffix))
+		os.Remove(index.Path(af.path + layout.PartSuffix))
 	}
 }
 
@@ -155,7 +157,7 @@ func (af *agentFile) ixDrop() {
 // without an index.
 func publishIndex(part string) {
 	from := index.Path(part)
-	if err := os.Rename(from, index.Path(strings.TrimSuffix(part, PartSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Rename(from, index.Path(strings.TrimSuffix(part, layout.PartSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		os.Remove(from)
 	}
 }
@@ -164,23 +166,14 @@ func publishIndex(part string) {
 // so by a crash), not their indexes: regular files of the names the
 // Store gives them (a link or FIFO so named is not repaired).
 func partFiles(dir string) []string {
-	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+PartSuffix)) // the pattern is valid
+	parts, _ := filepath.Glob(filepath.Join(dir, "*.pcapng*"+layout.PartSuffix)) // the pattern is valid
 	agent := filepath.Base(dir)
 	out := parts[:0]
 	for _, p := range parts {
 		st, err := os.Lstat(p)
-		if err == nil && st.Mode().IsRegular() && IsDataFile(agent, strings.TrimSuffix(filepath.Base(p), PartSuffix)) {
+		if err == nil && st.Mode().IsRegular() && layout.IsDataFile(agent, strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// indexBytes returns the size of the index of the data file at path, 0
-// if it has none.
-func indexBytes(path string) int64 {
-	if st, err := os.Lstat(index.Path(path)); err == nil && st.Mode().IsRegular() {
-		return st.Size()
-	}
-	return 0
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -218,12 +219,10 @@ func TestIndexWritten(t *testing.T) {
 			if !ix.Final || ix.DataSize != st.Size() || len(ix.All) < 10 {
 				t.Fatalf("index: final %v, data size %d of %d, %d blocks", ix.Final, ix.DataSize, st.Size(), len(ix.All))
 			}
-			if _, err := os.Stat(index.Path(path + PartSuffix)); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(index.Path(path + layout.PartSuffix)); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("the index's .part is left: %v", err)
 			}
-			c.ret.mu.Lock()
-			counted := c.ret.agents["ix"].files[0].Bytes
-			c.ret.mu.Unlock()
+			counted := c.ret.Files("ix")[0].Bytes
 			if counted != st.Size()+ist.Size() {
 				t.Errorf("retention counts %d bytes, want the file's %d and its index's %d", counted, st.Size(), ist.Size())
 			}
@@ -336,7 +335,7 @@ func TestIndexCrash(t *testing.T) {
 
 			newCore(t, Config{Dir: dir, FileCompress: fm.fc, ZstdFrames: fm.frames, IndexBlock: MinIndexBlock}) // repairs
 			path := dataFile(t, filepath.Join(dir, "ix"))
-			if path+PartSuffix != part {
+			if path+layout.PartSuffix != part {
 				t.Fatalf("after repair %s, want %s published", path, part)
 			}
 			ents, _ := os.ReadDir(filepath.Join(dir, "ix"))
@@ -355,23 +354,6 @@ func TestIndexCrash(t *testing.T) {
 				t.Fatalf("rebuilt index: %d packets, want 200", n)
 			}
 		})
-	}
-}
-
-// TestRetentionDeletesIndex: retention deletes a file's index with it.
-func TestRetentionDeletesIndex(t *testing.T) {
-	a1 := tf{"a", 1, 4, 10}
-	r := newTestRetainer(t, RetainConfig{FreePercent: -1}, 0, []tf{a1}, nil, io.Discard)
-	path := filepath.Join(r.dir, a1.name())
-	if err := os.WriteFile(index.Path(path), []byte("index"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	a := r.agent("a")
-	if !r.delete(a, a.files[0], RuleSize, map[string]bool{}) {
-		t.Fatal("not deleted")
-	}
-	if got := left(t, r.dir); len(got) != 0 {
-		t.Fatalf("left after the delete: %v", got)
 	}
 }
 

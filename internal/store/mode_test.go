@@ -7,11 +7,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 // TestRootFileModes: everything a reader of the output root uses, the
 // data files, their indexes and retention's index of file times
-// (RetainDir), is created 0640 less the umask: an analyst in the
+// (layout.RetainDir), is created 0640 less the umask: an analyst in the
 // collector's group reads all of it, and nobody else any of it.
 func TestRootFileModes(t *testing.T) {
 	old := syscall.Umask(0o022)
@@ -27,7 +29,7 @@ func TestRootFileModes(t *testing.T) {
 		switch {
 		case strings.HasPrefix(rel, "modes"+string(filepath.Separator)):
 			data++
-		case strings.HasPrefix(rel, RetainDir+string(filepath.Separator)):
+		case strings.HasPrefix(rel, layout.RetainDir+string(filepath.Separator)):
 			retain++
 		default:
 			return nil // the root's own files: the state, the lock, the reserve

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 // FuzzScanPart feeds repair's scanner arbitrary files of each codec.
@@ -36,33 +37,33 @@ func FuzzScanPart(f *testing.F) {
 	f.Add(byte(0), []byte{})
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
 		codec := []compress.Codec{compress.None, compress.Gzip, compress.Zstd}[which%3]
-		sc, err := scanPart(context.Background(), bytes.NewReader(data), codec)
+		sc, err := layout.Scan(context.Background(), bytes.NewReader(data), codec)
 		if err != nil {
 			t.Fatalf("scan of an in-memory file: %v", err)
 		}
-		if sc.cut < 0 || sc.cut > int64(len(data)) {
-			t.Fatalf("cut %d outside the %d-byte file", sc.cut, len(data))
+		if sc.Cut < 0 || sc.Cut > int64(len(data)) {
+			t.Fatalf("cut %d outside the %d-byte file", sc.Cut, len(data))
 		}
-		if (sc.cut == 0) != (len(sc.marks) == 0) {
-			t.Fatalf("cut %d with %d marks", sc.cut, len(sc.marks))
+		if (sc.Cut == 0) != (len(sc.Marks) == 0) {
+			t.Fatalf("cut %d with %d marks", sc.Cut, len(sc.Marks))
 		}
-		if sc.cut == 0 {
+		if sc.Cut == 0 {
 			return
 		}
-		cut := data[:sc.cut:sc.cut]
-		if codec == compress.Zstd && !(sc.complete && sc.cut == int64(len(data))) {
+		cut := data[:sc.Cut:sc.Cut]
+		if codec == compress.Zstd && !(sc.Complete && sc.Cut == int64(len(data))) {
 			cut = append(cut, zstdLastBlock[:]...)
 		}
-		again, err := scanPart(context.Background(), bytes.NewReader(cut), codec)
+		again, err := layout.Scan(context.Background(), bytes.NewReader(cut), codec)
 		if err != nil {
 			t.Fatalf("scan of the cut file: %v", err)
 		}
-		if again.raw != sc.raw || len(again.marks) != len(sc.marks) {
-			t.Fatalf("cut file scans to raw %d with %d marks, want raw %d with %d", again.raw, len(again.marks), sc.raw, len(sc.marks))
+		if again.Raw != sc.Raw || len(again.Marks) != len(sc.Marks) {
+			t.Fatalf("cut file scans to raw %d with %d marks, want raw %d with %d", again.Raw, len(again.Marks), sc.Raw, len(sc.Marks))
 		}
-		for id, seq := range sc.marks {
-			if again.marks[id] != seq {
-				t.Fatalf("instance %x: mark %d after the cut, %d before", id, again.marks[id], seq)
+		for id, seq := range sc.Marks {
+			if again.Marks[id] != seq {
+				t.Fatalf("instance %x: mark %d after the cut, %d before", id, again.Marks[id], seq)
 			}
 		}
 	})

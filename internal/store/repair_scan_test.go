@@ -17,6 +17,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -88,7 +89,7 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 		af.bw.Flush()
 	}
 	af.f.Close() // the process is gone
-	return af.path + PartSuffix, packets
+	return af.path + layout.PartSuffix, packets
 }
 
 var zeroPacket = capturetest.ZeroPacket
@@ -130,6 +131,21 @@ func countPackets(t testing.TB, path string) (lens []int) {
 	}
 }
 
+// chunkReader reads b n bytes at a time.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[k:]
+	return k, nil
+}
+
 // TestScanChunks: the scanner finds the same marks and cut however the
 // stream is cut into writes, for blocks of any size (a packet of
 // 300 000 bytes, over what readers accept by default), and stops at a
@@ -143,25 +159,22 @@ func TestScanChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := scanPart(context.Background(), bytes.NewReader(whole), compress.None)
-	if err != nil || ref.cut == 0 || ref.marks[partInstance] != 4 {
-		t.Fatalf("scan: cut %d, marks %v, %v; want batch 4", ref.cut, ref.marks, err)
+	ref, err := layout.Scan(context.Background(), bytes.NewReader(whole), compress.None)
+	if err != nil || ref.Cut == 0 || ref.Marks[partInstance] != 4 {
+		t.Fatalf("scan: cut %d, marks %v, %v; want batch 4", ref.Cut, ref.Marks, err)
 	}
-	if ref.cut >= int64(len(whole)) {
-		t.Fatalf("cut %d of %d: the unmarked tail was kept", ref.cut, len(whole))
+	if ref.Cut >= int64(len(whole)) {
+		t.Fatalf("cut %d of %d: the unmarked tail was kept", ref.Cut, len(whole))
 	}
 	for _, chunk := range []int{1, 3, 7, 4096, len(whole)} {
-		sc := newBlockScanner()
-		sc.anywhere = true
-		for b := whole; len(b) > 0; {
-			k := min(chunk, len(b))
-			if _, err := sc.Write(b[:k]); err != nil {
-				t.Fatalf("chunk %d: %v", chunk, err)
-			}
-			b = b[k:]
+		// A plain file read chunk bytes at a time reaches the scanner in
+		// writes of that size.
+		sc, err := layout.Scan(context.Background(), &chunkReader{b: whole, n: chunk}, compress.None)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", chunk, err)
 		}
-		if sc.cutOff != ref.cut || sc.marks[partInstance] != 4 {
-			t.Fatalf("chunks of %d: cut %d, marks %v; want %d, batch 4", chunk, sc.cutOff, sc.marks, ref.cut)
+		if sc.Cut != ref.Cut || sc.Marks[partInstance] != 4 {
+			t.Fatalf("chunks of %d: cut %d, marks %v; want %d, batch 4", chunk, sc.Cut, sc.Marks, ref.Cut)
 		}
 	}
 	damaged := []struct {
@@ -170,17 +183,17 @@ func TestScanChunks(t *testing.T) {
 		b      []byte
 		before bool // the damage is in the kept part: the cut must move back
 	}{
-		{"next block's length not a multiple of 4", ref.cut + 4, []byte{13, 0, 0, 0}, false},
-		{"next block shorter than a block", ref.cut + 4, []byte{8, 0, 0, 0}, false},
-		{"last marked block's trailer wrong", ref.cut - 4, []byte{0, 0, 0, 0}, true},
+		{"next block's length not a multiple of 4", ref.Cut + 4, []byte{13, 0, 0, 0}, false},
+		{"next block shorter than a block", ref.Cut + 4, []byte{8, 0, 0, 0}, false},
+		{"last marked block's trailer wrong", ref.Cut - 4, []byte{0, 0, 0, 0}, true},
 		{"no section header first", 0, []byte{6, 0, 0, 0}, true},
 	}
 	for _, d := range damaged {
 		b := bytes.Clone(whole)
 		copy(b[d.at:], d.b)
-		res, _ := scanPart(context.Background(), bytes.NewReader(b), compress.None)
-		if d.before && res.cut >= ref.cut || !d.before && res.cut != ref.cut {
-			t.Errorf("%s: cut %d; the undamaged file's is %d", d.name, res.cut, ref.cut)
+		res, _ := layout.Scan(context.Background(), bytes.NewReader(b), compress.None)
+		if d.before && res.Cut >= ref.Cut || !d.before && res.Cut != ref.Cut {
+			t.Errorf("%s: cut %d; the undamaged file's is %d", d.name, res.Cut, ref.Cut)
 		}
 	}
 }
@@ -215,8 +228,8 @@ func TestZstdBlockOffsets(t *testing.T) {
 		}
 		flushes = append(flushes, point{cw.n, raw})
 	}
-	cr := &countingReader{r: bytes.NewReader(file.Bytes())}
-	br := bufio.NewReaderSize(cr, scanBufSize)
+	cr := &readCounter{r: bytes.NewReader(file.Bytes())}
+	br := bufio.NewReaderSize(cr, layout.ScanBufSize)
 	dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 	if err != nil {
 		t.Fatal(err)
@@ -264,17 +277,17 @@ func TestZstdTailRefusesBadCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sc, err := scanPart(context.Background(), f, compress.Zstd)
-	if err != nil || sc.cut == 0 {
+	sc, err := layout.Scan(context.Background(), f, compress.Zstd)
+	if err != nil || sc.Cut == 0 {
 		t.Fatalf("scan: %+v, %v", sc, err)
 	}
-	if _, err := zstdTail(f, sc.cut, sc.raw); err != nil {
+	if _, err := zstdTail(f, sc.Cut, sc.Raw); err != nil {
 		t.Fatalf("the scanned cut: %v", err)
 	}
-	if _, err := zstdTail(f, sc.cut-1, sc.raw); err == nil {
+	if _, err := zstdTail(f, sc.Cut-1, sc.Raw); err == nil {
 		t.Fatal("a cut one byte short was accepted")
 	}
-	if _, err := zstdTail(f, sc.cut, sc.raw+1); err == nil {
+	if _, err := zstdTail(f, sc.Cut, sc.Raw+1); err == nil {
 		t.Fatal("a cut that decodes to less than scanned was accepted")
 	}
 }
@@ -320,14 +333,18 @@ func TestRepairGzipHugeMember(t *testing.T) {
 }
 
 // readCounter counts Read calls.
+// readCounter counts the calls to Read and the bytes read.
 type readCounter struct {
 	r     io.Reader
 	calls int
+	n     int64
 }
 
 func (c *readCounter) Read(p []byte) (int, error) {
 	c.calls++
-	return c.r.Read(p)
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // TestRepairReadCalls: repair reads a file in large chunks whatever the
@@ -344,8 +361,8 @@ func TestRepairReadCalls(t *testing.T) {
 			defer f.Close()
 			st, _ := f.Stat()
 			rc := &readCounter{r: f}
-			res, err := scanPart(context.Background(), rc, fc.Codec)
-			if err != nil || res.marks[partInstance] != 40 {
+			res, err := layout.Scan(context.Background(), rc, fc.Codec)
+			if err != nil || res.Marks[partInstance] != 40 {
 				t.Fatalf("scan: %+v, %v", res, err)
 			}
 			if most := st.Size()/(64<<10) + 4; int64(rc.calls) > most {

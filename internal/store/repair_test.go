@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -37,7 +38,7 @@ func crashAfter(t *testing.T, dir string, n int, fm fileMode) string {
 			t.Fatal(err)
 		}
 	}
-	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix))
+	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+layout.PartSuffix))
 	if len(parts) != 1 {
 		t.Fatalf("%d .part files, want 1", len(parts))
 	}
@@ -121,7 +122,7 @@ func testRepairAfterCrash(t *testing.T, fm fileMode) {
 			if dup, _ := s.Batch(0, batchPayload(3, 20, 10)); !dup {
 				t.Fatal("batch 3 accepted again after repair")
 			}
-			checkTshark(t, strings.TrimSuffix(part, PartSuffix))
+			checkTshark(t, strings.TrimSuffix(part, layout.PartSuffix))
 		})
 	}
 }
@@ -138,7 +139,7 @@ func TestRepairUnacknowledged(t *testing.T) {
 		af := &c.writers["nomark"].file
 		af.bw.Flush()
 		if cutMark {
-			af.f.Truncate(af.w.Written() - (4 + 4 + markSize + 4 + 4)) // mark option, end of options, trailer: a torn last block
+			af.f.Truncate(af.w.Written() - (4 + 4 + layout.MarkSize + 4 + 4)) // mark option, end of options, trailer: a torn last block
 		}
 		af.f.Close()
 		c.die()
@@ -166,7 +167,7 @@ func readParts(t *testing.T, dir string) []readPacket {
 		if err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(tmp, strings.TrimSuffix(e.Name(), PartSuffix)), b, 0o600)
+		os.WriteFile(filepath.Join(tmp, strings.TrimSuffix(e.Name(), layout.PartSuffix)), b, 0o600)
 	}
 	pkts, _ := readDir(t, tmp)
 	return pkts
@@ -241,7 +242,7 @@ func testDiskFull(t *testing.T, fm fileMode) {
 	}
 	os.Remove(filler)
 	c.tick(time.Now()) // space is back: the retry publishes it
-	if parts, _ := filepath.Glob(filepath.Join(dir, "full", "*"+PartSuffix)); len(parts) != 0 {
+	if parts, _ := filepath.Glob(filepath.Join(dir, "full", "*"+layout.PartSuffix)); len(parts) != 0 {
 		t.Fatalf("%d files still unpublished after space returned", len(parts))
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "full", "*"))
@@ -313,7 +314,7 @@ func TestRepairLargeDBusPacket(t *testing.T) {
 			if len(parts) != 1 {
 				t.Fatalf("%d unfinished files", len(parts))
 			}
-			lens := countPackets(t, strings.TrimSuffix(parts[0], PartSuffix))
+			lens := countPackets(t, strings.TrimSuffix(parts[0], layout.PartSuffix))
 			if len(lens) != 2 || lens[1] != 300_000 {
 				t.Fatalf("packets after repair: %v, want 100 and 300000 bytes", lens)
 			}
@@ -357,7 +358,7 @@ func TestRepairZstdNearlyFull(t *testing.T) {
 	if pkts := readParts(t, filepath.Join(dir, "full")); len(pkts) != int(w.LastSeq)*200 {
 		t.Fatalf("%d packets after repair, LastSeq %d", len(pkts), w.LastSeq)
 	}
-	if parts, _ := filepath.Glob(filepath.Join(dir, "full", "*"+PartSuffix)); len(parts) != 0 {
+	if parts, _ := filepath.Glob(filepath.Join(dir, "full", "*"+layout.PartSuffix)); len(parts) != 0 {
 		t.Fatalf("still unfinished: %v", parts)
 	}
 }
@@ -484,7 +485,7 @@ func TestCloseDuringRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Within ShutdownTimeout, Close let the repair finish.
-	if parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix)); len(parts) != 0 {
+	if parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+layout.PartSuffix)); len(parts) != 0 {
 		t.Fatalf("unfinished files after Close: %v", parts)
 	}
 	testRepairStart = nil

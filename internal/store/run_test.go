@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 // runCore opens a Store in the caller's synctest bubble and runs its
@@ -41,7 +42,7 @@ func files(t *testing.T, dir string) (open, closed int) {
 	for _, e := range ents {
 		switch {
 		case index.IsIndex(e.Name()):
-		case strings.HasSuffix(e.Name(), PartSuffix):
+		case strings.HasSuffix(e.Name(), layout.PartSuffix):
 			open++
 		default:
 			closed++

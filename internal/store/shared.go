@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
-	"golang.org/x/sys/unix"
 )
 
 // Shared mode (Config.Shared): several processes, or several Stores,
@@ -71,21 +72,6 @@ const LockDir = ".pcapsync-locks"
 // instances only).
 const AgentStateDir = ".pcapsync-state"
 
-// flockNB takes an exclusive flock on f without waiting; it reports
-// busy when another open file description holds it.
-func flockNB(f *os.File) (busy bool, err error) {
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		return true, nil
-	}
-	return false, err
-}
-
 // take locks agent name for this Store, loads its marks and repairs its
 // unfinished files; it returns the agent's new Writer.
 func (s *Store) take(name string) (*Writer, error) {
@@ -98,7 +84,7 @@ func (s *Store) take(name string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: agent %q: opening lock: %w", name, err)
 	}
-	busy, err := flockNB(f)
+	busy, err := safefs.TryLock(f)
 	if busy || err != nil {
 		f.Close()
 		if busy {
@@ -114,7 +100,7 @@ func (s *Store) take(name string) (*Writer, error) {
 		return nil, err
 	}
 	s.repairTaken(name)
-	s.ret.agent(name).shared.held.Store(true)
+	s.ret.Agent(name).Note(retention.Event{Kind: retention.Taken})
 	w := s.newWriter(name)
 	w.lock = f
 	return w, nil
@@ -184,24 +170,15 @@ func (s *Store) unhold(name string) {
 // repairTaken repairs the unfinished files of agent name, just taken.
 func (s *Store) repairTaken(name string) {
 	dir := filepath.Join(s.dir, name)
-	removeTemps(filepath.Join(dir, "*"+PartSuffix+".repair"), time.Time{})
+	removeTemps(filepath.Join(dir, "*"+layout.PartSuffix+".repair"), time.Time{})
 	if parts := partFiles(dir); len(parts) > 0 {
 		s.repairAgent(context.Background(), repairJob{name: name, parts: parts})
 	}
 }
 
-// saveMarks saves the marks of agent name: its state file in Shared
-// mode, else StateFile.
-func (s *Store) saveMarks(name string) error {
-	if s.cfg.Shared {
-		return s.saveAgentStates([]string{name})
-	}
-	return s.saveState()
-}
-
 // saveAgentStates writes the state file of each agent of names that
 // this Store holds (of every agent it holds when names is nil) whose
-// marks changed since it was written (see writeState).
+// marks changed since it was written (see writeRootState).
 func (s *Store) saveAgentStates(names []string) error {
 	s.instMu.Lock()
 	defer s.instMu.Unlock()
@@ -249,7 +226,7 @@ func (s *Store) writeAgentState(name string) error {
 		return err
 	}
 	dir := filepath.Join(s.dir, AgentStateDir)
-	if err := ensureDir(dir); err != nil {
+	if err := safefs.EnsureDir(dir); err != nil {
 		return fmt.Errorf("saving state of agent %q: %w", name, err)
 	}
 	if err := s.writeStateFile(dir, filepath.Join(dir, name+".json"), b); err != nil {
@@ -266,13 +243,45 @@ func (s *Store) holds(name string) bool {
 	return s.held[name]
 }
 
-// publishParts publishes closed part files (see publish) for tick: in
-// Shared mode saving the state files of their agents only, and leaving
-// the files of an agent released meanwhile to its next holder's repair.
-func (s *Store) publishParts(parts []string) error {
-	if !s.cfg.Shared {
-		return publish(s.saveState, s.cfg.Fsync != FsyncNever, parts)
-	}
+// sharedRoot is the mode of a root shared by a writer group (see
+// rootMode and the comment above).
+type sharedRoot struct{ s *Store }
+
+// start: repairs run when an agent is taken (Writer).
+func (m sharedRoot) start() error {
+	s := m.s
+	s.repairing, s.repairDone = map[string]bool{}, make(chan struct{})
+	close(s.repairDone)
+	return nil
+}
+
+// tempAge: another process may be writing a temporary file now; only
+// those old enough to be left by a crash go.
+func (sharedRoot) tempAge() time.Duration { return staleTemp }
+
+// writer takes the agent (take) with s.mu let go, the agent marked
+// moving meanwhile.
+func (m sharedRoot) writer(name string) (*Writer, error) {
+	s := m.s
+	s.moving[name] = true
+	s.mu.Unlock()
+	w, err := s.take(name)
+	s.mu.Lock()
+	delete(s.moving, name)
+	return w, err
+}
+
+// saveMarks saves the state file of agent name.
+func (m sharedRoot) saveMarks(name string) error { return m.s.saveAgentStates([]string{name}) }
+
+// saveAll saves the state files of every agent the Store holds.
+func (m sharedRoot) saveAll() error { return m.s.saveAgentStates(nil) }
+
+// publish publishes closed part files (see publish) saving the state
+// files of their agents only, and leaves the files of an agent released
+// meanwhile to its next holder's repair.
+func (m sharedRoot) publish(parts []string) error {
+	s := m.s
 	s.pubMu.RLock()
 	defer s.pubMu.RUnlock()
 	var names []string
@@ -311,17 +320,7 @@ func (s *Store) Release(name string) error {
 	}
 	delete(s.writers, name)
 	s.moving[name] = true // Writer(name) is busy until the lock is given back
-	var parts []string
-	if s.cfg.Shared {
-		dir := filepath.Join(s.dir, name)
-		s.unpublished = slices.DeleteFunc(s.unpublished, func(p string) bool {
-			if filepath.Dir(p) == dir {
-				parts = append(parts, p)
-				return true
-			}
-			return false
-		})
-	}
+	parts := s.mode.releasing(name)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -341,15 +340,30 @@ func (s *Store) Release(name string) error {
 	if part != "" {
 		parts = append(parts, part)
 	}
-	if !s.cfg.Shared {
-		if perr := publish(s.saveState, s.cfg.Fsync != FsyncNever, parts); perr != nil {
-			s.mu.Lock()
-			s.unpublished = append(s.unpublished, parts...) // retried every tick
-			s.mu.Unlock()
-			err = errors.Join(err, perr)
+	return s.mode.released(name, w, parts, err)
+}
+
+// releasing takes the agent's files whose publish failed: they are
+// published with its release, or left to its next holder.
+func (m sharedRoot) releasing(name string) []string {
+	s := m.s
+	var parts []string
+	dir := filepath.Join(s.dir, name)
+	s.unpublished = slices.DeleteFunc(s.unpublished, func(p string) bool {
+		if filepath.Dir(p) == dir {
+			parts = append(parts, p)
+			return true
 		}
-		return err
-	}
+		return false
+	})
+	return parts
+}
+
+// released publishes the agent's files saving its state file, then
+// gives it back, also after an error: a file it could not publish stays
+// .part, for the next holder's repair.
+func (m sharedRoot) released(name string, w *Writer, parts []string, err error) error {
+	s := m.s
 	save := func() error { return s.saveAgentStates([]string{name}) }
 	if len(parts) > 0 {
 		err = errors.Join(err, publish(save, s.cfg.Fsync != FsyncNever, parts))
@@ -364,11 +378,25 @@ func (s *Store) Release(name string) error {
 	return err
 }
 
+// closing gives back every agent: their marks and indexes are saved.
+func (m sharedRoot) closing(ws []*Writer) {
+	s := m.s
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		w.released = true
+		w.mu.Unlock()
+		s.unlockAgent(w)
+	}
+}
+
 // unlockAgent gives back the lock of w's agent (Shared mode): it saves
 // the agent's retention index, waits for a publish of the ticker in
 // progress, stops saving the agent's state and unlocks.
 func (s *Store) unlockAgent(w *Writer) {
-	s.ret.release(w.name)
+	s.ret.Agent(w.name).Note(retention.Event{Kind: retention.Released})
 	s.pubMu.Lock()
 	s.unhold(w.name)
 	s.pubMu.Unlock()

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -240,7 +242,7 @@ func TestSharedTakeOverAfterKill(t *testing.T) {
 	if _, _, err := b.Begin(hello("crash", 5), func() {}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("taking the agent of a live writer: %v, want ErrBusy", err)
 	}
-	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+PartSuffix))
+	parts, _ := filepath.Glob(filepath.Join(dir, "crash", "*"+layout.PartSuffix))
 	if len(parts) != 1 {
 		t.Fatalf("%d .part files, want the helper's one", len(parts))
 	}
@@ -306,9 +308,8 @@ type sharedFile struct {
 // agents first, never a .part; once the leader is closed the other
 // takes over and deletes, again oldest first across all agents.
 func TestSharedRetentionLeader(t *testing.T) {
-	check, relist := sharedIndexCheck, sharedRelist
-	t.Cleanup(func() { sharedIndexCheck, sharedRelist = check, relist }) // after the Stores' cleanups
-	sharedIndexCheck, sharedRelist = 100*time.Millisecond, 500*time.Millisecond
+	testRetainOptions = func(o *retention.Options) { o.IndexCheck, o.Relist = 100*time.Millisecond, 500*time.Millisecond }
+	t.Cleanup(func() { testRetainOptions = nil }) // after the Stores' cleanups
 	const limit = 64 << 10
 	cfg := Config{RotateSize: 32 << 10, Fsync: FsyncNever, Retain: RetainConfig{MaxBytes: limit, FreePercent: -1}}
 	dir := t.TempDir()
@@ -350,7 +351,7 @@ func TestSharedRetentionLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeBatches(t, sp, 1, 1)
-	openPart, _ := filepath.Glob(filepath.Join(dir, "gamma", "*"+PartSuffix))
+	openPart, _ := filepath.Glob(filepath.Join(dir, "gamma", "*"+layout.PartSuffix))
 	if len(openPart) != 1 {
 		t.Fatalf("gamma: %v, want one .part", openPart)
 	}
@@ -363,8 +364,8 @@ func TestSharedRetentionLeader(t *testing.T) {
 		cancels[i] = func() { cancel(); <-ran }
 		t.Cleanup(cancels[i])
 	}
-	deleted := func(c *testCore) uint64 { return c.Retention().Files[RuleSize].Load() }
-	hi, _ := stores[0].ret.watermarks(limit)
+	deleted := func(c *testCore) uint64 { return c.Retention().Files[retention.RuleSize].Load() }
+	hi, _ := retention.Watermarks(limit, cfg.RotateSize, 0)
 	// onDisk is the bytes of the data files below dir, closed and open.
 	onDisk := func() int64 {
 		var n int64

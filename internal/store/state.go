@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -66,8 +65,8 @@ func (c *Store) loadState() error {
 	// file behind. In Shared mode another process may be writing one
 	// now: only those old enough to be left by a crash go.
 	var older time.Time
-	if c.cfg.Shared {
-		older = time.Now().Add(-staleTemp)
+	if age := c.mode.tempAge(); age > 0 {
+		older = time.Now().Add(-age)
 	}
 	for _, pat := range []string{path + ".tmp*", filepath.Join(c.dir, ReserveFile) + ".tmp*", filepath.Join(c.dir, probePrefix) + "*"} {
 		removeTemps(pat, older)
@@ -201,7 +200,7 @@ func (c *Store) saveState() error {
 		s.saving = true
 		upto := s.requested
 		s.mu.Unlock()
-		err := c.writeState()
+		err := c.mode.saveAll()
 		s.mu.Lock()
 		s.saving, s.covered, s.err = false, upto, err
 		s.cond.Broadcast()
@@ -209,14 +208,11 @@ func (c *Store) saveState() error {
 	return s.err
 }
 
-// writeState writes the state file atomically (temporary file, fsync,
+// writeRootState writes the state file atomically (temporary file, fsync,
 // rename) with every instance that has batches in files (a mark above
 // 0), forgetting those not seen for stateTTL. It writes nothing when
 // the file already holds the same marks (see seenRefresh).
-func (c *Store) writeState() error {
-	if c.cfg.Shared {
-		return c.saveAgentStates(nil)
-	}
+func (c *Store) writeRootState() error {
 	c.instMu.Lock()
 	defer c.instMu.Unlock()
 	now := time.Now()
@@ -258,12 +254,12 @@ func (c *Store) writeState() error {
 // releases the reserve and tries again. After a save it (re)creates the
 // reserve.
 func (c *Store) writeStateFile(dir, path string, b []byte) error {
-	err := writeFileAtomic(dir, path, b)
+	err := safefs.WriteReplace(path, b, true)
 	if errors.Is(err, syscall.ENOSPC) && os.Remove(filepath.Join(c.dir, ReserveFile)) == nil {
 		// A full disk: the reserve makes room for the state, so that
 		// closed files can still be published and the marks kept.
 		c.log.Warn("disk full: released the reserve to save the state file", "reserve", filepath.Join(c.dir, ReserveFile))
-		err = writeFileAtomic(dir, path, b)
+		err = safefs.WriteReplace(path, b, true)
 	}
 	if err != nil {
 		return fmt.Errorf("saving state to %s: %w", path, err)
@@ -353,7 +349,7 @@ func keepReserve(dir string, stateLen int) {
 	if st, err := os.Stat(path); err == nil && st.Size() >= want {
 		return
 	}
-	if err := writeFileAtomic(dir, path, make([]byte, want)); err != nil {
+	if err := safefs.WriteReplace(path, make([]byte, want), true); err != nil {
 		os.Remove(path)
 	}
 }
@@ -387,51 +383,4 @@ func processOwner() (usr, grp string) {
 		grp = g.Name
 	}
 	return usr, grp
-}
-
-// createTemp creates a new file in dir, prefix and a random number its
-// name, exclusively (never through a link planted under the name),
-// with mode 0640 less the umask: what the data files and their indexes
-// get, so that the files a reader of the root needs (retention's index)
-// are readable by the same group.
-func createTemp(dir, prefix string) (*os.File, error) {
-	for range 100 {
-		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
-		}
-	}
-	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
-}
-
-// writeFileAtomic writes b to path through a temporary file in dir,
-// synced, then renamed over path.
-func writeFileAtomic(dir, path string, b []byte) error {
-	return writeFile(dir, path, b, true)
-}
-
-// writeFile writes b to path through a temporary file in dir, created
-// exclusively (never through a link planted under its name), synced
-// when sync, then renamed over path (which replaces whatever path was,
-// a link included, and never writes through it).
-func writeFile(dir, path string, b []byte, sync bool) error {
-	tmp, err := createTemp(dir, filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if err == nil && sync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -53,7 +54,7 @@ type Store struct {
 	unpublished []string        // closed part files whose publish failed
 	repairing   map[string]bool // agents whose unfinished files are being repaired
 	moving      map[string]bool // agents being taken (Shared) or released
-	closed      bool            // Close ran (Shared: Writer refuses)
+	closed      bool            // Close gave the agents back (Shared): Writer refuses
 	repairDone  chan struct{}   // closed when the background repair ended
 	stopRepairs func()          // cancels it; nil if none ran
 
@@ -65,9 +66,10 @@ type Store struct {
 	saver      stateSaver
 	pubMu      sync.RWMutex // Shared: a tick's publish (read) against an agent's release (write)
 
-	budget *fileBudget // nil: no budget
-	ret    *retainer   // retention (retention.go)
-	owner  *os.File    // holds the root's owner lock (OwnerFile) until Close
+	budget *fileBudget         // nil: no budget
+	mode   rootMode            // owned or shared (mode.go); chosen by open
+	ret    *retention.Enforcer // retention (internal/retention), fed by the writers (retain.go)
+	owner  *os.File            // holds the root's owner lock (OwnerFile) until Close
 }
 
 // Instance is one agent process, known by the 16-byte id of its hello.
@@ -143,19 +145,13 @@ func open(c Config, dir string) (*Store, error) {
 		instances: map[[16]byte]*Instance{}, saved: map[[16]byte]savedMark{},
 		savedAgent: map[string]map[[16]byte]savedMark{}, held: map[string]bool{}}
 	s.budget = newFileBudget(c.MaxOpenFiles, &s.Counters)
+	s.mode = newMode(s)
 	if err := s.loadState(); err != nil {
 		return nil, err
 	}
 	keepReserve(dir, 0)
-	s.ret = newRetainer(c, dir, &s.Counters.FileErrors)
-	s.ret.budget = s.budget
-	if c.Shared {
-		// Repairs run when an agent is taken (Writer).
-		s.repairing, s.repairDone = map[string]bool{}, make(chan struct{})
-		close(s.repairDone)
-		return s, nil
-	}
-	if err := s.startRepairs(); err != nil {
+	s.ret = s.newEnforcer()
+	if err := s.mode.start(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -213,30 +209,21 @@ func (s *Store) Writer(name string) (*Writer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.cfg.Shared && s.closed:
+	case s.closed:
 		return nil, fmt.Errorf("agent %q: store closed: %w", name, ErrReleased)
 	case s.repairing[name]:
 		return nil, fmt.Errorf("agent %q: files being repaired: %w", name, ErrBusy)
 	case s.moving[name]:
 		return nil, fmt.Errorf("agent %q: being taken or released: %w", name, ErrBusy)
 	}
-	w := s.writers[name]
-	if w == nil && s.cfg.Shared {
-		s.moving[name] = true
-		s.mu.Unlock()
-		w, err := s.take(name)
-		s.mu.Lock()
-		delete(s.moving, name)
-		if err != nil {
-			return nil, err
-		}
-		s.writers[name] = w
+	if w := s.writers[name]; w != nil {
 		return w, nil
 	}
-	if w == nil {
-		w = s.newWriter(name)
-		s.writers[name] = w
+	w, err := s.mode.writer(name)
+	if err != nil {
+		return nil, err
 	}
+	s.writers[name] = w
 	return w, nil
 }
 
@@ -258,14 +245,12 @@ func (s *Store) newWriter(name string) *Writer {
 	w := &Writer{st: s, name: name, file: agentFile{
 		dir: filepath.Join(s.dir, name), name: name,
 		size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
-		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, zframes: s.cfg.ZstdFrames, saveState: s.saveState,
+		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, zframes: s.cfg.ZstdFrames,
 		syncObs: s.cfg.SyncLatency, counters: &s.Counters, ixBlock: s.cfg.IndexBlock}}
 	w.file.diskBytes = &w.diskBytes
 	w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
-	w.file.ret = s.ret.agent(name)
-	if s.cfg.Shared {
-		w.file.saveState = func() error { return s.saveAgentStates([]string{name}) }
-	}
+	w.file.ret = s.ret.Agent(name)
+	w.file.saveState = func() error { return s.mode.saveMarks(name) }
 	return w
 }
 
@@ -281,7 +266,7 @@ func (s *Store) Run(ctx context.Context) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.ret.run(ctx, s.repairDone)
+			s.ret.Run(ctx, s.repairDone)
 		}()
 		defer func() { <-done }()
 	}
@@ -348,7 +333,7 @@ func (s *Store) tick(now time.Time) {
 		}
 	}
 	if len(parts) > 0 {
-		if err := s.publishParts(parts); err != nil {
+		if err := s.mode.publish(parts); err != nil {
 			s.Counters.FileErrors.Add(1)
 			s.log.Error("publishing closed files; retrying next tick", "files", len(parts), "err", err)
 			s.mu.Lock()
@@ -399,19 +384,8 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	// One state save for all of them (and for instances without files).
 	errs = append(errs, publish(s.saveState, s.cfg.Fsync != FsyncNever, parts))
-	s.ret.saveIndexes(true)
-	if s.cfg.Shared {
-		// Every agent's marks and index are saved: give the agents back.
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		for _, w := range ws {
-			w.mu.Lock()
-			w.released = true
-			w.mu.Unlock()
-			s.unlockAgent(w)
-		}
-	}
+	s.ret.Save()
+	s.mode.closing(ws)
 	if s.owner != nil {
 		s.owner.Close() // gives the root back
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/retention"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -90,7 +91,7 @@ func (w *Writer) AddInterface(ifc wire.Interface) (int, error) {
 // closed, still readable; the error is counted in Counters.FileErrors.
 func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes uint64, err error) {
 	if ret := w.file.ret; ret != nil {
-		ret.admit(int64(len(b.Records))) // retention's write gate: usually no wait
+		ret.Admit(int64(len(b.Records))) // retention's write gate: usually no wait
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -119,7 +120,7 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 	}
 	w.cuts = af.cuts
 	if af.ret != nil && af.bw != nil {
-		af.ret.buffered.Store(int64(af.bw.Buffered()))
+		af.ret.Note(retention.Event{Kind: retention.Buffered, Bytes: int64(af.bw.Buffered())})
 	}
 	return bytes, nil
 }

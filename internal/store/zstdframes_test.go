@@ -15,6 +15,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -177,7 +178,7 @@ func TestZstdFrameRepair(t *testing.T) {
 			if lens := countPackets(t, path); uint64(len(lens)) != n {
 				t.Fatalf("%d packets after repair, want the %d committed", len(lens), n)
 			}
-			final := strings.TrimSuffix(path, PartSuffix)
+			final := strings.TrimSuffix(path, layout.PartSuffix)
 			if err := os.Rename(path, final); err != nil {
 				t.Fatal(err)
 			}

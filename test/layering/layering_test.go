@@ -116,8 +116,18 @@ var farRules = []struct {
 	},
 	{
 		pkgs:  []string{"internal/query", "internal/correlate", "internal/queryhttp"},
-		never: []string{"internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
-		why:   "the read side meets the ingest side only in the store's files",
+		never: []string{"internal/store", "internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
+		why:   "the read side meets the ingest side only in the store's files, read through internal/layout without a Store",
+	},
+	{
+		pkgs:  []string{"internal/layout"},
+		never: []string{"internal/store", "internal/collector", "internal/query", "internal/observe"},
+		why:   "the file layout is read by the writer and the readers alike: it knows neither",
+	},
+	{
+		pkgs:  []string{"internal/retention"},
+		never: []string{"internal/store", "internal/collector", "internal/query", "internal/kafkaio", "internal/serve"},
+		why:   "retention is a policy over file metadata and its enforcer, fed by the store's events: it knows no writer and no reader",
 	},
 	{
 		pkgs: []string{"cmd/pcapsync"},

@@ -1,4 +1,4 @@
-package store
+package layout
 
 import "testing"
 
@@ -25,8 +25,8 @@ func TestOwnFile(t *testing.T) {
 		{".a1_20261124T090000.000Z.pcapng", false},
 		{"a1_20261124T090000.000Z.pcapng.orig", false},
 	} {
-		if got := ownFile("a1", tc.name); got != tc.own {
-			t.Errorf("ownFile(a1, %q) = %v, want %v", tc.name, got, tc.own)
+		if got := OwnFile("a1", tc.name); got != tc.own {
+			t.Errorf("OwnFile(a1, %q) = %v, want %v", tc.name, got, tc.own)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package layout
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -38,7 +39,7 @@ func TestAgentFiles(t *testing.T) {
 		}
 		return st.ModTime().UnixNano()
 	}
-	b, _ := json.Marshal(indexDoc{Version: 1, Files: []retFile{
+	b, _ := json.Marshal(IndexDoc{Version: 1, Files: []IndexedFile{
 		{Name: "a1_20261124T090000.000Z.pcapng.zst", Bytes: 12, Mod: mod("a1_20261124T090000.000Z.pcapng.zst"), First: 5, Last: 9},
 		{Name: "a1_20261124T100000.000Z.pcapng", Bytes: 99, Mod: mod("a1_20261124T100000.000Z.pcapng"), First: 1, Last: 2}, // another size: not trusted
 		// The right size, another modification time: not trusted either.
@@ -66,5 +67,27 @@ func TestAgentFiles(t *testing.T) {
 	}
 	if _, err := AgentFiles(dir, "nope"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing agent: %v", err)
+	}
+}
+
+// TestAgents: the agent directories, sorted; not a link to a directory,
+// not a file, not the writer's own or an invalid name.
+func TestAgents(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"b2", "a1", RetainDir, ".hidden", "bad name"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "c3"), nil, 0o640)
+	if err := os.Symlink(filepath.Join(dir, "a1"), filepath.Join(dir, "d4")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Agents(dir)
+	if want := []string{"a1", "b2"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Agents = %q, %v; want %q", got, err, want)
+	}
+	if _, err := Agents(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing root: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package layout
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pcapsync/pcapsync/internal/safefs"
+	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // FileInfo is one data file of an agent as a reader of the root (a
@@ -28,6 +29,25 @@ type FileInfo struct {
 	// does not match is not trusted). Never set for a Part.
 	Times       bool
 	First, Last int64
+}
+
+// Agents lists the agent directories of the output root dir, sorted by
+// name: directories (a link is not one: never followed) whose name is a
+// valid agent name (wire.ValidateName), which keeps out the writer's
+// own (OwnPrefix) and anything else someone put there. It opens no
+// file; a directory listed may be removed before the caller reads it.
+func Agents(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && wire.ValidateName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // AgentFiles lists the data files of agent below dir in the order the
@@ -50,7 +70,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, _ := readIndex(dir, agent) // a cache: without it, the files are read
+	idx, _ := ReadIndex(dir, agent) // a cache: without it, the files are read
 	var out []FileInfo
 	for _, e := range ents {
 		name, part := strings.CutSuffix(e.Name(), PartSuffix)
@@ -66,7 +86,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 		}
 		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
 		// Retention counts a file with its index (sidecar) bytes.
-		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+indexBytes(fi.Path) && f.Mod == info.ModTime().UnixNano() {
+		if f, ok := idx[name]; ok && !part && f.Bytes == fi.Size+IndexBytes(fi.Path) && f.Mod == info.ModTime().UnixNano() {
 			fi.Times, fi.First, fi.Last = true, f.First, f.Last
 		}
 		out = append(out, fi)
@@ -93,9 +113,9 @@ func CompleteLength(ctx context.Context, path string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	sc, err := scanPart(ctx, f, codecOf(path))
+	sc, err := Scan(ctx, f, CodecOf(path))
 	if err != nil {
 		return 0, fmt.Errorf("scanning %s: %w", path, err)
 	}
-	return sc.raw, nil
+	return sc.Raw, nil
 }

@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"math"
@@ -30,8 +30,8 @@ type writeGate struct {
 	allow  atomic.Int64 // bytes writers may write before they wait
 	looked atomic.Int64 // when the allowance was last set, Unix ns; 0: never
 	mu     sync.Mutex
-	opened chan struct{}   // closed when the allowance is next set; guarded by mu
-	counts *RetainCounters // Holds, HeldNanos
+	opened chan struct{} // closed when the allowance is next set; guarded by mu
+	counts *Counters     // Holds, HeldNanos
 }
 
 // maxHold is the longest a write waits at the gate, and how long
@@ -40,8 +40,8 @@ type writeGate struct {
 const maxHold = 10 * time.Second
 
 // newWriteGate returns an open gate: until retention first sets the
-// allowance (Store.Run), writes do not wait.
-func newWriteGate(counts *RetainCounters) *writeGate {
+// allowance (Run), writes do not wait.
+func newWriteGate(counts *Counters) *writeGate {
 	g := &writeGate{opened: make(chan struct{}), counts: counts}
 	g.allow.Store(math.MaxInt64)
 	return g
@@ -94,16 +94,10 @@ func (g *writeGate) admit(n int64, wake func()) {
 // slack is how far the gate lets usage go past limit: half the margin
 // of watermarks (a tenth of the limit or one rotation file, whichever
 // is smaller).
-func (r *retainer) slack(limit int64) int64 {
-	m := limit / 10
-	if r.rotate > 0 {
-		m = min(m, r.rotate)
-	}
-	return m / 2
-}
+func (r *Enforcer) slack(limit int64) int64 { return slackOf(limit, r.rotate) }
 
 // gated reports whether a size or free rule is on.
-func (c *RetainConfig) gated() bool {
+func (c *Config) gated() bool {
 	return c.MaxBytes > 0 || c.FreePercent > 0 || c.FreeBytes > 0
 }
 
@@ -111,7 +105,7 @@ func (c *RetainConfig) gated() bool {
 // and free rules that are on and not short, of limit plus slack less
 // usage. The size rule counts only once the index is loaded (before, the
 // root's usage is not known).
-func (r *retainer) setAllowance() {
+func (r *Enforcer) setAllowance() {
 	c := &r.cfg
 	if !c.gated() || r.shared.on {
 		return // a shared root's retention leader cannot hold the other processes' writes: no gate
@@ -137,20 +131,20 @@ func (r *retainer) setAllowance() {
 // written (see writeGate), and counts them in its usage until the next
 // flush: a session commits (flushes) only every few MiB when busy, and
 // what it wrote before must count against the size rules meanwhile.
-func (a *retAgent) admit(n int64) {
+func (a *Agent) admit(n int64) {
 	a.r.gate.admit(n, a.r.wake)
 	a.admitted.Add(n)
 }
 
 // flushed says that everything written is now counted in open.
-func (a *retAgent) flushed() {
+func (a *Agent) flushed() {
 	a.admitted.Store(0)
 	a.buffered.Store(0)
 }
 
 // unseen is what the writers hold in their buffers, not yet on the
 // filesystem: statfs does not count it yet.
-func (r *retainer) unseen() int64 {
+func (r *Enforcer) unseen() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var n int64
@@ -161,7 +155,7 @@ func (r *retainer) unseen() int64 {
 }
 
 // wake wakes the retention goroutine, without blocking.
-func (r *retainer) wake() {
+func (r *Enforcer) wake() {
 	select {
 	case r.kick <- struct{}{}:
 	default:

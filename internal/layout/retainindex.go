@@ -1,15 +1,30 @@
-package store
+package layout
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
+
+// IndexDoc is retention's saved index of one agent's closed files
+// (RetainDir/<agent>.json).
+type IndexDoc struct {
+	Version int           `json:"version"` // 1
+	Files   []IndexedFile `json:"files"`
+}
+
+// IndexedFile is a closed data file as retention's index lists it.
+type IndexedFile struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"` // the file's size and its index's
+	Mod   int64  `json:"mod"`   // Unix ns of the file's modification time
+	First int64  `json:"first"` // Unix ns of its first (earliest) packet
+	Last  int64  `json:"last"`  // Unix ns of its last (latest) packet
+}
 
 // Limits of retention's saved index (RetainDir/<agent>.json), which
 // anyone who can write the root can write: a larger file is not read,
@@ -19,7 +34,7 @@ const (
 	maxIndexFiles = 1 << 20
 )
 
-// parseIndex parses a saved index of agent's closed files and returns
+// ParseIndex parses a saved index of agent's closed files and returns
 // its entries by name. Each entry kept is valid (validEntry): a data
 // file name of agent, bytes and modification time positive, first
 // packet not after the last; the others are dropped (bad counts them).
@@ -27,11 +42,11 @@ const (
 // maxIndexFiles files, is an error. An entry is still only a claim about
 // a file: its user checks that the file has its size and modification
 // time before it trusts its times.
-func parseIndex(b []byte, agent string) (m map[string]retFile, bad int, err error) {
+func ParseIndex(b []byte, agent string) (m map[string]IndexedFile, bad int, err error) {
 	if len(b) > maxIndexDoc {
 		return nil, 0, fmt.Errorf("saved index of %d bytes, limit %d", len(b), maxIndexDoc)
 	}
-	var doc indexDoc
+	var doc IndexDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, 0, fmt.Errorf("saved index: %w", err)
 	}
@@ -41,7 +56,7 @@ func parseIndex(b []byte, agent string) (m map[string]retFile, bad int, err erro
 	case len(doc.Files) > maxIndexFiles:
 		return nil, 0, fmt.Errorf("saved index: %d files, limit %d", len(doc.Files), maxIndexFiles)
 	}
-	m = make(map[string]retFile, len(doc.Files))
+	m = make(map[string]IndexedFile, len(doc.Files))
 	for _, f := range doc.Files {
 		if _, dup := m[f.Name]; dup || !validEntry(agent, f) {
 			bad++
@@ -53,15 +68,15 @@ func parseIndex(b []byte, agent string) (m map[string]retFile, bad int, err erro
 }
 
 // validEntry reports whether f can describe a closed data file of agent.
-func validEntry(agent string, f retFile) bool {
+func validEntry(agent string, f IndexedFile) bool {
 	return IsDataFile(agent, f.Name) && f.Bytes > 0 && f.Mod > 0 && f.First <= f.Last
 }
 
-// readIndex reads and parses (parseIndex) agent's saved index below
+// ReadIndex reads and parses (ParseIndex) agent's saved index below
 // root: a regular file, not a link, FIFO or device, in a RetainDir that
 // is not a link, of at most maxIndexDoc bytes. A missing one is an
 // error matching fs.ErrNotExist.
-func readIndex(root, agent string) (map[string]retFile, error) {
+func ReadIndex(root, agent string) (map[string]IndexedFile, error) {
 	if err := safefs.Dir(filepath.Join(root, RetainDir)); err != nil {
 		return nil, err
 	}
@@ -69,7 +84,7 @@ func readIndex(root, agent string) (map[string]retFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, bad, err := parseIndex(b, agent)
+	m, bad, err := ParseIndex(b, agent)
 	if err == nil && bad > 0 {
 		err = fmt.Errorf("saved index of %q: %d entries invalid, ignored: %w", agent, bad, errBadEntries)
 	}
@@ -93,14 +108,5 @@ func RetainIndexReadable(root, agent string) error {
 	return f.Close()
 }
 
-// errBadEntries: readIndex's map holds the valid entries only.
+// errBadEntries: ReadIndex's map holds the valid entries only.
 var errBadEntries = errors.New("invalid entries")
-
-// ensureDir makes the directory path, one element below the root,
-// unless it is there, and checks that it is a directory and not a link.
-func ensureDir(path string) error {
-	if err := os.Mkdir(path, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return safefs.Dir(path)
-}

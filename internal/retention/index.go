@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"context"
@@ -11,103 +11,27 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// RetainDir, below Dir, holds retention's index of closed files, one
-// file per agent (<agent>.json: name, bytes, first and last packet of
-// each). It is a cache, written without fsync: a file it lacks, or
-// lists with another size or modification time, is read at start for
-// its packets' times. Anyone who can write the root can write it, so it
-// is read with a size limit, never through a link or FIFO, and its
-// entries checked (parseIndex).
-// Agent names cannot start with '.', so it never collides with an
-// agent directory.
-const RetainDir = ".pcapsync-retain"
-
 // indexSaveInterval is the least time between two saves of the index.
 const indexSaveInterval = time.Second
 
-type indexDoc struct {
-	Version int       `json:"version"`
-	Files   []retFile `json:"files"`
-}
-
-// tsRange is the earliest and latest of a set of packet timestamps
-// (Unix ns).
-type tsRange struct {
-	min, max int64
-	ok       bool
-}
-
-func (t *tsRange) add(ts int64) {
-	if !t.ok {
-		t.min, t.max, t.ok = ts, ts, true
-		return
-	}
-	t.min = min(t.min, ts)
-	t.max = max(t.max, ts)
-}
-
-// fileTimeLayout is the UTC start in a data file's name (create).
-const fileTimeLayout = "20060102T150405.000"
-
-// IsDataFile reports whether name is a name the Store gives the closed
-// data files of agent: <agent>_<UTC start>Z[_NNN].pcapng[.gz|.zst]
-// (see create), the start a valid time. The Store deletes (retention),
-// indexes and lists (AgentFiles) files of such names only; any other
-// file in an agent's directory (a capture copied there by hand, an
-// export) is not its own and is left alone.
-func IsDataFile(agent, name string) bool {
-	rest, ok := strings.CutPrefix(name, agent+"_")
-	if !ok || len(rest) < len(fileTimeLayout)+1 || rest[len(fileTimeLayout)] != 'Z' {
-		return false
-	}
-	if _, err := time.Parse(fileTimeLayout, rest[:len(fileTimeLayout)]); err != nil {
-		return false
-	}
-	rest = rest[len(fileTimeLayout)+1:]
-	if n, ok := strings.CutPrefix(rest, "_"); ok { // _001, _002, ...: a name taken in the same millisecond
-		i := 0
-		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
-			i++
-		}
-		if i < 3 || i > 9 {
-			return false
-		}
-		rest = n[i:]
-	}
-	switch rest {
-	case ".pcapng", ".pcapng.gz", ".pcapng.zst":
-		return true
-	}
-	return false
-}
-
-// ownFile reports whether name, in the directory of agent, is one the
-// Store makes: a data file, finished or .part, its index (finished or
-// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
-func ownFile(agent, name string) bool {
-	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
-	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
-		n = t + index.Suffix
-	}
-	if index.IsIndex(n) {
-		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
-	}
-	return IsDataFile(agent, n)
-}
-
-// load adds to the index every closed data file below the agent
+// Load adds to the index every closed data file below the agent
 // directories that it does not hold yet: with the times the saved index
 // gives for its name, size and modification time, else with those a
-// scan of the file finds.
-func (r *retainer) load(ctx context.Context) {
+// scan of the file finds. Run calls it at start and once the repairs
+// are done; anything below the root that the writer did not make is
+// reported once per Enforcer, however often Load runs.
+func (r *Enforcer) Load(ctx context.Context) { r.load(ctx) }
+
+// load is Load.
+func (r *Enforcer) load(ctx context.Context) {
 	start := time.Now()
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		tmps, _ := filepath.Glob(filepath.Join(r.dir, RetainDir, "*.tmp*")) // left by a crash
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		tmps, _ := filepath.Glob(filepath.Join(r.dir, layout.RetainDir, "*.tmp*")) // left by a crash
 		for _, t := range tmps {
 			os.Remove(t)
 		}
@@ -136,7 +60,7 @@ func (r *retainer) load(ctx context.Context) {
 // agentDirs lists the agent directories of the root: directories (not
 // links) with a valid agent name. Anything else there that the Store
 // did not make is reported once (foreign) and left alone.
-func (r *retainer) agentDirs() ([]string, error) {
+func (r *Enforcer) agentDirs() ([]string, error) {
 	ents, err := os.ReadDir(r.dir)
 	if err != nil {
 		r.errs.Add(1)
@@ -164,7 +88,7 @@ const maxForeign = 1000
 // foreign reports, once per path, something below the root that the
 // Store did not make (or that is not what it made: a link, a FIFO) and
 // leaves alone: retention never deletes it, nor anything through it.
-func (r *retainer) foreign(path, why string) {
+func (r *Enforcer) foreign(path, why string) {
 	r.mu.Lock()
 	seen := r.reported[path]
 	full := !seen && len(r.reported) >= maxForeign
@@ -191,8 +115,8 @@ func (r *retainer) foreign(path, why string) {
 // index does not list (or lists with another size or modification
 // time) and that was modified after young (when not zero) is left for a
 // later call: its writer is about to list it. Only the agent's data
-// files (IsDataFile) are indexed; other files are reported (foreign).
-func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
+// files (layout.IsDataFile) are indexed; other files are reported (foreign).
+func (r *Enforcer) loadAgent(ctx context.Context, name string, young time.Time) (added, scanned int, bytes int64) {
 	adir := filepath.Join(r.dir, name)
 	if err := safefs.Dir(adir); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -212,17 +136,17 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 		r.log.Error("retention: reading an agent directory", "agent", name, "err", err)
 		return 0, 0, 0
 	}
-	var a *retAgent // made at its first data file: a directory without any is no agent's
+	var a *Agent // made at its first data file: a directory without any is no agent's
 	stale := 0
 	for _, e := range ents {
 		if ctx.Err() != nil {
 			break
 		}
-		if !ownFile(name, e.Name()) || !e.Type().IsRegular() {
+		if !layout.OwnFile(name, e.Name()) || !e.Type().IsRegular() {
 			r.foreign(filepath.Join(adir, e.Name()), "not a file the collector made: left alone")
 			continue
 		}
-		if !IsDataFile(name, e.Name()) {
+		if !layout.IsDataFile(name, e.Name()) {
 			continue // a .part, an index, a repair's
 		}
 		if a == nil {
@@ -239,7 +163,7 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 			continue
 		}
 		path := filepath.Join(adir, e.Name())
-		size, mod := info.Size()+indexBytes(path), info.ModTime().UnixNano()
+		size, mod := info.Size()+layout.IndexBytes(path), info.ModTime().UnixNano()
 		f, ok := saved[e.Name()]
 		if ok && (f.Bytes != size || f.Mod != mod) {
 			ok = false
@@ -249,15 +173,13 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 			continue
 		}
 		if !ok {
-			r.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
-			f, err = scanTimes(ctx, path)
-			r.budget.release(nil)
+			f, err = r.scanTimes(ctx, path)
 			scanned++
 			if err != nil {
 				// Unreadable or without a packet: its modification time
 				// stands in for its last packet.
 				r.log.Warn("retention: no packet time found in file; using its modification time", "agent", name, "file", e.Name(), "err", err)
-				f = retFile{Name: e.Name(), First: mod, Last: mod}
+				f = layout.IndexedFile{Name: e.Name(), First: mod, Last: mod}
 			}
 			f.Bytes, f.Mod = size, mod
 		}
@@ -274,12 +196,12 @@ func (r *retainer) loadAgent(ctx context.Context, name string, young time.Time) 
 	return added, scanned, bytes
 }
 
-// savedIndex returns agent name's saved index (RetainDir/<name>.json)
-// by file name, its entries checked (parseIndex); empty when there is
+// savedIndex returns agent name's saved index (layout.RetainDir/<name>.json)
+// by file name, its entries checked (layout.ParseIndex); empty when there is
 // none or it cannot be read, with a warning when it is not a regular
 // file of at most maxIndexDoc bytes or does not parse.
-func (r *retainer) savedIndex(name string) map[string]retFile {
-	m, err := readIndex(r.dir, name)
+func (r *Enforcer) savedIndex(name string) map[string]layout.IndexedFile {
+	m, err := layout.ReadIndex(r.dir, name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Warn("retention: saved index ignored; the files are read instead", "agent", name, "err", err)
 	}
@@ -288,26 +210,33 @@ func (r *retainer) savedIndex(name string) map[string]retFile {
 
 // scanTimes reads a closed data file for the times of its first and
 // last packet.
-func scanTimes(ctx context.Context, path string) (retFile, error) {
+func (r *Enforcer) scanTimes(ctx context.Context, path string) (layout.IndexedFile, error) {
+	if r.open != nil {
+		defer r.open()() // its descriptor counts in the writer's open-file budget
+	}
 	f, err := safefs.Open(path)
 	if err != nil {
-		return retFile{}, err
+		return layout.IndexedFile{}, err
 	}
 	defer f.Close()
-	sc, err := scanPart(ctx, f, codecOf(path))
+	sc, err := layout.Scan(ctx, f, layout.CodecOf(path))
 	if err != nil {
-		return retFile{}, err
+		return layout.IndexedFile{}, err
 	}
-	if !sc.times.ok {
-		return retFile{}, fmt.Errorf("no packet block in %s", path)
+	if !sc.Times.OK {
+		return layout.IndexedFile{}, fmt.Errorf("%w in %s", errNoPackets, path)
 	}
-	return retFile{Name: filepath.Base(path), First: sc.times.min, Last: sc.times.max}, nil
+	return layout.IndexedFile{Name: filepath.Base(path), First: sc.Times.Min, Last: sc.Times.Max}, nil
 }
+
+// Save writes the saved index of every agent whose files changed, now:
+// the writer calls it when it closes.
+func (r *Enforcer) Save() { r.saveIndexes(true) }
 
 // saveIndexes writes the index of every agent whose files changed, at
 // most once per indexSaveInterval unless force. A failed write is
 // tried again next time.
-func (r *retainer) saveIndexes(force bool) {
+func (r *Enforcer) saveIndexes(force bool) {
 	r.shared.saveMu.Lock()
 	defer r.shared.saveMu.Unlock()
 	if !force && time.Since(r.saved) < indexSaveInterval {
@@ -315,23 +244,23 @@ func (r *retainer) saveIndexes(force bool) {
 	}
 	r.saved = time.Now()
 	type job struct {
-		a   *retAgent
-		doc indexDoc
+		a   *Agent
+		doc layout.IndexDoc
 	}
 	var jobs []job
 	r.mu.Lock()
 	for _, a := range r.agents {
 		if a.dirty && (!r.shared.on || a.shared.held.Load()) { // Shared: only the holder writes an agent's index
 			a.dirty = false
-			jobs = append(jobs, job{a, indexDoc{Version: 1, Files: append([]retFile(nil), a.files...)}})
+			jobs = append(jobs, job{a, layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}})
 		}
 	}
 	r.mu.Unlock()
 	if len(jobs) == 0 {
 		return
 	}
-	dir := filepath.Join(r.dir, RetainDir)
-	if err := ensureDir(dir); err != nil {
+	dir := filepath.Join(r.dir, layout.RetainDir)
+	if err := safefs.EnsureDir(dir); err != nil {
 		r.log.Debug("retention: saving the index", "err", err)
 		return
 	}
@@ -341,7 +270,7 @@ func (r *retainer) saveIndexes(force bool) {
 		}
 		b, err := json.Marshal(&j.doc)
 		if err == nil {
-			err = writeFile(dir, filepath.Join(dir, j.a.name+".json"), b, false)
+			err = safefs.WriteReplace(filepath.Join(dir, j.a.name+".json"), b, false)
 		}
 		if err != nil {
 			r.log.Debug("retention: saving the index; retrying later", "agent", j.a.name, "err", err)
@@ -359,7 +288,7 @@ const goneCheckInterval = 10 * time.Second
 // dropGone forgets the agents whose directory no longer exists (removed
 // by hand): those the index lists files of, and those with a saved
 // index. One stat per such agent.
-func (r *retainer) dropGone() {
+func (r *Enforcer) dropGone() {
 	names := map[string]bool{}
 	r.mu.Lock()
 	for name, a := range r.agents {
@@ -369,8 +298,8 @@ func (r *retainer) dropGone() {
 	}
 	r.mu.Unlock()
 	var ents []os.DirEntry
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: no saved index
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, layout.RetainDir)) // none yet: no saved index
 	}
 	for _, e := range ents {
 		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && wire.ValidateName(name) == nil {
@@ -388,7 +317,7 @@ func (r *retainer) dropGone() {
 // whose directory is gone, and removes its saved index, with a log line
 // when there was anything to drop. The agent's record stays (a Writer
 // may hold it) with its open file, if any.
-func (r *retainer) forgetAgent(name string) {
+func (r *Enforcer) forgetAgent(name string) {
 	var files int
 	var bytes int64
 	r.mu.Lock()
@@ -397,7 +326,7 @@ func (r *retainer) forgetAgent(name string) {
 		a.files, a.closedBytes, a.dirty = nil, 0, false
 	}
 	r.mu.Unlock()
-	err := safefs.RemoveIn(r.dir, filepath.Join(RetainDir, name+".json"))
+	err := safefs.RemoveIn(r.dir, filepath.Join(layout.RetainDir, name+".json"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Debug("retention: removing the index of an agent whose directory is gone", "agent", name, "err", err)
 	}

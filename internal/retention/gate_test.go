@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"sync/atomic"
@@ -12,7 +12,7 @@ import (
 // not at all once retention has not looked for maxHold.
 func TestWriteGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var c RetainCounters
+		var c Counters
 		g := newWriteGate(&c)
 		woken := 0
 		wake := func() { woken++ }

@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"context"
@@ -11,26 +11,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // Retention in Shared mode (Config.Shared): of the processes sharing a
 // root, one deletes, the leader: the one holding an exclusive flock on
-// Dir/RetainLockFile. Every process tries to take it each tick (250 ms)
+// Dir/LockFile. Every process tries to take it each tick (250 ms)
 // without waiting; the leader keeps it until its Run returns or it
 // dies, and then another one takes over within a tick. The others
 // delete nothing; they still count what they write (Counters, the
 // metrics) and record and index the files they close.
 //
 // The leader learns of the files other processes close from their
-// indexes: an agent's index (Dir/RetainDir/<agent>.json) is written only
+// indexes: an agent's index (Dir/layout.RetainDir/<agent>.json) is written only
 // by the holder of the agent, merged with what the file already lists
 // (the agent's earlier holders' files) and pruned of files no longer
 // there, within a second of a close (indexSaveInterval) and when the
 // agent is released. The leader looks at the indexes' modification
-// times every sharedIndexCheck and re-reads an agent whose index
-// changed (with a listing of its directory); every sharedRelist it
+// times every Options.IndexCheck and re-reads an agent whose index
+// changed (with a listing of its directory); every Options.Relist it
 // lists every agent directory. A file no index lists is read for its
 // packets' times (as at start in exclusive mode) once it is
 // sharedScanGrace old: until then its writer is expected to list it. A
@@ -39,33 +40,36 @@ import (
 // agents the leader does not hold, which the size and agent rules count
 // as open files. Deleting a file already gone is not an error. The
 // leader never deletes a .part file, nor a file held by a reader
-// (Store.Hold) of its own process: Hold does not reach across
+// (Enforcer.Hold; the Store's Hold) of its own process: Hold does not reach across
 // processes; a reader in another process that has a file open keeps
 // reading it after the unlink.
 //
 // The write rate that moves the watermarks (see watermarks) is the
 // leader's own, not the root's.
 
-// RetainLockFile, below Dir, is the lock of the retention leader in
+// LockFile, below Dir, is the lock of the retention leader in
 // Shared mode.
-const RetainLockFile = ".pcapsync-retain.lock"
+const LockFile = ".pcapsync-retain.lock"
 
-// The leader's pace (variables for tests).
-var (
-	sharedIndexCheck = time.Second
-	sharedRelist     = 10 * time.Second
-	sharedScanGrace  = 5 * time.Second
+// The leader's pace: the defaults of Options.IndexCheck and
+// Options.Relist, and how old a file no index lists must be before the
+// leader reads it.
+const (
+	DefaultIndexCheck = time.Second
+	DefaultRelist     = 10 * time.Second
+	sharedScanGrace   = 5 * time.Second
 )
 
-// sharedRetainer is the retainer's Shared-mode state.
+// sharedRetainer is the Enforcer's Shared-mode state.
 type sharedRetainer struct {
-	on     bool
-	saveMu sync.Mutex            // serialises index saves (saveIndexes, release)
-	leader atomic.Bool           // this process deletes
-	stamps map[string]indexStamp // the leader's: indexes as last read (run's goroutine only)
+	on            bool
+	check, relist time.Duration         // Options.IndexCheck, Options.Relist
+	saveMu        sync.Mutex            // serialises index saves (saveIndexes, release)
+	leader        atomic.Bool           // this process deletes
+	stamps        map[string]indexStamp // the leader's: indexes as last read (run's goroutine only)
 }
 
-// sharedAgent is a retAgent's Shared-mode state.
+// sharedAgent is a Agent's Shared-mode state.
 type sharedAgent struct {
 	held    atomic.Bool  // this Store holds the agent: it writes its index
 	foreign atomic.Int64 // bytes of the agent's .part files, when not held (the leader's listing)
@@ -79,8 +83,8 @@ type indexStamp struct {
 // runShared is run in Shared mode: it takes the leader's lock when it
 // can and then enforces the rules, until ctx ends; leader or not, it
 // saves the indexes of the agents this Store holds.
-func (r *retainer) runShared(ctx context.Context) {
-	lock, err := safefs.OpenFile(filepath.Join(r.dir, RetainLockFile), os.O_RDWR|os.O_CREATE, 0o640)
+func (r *Enforcer) runShared(ctx context.Context) {
+	lock, err := safefs.OpenFile(filepath.Join(r.dir, LockFile), os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		r.errs.Add(1)
 		r.log.Error("retention: opening the leader's lock; this process will not delete", "err", err)
@@ -99,7 +103,7 @@ func (r *retainer) runShared(ctx context.Context) {
 	for {
 		now := time.Now()
 		if !r.shared.leader.Load() && lock != nil {
-			busy, err := flockNB(lock)
+			busy, err := safefs.TryLock(lock)
 			switch {
 			case err != nil:
 				r.errs.Add(1)
@@ -117,10 +121,10 @@ func (r *retainer) runShared(ctx context.Context) {
 		if r.shared.leader.Load() {
 			young := now.Add(-sharedScanGrace)
 			switch {
-			case now.Sub(listed) >= sharedRelist:
+			case now.Sub(listed) >= r.shared.relist:
 				r.refresh(ctx, true, young)
 				listed, checked = now, now
-			case now.Sub(checked) >= sharedIndexCheck:
+			case now.Sub(checked) >= r.shared.check:
 				r.refresh(ctx, false, young)
 				checked = now
 			}
@@ -142,14 +146,14 @@ func (r *retainer) runShared(ctx context.Context) {
 // when all, else the agents whose saved index changed since the last
 // refresh; files no index lists modified after young are left for a
 // later refresh (see loadAgent).
-func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
+func (r *Enforcer) refresh(ctx context.Context, all bool, young time.Time) {
 	if r.shared.stamps == nil {
 		r.shared.stamps = map[string]indexStamp{}
 	}
 	var names []string
 	var ents []os.DirEntry
-	if safefs.Dir(filepath.Join(r.dir, RetainDir)) == nil {
-		ents, _ = os.ReadDir(filepath.Join(r.dir, RetainDir)) // none yet: nothing changed
+	if safefs.Dir(filepath.Join(r.dir, layout.RetainDir)) == nil {
+		ents, _ = os.ReadDir(filepath.Join(r.dir, layout.RetainDir)) // none yet: nothing changed
 	}
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
@@ -184,7 +188,7 @@ func (r *retainer) refresh(ctx context.Context, all bool, young time.Time) {
 // prune drops from agent name's index the files no longer in its
 // directory, and counts the bytes of its .part files when this Store
 // does not hold it.
-func (r *retainer) prune(name string) {
+func (r *Enforcer) prune(name string) {
 	if safefs.Dir(filepath.Join(r.dir, name)) != nil {
 		return // gone, or a link: loadAgent forgot it
 	}
@@ -196,9 +200,9 @@ func (r *retainer) prune(name string) {
 	present := make(map[string]bool, len(ents))
 	var foreign int64
 	for _, e := range ents {
-		n, part := strings.CutSuffix(e.Name(), PartSuffix)
+		n, part := strings.CutSuffix(e.Name(), layout.PartSuffix)
 		present[n] = true
-		if part && ownFile(name, e.Name()) && !a.shared.held.Load() {
+		if part && layout.OwnFile(name, e.Name()) && !a.shared.held.Load() {
 			if info, err := e.Info(); err == nil {
 				foreign += info.Size()
 			}
@@ -221,7 +225,7 @@ func (r *retainer) prune(name string) {
 // directory (or, for this Store's, still .part: recorded just before
 // their publish), oldest first. It drops from this Store's index the
 // files gone (deleted by the leader).
-func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
+func (r *Enforcer) mergeIndex(name string, files []layout.IndexedFile) []layout.IndexedFile {
 	if safefs.Dir(filepath.Join(r.dir, name)) != nil {
 		return files
 	}
@@ -234,15 +238,15 @@ func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
 	for _, e := range ents {
 		present[e.Name()] = true
 	}
-	out := make([]retFile, 0, len(files))
+	out := make([]layout.IndexedFile, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
-		if present[f.Name] || present[f.Name+PartSuffix] {
+		if present[f.Name] || present[f.Name+layout.PartSuffix] {
 			out = append(out, f)
 			seen[f.Name] = true
 		}
 	}
-	saved, _ := readIndex(r.dir, name) // its valid entries
+	saved, _ := layout.ReadIndex(r.dir, name) // its valid entries
 	for _, f := range saved {
 		if !seen[f.Name] && present[f.Name] {
 			out = append(out, f)
@@ -255,10 +259,10 @@ func (r *retainer) mergeIndex(name string, files []retFile) []retFile {
 
 // forget drops from agent name's index (without marking it dirty) the
 // files of files that are not in ents, its directory.
-func (r *retainer) forget(name string, files []retFile, ents []os.DirEntry) {
+func (r *Enforcer) forget(name string, files []layout.IndexedFile, ents []os.DirEntry) {
 	present := make(map[string]bool, len(ents))
 	for _, e := range ents {
-		present[strings.TrimSuffix(e.Name(), PartSuffix)] = true
+		present[strings.TrimSuffix(e.Name(), layout.PartSuffix)] = true
 	}
 	a := r.agent(name)
 	r.mu.Lock()
@@ -274,24 +278,24 @@ func (r *retainer) forget(name string, files []retFile, ents []os.DirEntry) {
 
 // release saves agent name's index, which this Store stops writing: it
 // is giving the agent back.
-func (r *retainer) release(name string) {
+func (r *Enforcer) release(name string) {
 	a := r.agent(name)
 	r.shared.saveMu.Lock()
 	defer r.shared.saveMu.Unlock()
 	r.mu.Lock()
 	dirty := a.dirty
 	a.dirty = false
-	doc := indexDoc{Version: 1, Files: append([]retFile(nil), a.files...)}
+	doc := layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}
 	r.mu.Unlock()
 	if dirty {
 		doc.Files = r.mergeIndex(name, doc.Files)
-		dir := filepath.Join(r.dir, RetainDir)
+		dir := filepath.Join(r.dir, layout.RetainDir)
 		b, err := json.Marshal(&doc)
 		if err == nil {
-			err = ensureDir(dir)
+			err = safefs.EnsureDir(dir)
 		}
 		if err == nil {
-			err = writeFile(dir, filepath.Join(dir, name+".json"), b, false)
+			err = safefs.WriteReplace(filepath.Join(dir, name+".json"), b, false)
 		}
 		if err != nil {
 			// A cache: the leader reads the files it lacks.
@@ -301,9 +305,9 @@ func (r *retainer) release(name string) {
 	a.shared.held.Store(false)
 }
 
-// RetainLeader reports whether this Store deletes for retention: always
-// when retention runs in exclusive mode, and in Shared mode while it
-// holds the leader's lock.
-func (s *Store) RetainLeader() bool {
-	return !s.cfg.Retain.Off() && (!s.cfg.Shared || s.ret.shared.leader.Load())
+// Leader reports whether this Enforcer deletes: always when no rule is
+// off and the root is not shared, and in Shared mode while it holds the
+// leader's lock.
+func (r *Enforcer) Leader() bool {
+	return !r.cfg.Off() && (!r.shared.on || r.shared.leader.Load())
 }

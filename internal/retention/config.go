@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 	"time"
 )
 
-// RetainConfig says which closed files of the output root the Store
+// Config says which closed files of the output root the Store
 // deletes, oldest first by their last packet, to stay within limits
-// (see retention.go for the rules and their guarantees). Its zero value
-// keeps DefaultRetainFreePercent of the filesystem free and sets no
+// (see the package doc for the rules and their guarantees). Its zero value
+// keeps DefaultFreePercent of the filesystem free and sets no
 // other limit.
-type RetainConfig struct {
+type Config struct {
 	// FreePercent keeps at least this percentage of the filesystem
 	// holding Dir free (statfs, so every program's use of the disk
 	// counts); FreeBytes keeps at least this many bytes free instead.
-	// Set at most one of them. Both zero means DefaultRetainFreePercent;
+	// Set at most one of them. Both zero means DefaultFreePercent;
 	// a negative value of either turns the rule off.
 	FreePercent float64
 	FreeBytes   int64
@@ -32,26 +32,26 @@ type RetainConfig struct {
 	AgentBytes int64
 }
 
-// Defaults and bounds of RetainConfig.
+// Defaults and bounds of Config.
 const (
-	DefaultRetainFreePercent = 10
-	MaxRetainFreePercent     = 90
+	DefaultFreePercent = 10
+	MaxFreePercent     = 90
 )
 
 // Off reports whether no rule is on: the Store then deletes nothing.
-func (c *RetainConfig) Off() bool {
+func (c *Config) Off() bool {
 	d := c.withDefaults()
 	return d.FreePercent <= 0 && d.FreeBytes <= 0 && d.MaxBytes <= 0 && d.MaxAge <= 0 && d.AgentBytes <= 0
 }
 
-// validate reports the first unusable setting; rotate is the Store's
-// RotateSize with its default applied.
-func (c *RetainConfig) validate(rotate int64) error {
+// Validate reports the first unusable setting; rotate is the writer's
+// rotation size with its default applied (0: none).
+func (c *Config) Validate(rotate int64) error {
 	switch {
 	case c.FreePercent > 0 && c.FreeBytes > 0:
 		return fmt.Errorf("store: retain free space: give a percentage or a size, not both")
-	case c.FreePercent > MaxRetainFreePercent:
-		return fmt.Errorf("store: retain free %g%% is above the maximum of %d%%", c.FreePercent, MaxRetainFreePercent)
+	case c.FreePercent > MaxFreePercent:
+		return fmt.Errorf("store: retain free %g%% is above the maximum of %d%%", c.FreePercent, MaxFreePercent)
 	case c.MaxBytes > 0 && rotate > 0 && c.MaxBytes < 2*rotate:
 		return fmt.Errorf("store: retain size %d bytes is below two rotation files (2 x %d): it could hold no closed file", c.MaxBytes, rotate)
 	case c.AgentBytes > 0 && rotate > 0 && c.AgentBytes < 2*rotate:
@@ -62,18 +62,18 @@ func (c *RetainConfig) validate(rotate int64) error {
 	return nil
 }
 
-func (c *RetainConfig) withDefaults() RetainConfig {
+func (c *Config) withDefaults() Config {
 	d := *c
 	if d.FreePercent == 0 && d.FreeBytes == 0 {
-		d.FreePercent = DefaultRetainFreePercent
+		d.FreePercent = DefaultFreePercent
 	}
 	return d
 }
 
-// FormatRetainFree writes the free-space rule as the collector's
+// FormatFree writes the free-space rule as the collector's
 // --retain-free takes it: "10%", a size in bytes, or "0" when it is
 // off.
-func FormatRetainFree(c RetainConfig) string {
+func FormatFree(c Config) string {
 	d := c.withDefaults()
 	switch {
 	case d.FreeBytes > 0:
@@ -84,25 +84,25 @@ func FormatRetainFree(c RetainConfig) string {
 	return "0"
 }
 
-// RetainRule is the rule that chose a file for deletion.
-type RetainRule int
+// Rule is the rule that chose a file for deletion.
+type Rule int
 
 // The rules, in the order the Store applies them.
 const (
-	RuleAge   RetainRule = iota // the last packet is older than MaxAge
-	RuleAgent                   // the agent's files exceed AgentBytes
-	RuleSize                    // the root exceeds MaxBytes
-	RuleFree                    // the filesystem has less free than FreePercent or FreeBytes
+	RuleAge   Rule = iota // the last packet is older than MaxAge
+	RuleAgent             // the agent's files exceed AgentBytes
+	RuleSize              // the root exceeds MaxBytes
+	RuleFree              // the filesystem has less free than FreePercent or FreeBytes
 	NumRules
 )
 
 var ruleNames = [NumRules]string{"age", "agent", "size", "free"}
 
-func (r RetainRule) String() string { return ruleNames[r] }
+func (r Rule) String() string { return ruleNames[r] }
 
-// RetainCounters are retention's totals since Open. Safe for
+// Counters are retention's totals since Open. Safe for
 // concurrent use.
-type RetainCounters struct {
+type Counters struct {
 	Files [NumRules]atomic.Uint64 // files deleted, by rule
 	Bytes [NumRules]atomic.Uint64 // their bytes
 	Short atomic.Uint64           // times a rule found nothing more it may delete while still over its limit
@@ -111,7 +111,7 @@ type RetainCounters struct {
 	// left alone (at most maxForeign are counted).
 	Foreign atomic.Uint64
 
-	// The write gate (retaingate.go): writes that waited for deletion
+	// The write gate (gate.go): writes that waited for deletion
 	// to catch up, and how long they waited in all.
 	Holds     atomic.Uint64
 	HeldNanos atomic.Uint64

@@ -1,4 +1,4 @@
-package store
+package retention
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -16,56 +17,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
-// Retention deletes closed data files, oldest first by the time of
-// their last packet, to keep the rules of RetainConfig:
-//
-//   - age: files whose last packet is older than MaxAge go;
-//   - agent: an agent's files (closed and open) above AgentBytes: its
-//     own oldest go;
-//   - size: the root's data files above MaxBytes: the oldest of all
-//     agents go;
-//   - free: less than FreePercent or FreeBytes of the filesystem free
-//     (statfs: every program's use counts): the oldest of all agents go.
-//
-// Only closed files are deleted, never the one being written (.part),
-// never a file held by a reader (Store.Hold). The size and free rules
-// keep the newest closed file of every agent, so one busy agent, or
-// another root or program on the same filesystem, can never take an
-// agent's whole history. Each size rule has a high and a low
-// watermark below its limit: deletion starts above the high one and
-// goes on to the low one, so it begins before the limit is reached and
-// usage stays below it at full ingest as long as deleting keeps up;
-// the margin is a tenth of the limit or one rotation file, whichever
-// is smaller. Deletion runs on its own goroutine (started by
-// Store.Run), woken every tick and whenever the writers have written a
-// step of bytes (an atomic add and a non-blocking send on the write
-// path; a write never waits for an unlink). Only when deletion falls
-// behind by more than the watermarks allow does a write wait, at the
-// write gate (retaingate.go), until usage is back under the limit.
-//
-// The index of closed files (agent, name, bytes, first and last packet)
-// is kept in memory, recorded when the Store closes a file, and saved
-// per agent below Dir/RetainDir (without fsync: it is a cache). At
-// start it is rebuilt from the agent directories: a file the saved
-// index lists with the same size and modification time keeps its
-// times, any other is read (scanPart) for its first and last packet.
-// Only the data files the Store names (IsDataFile) are indexed and
-// deleted, in agent directories that are not links; anything else
-// below the root is left alone and logged once (foreign). An agent whose directory is
-// gone (removed by hand) is dropped from the index, with its saved
-// index, at start, every goneCheckInterval and when a deletion finds
-// one of its files gone (dropGone, forgetAgent).
-type retainer struct {
-	cfg    RetainConfig
+// Enforcer keeps an output root within the rules of a Config (see the
+// package doc): it holds the index of closed files, deletes on a
+// goroutine of its own (Run) and holds writers back at the write gate
+// when deletion falls behind. Its methods are safe for concurrent use.
+type Enforcer struct {
+	cfg    Config
 	dir    string
 	rotate int64
 	log    *slog.Logger
-	errs   *atomic.Uint64 // Counters.FileErrors
+	errs   *atomic.Uint64 // Options.Errors
 	statfs func(dir string) (size, avail int64, err error)
-	budget *fileBudget // the open-file budget, which a scan's descriptor counts in; nil for none
+	open   func() (done func()) // Options.Open; nil for none
 
 	// missed, when not nil, is called by delete after an unlink found
 	// no file and before it looks for the file's .part (tests: a
@@ -73,14 +40,14 @@ type retainer struct {
 	missed func(path string)
 
 	// Counters may be read at any time.
-	Counters RetainCounters
+	Counters Counters
 	// marks are each rule's limit and watermarks as enforce last
 	// computed them (the high one moves with the write rate); zero
 	// until then.
 	marks [NumRules]struct{ limit, hi, lo atomic.Int64 }
 
 	kick    chan struct{} // capacity 1: wakes run
-	gate    *writeGate    // holds writers back when deletion falls behind (retaingate.go)
+	gate    *writeGate    // holds writers back when deletion falls behind (gate.go)
 	loaded  atomic.Bool   // the index was rebuilt from the directory (load)
 	step    atomic.Int64  // bytes written between two wake-ups
 	pending atomic.Int64  // bytes written since the last wake-up
@@ -93,47 +60,34 @@ type retainer struct {
 	rateSum int64
 	goneAt  time.Time // when enforce last looked for agent directories gone (dropGone)
 
-	mu sync.Mutex // a leaf lock: guards agents, held, the retAgent fields it names, short, fsSize, reported
+	mu sync.Mutex // a leaf lock: guards agents, held, the Agent fields it names, short, fsSize, reported
 	// reported: the paths foreign reported; reportedFull: it stopped
 	// reporting at maxForeign of them.
 	reported     map[string]bool
 	reportedFull bool
-	agents       map[string]*retAgent
+	agents       map[string]*Agent
 	held         map[string]int // paths held by readers
 	short        [NumRules]time.Time
 	fsSize       int64
 	saved        time.Time // when dirty indexes were last saved (guarded by shared.saveMu)
 
-	shared sharedRetainer // Shared mode (retainshared.go)
+	shared sharedRetainer // Shared mode (shared.go)
 }
 
-// retAgent is one agent's files as retention sees them.
-type retAgent struct {
-	r    *retainer
+// Agent is one agent's files as retention sees them.
+type Agent struct {
+	r    *Enforcer
 	name string
 
 	open      atomic.Int64 // bytes of the open file, as of its last flush
 	admitted  atomic.Int64 // bytes let through the write gate since then: written, or about to be, not yet flushed
 	buffered  atomic.Int64 // bytes in the file's write buffer after the last batch: not yet on the filesystem
 	openFirst atomic.Int64 // first packet of the open file (Unix ns); 0: none
-	shared    sharedAgent  // Shared mode (retainshared.go)
+	shared    sharedAgent  // Shared mode (shared.go)
 
-	files       []retFile // closed files, oldest first (by last, then name); guarded by retainer.mu
-	closedBytes int64     // their bytes; guarded by retainer.mu
-	dirty       bool      // files changed since the index was saved; guarded by retainer.mu
-}
-
-// retFile is a closed data file.
-type retFile struct {
-	Name  string `json:"name"`
-	Bytes int64  `json:"bytes"` // the file's size and its index's
-	Mod   int64  `json:"mod"`   // Unix ns of the file's modification time
-	First int64  `json:"first"` // Unix ns of its first (earliest) packet
-	Last  int64  `json:"last"`  // Unix ns of its last (latest) packet
-}
-
-func fileOrder(a, b retFile) int {
-	return cmp.Or(cmp.Compare(a.Last, b.Last), cmp.Compare(a.Name, b.Name))
+	files       []layout.IndexedFile // closed files, oldest first (by last, then name); guarded by Enforcer.mu
+	closedBytes int64                // their bytes; guarded by Enforcer.mu
+	dirty       bool                 // files changed since the index was saved; guarded by Enforcer.mu
 }
 
 func statfsDir(dir string) (size, avail int64, err error) {
@@ -145,26 +99,64 @@ func statfsDir(dir string) (size, avail int64, err error) {
 	return int64(st.Blocks) * bs, int64(st.Bavail) * bs, nil
 }
 
-func newRetainer(c Config, dir string, errs *atomic.Uint64) *retainer {
-	r := &retainer{cfg: c.Retain.withDefaults(), dir: dir, rotate: c.RotateSize, log: c.Logger, errs: errs,
-		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*retAgent{}, held: map[string]int{},
-		shared: sharedRetainer{on: c.Shared}}
+// Options are what an Enforcer needs of the writer of the root it
+// keeps within the rules.
+type Options struct {
+	Dir    string // the output root
+	Rotate int64  // the writer's rotation size (0: none): a margin is at most one file
+	// Shared: several processes write the root, and the one holding
+	// Dir/LockFile deletes (shared.go).
+	Shared bool
+	Logger *slog.Logger // nil: slog.Default()
+	// Errors counts the file operations that failed (the writer's
+	// counter of them); nil: the Enforcer keeps its own.
+	Errors *atomic.Uint64
+	// Open, when not nil, is called before the Enforcer opens a data
+	// file to read its packets' times, and the function it returns
+	// once the file is closed: the writer's open-file budget counts
+	// the descriptor.
+	Open func() (done func())
+	// IndexCheck and Relist are the pace of the Shared leader (shared.go):
+	// how often it looks for saved indexes changed, and lists every
+	// agent directory. 0: DefaultIndexCheck, DefaultRelist.
+	IndexCheck, Relist time.Duration
+}
+
+// New returns an Enforcer of c over the root o.Dir; Run starts it.
+// Until Run has looked at the root, the write gate is open.
+func New(c Config, o Options) *Enforcer {
+	r := &Enforcer{cfg: c.withDefaults(), dir: o.Dir, rotate: o.Rotate, log: o.Logger, errs: o.Errors, open: o.Open,
+		statfs: statfsDir, kick: make(chan struct{}, 1), agents: map[string]*Agent{}, held: map[string]int{},
+		shared: sharedRetainer{on: o.Shared, check: cmp.Or(o.IndexCheck, DefaultIndexCheck), relist: cmp.Or(o.Relist, DefaultRelist)}}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.errs == nil {
+		r.errs = new(atomic.Uint64)
+	}
 	r.step.Store(1 << 20)
 	r.gate = newWriteGate(&r.Counters)
 	return r
 }
 
-// agent returns the record of agent name, created at the first call.
-func (r *retainer) agent(name string) *retAgent {
+// Agent returns the record of agent name, created at the first call:
+// the handle through which the writer of the agent's files tells the
+// Enforcer what it does (Note) and waits at the write gate (Admit).
+func (r *Enforcer) Agent(name string) *Agent {
+	return r.agent(name)
+}
+
+// agent is Agent.
+func (r *Enforcer) agent(name string) *Agent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.agentLocked(name)
 }
 
-func (r *retainer) agentLocked(name string) *retAgent {
+func (r *Enforcer) agentLocked(name string) *Agent {
 	a := r.agents[name]
 	if a == nil {
-		a = &retAgent{r: r, name: name}
+		a = &Agent{r: r, name: name}
 		r.agents[name] = a
 	}
 	return a
@@ -174,7 +166,7 @@ func (r *retainer) agentLocked(name string) *retAgent {
 // packet is at first (Unix ns), and wakes the retention goroutine once
 // a step of bytes was written. Called on the write path: no lock, no
 // allocation.
-func (a *retAgent) wrote(n, first int64) {
+func (a *Agent) wrote(n, first int64) {
 	a.open.Add(n)
 	a.r.written.Add(n)
 	if first != 0 {
@@ -190,25 +182,25 @@ func (a *retAgent) wrote(n, first int64) {
 // closed records that the agent's open file was closed: kept (under
 // its final name, with bytes, modification time and its packets'
 // times) or removed.
-func (a *retAgent) closed(name string, bytes, mod int64, t tsRange, kept bool) {
+func (a *Agent) closed(name string, bytes, mod int64, t layout.TimeRange, kept bool) {
 	a.open.Store(0)
 	a.admitted.Store(0)
 	a.openFirst.Store(0)
 	if !kept {
 		return
 	}
-	if !t.ok { // no packet: never happens for a kept file, which holds a mark
-		t.min, t.max = time.Now().UnixNano(), time.Now().UnixNano()
+	if !t.OK { // no packet: never happens for a kept file, which holds a mark
+		t.Min, t.Max = time.Now().UnixNano(), time.Now().UnixNano()
 	}
 	r := a.r
 	r.mu.Lock()
-	a.insert(retFile{Name: name, Bytes: bytes, Mod: mod, First: t.min, Last: t.max})
+	a.insert(layout.IndexedFile{Name: name, Bytes: bytes, Mod: mod, First: t.Min, Last: t.Max})
 	r.mu.Unlock()
 }
 
 // insert adds f in order, unless a file of that name is known.
-// retainer.mu must be held.
-func (a *retAgent) insert(f retFile) {
+// Enforcer.mu must be held.
+func (a *Agent) insert(f layout.IndexedFile) {
 	for i := range a.files {
 		if a.files[i].Name == f.Name {
 			return
@@ -220,8 +212,8 @@ func (a *retAgent) insert(f retFile) {
 	a.dirty = true
 }
 
-// remove drops the file called name; retainer.mu must be held.
-func (a *retAgent) remove(name string) {
+// remove drops the file called name; Enforcer.mu must be held.
+func (a *Agent) remove(name string) {
 	for i := range a.files {
 		if a.files[i].Name == name {
 			a.closedBytes -= a.files[i].Bytes
@@ -234,30 +226,20 @@ func (a *retAgent) remove(name string) {
 
 // usage is the agent's bytes, closed and open (with what was written
 // since the last flush, and other processes' open files in a shared
-// root); retainer.mu must be held.
-func (a *retAgent) usage() int64 {
+// root); Enforcer.mu must be held.
+func (a *Agent) usage() int64 {
 	return a.closedBytes + a.open.Load() + a.admitted.Load() + a.shared.foreign.Load()
 }
 
-// watermarks returns where deletion for a limit starts (hi) and where
-// it stops (lo). The margin is a tenth of the limit or one rotation
-// file, whichever is smaller; hi is below the limit by half the margin
-// or by what the writers write in deleteLead at their recent peak rate
-// (at most a quarter of the limit), whichever is more, and lo is half
-// the margin below hi.
-func (r *retainer) watermarks(limit int64) (hi, lo int64) {
-	m := limit / 10
-	if r.rotate > 0 {
-		m = min(m, r.rotate)
-	}
-	lead := min(int64(r.rate*deleteLead.Seconds()), limit/4)
-	hi = limit - max(m/2, lead)
-	return hi, hi - m/2
+// watermarks is Watermarks at the Enforcer's rotation size and write
+// rate.
+func (r *Enforcer) watermarks(limit int64) (hi, lo int64) {
+	return Watermarks(limit, r.rotate, r.rate)
 }
 
 // mark returns the watermarks of limit and keeps them, with limit, as
-// rule's last (RetainStats).
-func (r *retainer) mark(rule RetainRule, limit int64) (hi, lo int64) {
+// rule's last (Stats).
+func (r *Enforcer) mark(rule Rule, limit int64) (hi, lo int64) {
 	hi, lo = r.watermarks(limit)
 	m := &r.marks[rule]
 	m.limit.Store(limit)
@@ -266,16 +248,10 @@ func (r *retainer) mark(rule RetainRule, limit int64) (hi, lo int64) {
 	return hi, lo
 }
 
-// deleteLead is how long deleting may lag behind writing: at a high
-// write rate deletion starts that much earlier. A deletion on a busy
-// machine waits for a CPU after its unlink; tens of milliseconds are
-// seen with every core busy writing.
-const deleteLead = 100 * time.Millisecond
-
 // measureRate updates the write rate: the rate since the last
 // measurement, or the recent peak decaying over 10 s, whichever is
 // higher.
-func (r *retainer) measureRate(now time.Time) {
+func (r *Enforcer) measureRate(now time.Time) {
 	w := r.written.Load()
 	dt := now.Sub(r.rateAt).Seconds()
 	switch {
@@ -290,19 +266,11 @@ func (r *retainer) measureRate(now time.Time) {
 
 // freeLimit returns the most the filesystem of size bytes may hold
 // used under the free rule (0: the rule is off).
-func (r *retainer) freeLimit(size int64) int64 {
-	switch {
-	case r.cfg.FreeBytes > 0:
-		return max(size-r.cfg.FreeBytes, 0)
-	case r.cfg.FreePercent > 0:
-		return int64(float64(size) * (100 - r.cfg.FreePercent) / 100)
-	}
-	return 0
-}
+func (r *Enforcer) freeLimit(size int64) int64 { return freeLimitOf(&r.cfg, size) }
 
 // setStep sets the bytes written between two wake-ups: an eighth of
-// the smallest margin (see watermarks), at least MinRotateSize.
-func (r *retainer) setStep(fsSize int64) {
+// the smallest margin (see watermarks), at least minStep.
+func (r *Enforcer) setStep(fsSize int64) {
 	step := int64(1) << 62
 	for _, limit := range []int64{r.cfg.MaxBytes, r.cfg.AgentBytes, r.freeLimit(fsSize)} {
 		if limit > 0 {
@@ -310,13 +278,20 @@ func (r *retainer) setStep(fsSize int64) {
 			step = min(step, 2*(hi-lo)/8)
 		}
 	}
-	r.step.Store(max(step, MinRotateSize))
+	r.step.Store(max(step, minStep))
 }
 
-// run enforces the rules until ctx ends: at start it rebuilds the
+// minStep is the least bytes written between two wake-ups (the
+// store's smallest rotation size).
+const minStep = 4096
+
+// Run enforces the rules until ctx ends: at start it rebuilds the
 // index, then it checks every tick and whenever the writers wake it;
-// once repaired is closed it adds the files the repair finished.
-func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
+// once repaired is closed it adds the files the repair finished. In
+// Shared mode it deletes only while it holds the leader's lock
+// (shared.go). It saves the index before it returns. Run it once, and
+// only when some rule is on (Config.Off).
+func (r *Enforcer) Run(ctx context.Context, repaired <-chan struct{}) {
 	if r.shared.on {
 		r.runShared(ctx)
 		return
@@ -351,7 +326,7 @@ func (r *retainer) run(ctx context.Context, repaired <-chan struct{}) {
 
 // enforce applies every rule that is on, in the order age, agent, size,
 // free.
-func (r *retainer) enforce(now time.Time) {
+func (r *Enforcer) enforce(now time.Time) {
 	r.measureRate(now)
 	if now.Sub(r.goneAt) >= goneCheckInterval {
 		r.goneAt = now
@@ -371,7 +346,7 @@ func (r *retainer) enforce(now time.Time) {
 	}
 	if c.AgentBytes > 0 {
 		r.mu.Lock()
-		var over []*retAgent
+		var over []*Agent
 		hi, _ := r.mark(RuleAgent, c.AgentBytes)
 		for _, a := range r.agents {
 			if a.usage() > hi {
@@ -432,7 +407,7 @@ func (r *retainer) enforce(now time.Time) {
 // the bytes it deleted to *deleted when deleted is not nil (usage may
 // read it). It returns true when usage is still above limit and nothing
 // more may be deleted. A limit of 0 or less deletes nothing.
-func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool, usage func() int64, deleted *int64, skip map[string]bool) bool {
+func (r *Enforcer) shrink(rule Rule, limit int64, a *Agent, floor bool, usage func() int64, deleted *int64, skip map[string]bool) bool {
 	if limit <= 0 {
 		return false
 	}
@@ -458,7 +433,7 @@ func (r *retainer) shrink(rule RetainRule, limit int64, a *retAgent, floor bool,
 }
 
 // rootBytes is the bytes of every agent's data files, closed and open.
-func (r *retainer) rootBytes() int64 {
+func (r *Enforcer) rootBytes() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var n int64
@@ -471,29 +446,18 @@ func (r *retainer) rootBytes() int64 {
 // pick returns the file with the oldest last packet: of only (or of
 // every agent when nil), keeping each agent's newest when floor, older
 // than before when before is not 0, neither held nor in skip.
-func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[string]bool) (*retAgent, retFile, bool) {
+func (r *Enforcer) pick(only *Agent, floor bool, before int64, skip map[string]bool) (*Agent, layout.IndexedFile, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var best *retAgent
-	var bf retFile
-	consider := func(a *retAgent) {
-		n := len(a.files)
-		if floor {
-			n--
-		}
-		for i := 0; i < n; i++ {
-			f := a.files[i]
-			if before != 0 && f.Last >= before {
-				return
-			}
-			path := filepath.Join(a.name, f.Name)
-			if skip[path] || r.held[filepath.Join(r.dir, path)] > 0 {
-				continue
-			}
-			if best == nil || fileOrder(f, bf) < 0 {
-				best, bf = a, f
-			}
-			return
+	var best *Agent
+	var bf layout.IndexedFile
+	consider := func(a *Agent) {
+		i := oldest(a.files, floor, before, func(name string) bool {
+			path := filepath.Join(a.name, name)
+			return skip[path] || r.held[filepath.Join(r.dir, path)] > 0
+		})
+		if i >= 0 && (best == nil || fileOrder(a.files[i], bf) < 0) {
+			best, bf = a, a.files[i]
 		}
 	}
 	if only != nil {
@@ -512,7 +476,7 @@ func (r *retainer) pick(only *retAgent, floor bool, before int64, skip map[strin
 // not yet published (still .part: its state save failed) or that
 // cannot be removed stays in the index and is skipped for the rest of
 // the round.
-func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[string]bool) bool {
+func (r *Enforcer) delete(a *Agent, f layout.IndexedFile, rule Rule, skip map[string]bool) bool {
 	path := filepath.Join(r.dir, a.name, f.Name)
 	rel := filepath.Join(a.name, f.Name)
 	err := safefs.RemoveIn(r.dir, rel) // never through a link in place of the agent's directory
@@ -520,7 +484,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 		if r.missed != nil {
 			r.missed(path)
 		}
-		if exists(path + PartSuffix) {
+		if _, err := os.Lstat(path + layout.PartSuffix); !errors.Is(err, fs.ErrNotExist) {
 			skip[filepath.Join(a.name, f.Name)] = true
 			return false
 		}
@@ -558,7 +522,7 @@ func (r *retainer) delete(a *retAgent, f retFile, rule RetainRule, skip map[stri
 
 // report logs the change when a rule starts or stops being short, and
 // again every minute while it stays short.
-func (r *retainer) report(rule RetainRule, short bool, what string, usage, limit int64) {
+func (r *Enforcer) report(rule Rule, short bool, what string, usage, limit int64) {
 	r.mu.Lock()
 	since := r.short[rule]
 	switch {
@@ -583,7 +547,7 @@ func (r *retainer) report(rule RetainRule, short bool, what string, usage, limit
 
 // hold keeps path from being deleted until release is called (as many
 // times as hold).
-func (r *retainer) hold(path string) (release func()) {
+func (r *Enforcer) hold(path string) (release func()) {
 	r.mu.Lock()
 	r.held[path]++
 	r.mu.Unlock()
@@ -599,56 +563,52 @@ func (r *retainer) hold(path string) (release func()) {
 	}
 }
 
-// RetainStats is a snapshot of retention.
-type RetainStats struct {
-	RootBytes int64            // the agents' data files, closed and open
-	Short     []string         // rules that cannot be met now (their names)
-	Agents    []AgentRetention // sorted by name
+// Stats is a snapshot of retention.
+type Stats struct {
+	RootBytes int64        // the agents' data files, closed and open
+	Short     []string     // rules that cannot be met now (their names)
+	Agents    []AgentStats // sorted by name
 	// Limits are the limits in bytes of the rules that have one and
 	// were checked since Open, with their watermarks: deletion starts
 	// above High and goes on down to Low. size: the root's bytes;
 	// free: the filesystem's used bytes; agent: each agent's bytes.
-	Limits []RetainLimit
+	Limits []Limit
 }
 
-// RetainLimit is a rule's limit and its watermarks, in bytes.
-type RetainLimit struct {
+// Limit is a rule's limit and its watermarks, in bytes.
+type Limit struct {
 	Rule             string
 	Limit, High, Low int64
 }
 
-// AgentRetention is one agent's files as retention sees them.
-type AgentRetention struct {
+// AgentStats is one agent's files as retention sees them.
+type AgentStats struct {
 	Name   string
 	Files  int       // closed files
 	Bytes  int64     // closed and open
 	Oldest time.Time // the first packet of its oldest file kept (zero: none)
 }
 
-// Retention returns retention's totals since Open.
-func (s *Store) Retention() *RetainCounters { return &s.ret.Counters }
-
-// RetainStats returns what retention sees now. It takes a lock that
-// the writers take once per closed file.
-func (s *Store) RetainStats() RetainStats {
-	r := s.ret
+// Stats returns what retention sees now. It takes a lock that the
+// writers take once per closed file.
+func (r *Enforcer) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var st RetainStats
+	var st Stats
 	for rule, since := range r.short {
 		if !since.IsZero() {
-			st.Short = append(st.Short, RetainRule(rule).String())
+			st.Short = append(st.Short, Rule(rule).String())
 		}
 	}
 	for rule := range r.marks {
 		m := &r.marks[rule]
 		if limit := m.limit.Load(); limit > 0 {
-			st.Limits = append(st.Limits, RetainLimit{Rule: RetainRule(rule).String(), Limit: limit, High: m.hi.Load(), Low: m.lo.Load()})
+			st.Limits = append(st.Limits, Limit{Rule: Rule(rule).String(), Limit: limit, High: m.hi.Load(), Low: m.lo.Load()})
 		}
 	}
-	st.Agents = make([]AgentRetention, 0, len(r.agents))
+	st.Agents = make([]AgentStats, 0, len(r.agents))
 	for _, a := range r.agents {
-		ar := AgentRetention{Name: a.name, Files: len(a.files), Bytes: a.usage()}
+		ar := AgentStats{Name: a.name, Files: len(a.files), Bytes: a.usage()}
 		oldest := a.openFirst.Load()
 		for _, f := range a.files {
 			if oldest == 0 || f.First < oldest {
@@ -661,13 +621,30 @@ func (s *Store) RetainStats() RetainStats {
 		st.RootBytes += ar.Bytes
 		st.Agents = append(st.Agents, ar)
 	}
-	slices.SortFunc(st.Agents, func(a, b AgentRetention) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Agents, func(a, b AgentStats) int { return cmp.Compare(a.Name, b.Name) })
 	return st
 }
 
-// Hold keeps the closed file at path (below Dir) from being deleted by
-// retention until release is called: for a reader of the files (a query
-// tool). A file being written (.part) is never deleted anyway.
-func (s *Store) Hold(path string) (release func()) {
-	return s.ret.hold(filepath.Clean(path))
+// Hold keeps the closed file at path (below the root) from being
+// deleted until release is called (as many times as Hold): for a reader
+// of the files (a query tool). A file being written (.part) is never
+// deleted anyway.
+func (r *Enforcer) Hold(path string) (release func()) {
+	return r.hold(filepath.Clean(path))
+}
+
+// Loaded reports whether the index was rebuilt from the root (Run's
+// first Load is done): before, the size rules do not know the root's
+// usage.
+func (r *Enforcer) Loaded() bool { return r.loaded.Load() }
+
+// Files returns the closed files of agent name as the index holds them
+// now, oldest first (by last packet, then name).
+func (r *Enforcer) Files(name string) []layout.IndexedFile {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a := r.agents[name]; a != nil {
+		return slices.Clone(a.files)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package store
+package layout
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TailPart(ctx context.Context, f *os.File, path string, poll time.Duration) 
 	gr := &growingReader{ctx: ctx, f: f, path: path, poll: poll, waiting: &t.waiting}
 	go func() {
 		defer close(t.done)
-		_, err := scanPartCuts(ctx, gr, codecOf(path), func(raw int64) { t.raw.Store(raw) })
+		_, err := ScanCuts(ctx, gr, CodecOf(path), func(raw int64) { t.raw.Store(raw) })
 		if ctx.Err() == nil {
 			t.err = err
 		}

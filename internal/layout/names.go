@@ -1,0 +1,102 @@
+package layout
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
+)
+
+// PartSuffix marks the file an agent is being written to. A file is
+// renamed to drop the suffix once it is closed and complete, so a
+// consumer that globs "*.pcapng" sees only finished files.
+const PartSuffix = ".part"
+
+// RetainDir, below the root, holds retention's index of closed files,
+// one file per agent (<agent>.json: name, bytes, first and last packet
+// of each). It is a cache, written without fsync: a file it lacks, or
+// lists with another size or modification time, is read at start for
+// its packets' times. Anyone who can write the root can write it, so it
+// is read with a size limit, never through a link or FIFO, and its
+// entries checked (ParseIndex). Agent names cannot start with '.', so
+// it never collides with an agent directory.
+const RetainDir = ".pcapsync-retain"
+
+// OwnPrefix starts the name of every file and directory the writer
+// keeps at the top of the root beside the agent directories (its state,
+// reserve, owner lock, retention index, Shared mode's locks and
+// states). Agent names cannot start with '.'.
+const OwnPrefix = ".pcapsync"
+
+// FileTimeLayout is the UTC start in a data file's name.
+const FileTimeLayout = "20060102T150405.000"
+
+// IsDataFile reports whether name is a name the Store gives the closed
+// data files of agent: <agent>_<UTC start>Z[_NNN].pcapng[.gz|.zst], the
+// start a valid time. Retention deletes, and AgentFiles lists, files of
+// such names only; any other file in an agent's directory (a capture
+// copied there by hand, an export) is not the writer's and is left
+// alone.
+func IsDataFile(agent, name string) bool {
+	rest, ok := strings.CutPrefix(name, agent+"_")
+	if !ok || len(rest) < len(FileTimeLayout)+1 || rest[len(FileTimeLayout)] != 'Z' {
+		return false
+	}
+	if _, err := time.Parse(FileTimeLayout, rest[:len(FileTimeLayout)]); err != nil {
+		return false
+	}
+	rest = rest[len(FileTimeLayout)+1:]
+	if n, ok := strings.CutPrefix(rest, "_"); ok { // _001, _002, ...: a name taken in the same millisecond
+		i := 0
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+		if i < 3 || i > 9 {
+			return false
+		}
+		rest = n[i:]
+	}
+	switch rest {
+	case ".pcapng", ".pcapng.gz", ".pcapng.zst":
+		return true
+	}
+	return false
+}
+
+// OwnFile reports whether name, in the directory of agent, is one the
+// writer makes: a data file, finished or .part, its index (finished or
+// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
+func OwnFile(agent, name string) bool {
+	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
+	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
+		n = t + index.Suffix
+	}
+	if index.IsIndex(n) {
+		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
+	}
+	return IsDataFile(agent, n)
+}
+
+// CodecOf returns the compression of a data file by its name (with or
+// without PartSuffix).
+func CodecOf(path string) compress.Codec {
+	switch name := strings.TrimSuffix(path, PartSuffix); {
+	case strings.HasSuffix(name, ".pcapng.gz"):
+		return compress.Gzip
+	case strings.HasSuffix(name, ".pcapng.zst"):
+		return compress.Zstd
+	}
+	return compress.None
+}
+
+// IndexBytes returns the size of the index (index.Path) of the data
+// file at path, 0 if it has none or it is not a regular file.
+// Retention counts a file with its index's bytes.
+func IndexBytes(path string) int64 {
+	if st, err := os.Lstat(index.Path(path)); err == nil && st.Mode().IsRegular() {
+		return st.Size()
+	}
+	return 0
+}
