@@ -51,7 +51,7 @@ func TestSinkSession(t *testing.T) {
 		t.Fatalf("begin: %v %+v: want LastSeq 0 and the sink's frame limit", err, w)
 	}
 	var acks []uint64
-	s.sink.onAck = func(seq uint64) { acks = append(acks, seq) }
+	s.onAck = func(seq uint64) { acks = append(acks, seq) }
 	payloads := make([][]byte, 3)
 	for i := range payloads {
 		payloads[i] = batchPayload(uint64(i+1), 10*i, 10)
