@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -175,25 +176,33 @@ func (ss *sinkAppender) commit(*session) (uint64, error) {
 	return ss.acked.Load(), err
 }
 
-// append checks a batch as the store's appender would (a compressed
-// one is decompressed to check its records, then dropped: the sink
-// takes the frame as it came) and sends it.
+// append checks a batch without decompressing it and sends it as it
+// came. A batch sent raw is validated record by record (reading its
+// metadata is all that costs); a compressed one is checked as far as
+// its frame allows (its checksum, verified by the session's ParseBatch,
+// its codec, a decompressed length within MaxFrame and able to hold its
+// records), not decompressed: the writer that takes its record from
+// Kafka decompresses it once, validates it there as it must for any
+// record (docs/security.md) and writes it. Its bytes are counted as
+// declared (RawLen).
 func (ss *sinkAppender) append(s *session, b wire.Batch, flags uint8, payload []byte) error {
 	if uint32(len(payload)) > s.maxPayload {
 		return fmt.Errorf("batch seq %d: %d bytes, over the %d this collector's sink takes: %w", b.Seq, len(payload), s.maxPayload, wire.ErrTooLarge)
 	}
 	c := s.core
-	if b.Codec != wire.CodecNone {
-		buf, err := c.decompress(&b)
-		if err != nil {
+	switch {
+	case b.Codec == wire.CodecNone:
+		if err := b.Validate(uint32(len(s.ifmap))); err != nil {
 			return err
 		}
-		defer c.bufs.Put(buf)
+	case b.RawLen > c.cfg.MaxFrame:
+		c.Counters.TooLargeRaw.Add(1)
+		return fmt.Errorf("batch seq %d: declares %d bytes decompressed, over %d: %w", b.Seq, b.RawLen, c.cfg.MaxFrame, compress.ErrTooLarge)
+	default:
+		c.Counters.WireBytes.Add(uint64(len(b.Records)))
+		c.Counters.RawBytes.Add(uint64(b.RawLen))
 	}
-	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
-		return err
-	}
-	return ss.send(wire.TypeBatch, flags, payload, b.Seq, uint64(b.Count), uint64(len(b.Records)))
+	return ss.send(wire.TypeBatch, flags, payload, b.Seq, uint64(b.Count), uint64(b.RawLen))
 }
 
 // addIface sends the next frames with a hello that declares ifc too; a
