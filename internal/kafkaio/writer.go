@@ -115,6 +115,11 @@ const (
 	healthyAfter = time.Minute
 	// restartPauseMax bounds the pause before a start over.
 	restartPauseMax = 30 * time.Second
+	// maxWaiting bounds the bytes of the records waiting for their
+	// agents' takes: past it the writer polls no more until a take
+	// ended, so that an agent busy for BusyWait cannot fill the memory
+	// with the records of a busy topic.
+	maxWaiting = 64 << 20
 )
 
 // WriterCounters are a Writer's totals. Safe for concurrent use.
@@ -358,7 +363,12 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 	var gone time.Time // since when fetches found the topic unknown; zero: they do not
 	for {
 		pctx := w.pollContext(ctx)
-		fs := cl.PollRecords(pctx, 4096)
+		var fs kgo.Fetches
+		if w.waitingFull() {
+			<-pctx.Done() // no more records until a take ended (or pollWait passed)
+		} else {
+			fs = cl.PollRecords(pctx, 4096)
+		}
 		w.pollDone()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
@@ -500,6 +510,20 @@ func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	return nil
+}
+
+// waitingFull reports whether the records waiting for takes hold
+// maxWaiting bytes or more.
+func (w *Writer) waitingFull() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.taking {
+		for _, p := range t.queue {
+			n += len(p.rec.Value)
+		}
+	}
+	return n >= maxWaiting
 }
 
 // settle writes the records of the agents whose take ended. It returns
