@@ -179,12 +179,12 @@ func (ss *sinkAppender) commit(*session) (uint64, error) {
 // append checks a batch without decompressing it and sends it as it
 // came. A batch sent raw is validated record by record (reading its
 // metadata is all that costs); a compressed one is checked as far as
-// its frame allows (its checksum, verified by the session's ParseBatch,
-// its codec, a decompressed length within MaxFrame and able to hold its
-// records), not decompressed: the writer that takes its record from
-// Kafka decompresses it once, validates it there as it must for any
-// record (docs/security.md) and writes it. Its bytes are counted as
-// declared (RawLen).
+// its frame allows (its checksum where it has one, verified by the
+// session's ParseBatch, its codec, a decompressed length within
+// MaxFrame and able to hold its records), not decompressed: the writer
+// that takes its record from Kafka decompresses it once, validates it
+// there as it must for any record (docs/security.md) and writes it.
+// Its bytes are counted as declared (RawLen).
 func (ss *sinkAppender) append(s *session, b wire.Batch, flags uint8, payload []byte) error {
 	if uint32(len(payload)) > s.maxPayload {
 		return fmt.Errorf("batch seq %d: %d bytes, over the %d this collector's sink takes: %w", b.Seq, len(payload), s.maxPayload, wire.ErrTooLarge)
