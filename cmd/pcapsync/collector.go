@@ -46,12 +46,22 @@ rules (docs/query.md).`
 
 func collectorCommand(s streams) *cobra.Command {
 	return leaf("collector --dir DIR [--listen HOST:PORT] (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure) [--token-file FILE] [flags]",
-		"accept agents and write what they capture into pcapng files", collectorUsage, noArgs, serveFlags(s, collectorFlags, nil))
+		"accept agents and write what they capture into pcapng files", collectorUsage, noArgs, serveFlags(s, collectorFlags, collectorRole))
+}
+
+// collectorRole sets the role of a collector: an ingest collector with
+// --kafka.
+func collectorRole(cfg *serve.Config) error {
+	cfg.Role = serve.RoleCollector
+	if len(cfg.Kafka.Brokers) > 0 {
+		cfg.Role = serve.RoleIngest
+	}
+	return nil
 }
 
 // serveFlags returns the flags-and-run of a command that runs a
 // serve.Service (the collector, the writer): flags defines its own
-// flags, check (if set) refuses what they cannot express.
+// flags, check refuses what they cannot express and sets the role.
 func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, check func(*serve.Config) error) func(*pflag.FlagSet) runFunc {
 	return func(fs *pflag.FlagSet) runFunc {
 		var cfg serve.Config
@@ -62,10 +72,8 @@ func serveFlags(s streams, flags func(*pflag.FlagSet, *serve.Config) givenOnly, 
 		summary := addSummaryFlag(fs)
 		return func(ctx context.Context, _ []string) error {
 			given.apply(fs)
-			if check != nil {
-				if err := check(&cfg); err != nil {
-					return err
-				}
+			if err := check(&cfg); err != nil {
+				return err
 			}
 			log, err := lf.logger(s.stderr)
 			if err != nil {

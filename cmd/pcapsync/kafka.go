@@ -59,6 +59,7 @@ func writerCommand(s streams) *cobra.Command {
 			if len(cfg.Kafka.Brokers) == 0 || cfg.Group == "" {
 				return fmt.Errorf("%w: a writer needs --kafka BROKERS and --group GROUP", errUsage)
 			}
+			cfg.Role = serve.RoleWriter
 			return nil
 		}))
 }

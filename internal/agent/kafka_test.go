@@ -314,7 +314,7 @@ func TestKafkaResendDuplicates(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	w, err := serve.New(serve.Config{Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "dups"}, Group: "w",
+	w, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "dups"}, Group: "w",
 		Collector: collector.Config{Store: store.Config{Dir: dir, Shared: true}}, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +365,7 @@ func TestKafkaRecordKey(t *testing.T) {
 		t.Fatalf("unsigned agent: %+v", sum)
 	}
 	dir := t.TempDir()
-	w, err := serve.New(serve.Config{Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
+	w, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
 		Collector: collector.Config{Store: store.Config{Dir: dir, Shared: true}}, Logger: signed.Logger})
 	if err != nil {
 		t.Fatal(err)

@@ -39,11 +39,12 @@ type Counters struct {
 }
 
 // Core is the transport-independent collector: it turns sessions of
-// batches into files, through a store.Store. Safe for concurrent use.
+// batches into files, through a store.Store, or into records, through
+// a Sink (Config.Sink: an ingest collector). Safe for concurrent use.
 type Core struct {
-	cfg Config
-	log *slog.Logger
-	st  *store.Store
+	cfg  Config
+	log  *slog.Logger
+	dest destination // chosen once, in NewCore
 
 	// Counters may be read at any time; the files' own counters are
 	// Store().Counters.
@@ -57,14 +58,15 @@ type Core struct {
 	mem  *wire.Memory      // ReadMemory: the TCP connections' frame buffers
 }
 
-// agent is one agent name: its files (a store.Writer, used by one
-// session at a time: handover), its sessions and its totals.
+// agent is one agent name: its files (in the store's Writer, used by
+// one session at a time: handover), its sessions and its totals.
 type agent struct {
 	name     string
 	handover sync.Mutex // serialises begin for this name
-	// w is the store's Writer of the name, set by begin under Core.mu
-	// (a new one after store.Store.Release), used by the active session.
-	w *store.Writer
+	// app is the appender of the latest session begun (a store's: the
+	// Writer of the name, a new one after store.Store.Release), set
+	// by begin under Core.mu; AgentStats reads the files' stats there.
+	app appender
 
 	active *session // guarded by Core.mu
 	last   *session // the latest session, ended or not; guarded by Core.mu
@@ -95,19 +97,29 @@ func NewCore(cfg Config) (*Core, error) {
 	if core.dec, err = compress.NewDecoder(int(c.MaxFrame), runtime.GOMAXPROCS(0)); err != nil {
 		return nil, err
 	}
-	if c.Sink != nil {
-		return core, nil // an ingest collector: no store
-	}
-	if core.st, err = store.Open(c.Store); err != nil {
+	if core.dest, err = newDestination(&c); err != nil {
 		core.dec.Close()
 		return nil, err
 	}
 	return core, nil
 }
 
+// newDestination opens the store cfg names, or takes its Sink (an
+// ingest collector: no store).
+func newDestination(cfg *Config) (destination, error) {
+	if cfg.Sink != nil {
+		return sinkDest{cfg.Sink}, nil
+	}
+	st, err := store.Open(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	return storeDest{st}, nil
+}
+
 // Store returns the store the core writes to; nil for an ingest
 // collector (Config.Sink).
-func (c *Core) Store() *store.Store { return c.st }
+func (c *Core) Store() *store.Store { return c.dest.store() }
 
 // session is one agent connection's view of the core. Its methods are
 // called from one goroutine, the transport's; kick may be called from
@@ -115,7 +127,7 @@ func (c *Core) Store() *store.Store { return c.st }
 type session struct {
 	core  *Core
 	ag    *agent
-	inst  *store.Instance
+	app   appender // where its batches go
 	hello wire.Hello
 	log   *slog.Logger
 
@@ -126,6 +138,7 @@ type session struct {
 	pending uint64     // highest sequence written, not yet committed
 	// what was written since the last commit, counted once committed
 	uncommitted struct{ batches, packets, bytes uint64 }
+	gaps        bool // the agent's mark is known: a sequence that skips ahead is counted missing
 	stats       wire.Stats
 
 	// uncommittedRaw is the decompressed records written since the last
@@ -140,8 +153,11 @@ type session struct {
 	peer  Peer      // set by begin, then read-only
 	since time.Time // when begin accepted it
 
-	sink       *sinkSession // an ingest collector's (Config.Sink); nil: writing to the store
-	maxPayload uint32       // the largest batch payload accepted (the Welcome's MaxFrame)
+	maxPayload uint32 // the largest batch payload accepted (the Welcome's MaxFrame)
+	// onAck, if set before the first frame, is called (from another
+	// goroutine) when batches became durable after the session handled
+	// them (a Sink's): the transport acknowledges them.
+	onAck func(seq uint64)
 }
 
 // Peer says where a session comes from, for AgentStats.
@@ -173,31 +189,12 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 	}
 	s := &session{core: c, hello: *h, kick: kick, done: make(chan struct{}),
 		log: c.log.With("agent", h.Name), peer: peer, maxPayload: c.cfg.MaxFrame}
-	if c.cfg.Sink != nil {
-		return c.beginSink(s)
-	}
-
-	w, err := c.st.Writer(h.Name)
-	if errors.Is(err, store.ErrAgentDir) {
-		// Its directory is a link (or not a directory): the agent is
-		// refused, with the details in the collector's log only, until
-		// an operator puts it right; nothing of it is acknowledged.
-		c.Counters.Rejected.Add(1)
-		return nil, wire.Welcome{}, fmt.Errorf("%w: %w: the collector's directory of agent %q is a link or not a directory", ErrRejected, store.ErrAgentDir, h.Name)
-	}
+	app, err := c.dest.open(s)
 	if err != nil {
-		// The store cannot take the agent now: its files are being
-		// repaired, another process holds it (a shared root), or its
-		// lock or marks could not be read. Nothing is wrong with the
-		// hello: the agent (or a writer's record) comes back later.
-		return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, wire.Welcome{}, err
 	}
-	ag := c.agentNamed(h.Name, w)
-	inst := c.st.Instance(h.Instance, h.Name)
-	if inst.Name() != h.Name {
-		c.Counters.Rejected.Add(1)
-		return nil, wire.Welcome{}, fmt.Errorf("%w: instance id already belongs to agent %q", ErrRejected, inst.Name())
-	}
+	s.app = app
+	ag := c.agentNamed(h.Name, app)
 
 	ag.handover.Lock()
 	defer ag.handover.Unlock()
@@ -208,29 +205,25 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 	// A Release (shared mode: the agent given up, then taken again)
 	// ends the Writer the agent had; the store's current one writes now.
 	c.mu.Lock()
-	ag.w = w
+	ag.app = app
 	c.mu.Unlock()
-	ag.w.Start(h.Host)
-	s.ifmap = make([]int, len(h.Interfaces))
 	s.ifaces = slices.Clone(h.Interfaces)
-	for i, ifc := range h.Interfaces {
-		if s.ifmap[i], err = ag.w.AddInterface(ifc); err != nil {
-			return nil, wire.Welcome{}, fmt.Errorf("%w: %w", ErrRejected, err)
-		}
+	last, known, err := app.start(s)
+	if err != nil {
+		return nil, wire.Welcome{}, err
 	}
-	s.inst = inst
+	s.gaps = known
 	c.activate(ag, s)
-	return s, wire.Welcome{LastSeq: inst.LastSeq(), MaxFrame: c.cfg.MaxFrame, Codecs: acceptedCodecs}, nil
+	return s, wire.Welcome{LastSeq: last, MaxFrame: s.maxPayload, Codecs: acceptedCodecs}, nil
 }
 
-// agentNamed returns the agent of name, made with w if it is new (w is
-// nil for an ingest collector).
-func (c *Core) agentNamed(name string, w *store.Writer) *agent {
+// agentNamed returns the agent of name, made with app if it is new.
+func (c *Core) agentNamed(name string, app appender) *agent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ag := c.agents[name]
 	if ag == nil {
-		ag = &agent{name: name, w: w}
+		ag = &agent{name: name, app: app}
 		c.agents[name] = ag
 	}
 	return ag
@@ -309,20 +302,17 @@ func (s *session) batch(flags uint8, payload []byte) (dup bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if s.sink != nil {
-		return false, s.sinkBatch(&b, flags, payload)
-	}
-	return s.write(&b, true)
+	return s.write(&b, flags, payload, true)
 }
 
-// write writes a parsed batch. With inOrder, a batch at or below the
-// highest sequence written is a duplicate (a resend, on a transport
-// that delivers in order). Without it (UDP: no resends, but datagrams
-// overtake each other) the transport has told duplicates apart itself,
-// and a batch below the highest written is a late one, written too; the
-// high-water mark then says "the highest written", no longer "every
-// batch up to it".
-func (s *session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
+// write writes a parsed batch (flags and payload: its frame's). With
+// inOrder, a batch at or below the highest sequence written is a
+// duplicate (a resend, on a transport that delivers in order). Without
+// it (UDP: no resends, but datagrams overtake each other) the transport
+// has told duplicates apart itself, and a batch below the highest
+// written is a late one, written too; the high-water mark then says
+// "the highest written", no longer "every batch up to it".
+func (s *session) write(b *wire.Batch, flags uint8, payload []byte, inOrder bool) (dup bool, err error) {
 	ag := s.ag
 	if b.Codec != wire.CodecNone {
 		s.core.Counters.Compressed.Add(1)
@@ -330,37 +320,18 @@ func (s *session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 	if b.Unchecked {
 		s.core.Counters.Unchecked.Add(1)
 	}
-	now := time.Now()
 	ag.lastRecv.Store(b.Seq)
-	ag.lastBatch.Store(now.UnixNano())
-	prev := max(s.inst.LastSeq(), s.pending)
+	ag.lastBatch.Store(time.Now().UnixNano())
+	prev := max(s.app.durable(), s.pending)
 	if inOrder && b.Seq <= prev {
 		s.core.Counters.Duplicates.Add(1)
 		ag.duplicates.Add(1)
 		return true, nil
 	}
-	if obs := s.core.cfg.BatchWriteLatency; obs != nil {
-		defer func() {
-			if err == nil {
-				obs.Observe(time.Since(now).Seconds())
-			}
-		}()
-	}
-	if b.Codec != wire.CodecNone {
-		buf, err := s.core.decompress(b)
-		if err != nil {
-			return false, err
-		}
-		defer s.core.bufs.Put(buf)
-	}
-	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
+	if err := s.app.append(s, *b, flags, payload); err != nil {
 		return false, err
 	}
-	bytes, err := ag.w.WriteBatch(b, s.ifmap, s.inst)
-	if err != nil {
-		return false, s.storageFailed(err)
-	}
-	if inOrder && b.Seq > prev+1 {
+	if inOrder && s.gaps && b.Seq > prev+1 {
 		// An agent numbers its batches without gaps and resends all it
 		// has not seen acknowledged: a gap means batches lost for good
 		// before they got here (an agent bug, or acknowledged data lost
@@ -371,52 +342,25 @@ func (s *session) write(b *wire.Batch, inOrder bool) (dup bool, err error) {
 			"first_missing", prev+1, "last_missing", b.Seq-1)
 	}
 	s.pending = max(s.pending, b.Seq)
-	s.uncommitted.batches++
-	s.uncommitted.packets += uint64(b.Count)
-	s.uncommitted.bytes += bytes
-	s.uncommittedRaw += len(b.Records)
-	if f := s.core.cfg.Feed; f != nil {
-		s.feedEv.Agent, s.feedEv.Host = s.hello.Name, s.hello.Host
-		s.feedB = *b
-		s.feedEv.Ifaces, s.feedEv.Batch = s.ifaces, &s.feedB
-		f.Batch(&s.feedEv)
-		s.feedB = wire.Batch{}
-	}
 	return false, nil
 }
 
-// storageFailed handles a failed write or commit (disk full, I/O error;
-// the store cut the file back to its last commit and closed it, still
-// readable, or a failed rotation had): nothing written since the last
-// commit is acknowledged. The error wraps ErrStorage.
-func (s *session) storageFailed(err error) error {
-	s.pending = s.inst.LastSeq()
-	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
-	s.uncommittedRaw = 0
-	return fmt.Errorf("%w: %w", ErrStorage, err)
+// count counts batches, packets and bytes that became durable, for the
+// core and the agent. Safe for concurrent use.
+func (s *session) count(batches, packets, bytes uint64) {
+	k, ag := &s.core.Counters, s.ag
+	k.Batches.Add(batches)
+	k.Packets.Add(packets)
+	k.Bytes.Add(bytes)
+	ag.batches.Add(batches)
+	ag.packets.Add(packets)
+	ag.bytes.Add(bytes)
 }
 
 // commit hands what was written to the OS (and syncs it, if the fsync
 // policy is per batch) and returns the sequence number to acknowledge:
 // every batch up to it is in the file.
-func (s *session) commit() (uint64, error) {
-	if s.sink != nil {
-		return s.sink.status()
-	}
-	ag := s.ag
-	s.uncommittedRaw = 0
-	if err := ag.w.Commit(); err != nil {
-		return s.inst.LastSeq(), s.storageFailed(err)
-	}
-	s.core.Counters.Batches.Add(s.uncommitted.batches)
-	s.core.Counters.Packets.Add(s.uncommitted.packets)
-	s.core.Counters.Bytes.Add(s.uncommitted.bytes)
-	ag.batches.Add(s.uncommitted.batches)
-	ag.packets.Add(s.uncommitted.packets)
-	ag.bytes.Add(s.uncommitted.bytes)
-	s.uncommitted.batches, s.uncommitted.packets, s.uncommitted.bytes = 0, 0, 0
-	return s.inst.LastSeq(), nil
-}
+func (s *session) commit() (uint64, error) { return s.app.commit(s) }
 
 // iface declares one more interface (an Iface frame's payload). Indexes
 // must come in order; re-declaring a known index identically is allowed.
@@ -429,7 +373,7 @@ func (s *session) iface(payload []byte) error {
 }
 
 // addIface declares interface idx, which must be the next one.
-func (s *session) addIface(idx uint32, ifc wire.Interface) (err error) {
+func (s *session) addIface(idx uint32, ifc wire.Interface) error {
 	if ifc.SnapLen == 0 || ifc.Name == "" {
 		return fmt.Errorf("iface %d (%q): empty name or zero snaplen: %w", idx, ifc.Name, wire.ErrMalformed)
 	}
@@ -439,10 +383,8 @@ func (s *session) addIface(idx uint32, ifc wire.Interface) (err error) {
 	if len(s.ifmap) >= wire.MaxInterfaces {
 		return fmt.Errorf("iface: more than %d interfaces: %w", wire.MaxInterfaces, wire.ErrTooLarge)
 	}
-	fi := len(s.ifmap) // an ingest collector's records keep the agent's numbering
-	if s.sink != nil {
-		s.sink.hello = wire.AppendRecordHello(nil, &s.hello, append(slices.Clip(s.ifaces), ifc))
-	} else if fi, err = s.ag.w.AddInterface(ifc); err != nil {
+	fi, err := s.app.addIface(s, ifc)
+	if err != nil {
 		return err
 	}
 	s.ifmap = append(s.ifmap, fi)
@@ -458,17 +400,7 @@ func (s *session) recordStats(payload []byte) error {
 	if err := wire.ParseStats(payload, &s.stats); err != nil {
 		return err
 	}
-	if s.sink != nil {
-		return s.sinkStats(payload)
-	}
-	grew, err := s.ag.w.RecordStats(&s.stats, s.ifmap)
-	if err != nil {
-		return err
-	}
-	if grew {
-		s.log.Warn("agent reports drops", "agent_queue_drops", s.stats.AgentDrops, "interfaces", fmt.Sprint(s.stats.Interfaces))
-	}
-	return nil
+	return s.app.stats(s, payload)
 }
 
 // end closes the session. After a clean goodbye the agent's file is
@@ -476,15 +408,7 @@ func (s *session) recordStats(payload []byte) error {
 // a reconnect continues it; after a takeover the new session owns it.
 func (s *session) end(clean bool) {
 	c, ag := s.core, s.ag
-	if !s.kicked.Load() && s.sink == nil {
-		if clean {
-			if err := ag.w.Close(); err != nil {
-				s.log.Error("closing file", "err", err)
-			}
-		} else {
-			ag.w.Linger()
-		}
-	}
+	s.app.end(s, clean)
 	c.mu.Lock()
 	if ag.active == s {
 		ag.active = nil
@@ -496,13 +420,7 @@ func (s *session) end(clean bool) {
 // Run rotates files on time, closes idle ones and syncs open ones
 // (store.Store.Run) until ctx ends, then returns. Call Close after the
 // transports have stopped.
-func (c *Core) Run(ctx context.Context) {
-	if c.st == nil {
-		<-ctx.Done()
-		return
-	}
-	c.st.Run(ctx)
-}
+func (c *Core) Run(ctx context.Context) { c.dest.run(ctx) }
 
 // Close lets the repair of unfinished files finish for up to
 // ShutdownTimeout and then stops it (the file it was on stays
@@ -512,10 +430,7 @@ func (c *Core) Run(ctx context.Context) {
 func (c *Core) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
 	defer cancel()
-	var err error
-	if c.st != nil {
-		err = c.st.Close(ctx)
-	}
+	err := c.dest.close(ctx)
 	c.dec.Close()
 	return err
 }

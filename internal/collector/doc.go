@@ -14,10 +14,14 @@
 // acknowledgements, sessions by source address, and exact counts of
 // lost, reordered and duplicated datagrams (UDPServer.AgentCounts).
 //
-// The core checks, deduplicates and decompresses batches, counts them
-// (Counters, AgentStats) and hands them to live views (Feed); files,
-// marks, rotation, repair and the state file are the store's (package
-// store).
+// The core checks and deduplicates batches and counts them (Counters,
+// AgentStats); where they go is its destination, chosen once in
+// NewCore: a store (package store: the batches decompressed, validated
+// and written; files, marks, rotation, repair and the state file are
+// the store's; live views see every batch written, Feed) or a Sink
+// (Config.Sink, an ingest collector: every frame handed on as it came,
+// acknowledged once the sink made it durable). Each session appends to
+// its destination's appender (destination.go) without knowing which.
 //
 // Delivery contract (docs/reliability.md): a batch is acknowledged (a
 // session's commit returns its sequence number) only after its packets

@@ -2,13 +2,15 @@ package collector
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
 // Session is a session of an intake outside this package (the Kafka
-// writer): the same begin, frames, commit and end as the TCP server's,
-// called from one goroutine.
+// writer): the same begin, batches, stats, interfaces, commit and end as
+// the TCP server's, taken as parsed values rather than frames, called
+// from one goroutine at a time.
 type Session struct{ s *session }
 
 // Begin validates a Hello from peer and opens a session for it, as a
@@ -24,21 +26,31 @@ func (c *Core) Begin(h *wire.Hello, peer Peer, kick func()) (*Session, wire.Welc
 	return &Session{s}, w, nil
 }
 
-// Frame handles one frame of the session: a Batch (written unless its
-// sequence number shows it was written before: dup), a Stats or an
-// Iface frame. Errors wrap ErrStorage for a failed write (nothing since
+// Batch writes batch b, parsed from a Batch frame's flags and payload
+// by the caller (its checksum verified, unless Peer.Verified says the
+// transport did), unless its sequence number shows it was written
+// before (dup). Errors wrap ErrStorage for a failed write (nothing since
 // the last Commit is in a file), otherwise they say what is wrong with
-// the frame.
-func (s *Session) Frame(t wire.Type, flags uint8, payload []byte) (dup bool, err error) {
-	switch t {
-	case wire.TypeBatch:
-		return s.s.batch(flags, payload)
-	case wire.TypeStats:
-		return false, s.s.recordStats(payload)
-	case wire.TypeIface:
-		return false, s.s.iface(payload)
+// the batch (nothing of it written).
+func (s *Session) Batch(b *wire.Batch, flags uint8, payload []byte) (dup bool, err error) {
+	return s.s.write(b, flags, payload, true)
+}
+
+// Stats records a Stats frame's payload.
+func (s *Session) Stats(payload []byte) error { return s.s.recordStats(payload) }
+
+// Declare declares the interfaces of ifcs past those the session has,
+// in order; ifcs must begin with the session's (Interfaces).
+func (s *Session) Declare(ifcs []wire.Interface) error {
+	if n := len(s.s.ifaces); len(ifcs) < n || !slices.Equal(ifcs[:n], s.s.ifaces) {
+		return fmt.Errorf("interfaces: %d given, not beginning with the session's %d: %w", len(ifcs), n, wire.ErrMalformed)
 	}
-	return false, fmt.Errorf("unexpected %s frame: %w", t, wire.ErrUnknownType)
+	for i := len(s.s.ifaces); i < len(ifcs); i++ {
+		if err := s.s.addIface(uint32(i), ifcs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Commit makes what was written as durable as the fsync policy

@@ -116,7 +116,7 @@ func (u *UDPServer) piece(p *udpPeer, pc *wire.Piece) (wrote bool, err error) {
 		return false, fmt.Errorf("batch %d put together from pieces numbered from %d: %w", b.Seq, r.first, wire.ErrMalformed)
 	}
 	p.reassembled++
-	return u.write(p, &b)
+	return u.write(p, &b, h.Flags, payload)
 }
 
 // reassembly returns p's batch in progress whose first number is

@@ -228,11 +228,9 @@ func (s *Server) handle(reading context.Context, raw net.Conn) {
 	}
 	log = log.With("agent", hello.Name)
 	aw := &ackWriter{conn: conn, abort: func() { abort(net.ErrClosed) }, seq: welcome.LastSeq}
-	if sess.sink != nil {
-		// The sink makes batches durable after serve handled them:
-		// acknowledge as it does.
-		sess.sink.onAck = func(seq uint64) { aw.ack(seq, false) }
-	}
+	// A sink makes batches durable after serve handled them:
+	// acknowledge as it does.
+	sess.onAck = func(seq uint64) { aw.ack(seq, false) }
 	aw.mu.Lock()
 	err = aw.write(wire.AppendWelcome(nil, welcome))
 	aw.mu.Unlock()

@@ -1,12 +1,14 @@
 package collector
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -33,8 +35,21 @@ type Sink interface {
 	MaxFrame(agent string, hello []byte) uint32
 }
 
-// sinkSession is a session's state in an ingest collector.
-type sinkSession struct {
+// sinkDest hands what the sessions receive to a Sink: no files, no
+// marks, no background work.
+type sinkDest struct{ sink Sink }
+
+func (sinkDest) store() *store.Store         { return nil }
+func (sinkDest) dir() string                 { return "" }
+func (sinkDest) counters() *store.Counters   { return new(store.Counters) }
+func (sinkDest) run(ctx context.Context)     { <-ctx.Done() }
+func (sinkDest) close(context.Context) error { return nil }
+func (*sinkAppender) end(*session, bool)     {}
+func (*sinkAppender) fill(*AgentStats)       {}
+func (ss *sinkAppender) durable() uint64     { return ss.acked.Load() }
+
+// sinkAppender is a session's state in an ingest collector.
+type sinkAppender struct {
 	sink  Sink
 	name  string
 	hello []byte // the Hello frame with every interface so far
@@ -44,26 +59,54 @@ type sinkSession struct {
 	err     error  // the first failure; nothing is acknowledged after it
 
 	acked atomic.Uint64 // highest batch sequence durable with all before it
-	onAck func(uint64)  // called (from the sink's goroutine) when acked rises; set before the first frame
-	fail  func(error)   // ends the session (its transport) after a failure
+	s     *session      // for onAck, kick and count (from the sink's goroutine)
 }
 
 type sent struct {
 	seq     uint64 // 0: a Stats frame
 	done    bool
-	durable func() // counts the batch once durable; nil for Stats
+	packets uint64 // of a batch, counted once durable
+	bytes   uint64
+}
+
+// open is begin for an ingest collector: the frames are bounded so
+// that one fits a record of the sink.
+func (d sinkDest) open(s *session) (appender, error) {
+	h := &s.hello
+	ss := &sinkAppender{sink: d.sink, name: h.Name, hello: wire.AppendRecordHello(nil, h, h.Interfaces), s: s}
+	if m := ss.sink.MaxFrame(h.Name, ss.hello); m != 0 {
+		if m <= wire.HeaderSize+64<<10 {
+			s.core.Counters.Rejected.Add(1)
+			return nil, fmt.Errorf("%w: the sink takes frames of at most %d bytes with this hello: too small for a batch", ErrRejected, m)
+		}
+		s.maxPayload = min(s.maxPayload, m-wire.HeaderSize)
+	}
+	return ss, nil
+}
+
+// start keeps the agent's numbering of its interfaces. The Welcome says
+// nothing was received (LastSeq 0: the agent resends all it has not
+// seen acknowledged; the writers drop what is already in a file). The
+// older connection's frames in flight still complete; the writers drop
+// whatever arrives twice.
+func (ss *sinkAppender) start(s *session) (uint64, bool, error) {
+	s.ifmap = make([]int, len(s.hello.Interfaces))
+	for i := range s.ifmap {
+		s.ifmap[i] = i
+	}
+	return 0, false, nil
 }
 
 // send hands one frame (type t, its flags and payload) to the sink;
-// durable (if not nil) is called once it and every frame before it are
-// durable.
-func (ss *sinkSession) send(t wire.Type, flags uint8, payload []byte, seq uint64, durable func()) error {
+// a batch's (seq not 0) packets and bytes are counted once it and every
+// frame before it are durable.
+func (ss *sinkAppender) send(t wire.Type, flags uint8, payload []byte, seq, packets, bytes uint64) error {
 	ss.mu.Lock()
 	if err := ss.err; err != nil {
 		ss.mu.Unlock()
 		return err
 	}
-	ss.pending = append(ss.pending, sent{seq: seq, durable: durable})
+	ss.pending = append(ss.pending, sent{seq: seq, packets: packets, bytes: bytes})
 	ss.mu.Unlock()
 	// One frame as the agent sent it: a header rebuilt from its fields
 	// (the same bytes) and the payload, in a pooled buffer that is the
@@ -81,12 +124,13 @@ func (ss *sinkSession) send(t wire.Type, flags uint8, payload []byte, seq uint64
 
 // complete records that the frame of sequence seq (0: Stats) is
 // durable, or failed; the sink reports in order of send.
-func (ss *sinkSession) complete(seq uint64, err error) {
+func (ss *sinkAppender) complete(seq uint64, err error) {
 	ss.mu.Lock()
 	if err != nil && ss.err == nil {
 		ss.err = fmt.Errorf("%w: %w", ErrSink, err)
 		ss.mu.Unlock()
-		ss.fail(ss.err)
+		ss.s.log.Error("sink failed: nothing more acknowledged, connection dropped; the agent will resend", "err", ss.err)
+		ss.s.kick()
 		return
 	}
 	i := slices.IndexFunc(ss.pending, func(p sent) bool { return p.seq == seq && !p.done })
@@ -96,9 +140,10 @@ func (ss *sinkSession) complete(seq uint64, err error) {
 	var top uint64
 	n := 0
 	for n < len(ss.pending) && ss.pending[n].done {
-		top = max(top, ss.pending[n].seq)
-		if d := ss.pending[n].durable; d != nil {
-			d()
+		p := &ss.pending[n]
+		top = max(top, p.seq)
+		if p.seq != 0 {
+			ss.s.count(1, p.packets, p.bytes)
 		}
 		n++
 	}
@@ -117,107 +162,62 @@ func (ss *sinkSession) complete(seq uint64, err error) {
 			break
 		}
 	}
-	if ss.onAck != nil {
-		ss.onAck(top)
+	if f := ss.s.onAck; f != nil {
+		f(top)
 	}
 }
 
-// status returns the highest sequence to acknowledge, and the sink's
+// commit returns the highest sequence to acknowledge, and the sink's
 // failure if there was one.
-func (ss *sinkSession) status() (uint64, error) {
+func (ss *sinkAppender) commit(*session) (uint64, error) {
 	ss.mu.Lock()
 	err := ss.err
 	ss.mu.Unlock()
 	return ss.acked.Load(), err
 }
 
-// beginSink is begin for an ingest collector: no files, no marks. The
-// Welcome says nothing was received (LastSeq 0: the agent resends all
-// it has not seen acknowledged; the writers drop what is already in a
-// file) and bounds the frames so that one fits a record of the sink.
-func (c *Core) beginSink(s *session) (*session, wire.Welcome, error) {
-	h := &s.hello
-	s.ifmap = make([]int, len(h.Interfaces))
-	for i := range s.ifmap {
-		s.ifmap[i] = i
-	}
-	s.ifaces = slices.Clone(h.Interfaces)
-	ss := &sinkSession{sink: c.cfg.Sink, name: h.Name, hello: wire.AppendRecordHello(nil, h, s.ifaces)}
-	if m := ss.sink.MaxFrame(h.Name, ss.hello); m != 0 {
-		if m <= wire.HeaderSize+64<<10 {
-			c.Counters.Rejected.Add(1)
-			return nil, wire.Welcome{}, fmt.Errorf("%w: the sink takes frames of at most %d bytes with this hello: too small for a batch", ErrRejected, m)
-		}
-		s.maxPayload = min(s.maxPayload, m-wire.HeaderSize)
-	}
-	ss.fail = func(err error) {
-		s.log.Error("sink failed: nothing more acknowledged, connection dropped; the agent will resend", "err", err)
-		s.kick()
-	}
-	s.sink = ss
-
-	ag := c.agentNamed(h.Name, nil)
-	ag.handover.Lock()
-	defer ag.handover.Unlock()
-	// The older connection's frames in flight still complete; the
-	// writers drop whatever arrives twice.
-	if err := c.replace(ag, s); err != nil {
-		return nil, wire.Welcome{}, err
-	}
-	c.activate(ag, s)
-	return s, wire.Welcome{LastSeq: 0, MaxFrame: s.maxPayload, Codecs: acceptedCodecs}, nil
-}
-
-// sinkBatch checks a batch as write would (a compressed one is
-// decompressed to check its records, then dropped: the sink takes the
-// frame as it came) and sends it.
-func (s *session) sinkBatch(b *wire.Batch, flags uint8, payload []byte) error {
+// append checks a batch without decompressing it and sends it as it
+// came. A batch sent raw is validated record by record (reading its
+// metadata is all that costs); a compressed one is checked as far as
+// its frame allows (its checksum where it has one, verified by the
+// session's ParseBatch, its codec, a decompressed length within
+// MaxFrame and able to hold its records), not decompressed: the writer
+// that takes its record from Kafka decompresses it once, validates it
+// there as it must for any record (docs/security.md) and writes it.
+// Its bytes are counted as declared (RawLen).
+func (ss *sinkAppender) append(s *session, b wire.Batch, flags uint8, payload []byte) error {
 	if uint32(len(payload)) > s.maxPayload {
 		return fmt.Errorf("batch seq %d: %d bytes, over the %d this collector's sink takes: %w", b.Seq, len(payload), s.maxPayload, wire.ErrTooLarge)
 	}
-	c, ag := s.core, s.ag
-	if b.Codec != wire.CodecNone {
-		c.Counters.Compressed.Add(1)
-	}
-	if b.Unchecked {
-		c.Counters.Unchecked.Add(1)
-	}
-	ag.lastRecv.Store(b.Seq)
-	ag.lastBatch.Store(time.Now().UnixNano())
-	chk := *b
-	if chk.Codec != wire.CodecNone {
-		buf, err := c.decompress(&chk)
-		if err != nil {
+	c := s.core
+	switch {
+	case b.Codec == wire.CodecNone:
+		if err := b.Validate(uint32(len(s.ifmap))); err != nil {
 			return err
 		}
-		defer c.bufs.Put(buf)
+	case b.RawLen > c.cfg.MaxFrame:
+		c.Counters.TooLargeRaw.Add(1)
+		return fmt.Errorf("batch seq %d: declares %d bytes decompressed, over %d: %w", b.Seq, b.RawLen, c.cfg.MaxFrame, compress.ErrTooLarge)
+	default:
+		c.Counters.WireBytes.Add(uint64(len(b.Records)))
+		c.Counters.RawBytes.Add(uint64(b.RawLen))
 	}
-	if err := chk.Validate(uint32(len(s.ifmap))); err != nil {
-		return err
-	}
-	if seq := s.sink.acked.Load(); b.Seq <= seq {
-		c.Counters.Duplicates.Add(1) // a resend within this session: already durable
-		ag.duplicates.Add(1)
-		return nil
-	}
-	packets, bytes := uint64(b.Count), uint64(len(chk.Records))
-	return s.sink.send(wire.TypeBatch, flags, payload, b.Seq, func() {
-		c.Counters.Batches.Add(1)
-		c.Counters.Packets.Add(packets)
-		c.Counters.Bytes.Add(bytes)
-		ag.batches.Add(1)
-		ag.packets.Add(packets)
-		ag.bytes.Add(bytes)
-	})
+	return ss.send(wire.TypeBatch, flags, payload, b.Seq, uint64(b.Count), uint64(b.RawLen))
 }
 
-// sinkStats sends a Stats frame (already parsed into s.stats) after
-// checking its interface indexes.
-func (s *session) sinkStats(payload []byte) error {
+// addIface sends the next frames with a hello that declares ifc too; a
+// record keeps the agent's numbering.
+func (ss *sinkAppender) addIface(s *session, ifc wire.Interface) (int, error) {
+	ss.hello = wire.AppendRecordHello(nil, &s.hello, append(slices.Clip(s.ifaces), ifc))
+	return len(s.ifmap), nil
+}
+
+// stats sends a Stats frame after checking its interface indexes.
+func (ss *sinkAppender) stats(s *session, payload []byte) error {
 	for _, is := range s.stats.Interfaces {
 		if int(is.Index) >= len(s.ifmap) {
 			return fmt.Errorf("stats: interface %d not declared: %w", is.Index, wire.ErrMalformed)
 		}
 	}
-	return s.sink.send(wire.TypeStats, 0, payload, 0, nil)
+	return ss.send(wire.TypeStats, 0, payload, 0, 0, 0)
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -51,7 +53,7 @@ func TestSinkSession(t *testing.T) {
 		t.Fatalf("begin: %v %+v: want LastSeq 0 and the sink's frame limit", err, w)
 	}
 	var acks []uint64
-	s.sink.onAck = func(seq uint64) { acks = append(acks, seq) }
+	s.onAck = func(seq uint64) { acks = append(acks, seq) }
 	payloads := make([][]byte, 3)
 	for i := range payloads {
 		payloads[i] = batchPayload(uint64(i+1), 10*i, 10)
@@ -87,4 +89,51 @@ func TestSinkSession(t *testing.T) {
 		t.Errorf("a batch after the failure: %v, want ErrSink", err)
 	}
 	s.end(false)
+}
+
+// TestSinkDoesNotDecompress: an ingest collector hands a compressed
+// batch on without decompressing it (the writer does, once, on its way
+// to the file): one whose compressed records are corrupt but whose
+// checksum holds is sent, not counted as corrupt; what its frame shows
+// is still refused: a declared size past MaxFrame (a bomb), and a raw
+// batch's malformed records.
+func TestSinkDoesNotDecompress(t *testing.T) {
+	sink := &instantSink{}
+	c, err := NewCore(Config{Sink: sink, MaxFrame: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, _, err := c.begin(hello("z1", 1), Peer{}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.end(true)
+	flags, p := compressedPayload(t, compress.Spec{Codec: compress.Zstd}, 1, 0, 10)
+	p = p[:len(p)-5] // the frame's end is missing
+	binaryCRC(p)
+	if _, err := s.batch(flags, p); err != nil {
+		t.Fatalf("corrupt zstd with a good checksum: %v, want it sent as it came", err)
+	}
+	if len(sink.frames) != 1 || string(sink.frames[0][wire.HeaderSize:]) != string(p) {
+		t.Fatalf("%d frames sent, want the batch as it came", len(sink.frames))
+	}
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	e.Append(1, 0, 1<<20, make([]byte, 1<<20))
+	bomb := e.FinishCompressed(append(wire.CompressedFrame(nil), s2.Encode(nil, e.Records())...), 2, wire.CodecS2)[wire.HeaderSize:]
+	if _, err := s.batch(uint8(wire.CodecS2), bomb); !errors.Is(err, compress.ErrTooLarge) {
+		t.Fatalf("bomb: %v, want ErrTooLarge", err)
+	}
+	raw := batchPayload(3, 0, 10)
+	raw[len(raw)-1] ^= 0xff // the data length in the trailer
+	binaryCRC(raw)
+	if _, err := s.batch(0, raw); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("malformed raw batch: %v, want ErrMalformed", err)
+	}
+	k := &c.Counters
+	if len(sink.frames) != 1 || k.BadCompress.Load() != 0 || k.TooLargeRaw.Load() != 1 || k.Compressed.Load() != 2 {
+		t.Errorf("%d frames sent, counters: corrupt %d, too large %d, compressed %d; want 1, 0, 1, 2",
+			len(sink.frames), k.BadCompress.Load(), k.TooLargeRaw.Load(), k.Compressed.Load())
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -47,14 +46,14 @@ type AgentStats struct {
 func (c *Core) AgentStats() []AgentStats {
 	type entry struct {
 		ag     *agent
-		w      *store.Writer
+		app    appender
 		active bool
 		last   *session
 	}
 	c.mu.Lock()
 	ents := make([]entry, 0, len(c.agents))
 	for _, ag := range c.agents {
-		ents = append(ents, entry{ag, ag.w, ag.active != nil, ag.last})
+		ents = append(ents, entry{ag, ag.app, ag.active != nil, ag.last})
 	}
 	c.mu.Unlock()
 	out := make([]AgentStats, 0, len(ents))
@@ -69,34 +68,21 @@ func (c *Core) AgentStats() []AgentStats {
 		}
 		if s := e.last; s != nil {
 			st.Peer, st.Since, st.Host = s.peer, s.since, s.hello.Host
-			if s.sink != nil {
-				st.LastSeqAcked = s.sink.acked.Load()
-			} else {
-				st.LastSeqAcked = s.inst.LastSeq()
-			}
+			st.LastSeqAcked = s.app.durable()
 		}
 		if st.LastSeqReceived > st.LastSeqAcked {
 			st.Lag = st.LastSeqReceived - st.LastSeqAcked
 		}
-		if e.w == nil { // an ingest collector: no files
-			out = append(out, st)
-			continue
-		}
-		ws := e.w.Stats()
-		st.DiskBytes, st.AgentDrops, st.Captured, st.KernelDrops, st.ReportTime = ws.DiskBytes, ws.AgentDrops, ws.Captured, ws.KernelDrops, ws.ReportTime
+		e.app.fill(&st)
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b AgentStats) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// Dir returns the absolute output directory.
-func (c *Core) Dir() string {
-	if c.st == nil {
-		return ""
-	}
-	return c.st.Dir()
-}
+// Dir returns the absolute output directory; "" for an ingest
+// collector.
+func (c *Core) Dir() string { return c.dest.dir() }
 
 // ReadMemory returns the state of the TCP connections' frame memory
 // (Config.ReadMemory): bytes reserved, connections waiting for memory.

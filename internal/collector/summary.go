@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 // Summary is what a collector did since start: the counters of its
@@ -65,10 +63,7 @@ type UDPAgentSummary struct {
 // Summary returns the core's counters now, and its store's; UDP is nil.
 // Safe for concurrent use; final once Close returned.
 func (c *Core) Summary() Summary {
-	k, st := &c.Counters, &store.Counters{}
-	if c.st != nil {
-		st = &c.st.Counters
-	}
+	k, st := &c.Counters, c.dest.counters()
 	return Summary{
 		Sessions: k.Sessions.Load(), Rejected: k.Rejected.Load(), ProtocolErrors: k.ProtocolErrors.Load(),
 		Batches: k.Batches.Load(), Packets: k.Packets.Load(), Bytes: k.Bytes.Load(), Duplicates: k.Duplicates.Load(),

@@ -276,7 +276,7 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 		if !u.admit(p, b.Seq) {
 			return false, nil
 		}
-		return u.write(p, &b)
+		return u.write(p, &b, h.Flags, payload)
 	case wire.TypePiece:
 		maxTotal := min(u.core.limits().MaxPieceTotal(), uint32(min(u.core.cfg.UDPReassemblyBytes, math.MaxUint32)))
 		pc, err := wire.ParsePiece(payload, maxTotal)
@@ -307,8 +307,8 @@ func (u *UDPServer) frame(p *udpPeer, h wire.Header, payload []byte) (wrote bool
 // write writes batch b of p's session and marks the session for the
 // next commit. A storage error is logged and the batch lost (nothing
 // is resent over UDP); any other error is the batch's.
-func (u *UDPServer) write(p *udpPeer, b *wire.Batch) (wrote bool, err error) {
-	if _, err := p.sess.write(b, false); err != nil {
+func (u *UDPServer) write(p *udpPeer, b *wire.Batch, flags uint8, payload []byte) (wrote bool, err error) {
+	if _, err := p.sess.write(b, flags, payload, false); err != nil {
 		if errors.Is(err, ErrStorage) {
 			// No resend over UDP: what was written since the last
 			// commit is gone (counted as file errors); carry on.

@@ -37,7 +37,7 @@ func BenchmarkCheck(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(tc.r.Value)))
 				for b.Loop() {
-					if _, err := tc.w.check(tc.r); err != nil {
+					if _, _, err := tc.w.check(tc.r); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -115,6 +115,11 @@ const (
 	healthyAfter = time.Minute
 	// restartPauseMax bounds the pause before a start over.
 	restartPauseMax = 30 * time.Second
+	// maxWaiting bounds the bytes of the records waiting for their
+	// agents' takes: past it the writer polls no more until a take
+	// ended, so that an agent busy for BusyWait cannot fill the memory
+	// with the records of a busy topic.
+	maxWaiting = 64 << 20
 )
 
 // WriterCounters are a Writer's totals. Safe for concurrent use.
@@ -181,11 +186,19 @@ type Writer struct {
 
 	Counters WriterCounters
 
-	mu      sync.Mutex // guards agents, touched: the poll loop and the rebalance callbacks
+	mu      sync.Mutex // guards agents, taking, queue, touched, pending: the poll loop, the taker, the rebalance callbacks
 	agents  map[string]*wagent
+	taking  map[string]*take // agents being taken off the poll loop, or taken and their records not yet written
+	queue   []*take          // the takes waiting for the taker, in order
+	kick    chan struct{}    // tells the taker the queue grew
 	touched map[*wagent]bool // agents written since their last commit
+	pending map[int32][]pend // per partition, the records consumed and not yet committed, in order
 	bad     time.Time        // when a bad record was last logged
 	capped  bool             // MaxAgents was reached (logged once)
+
+	pollMu     sync.Mutex         // guards pollCancel, woken
+	pollCancel context.CancelFunc // ends the poll in progress early
+	woken      bool               // a take ended since the last poll began
 
 	fetchErrs map[int32]string // the fetch error of each partition, as last logged; poll loop only
 
@@ -202,6 +215,45 @@ type wagent struct {
 	helloRaw  []byte
 	partition int32
 	last      time.Time // when a record of it was last written
+}
+
+// parked is a record that passed check, with its parse.
+type parked struct {
+	rec *kgo.Record
+	r   kafkarec.Record
+	b   wire.Batch // r's batch (Type wire.TypeBatch)
+}
+
+// take is an agent being taken for a record's hello, off the poll
+// loop, by the taker goroutine: Core.Begin takes the agent's lock,
+// repairs the files a dead writer left and reads the agent's marks,
+// which can take long (a large .part), or finds the agent busy (another
+// writer still holds it), tried again with backoff for up to BusyWait.
+// Meanwhile the agent's records wait in queue, in order (the first's
+// hello is the one being begun) and hold its partition's commit back;
+// the agents held go on being written, and the takes after a busy one
+// are tried.
+type take struct {
+	name      string
+	partition int32
+	hello     wire.Hello
+	helloRaw  []byte
+	peer      collector.Peer
+	queue     []parked
+	done      chan struct{} // closed once the take ended: the agent held (in agents), or err set
+	err       error
+
+	// The taker's: when to try a busy agent again, until when.
+	next, deadline time.Time
+	backoff        time.Duration
+	abandoned      bool // its partition went (endAll) while Begin ran
+}
+
+// pend is a consumed record not yet committed.
+type pend struct {
+	offset int64
+	epoch  int32
+	ts     time.Time
 }
 
 // NewWriter returns a Writer; Run consumes.
@@ -225,7 +277,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Writer{cfg: cfg, log: cfg.Logger, lim: wire.Limits{MaxFrame: cfg.MaxFrame},
-		agents: map[string]*wagent{}, touched: map[*wagent]bool{}, fetchErrs: map[int32]string{},
+		agents: map[string]*wagent{}, taking: map[string]*take{}, kick: make(chan struct{}, 1), touched: map[*wagent]bool{},
+		pending: map[int32][]pend{}, fetchErrs: map[int32]string{},
 		parts: map[int32]*PartitionState{}, list: make(chan struct{}, 1)}, nil
 }
 
@@ -289,10 +342,15 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafka writer: %w", err)
 	}
+	tctx, stopTaker := context.WithCancel(ctx)
+	takerDone := make(chan struct{})
+	go w.taker(tctx, takerDone)
 	defer func() {
-		// Every poll committed what it wrote: give every agent up, leave
-		// the group.
-		w.endAll(func(*wagent) bool { return true })
+		// Every poll committed what it could: give every agent up
+		// (the take under way once it ends), leave the group.
+		w.endAll(func(int32) bool { return true })
+		stopTaker()
+		<-takerDone
 		cl.AllowRebalance() // a poll may have blocked it: leaving the group waits for that
 		cl.Close()
 	}()
@@ -304,9 +362,14 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 	var backoff time.Duration
 	var gone time.Time // since when fetches found the topic unknown; zero: they do not
 	for {
-		pctx, cancel := context.WithTimeout(ctx, pollWait)
-		fs := cl.PollRecords(pctx, 4096)
-		cancel()
+		pctx := w.pollContext(ctx)
+		var fs kgo.Fetches
+		if w.waitingFull() {
+			<-pctx.Done() // no more records until a take ended (or pollWait passed)
+		} else {
+			fs = cl.PollRecords(pctx, 4096)
+		}
+		w.pollDone()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
@@ -328,7 +391,7 @@ func (w *Writer) consume(ctx context.Context) (err error) {
 		if err := w.write(ctx, recs); err != nil {
 			return err
 		}
-		w.commit(cl, recs)
+		w.commit(cl)
 		if err := w.releaseIdle(); err != nil {
 			return err
 		}
@@ -384,29 +447,111 @@ func (w *Writer) fetchOK(p int32) {
 	}
 }
 
-// write writes recs and commits every session they touched. The
-// records of one agent are written in their order, the agents one after
-// the other (so that each is taken at most once, however many agents
-// the poll holds past MaxAgents).
+// pollContext returns the context of the next poll: ctx for at most
+// pollWait, ended at once when a take ended since the last poll began
+// (wake), so that its agent's records are written without waiting.
+func (w *Writer) pollContext(ctx context.Context) context.Context {
+	pctx, cancel := context.WithTimeout(ctx, pollWait)
+	w.pollMu.Lock()
+	defer w.pollMu.Unlock()
+	w.pollCancel = cancel
+	if w.woken {
+		w.woken = false
+		cancel()
+	}
+	return pctx
+}
+
+// pollDone ends the poll's context.
+func (w *Writer) pollDone() {
+	w.pollMu.Lock()
+	defer w.pollMu.Unlock()
+	w.pollCancel()
+	w.pollCancel = nil
+}
+
+// wake ends the poll in progress, or the next one at once: a take ended.
+func (w *Writer) wake() {
+	w.pollMu.Lock()
+	defer w.pollMu.Unlock()
+	w.woken = true
+	if w.pollCancel != nil {
+		w.pollCancel()
+	}
+}
+
+// write writes recs, the records of the agents taken since (settle)
+// first, and commits every session they touched. The records of one
+// agent are written in their order, the agents one after the other (so
+// that each is taken at most once, however many agents the poll holds
+// past MaxAgents); an agent not held yet is taken off the loop (take)
+// and its records wait for it.
 func (w *Writer) write(ctx context.Context, recs []*kgo.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	order := slices.Clone(recs)
 	slices.SortStableFunc(order, func(a, b *kgo.Record) int { return bytes.Compare(a.Key, b.Key) })
+	for _, rec := range recs {
+		w.pending[rec.Partition] = append(w.pending[rec.Partition], pend{rec.Offset, rec.LeaderEpoch, rec.Timestamp})
+	}
 	for _, rec := range order {
 		w.Counters.Records.Add(1)
 		w.Counters.Bytes.Add(uint64(len(rec.Value)))
-		a, err := w.handle(ctx, rec)
-		if err != nil {
+		if err := w.handle(ctx, rec); err != nil {
 			return err
-		}
-		if a != nil {
-			w.touched[a] = true
 		}
 	}
 	for a := range w.touched {
 		if err := w.commitAgent(a); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// waitingFull reports whether the records waiting for takes hold
+// maxWaiting bytes or more.
+func (w *Writer) waitingFull() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.taking {
+		for _, p := range t.queue {
+			n += len(p.rec.Value)
+		}
+	}
+	return n >= maxWaiting
+}
+
+// settle writes the records of the agents whose take ended. It returns
+// an error when the writer must start over: an agent still busy after
+// BusyWait, or ctx ended. w.mu must be held.
+func (w *Writer) settle(ctx context.Context) error {
+	for name, t := range w.taking {
+		select {
+		case <-t.done:
+		default:
+			continue
+		}
+		delete(w.taking, name)
+		q := t.queue
+		switch {
+		case errors.Is(t.err, collector.ErrRejected):
+			// The store may have taken the agent before the core refused
+			// the hello: give it up, or its lock stays held.
+			w.release(name)
+			w.skip(q[0].rec, t.err)
+			q = q[1:] // a later record may carry another hello
+		case t.err != nil:
+			return t.err
+		}
+		for _, p := range q {
+			if err := w.dispatch(ctx, p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -425,71 +570,87 @@ func (w *Writer) commitAgent(a *wagent) error {
 	return nil
 }
 
-// handle writes one record; it returns the agent it wrote to (nil for
-// a record skipped) and an error only when the writer must start over.
-// w.mu must be held.
-func (w *Writer) handle(ctx context.Context, rec *kgo.Record) (*wagent, error) {
-	r, err := w.check(rec)
+// handle checks and writes one record. It returns an error only when
+// the writer must start over. w.mu must be held.
+func (w *Writer) handle(ctx context.Context, rec *kgo.Record) error {
+	r, b, err := w.check(rec)
 	if err != nil {
 		w.skip(rec, err)
-		return nil, nil
+		return nil
 	}
-	a := w.agents[r.Agent]
-	if a == nil || !bytes.Equal(a.helloRaw, r.HelloRaw) {
-		if a, err = w.session(ctx, a, &r, rec); a == nil || err != nil {
-			return nil, err
-		}
-	}
-	a.partition, a.last = rec.Partition, time.Now()
-	if _, err := a.sess.Frame(r.Type, r.Flags, r.Payload); err != nil {
-		if errors.Is(err, collector.ErrStorage) {
-			return nil, err
-		}
-		w.skip(rec, err)
-		return nil, nil
-	}
-	return a, nil
+	return w.dispatch(ctx, parked{rec, r, b})
 }
 
-// check authenticates (with a Key) and parses rec, and verifies a
-// batch's checksum, counting what fails.
-func (w *Writer) check(rec *kgo.Record) (kafkarec.Record, error) {
+// dispatch writes a checked record into its agent's session, or queues
+// it while the agent is being taken (a take started for it, or under
+// way). w.mu must be held.
+func (w *Writer) dispatch(ctx context.Context, p parked) error {
+	if t := w.taking[p.r.Agent]; t != nil {
+		t.queue = append(t.queue, p)
+		return nil
+	}
+	a := w.agents[p.r.Agent]
+	if a == nil || !bytes.Equal(a.helloRaw, p.r.HelloRaw) {
+		var err error
+		if a, err = w.session(ctx, a, p); a == nil || err != nil {
+			return err
+		}
+	}
+	a.partition, a.last = p.rec.Partition, time.Now()
+	var err error
+	if p.r.Type == wire.TypeBatch {
+		_, err = a.sess.Batch(&p.b, p.r.Flags, p.r.Payload)
+	} else {
+		err = a.sess.Stats(p.r.Payload)
+	}
+	if err != nil {
+		if errors.Is(err, collector.ErrStorage) {
+			return fmt.Errorf("agent %s: %w", a.name, err)
+		}
+		w.skip(p.rec, err)
+		return nil
+	}
+	w.touched[a] = true
+	return nil
+}
+
+// check authenticates (with a Key) and parses rec, and parses a
+// batch, verifying its checksum, counting what fails.
+func (w *Writer) check(rec *kgo.Record) (kafkarec.Record, wire.Batch, error) {
 	if err := w.cfg.Key.Verify(rec); err != nil {
 		w.Counters.Unauthenticated.Add(1)
-		return kafkarec.Record{}, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
+		return kafkarec.Record{}, wire.Batch{}, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
 	}
 	r, err := kafkarec.ParseRecord(rec, w.lim)
 	if err != nil || r.Type != wire.TypeBatch {
-		return r, err
+		return r, wire.Batch{}, err
 	}
 	// The batch's own checksum, which the agent computed over these
 	// bytes: Kafka's record-batch CRC covers them only from the
 	// producer on. A batch sent without one (an agent inside TLS) has
 	// only the MAC, if any, to vouch for it.
-	if _, err := wire.ParseBatch(r.Flags, r.Payload, wire.BatchLimits{Unchecked: true}); err != nil {
+	b, err := wire.ParseBatch(r.Flags, r.Payload, wire.BatchLimits{Unchecked: true})
+	if err != nil {
 		if errors.Is(err, wire.ErrChecksum) {
 			w.Counters.BadChecksums.Add(1)
 		}
-		return r, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
+		return r, b, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
 	}
-	return r, nil
+	return r, b, nil
 }
 
-// session returns the agent's session for r's hello: the current one
-// with the interfaces r's hello adds declared, or a new one (the agent
-// restarted, or was not seen yet). It returns nil for a record whose
-// hello the core refuses; an agent it took for it is given up again.
-// w.mu must be held.
-func (w *Writer) session(ctx context.Context, a *wagent, r *kafkarec.Record, rec *kgo.Record) (*wagent, error) {
+// session returns the agent's session for p's hello when it is the
+// current one with more interfaces (declared now), and otherwise starts
+// a take of the agent for it (the agent restarted, or was not seen yet)
+// and returns nil: p is the take's first record. w.mu must be held.
+func (w *Writer) session(ctx context.Context, a *wagent, p parked) (*wagent, error) {
+	r := &p.r
 	if a != nil && a.hello.Instance == r.Hello.Instance && a.hello.Host == r.Hello.Host &&
 		len(r.Hello.Interfaces) > len(a.hello.Interfaces) &&
 		slices.Equal(r.Hello.Interfaces[:len(a.hello.Interfaces)], a.hello.Interfaces) {
-		for i := len(a.hello.Interfaces); i < len(r.Hello.Interfaces); i++ {
-			f := wire.AppendIface(nil, uint32(i), &r.Hello.Interfaces[i])
-			if _, err := a.sess.Frame(wire.TypeIface, 0, f[wire.HeaderSize:]); err != nil {
-				w.skip(rec, err)
-				return nil, nil
-			}
+		if err := a.sess.Declare(r.Hello.Interfaces); err != nil {
+			w.skip(p.rec, err)
+			return nil, nil
 		}
 		a.hello, a.helloRaw = r.Hello, r.HelloRaw
 		return a, nil
@@ -499,37 +660,106 @@ func (w *Writer) session(ctx context.Context, a *wagent, r *kafkarec.Record, rec
 		if err := w.retire(a, false); err != nil {
 			return nil, err
 		}
-	} else if len(w.agents) >= w.cfg.MaxAgents {
-		if err := w.evict(); err != nil {
-			return nil, err
-		}
 	}
 	// The record passed check: its batch's checksum (or, with a Key, the
 	// MAC) was verified, and franz-go checked the record batch's CRC.
-	peer := collector.Peer{Addr: fmt.Sprintf("%s/%d", rec.Topic, rec.Partition), Transport: "kafka", Verified: true}
-	deadline := time.Now().Add(w.cfg.BusyWait)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		sess, _, err := w.cfg.Core.Begin(&r.Hello, peer, func() {})
-		switch {
-		case err == nil:
-			a = &wagent{name: r.Agent, sess: sess, hello: r.Hello, helloRaw: r.HelloRaw}
-			w.agents[r.Agent] = a
-			return a, nil
-		case errors.Is(err, collector.ErrRejected):
-			// The store may have taken the agent before the core refused
-			// the hello: give it up, or its lock stays held.
-			w.release(r.Agent)
-			w.skip(rec, err)
-			return nil, nil
-		case time.Now().After(deadline):
-			return nil, fmt.Errorf("agent %s still busy after %s: %w", r.Agent, w.cfg.BusyWait, err)
+	t := &take{name: r.Agent, partition: p.rec.Partition, hello: r.Hello, helloRaw: r.HelloRaw,
+		peer:  collector.Peer{Addr: fmt.Sprintf("%s/%d", p.rec.Topic, p.rec.Partition), Transport: "kafka", Verified: true},
+		queue: []parked{p}, done: make(chan struct{}), deadline: time.Now().Add(w.cfg.BusyWait)}
+	w.taking[r.Agent] = t
+	w.queue = append(w.queue, t)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return nil, nil
+}
+
+// taker takes the queued agents one at a time, in order, until ctx
+// ends, then closes done.
+func (w *Writer) taker(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for {
+		t, wait := w.nextTake()
+		if t != nil {
+			w.try(t)
+			continue
 		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
+			timer.Stop()
+			return
+		case <-w.kick:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
+}
+
+// nextTake returns the first queued take that is due, having made room
+// for its agent within MaxAgents, or how long until one is due. A take
+// that cannot get room (a failed commit) ends with the error.
+func (w *Writer) nextTake() (*take, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	wait := time.Minute
+	for i, t := range w.queue {
+		if d := t.next.Sub(now); d > 0 {
+			wait = min(wait, d)
+			continue
+		}
+		w.queue = slices.Delete(w.queue, i, i+1)
+		for len(w.agents) >= w.cfg.MaxAgents {
+			ok, err := w.evict()
+			if err != nil {
+				w.finish(t, err)
+				return nil, 0
+			}
+			if !ok {
+				break // every agent held is being taken: over the bound for a moment
+			}
+		}
+		return t, 0
+	}
+	return nil, wait
+}
+
+// try begins a session for t's agent: held once it succeeds; refused;
+// or busy, then queued again with backoff until BusyWait passed.
+func (w *Writer) try(t *take) {
+	sess, _, err := w.cfg.Core.Begin(&t.hello, t.peer, func() {})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case t.abandoned:
+		if err == nil {
+			sess.End(true)
+		}
+		if (err == nil || errors.Is(err, collector.ErrRejected)) && w.agents[t.name] == nil && w.taking[t.name] == nil {
+			w.release(t.name)
+		}
+	case err == nil:
+		w.agents[t.name] = &wagent{name: t.name, sess: sess, hello: t.hello, helloRaw: t.helloRaw, partition: t.partition, last: time.Now()}
+		w.finish(t, nil)
+	case errors.Is(err, collector.ErrRejected):
+		w.finish(t, err)
+	case time.Now().After(t.deadline):
+		w.finish(t, fmt.Errorf("agent %s still busy after %s: %w", t.name, w.cfg.BusyWait, err))
+	default:
+		t.backoff = min(max(2*t.backoff, 50*time.Millisecond), time.Second)
+		t.next = time.Now().Add(t.backoff)
+		w.queue = append(w.queue, t)
+	}
+}
+
+// finish ends take t with err and wakes the poll loop to write its
+// agent's records. w.mu must be held.
+func (w *Writer) finish(t *take, err error) {
+	t.err = err
+	close(t.done)
+	w.wake()
 }
 
 // retire commits a's session if it was written, ends it and forgets
@@ -548,16 +778,17 @@ func (w *Writer) retire(a *wagent, release bool) error {
 }
 
 // evict gives up the agent written least recently, to take another
-// within MaxAgents. w.mu must be held.
-func (w *Writer) evict() error {
+// within MaxAgents, but none whose records wait for their take to be
+// settled; it reports whether it gave one up. w.mu must be held.
+func (w *Writer) evict() (bool, error) {
 	var old *wagent
 	for _, a := range w.agents {
-		if old == nil || a.last.Before(old.last) {
+		if w.taking[a.name] == nil && (old == nil || a.last.Before(old.last)) {
 			old = a
 		}
 	}
 	if old == nil {
-		return nil
+		return false, nil
 	}
 	w.Counters.Released.Add(1)
 	if !w.capped {
@@ -565,7 +796,7 @@ func (w *Writer) evict() error {
 		w.log.Warn("kafka writer: more agents than it may hold at once: giving up the least recently written (each takes a new file when it comes back; raise RLIMIT_NOFILE)",
 			"max_agents", w.cfg.MaxAgents)
 	}
-	return w.retire(old, true)
+	return true, w.retire(old, true)
 }
 
 // releaseIdle gives up the agents without a record for IdleRelease.
@@ -573,7 +804,7 @@ func (w *Writer) releaseIdle() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, a := range w.agents {
-		if time.Since(a.last) < w.cfg.IdleRelease {
+		if time.Since(a.last) < w.cfg.IdleRelease || w.taking[a.name] != nil {
 			continue
 		}
 		w.Counters.Released.Add(1)
@@ -605,13 +836,22 @@ func (w *Writer) skip(rec *kgo.Record, err error) {
 	}
 }
 
-// commit commits the offsets past recs, whose batches are durable. A
-// commit that fails is logged: the records after the last commit are
-// consumed again by whoever gets their partition, and dropped as
-// written by their marks.
-func (w *Writer) commit(cl *kgo.Client, recs []*kgo.Record) {
-	if len(recs) == 0 {
+// commit commits, per partition, the offset past the records consumed
+// whose batches are durable: up to the first record still waiting for
+// its agent's take, or past the last consumed. A commit that fails is
+// logged and tried again after the next poll; the records after the
+// last commit are consumed again by whoever gets their partition, and
+// dropped as written by their marks.
+func (w *Writer) commit(cl *kgo.Client) {
+	w.mu.Lock()
+	points := w.commitPoints()
+	w.mu.Unlock()
+	if len(points) == 0 {
 		return
+	}
+	recs := make([]*kgo.Record, 0, len(points))
+	for p, e := range points {
+		recs = append(recs, &kgo.Record{Topic: w.cfg.Topic, Partition: p, Offset: e.Offset - 1, LeaderEpoch: e.Epoch})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -621,19 +861,58 @@ func (w *Writer) commit(cl *kgo.Client, recs []*kgo.Record) {
 	}
 	w.Counters.Commits.Add(1)
 	w.pmu.Lock()
-	for _, r := range recs {
-		if ps := w.parts[r.Partition]; ps != nil {
-			ps.Committed = max(ps.Committed, r.Offset+1)
+	for p, e := range points {
+		if ps := w.parts[p]; ps != nil {
+			ps.Committed = max(ps.Committed, e.Offset)
 			ps.lag()
 		}
 	}
 	w.pmu.Unlock()
-	if w.cfg.Delay != nil {
-		now := time.Now()
-		for _, r := range recs {
-			w.cfg.Delay.Observe(now.Sub(r.Timestamp).Seconds())
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, e := range points {
+		q := w.pending[p]
+		n := 0
+		for n < len(q) && q[n].offset < e.Offset {
+			if w.cfg.Delay != nil {
+				w.cfg.Delay.Observe(now.Sub(q[n].ts).Seconds())
+			}
+			n++
+		}
+		w.pending[p] = slices.Delete(q, 0, n)
+	}
+}
+
+// commitPoints returns, for each partition with records consumed and
+// not committed, the offset to commit (the next to consume after the
+// durable ones) and its leader epoch: the offset of the first record
+// waiting for a take of its agent, or past the last consumed. w.mu must
+// be held.
+func (w *Writer) commitPoints() map[int32]kgo.EpochOffset {
+	waiting := map[int32]kgo.EpochOffset{}
+	for _, t := range w.taking {
+		for _, p := range t.queue {
+			if e, ok := waiting[p.rec.Partition]; !ok || p.rec.Offset < e.Offset {
+				waiting[p.rec.Partition] = kgo.EpochOffset{Epoch: p.rec.LeaderEpoch, Offset: p.rec.Offset}
+			}
 		}
 	}
+	points := map[int32]kgo.EpochOffset{}
+	for p, q := range w.pending {
+		if len(q) == 0 {
+			continue
+		}
+		last := q[len(q)-1]
+		e := kgo.EpochOffset{Epoch: last.epoch, Offset: last.offset + 1}
+		if wt, ok := waiting[p]; ok {
+			e = wt
+		}
+		if e.Offset > q[0].offset {
+			points[p] = e
+		}
+	}
+	return points
 }
 
 func (w *Writer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -669,18 +948,21 @@ func (w *Writer) drop(m map[string][]int32, how string) {
 		delete(w.parts, p)
 	}
 	w.pmu.Unlock()
-	n := w.endAll(func(a *wagent) bool { return slices.Contains(ps, a.partition) })
+	n := w.endAll(func(p int32) bool { return slices.Contains(ps, p) })
 	w.log.Info("kafka writer: partitions "+how, "topic", w.cfg.Topic, "partitions", fmt.Sprint(ps), "agents_given_up", n)
 }
 
-// endAll ends the sessions of the agents match selects, closing their
-// files, and releases the agents; it returns how many.
-func (w *Writer) endAll(match func(*wagent) bool) int {
+// endAll ends the sessions of the agents of the partitions match
+// selects, closing their files, and releases the agents; it gives their
+// takes up (one under way ends its session and releases the agent once
+// Begin returns) and forgets their partitions' records not committed.
+// It returns how many agents.
+func (w *Writer) endAll(match func(partition int32) bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for name, a := range w.agents {
-		if !match(a) {
+		if !match(a.partition) {
 			continue
 		}
 		a.sess.End(true)
@@ -688,6 +970,28 @@ func (w *Writer) endAll(match func(*wagent) bool) int {
 		delete(w.touched, a)
 		n++
 		w.release(name)
+	}
+	for name, t := range w.taking {
+		if !match(t.partition) {
+			continue
+		}
+		delete(w.taking, name)
+		if i := slices.Index(w.queue, t); i >= 0 {
+			w.queue = slices.Delete(w.queue, i, i+1)
+			n++
+			continue
+		}
+		select {
+		case <-t.done: // taken (ended above), or refused
+		default:
+			t.abandoned = true // try ends it
+			n++
+		}
+	}
+	for p := range w.pending {
+		if match(p) {
+			delete(w.pending, p)
+		}
 	}
 	return n
 }

@@ -18,10 +18,52 @@ import (
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
+// Role is what a collector process does; cmd/pcapsync chooses it from
+// the command and its flags (collector: RoleCollector, or RoleIngest
+// with --kafka; writer: RoleWriter), and New assembles the parts of
+// that role only.
+type Role int
+
+const (
+	// RoleCollector takes agents (TCP, and UDP with ListenUDP) and
+	// writes their batches into Collector.Store.Dir. The zero Role.
+	RoleCollector Role = iota
+	// RoleIngest takes agents over TCP and produces every batch to
+	// Kafka (Kafka.Topic, created when absent), acknowledging it once
+	// Kafka did; it keeps nothing on disk (Collector.Store.Dir empty).
+	RoleIngest
+	// RoleWriter takes no agents: it consumes the records of
+	// Kafka.Topic as a member of Group and writes them into
+	// Collector.Store.Dir, shared with the group's other writers.
+	RoleWriter
+)
+
+// String returns the role's name, as its command says it.
+func (r Role) String() string {
+	switch r {
+	case RoleCollector:
+		return "collector"
+	case RoleIngest:
+		return "ingest collector"
+	case RoleWriter:
+		return "writer"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// takesAgents reports a role with the agents' listeners.
+func (r Role) takesAgents() bool { return r != RoleWriter }
+
+// writesFiles reports a role with a store.
+func (r Role) writesFiles() bool { return r != RoleIngest }
+
 // Config configures a collector process. The zero value of every field
 // but Collector.Store.Dir, and the transport security (TLS or
 // Insecure), means its default.
 type Config struct {
+	// Role is what the process does: it says which of the fields below
+	// apply (Kafka and Group are the Kafka roles').
+	Role Role
 	// Collector is the core's and the intakes' configuration, the
 	// store's (Collector.Store) included. Its Feed is set by New (the
 	// tap and the Redis feed), and its TLS from TLSCertFile and
@@ -60,14 +102,8 @@ type Config struct {
 	// collector's.
 	Query queryhttp.Config
 
-	// Kafka, when Kafka.Brokers is set, puts the process on Kafka
-	// (docs/scale-out.md). Without Group it is an ingest collector: it
-	// takes agents as always but produces every batch to Kafka.Topic
-	// (created when absent) instead of writing files, and keeps nothing
-	// on disk (Collector.Store.Dir must be empty). With Group it is a
-	// writer: it takes no agents, and writes the records of the
-	// partitions it is assigned as a member of Group into
-	// Collector.Store.Dir, shared with the group's other writers.
+	// Kafka connects RoleIngest and RoleWriter to the brokers
+	// (docs/scale-out.md); Group is RoleWriter's consumer group.
 	Kafka kafkaconn.Config
 	Group string
 
@@ -98,6 +134,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateRole(); err != nil {
+		return err
+	}
 	if err := c.validateKafka(); err != nil {
 		return err
 	}
@@ -206,11 +245,31 @@ func (c *Config) needs() error {
 	return nil
 }
 
-// Ingest reports an ingest collector: agents in, Kafka out.
-func (c *Config) Ingest() bool { return len(c.Kafka.Brokers) > 0 && c.Group == "" }
+// Ingest reports an ingest collector (RoleIngest): agents in, Kafka out.
+func (c *Config) Ingest() bool { return c.Role == RoleIngest }
 
-// Writer reports a writer: Kafka in, files out.
-func (c *Config) Writer() bool { return len(c.Kafka.Brokers) > 0 && c.Group != "" }
+// Writer reports a writer (RoleWriter): Kafka in, files out.
+func (c *Config) Writer() bool { return c.Role == RoleWriter }
+
+// validateRole checks that the Kafka settings are those of the role:
+// brokers for both Kafka roles and for them only, a group for a writer
+// only.
+func (c *Config) validateRole() error {
+	kafka, group := len(c.Kafka.Brokers) > 0, c.Group != ""
+	switch {
+	case c.Role < RoleCollector || c.Role > RoleWriter:
+		return fmt.Errorf("role: %s is not one", c.Role)
+	case c.Role == RoleCollector && kafka:
+		return errors.New("role collector: Kafka.Brokers set, but a collector writes its own files (RoleIngest produces to Kafka, RoleWriter consumes)")
+	case c.Role != RoleCollector && !kafka:
+		return fmt.Errorf("role %s: Kafka.Brokers required", c.Role)
+	case c.Role == RoleWriter && !group:
+		return errors.New("role writer: Group required")
+	case c.Role == RoleIngest && group:
+		return errors.New("role ingest collector: Group is a writer's consumer group")
+	}
+	return nil
+}
 
 // validateKafka checks the settings of the Kafka roles.
 func (c *Config) validateKafka() error {

@@ -3,9 +3,16 @@
 // agents send to (collector.Server over TCP, collector.UDPServer), the
 // live views hanging off the core's Feed (a tap.Tap, a redisfeed.Feed)
 // and the metrics listener, and Run runs them all and shuts them down
-// in order. cmd/pcapsync's collector maps its flags to a Config and
-// calls New and Run; a writer tier fed from elsewhere than agents'
-// connections can compose the same parts.
+// in order. cmd/pcapsync's collector and writer map their flags to a
+// Config, its Role included, and call New and Run.
+//
+// The Role is explicit, never inferred from which fields are set; New
+// assembles each role in its own function: openCollector (the agents'
+// TCP and UDP listeners, the store, the feeds), openIngest (the agents'
+// TCP listener and a core whose destination is the Kafka producer, no
+// store) and openWriter (the topic, the shared store, the feeds and the
+// kafkaio.Writer consuming into the core); each sets the intake Run
+// runs.
 //
 // Config.Validate holds the rules that span parts (UDP needs Insecure,
 // a tap or Redis setting needs its tap or Redis URL) and calls each

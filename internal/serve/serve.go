@@ -49,6 +49,11 @@ type Service struct {
 	prod   *kafkarec.Producer  // an ingest collector's; nil otherwise
 	writer *kafkaio.Writer     // a writer's; nil otherwise
 
+	// intake runs what brings batches in (the agents' TCP server, or
+	// the writer's consumer) until ctx ends, then lets what is in
+	// flight end: the role's.
+	intake func(ctx context.Context) error
+
 	closers []func() // what New opened, in order; undone if New fails
 }
 
@@ -71,30 +76,117 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// open does New's work; s.closers undo it.
+// open does New's work, the role's assembly; s.closers undo it.
 func (s *Service) open() error {
 	c := &s.cfg
 	if err := s.loadFiles(); err != nil {
 		return err
 	}
-	cc := &c.Collector
-	cc.Logger = cmp.Or(cc.Logger, c.Logger)
-	if c.Writer() && cc.Store.Shared {
-		cc.Store.Group = c.Group // the group's writers share the root; another owner is refused
-	}
+	c.Collector.Logger = cmp.Or(c.Collector.Logger, c.Logger)
 	if c.Metrics.Addr != "" {
-		s.m = metrics.NewCollector(c.Metrics.MaxAgents)
-		cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
-		certs, err := pki.CertificateFiles([2]string{pki.RoleCert, c.TLSCertFile}, [2]string{pki.RoleCA, c.TLSClientCAFile},
-			[2]string{pki.RoleCert, c.Kafka.CertFile}, [2]string{pki.RoleCA, c.Kafka.CAFile})
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
+		if err := s.openMetrics(); err != nil {
+			return err
 		}
-		metrics.WatchCertificates(s.m.Registry, certs)
+	}
+	var err error
+	switch c.Role {
+	case RoleIngest:
+		err = s.openIngest()
+	case RoleWriter:
+		err = s.openWriter()
+	default:
+		err = s.openCollector()
+	}
+	if err != nil {
+		return err
+	}
+	s.watch()
+	return nil
+}
+
+// openCollector assembles a collector: the feeds, the listeners (the
+// agents' TCP and UDP ones), the store and the core.
+func (s *Service) openCollector() error {
+	if err := s.openCore(true); err != nil {
+		return err
+	}
+	if s.uconn != nil {
+		s.udp = collector.NewUDPServer(s.core)
+	}
+	s.door = s.core.Door(s.ln)
+	s.intake = func(ctx context.Context) error { return collector.NewServer(s.core).Serve(ctx, s.door) }
+	return nil
+}
+
+// openIngest assembles an ingest collector: the Kafka producer as the
+// core's sink, the agents' TCP listener, no store.
+func (s *Service) openIngest() error {
+	if err := s.openKafka(); err != nil { // and the producer
+		return err
+	}
+	if err := s.openCore(true); err != nil {
+		return err
+	}
+	s.door = s.core.Door(s.ln)
+	s.intake = func(ctx context.Context) error {
+		err := collector.NewServer(s.core).Serve(ctx, s.door)
+		// What the sessions sent is answered, or fails.
+		return errors.Join(err, s.prod.Close(s.cfg.Collector.ShutdownTimeout))
+	}
+	return nil
+}
+
+// openWriter assembles a writer: the topic, the feeds, the shared store
+// and the core, and the consumer writing into it; no agents' listener.
+func (s *Service) openWriter() error {
+	c := &s.cfg
+	cc := &c.Collector
+	if cc.Store.Shared {
+		cc.Store.Group = c.Group // the group's writers share the root; another owner is refused
 	}
 	if err := s.openKafka(); err != nil {
 		return err
 	}
+	if err := s.openCore(false); err != nil {
+		return err
+	}
+	wc := kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
+		Core: s.core, Release: s.core.Store().Release, MaxFrame: cc.MaxFrame, Key: s.rkey,
+		IdleRelease: cc.Store.IdleClose, Logger: c.Logger}
+	if s.m != nil {
+		wc.Delay = s.m.RecordDelay
+	}
+	var err error
+	if s.writer, err = kafkaio.NewWriter(wc); err != nil {
+		return err
+	}
+	s.intake = s.writer.Run
+	return nil
+}
+
+// openMetrics makes the metrics' collector, the core's latency
+// observers and the certificates' expiry.
+func (s *Service) openMetrics() error {
+	c := &s.cfg
+	cc := &c.Collector
+	s.m = metrics.NewCollector(c.Metrics.MaxAgents)
+	cc.BatchWriteLatency, cc.Store.SyncLatency = s.m.BatchWrite, s.m.Sync
+	certs, err := pki.CertificateFiles([2]string{pki.RoleCert, c.TLSCertFile}, [2]string{pki.RoleCA, c.TLSClientCAFile},
+		[2]string{pki.RoleCert, c.Kafka.CertFile}, [2]string{pki.RoleCA, c.Kafka.CAFile})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	metrics.WatchCertificates(s.m.Registry, certs)
+	return nil
+}
+
+// openCore checks the collector's Config again (the token read), splits
+// the descriptors, opens the feeds and the listeners (with agents: their
+// TCP and UDP ones), switches the user and makes the core: the store
+// opens there (a sink's core has none).
+func (s *Service) openCore(agents bool) error {
+	c := &s.cfg
+	cc := &c.Collector
 	if err := cc.Validate(); err != nil { // again, with the token read
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -108,7 +200,7 @@ func (s *Service) open() error {
 	if len(feeds) > 0 {
 		cc.Feed = feeds
 	}
-	if err := s.bind(); err != nil {
+	if err := s.bind(agents); err != nil {
 		return err
 	}
 	if c.BeforeStore != nil {
@@ -125,19 +217,6 @@ func (s *Service) open() error {
 	}
 	s.core = core
 	s.closers = append(s.closers, func() { core.Close() })
-	if c.Writer() {
-		wc := kafkaio.WriterConfig{Opts: s.kopts, Topic: c.Kafka.Topic, Group: c.Group,
-			Core: core, Release: core.Store().Release, MaxFrame: cc.MaxFrame, Key: s.rkey,
-			IdleRelease: cc.Store.IdleClose, Logger: c.Logger}
-		if s.m != nil {
-			wc.Delay = s.m.RecordDelay
-		}
-		s.writer, err = kafkaio.NewWriter(wc)
-		if err != nil {
-			return err
-		}
-	}
-	s.watch()
 	return nil
 }
 
@@ -149,7 +228,7 @@ func (s *Service) open() error {
 func (s *Service) budget(nofile uint64) error {
 	c := &s.cfg
 	files := 0
-	if !c.Ingest() { // an ingest collector writes no files
+	if c.Role.writesFiles() {
 		// With no budget (-1) the store takes what it needs: the caps
 		// are split as by default.
 		if files = c.Collector.Store.MaxOpenFiles; files <= 0 {
@@ -157,7 +236,7 @@ func (s *Service) budget(nofile uint64) error {
 		}
 	}
 	var shares []frontdoor.Share
-	if !c.Writer() {
+	if c.Role.takesAgents() {
 		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Collector.MaxConns"), Cap: &c.Collector.MaxConns})
 	}
 	if n := len(c.Tap.Listen); n > 0 {
@@ -227,9 +306,9 @@ func (s *Service) openFeeds(feeds *collector.Feeds) error {
 	return nil
 }
 
-// bind opens the metrics and query listeners, then the agents' TCP and
-// UDP ones (a writer takes no agents).
-func (s *Service) bind() error {
+// bind opens the metrics and query listeners, then, with agents, the
+// agents' TCP and UDP ones.
+func (s *Service) bind(agents bool) error {
 	c := &s.cfg
 	if c.Metrics.Addr != "" {
 		srv, err := metrics.Listen(c.Metrics)
@@ -252,7 +331,7 @@ func (s *Service) bind() error {
 			s.m.WatchQuery(&q.Counters)
 		}
 	}
-	if c.Writer() {
+	if !agents {
 		return nil
 	}
 	ln, err := frontdoor.ListenTCP(cmp.Or(c.Listen, DefaultListen))
@@ -270,15 +349,8 @@ func (s *Service) bind() error {
 	return nil
 }
 
-// watch makes the UDP intake on the core and registers the metrics of
-// every part.
+// watch registers the metrics of every part.
 func (s *Service) watch() {
-	if s.uconn != nil {
-		s.udp = collector.NewUDPServer(s.core)
-	}
-	if s.ln != nil {
-		s.door = s.core.Door(s.ln)
-	}
 	if s.m != nil {
 		s.m.Watch(s.core, s.udp)
 		s.watchDoors()
@@ -380,15 +452,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return s.udp.Serve(ctx, s.uconn)
 	})
-	var serr error
-	if s.writer != nil {
-		serr = s.writer.Run(ctx)
-	} else {
-		serr = collector.NewServer(s.core).Serve(ctx, s.door)
-	}
-	if s.prod != nil { // what the sessions sent is answered, or fails
-		serr = errors.Join(serr, s.prod.Close(s.cfg.Collector.ShutdownTimeout))
-	}
+	serr := s.intake(ctx)
 	uerr := <-udpDone
 	qerr := <-queryDone
 	terr := stopTap() // after the last batch was written
@@ -409,7 +473,7 @@ func goRun(f func() error) <-chan error {
 
 func (s *Service) logStart() {
 	c := &s.cfg.Collector
-	if s.writer != nil {
+	if s.cfg.Role == RoleWriter {
 		attrs := []any{"brokers", strings.Join(s.cfg.Kafka.Brokers, ","), "topic", s.cfg.Kafka.Topic,
 			"group", s.cfg.Group, "dir", c.Store.Dir}
 		if s.query != nil {
@@ -437,9 +501,6 @@ func (s *Service) logStart() {
 // producer the core's sink, its records as large as the topic takes.
 func (s *Service) openKafka() error {
 	c := &s.cfg
-	if len(c.Kafka.Brokers) == 0 {
-		return nil
-	}
 	opts, err := c.Kafka.Opts()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -463,14 +524,22 @@ func (s *Service) openKafka() error {
 	if created {
 		s.log.Info("kafka topic created", "topic", kc.Topic, "partitions", kc.Partitions, "replication", kc.Replication)
 	}
-	if !c.Ingest() {
+	if c.Role != RoleIngest {
 		return nil
 	}
 	maxRecord, err := kafkaconn.MaxRecordBytes(ctx, cl, kc.Topic)
 	if err != nil {
 		return fmt.Errorf("kafka topic %q: reading its record size limit: %w", kc.Topic, err)
 	}
-	pc := kafkarec.ProducerConfig{Opts: opts, Topic: kc.Topic, MaxRecord: maxRecord, Key: s.rkey, Logger: s.log}
+	return s.openProducer(maxRecord)
+}
+
+// openProducer makes an ingest collector's producer, the core's sink,
+// its records at most maxRecord bytes, as the topic takes.
+func (s *Service) openProducer(maxRecord int) error {
+	c := &s.cfg
+	kc := c.Kafka.WithDefaults()
+	pc := kafkarec.ProducerConfig{Opts: s.kopts, Topic: kc.Topic, MaxRecord: maxRecord, Key: s.rkey, Logger: s.log}
 	if s.m != nil {
 		pc.Latency = s.m.Produce
 	}

@@ -68,19 +68,28 @@ func TestValidate(t *testing.T) {
 		{"query max out of range", func(c *Config) { c.Query.Listen, c.Query.MaxQueries = ":0", 5000 }, "(MaxQueries)"},
 		{"query bad address", func(c *Config) { c.Query.Listen = "nowhere" }, "(Listen)"},
 		{"query on an ingest collector", func(c *Config) {
-			c.Collector.Store.Dir, c.Kafka.Brokers, c.Query.Listen = "", []string{"127.0.0.1:1"}, ":0"
+			c.Role, c.Collector.Store.Dir, c.Kafka.Brokers, c.Query.Listen = RoleIngest, "", []string{"127.0.0.1:1"}, ":0"
 		}, "give them to the writers"},
 		{"writer query without security", func(c *Config) {
-			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
+			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
 		}, "Query.Listen: no transport security chosen"},
-		{"writer query insecure", func(c *Config) { c.Kafka.Brokers, c.Group, c.Query.Listen = []string{"127.0.0.1:1"}, "g", ":0" }, ""},
+		{"writer query insecure", func(c *Config) {
+			c.Role, c.Kafka.Brokers, c.Group, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", ":0"
+		}, ""},
 		{"writer query tls", func(c *Config) {
-			c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = []string{"127.0.0.1:1"}, "g", false, ":0"
+			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
 			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca"
 		}, ""},
-		{"writer security without a listener", func(c *Config) { c.Kafka.Brokers, c.Group = []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen and Tap.Listen"},
+		{"writer security without a listener", func(c *Config) { c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen and Tap.Listen"},
+		{"collector with kafka", func(c *Config) { c.Kafka.Brokers = []string{"127.0.0.1:1"} }, "role collector: Kafka.Brokers set"},
+		{"ingest without kafka", func(c *Config) { c.Role, c.Collector.Store.Dir = RoleIngest, "" }, "role ingest collector: Kafka.Brokers required"},
+		{"ingest with a group", func(c *Config) {
+			c.Role, c.Collector.Store.Dir, c.Kafka.Brokers, c.Group = RoleIngest, "", []string{"127.0.0.1:1"}, "g"
+		}, "Group is a writer's"},
+		{"writer without a group", func(c *Config) { c.Role, c.Kafka.Brokers = RoleWriter, []string{"127.0.0.1:1"} }, "role writer: Group required"},
+		{"no such role", func(c *Config) { c.Role = 7 }, "Role(7) is not one"},
 		{"writer tap without security", func(c *Config) {
-			c.Kafka.Brokers, c.Group, c.Collector.Insecure = []string{"127.0.0.1:1"}, "g", false
+			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure = RoleWriter, []string{"127.0.0.1:1"}, "g", false
 			c.Tap.Listen = []tap.Listener{{Addr: "127.0.0.1:0"}}
 		}, ""},
 	} {
@@ -117,7 +126,7 @@ func TestNewFails(t *testing.T) {
 	}
 	ingest := func(keyFile string) func(c *Config) {
 		return func(c *Config) {
-			c.Collector.Store.Dir = ""
+			c.Role, c.Collector.Store.Dir = RoleIngest, ""
 			c.Kafka = kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}, RecordKeyFile: keyFile}
 		}
 	}
@@ -208,7 +217,7 @@ func TestBudget(t *testing.T) {
 		{"too many", 1024, func(c *Config) { all(c); c.Collector.MaxConns = 16384 }, [4]int{16384, 24, 48, 24}, "Collector.MaxConns 16384, Tap.MaxConns 24, Query.MaxConns 48, Metrics.MaxConns 24"},
 		{"writer", 1024, func(c *Config) {
 			c.Query.Listen = "127.0.0.1:0"
-			c.Kafka.Brokers, c.Group = []string{"x:9092"}, "g"
+			c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"x:9092"}, "g"
 		}, [4]int{0, 0, 48, 0}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
