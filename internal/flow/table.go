@@ -59,6 +59,8 @@ type Counters struct {
 // entry is a flow held by a Table.
 type entry struct {
 	rec  Record
+	ckey Key    // the canonical key
+	hash uint64 // of ckey
 	rev  bool // the initiator is the canonical key's Dst
 	syn  bool // the initiator was decided by a SYN or SYN-ACK
 	fin  [2]bool
@@ -85,7 +87,7 @@ type Table struct {
 	closed  int64 // ns
 	split   uint64
 	now     int64
-	index   map[Key]int32 // canonical key -> entries
+	index   keyIndex // canonical key -> entries
 	entries []entry
 	free    []int32
 	open    list
@@ -113,7 +115,7 @@ func NewTable(c *Config) (*Table, error) {
 		cfg.ClosedTimeout = DefaultClosedTimeout
 	}
 	t := &Table{cfg: cfg, idle: int64(cfg.IdleTimeout), closed: int64(cfg.ClosedTimeout),
-		index: make(map[Key]int32), open: list{-1, -1}, done: list{-1, -1}}
+		open: list{-1, -1}, done: list{-1, -1}}
 	switch {
 	case cfg.SplitPackets == 0:
 		t.split = DefaultSplitPackets
@@ -133,7 +135,7 @@ func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 }
 
 // AddKey is Add for a packet already decoded (Decode) into k and p,
-// with capLen captured bytes.
+// with capLen captured bytes. It may change *k.
 func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
 	t.c.Packets++
 	if ts > t.now {
@@ -141,15 +143,19 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 		t.expire()
 	}
 	wireLen = max(wireLen, capLen)
-	ck, swapped := k.Canonical()
-	i, ok := t.index[ck]
+	swapped := !k.ordered()
+	if swapped {
+		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	}
+	h := k.hash()
+	i, ok := t.index.lookup(t.entries, k, h)
 	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
 		// A new connection on the ports of one that ended.
 		t.end(i, EndOpen)
 		ok = false
 	}
 	if !ok {
-		i = t.start(&ck, swapped, p)
+		i = t.start(k, h, swapped)
 	}
 	e := &t.entries[i]
 	dir := 0
@@ -219,8 +225,8 @@ func (e *entry) reverse() {
 
 // start adds the flow of canonical key ck, its initiator the packet's
 // sender (swapped: the canonical Dst), and returns its entry.
-func (t *Table) start(ck *Key, swapped bool, p Packet) int32 {
-	if len(t.index) >= t.cfg.MaxFlows {
+func (t *Table) start(ck *Key, h uint64, swapped bool) int32 {
+	if t.index.n >= t.cfg.MaxFlows {
 		l := &t.open
 		if t.done.head >= 0 {
 			l = &t.done
@@ -237,12 +243,12 @@ func (t *Table) start(ck *Key, swapped bool, p Packet) int32 {
 		i = int32(len(t.entries) - 1)
 	}
 	e := &t.entries[i]
-	*e = entry{rev: swapped, prev: -1, next: -1}
+	*e = entry{ckey: *ck, hash: h, rev: swapped, prev: -1, next: -1}
 	e.rec.Key = *ck
 	if swapped {
 		e.rec.Key = ck.Reverse()
 	}
-	t.index[*ck] = i
+	t.index.insert(t.entries, i, h)
 	t.push(&t.open, i)
 	t.c.Flows++
 	return i
@@ -275,8 +281,7 @@ func (t *Table) end(i int32, why End) {
 	} else {
 		t.unlink(&t.open, i)
 	}
-	ck, _ := e.rec.Key.Canonical()
-	delete(t.index, ck)
+	t.index.remove(t.entries, i, e.hash)
 	t.free = append(t.free, i)
 }
 
@@ -330,7 +335,7 @@ func (t *Table) Records() []Record { return t.out }
 func (t *Table) Clear() { t.out = t.out[:0] }
 
 // Len returns the flows held.
-func (t *Table) Len() int { return len(t.index) }
+func (t *Table) Len() int { return t.index.n }
 
 // Counters returns the table's totals.
 func (t *Table) Counters() Counters { return t.c }
