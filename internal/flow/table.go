@@ -61,8 +61,8 @@ type entry struct {
 	rec  Record
 	ckey Key    // the canonical key
 	hash uint64 // of ckey
-	rev  bool // the initiator is the canonical key's Dst
-	syn  bool // the initiator was decided by a SYN or SYN-ACK
+	rev  bool   // the initiator is the canonical key's Dst
+	syn  bool   // the initiator was decided by a SYN or SYN-ACK
 	fin  [2]bool
 	done bool // FIN both ways or RST: on the closed list
 	// The entry's list (open or closed), least recently active first.
