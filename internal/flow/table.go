@@ -312,7 +312,11 @@ func (t *Table) Expire(now int64) {
 
 // Rotate writes a record (EndOpen) of every flow held, as its data file
 // closes, and keeps the flows: their next records, in the next file,
-// have the next Part. Flows ended by FIN or RST keep that end.
+// have the next Part. Flows ended by FIN or RST keep that end. Every
+// record in Records after Rotate holds packets of the closing file only:
+// the caller writes them (and its end record) to that file's flow file
+// and calls Clear before it adds the next file's first packet, whose
+// block numbers start again at 0.
 func (t *Table) Rotate() {
 	for _, l := range []*list{&t.done, &t.open} {
 		for i := l.head; i >= 0; i = t.links[i].next {
