@@ -292,3 +292,32 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestNonIP: frames that are not IP make one flow per ethertype and MAC
+// pair, both ways, the first sender first.
+func TestNonIP(t *testing.T) {
+	frame := func(src, dst [6]byte, et uint16) []byte {
+		b := append(append([]byte{}, dst[:]...), src[:]...)
+		return append(b, byte(et>>8), byte(et), 0, 1, 8, 0, 6, 4, 0, 1)
+	}
+	tb := newTable(t, nil)
+	for i, f := range [][]byte{
+		frame(macA, macB, 0x0806), // ARP request
+		frame(macB, macA, 0x0806), // reply: the same flow
+		frame(macA, macB, 0x88cc), // LLDP: another
+	} {
+		tb.Add(0, LinkEthernet, 1e18+int64(i), uint32(len(f)), f, 0)
+	}
+	tb.Flush()
+	rs := tb.Records()
+	if len(rs) != 2 {
+		t.Fatalf("%d records, want 2: %+v", len(rs), rs)
+	}
+	r := rs[0]
+	if r.Key.EtherType == 0x88cc {
+		r = rs[1]
+	}
+	if r.Key.Kind != KindLink || r.Packets != [2]uint64{1, 1} || [6]byte(r.Key.Src[:6]) != macA {
+		t.Errorf("arp record %+v", r)
+	}
+}
