@@ -304,6 +304,7 @@ func TestTsharkConversations(t *testing.T) {
 	}
 	tb := newTable(t, &Config{SplitPackets: 7, MaxFlows: 64})
 	var recs []Record
+	ids := make([]string, 0, len(pkts))
 	for i, tp := range pkts {
 		b := tp.p.frame()
 		wire := uint32(len(b) + tp.wire)
@@ -314,6 +315,9 @@ func TestTsharkConversations(t *testing.T) {
 			t.Fatal(err)
 		}
 		tb.Add(0, LinkEthernet, tp.ts, wire, b, uint32(i/50))
+		var k Key
+		Decode(&k, LinkEthernet, 0, b)
+		ids = append(ids, k.CommunityID(0))
 		if i%100 == 0 {
 			recs = append(recs, tb.Records()...)
 			tb.Clear()
@@ -358,4 +362,33 @@ func TestTsharkConversations(t *testing.T) {
 		t.Errorf("only %d of %d conversations' bytes printed exactly by tshark", exact, len(theirs))
 	}
 	t.Logf("%d packets, %d records, %d conversations compared (%d to the byte), %d differ", len(pkts), len(recs), len(theirs), exact, bad)
+	checkCommunityIDs(t, path, ids)
+}
+
+// checkCommunityIDs compares the Community ID of every packet's key with
+// the one Wireshark's Community ID dissector computes for it.
+func checkCommunityIDs(t *testing.T, path string, ids []string) {
+	t.Helper()
+	cmd := exec.Command("tshark", "-n", "-r", path, "--enable-protocol", "communityid", "-T", "fields", "-e", "communityid")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v: %s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(ids) {
+		t.Fatalf("tshark printed %d lines for %d packets", len(lines), len(ids))
+	}
+	bad := 0
+	for i, l := range lines {
+		if l != ids[i] {
+			if bad++; bad <= 10 {
+				t.Errorf("packet %d: community id %q, tshark %q", i+1, ids[i], l)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d packets' community ids differ from tshark's", bad, len(ids))
+	}
 }
