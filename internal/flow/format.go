@@ -144,7 +144,7 @@ func (e *Encoder) AppendRecord(dst []byte, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(b.First))
 		dst = binary.AppendUvarint(dst, uint64(b.Last-b.First))
 	}
-	dst = binary.AppendUvarint(dst, uint64(r.Last-r.First))
+	dst = binary.AppendUvarint(dst, uint64(r.Last)-uint64(r.First)) // no overflow whatever the times
 	for _, v := range [...]uint64{r.Packets[0], r.Packets[1], r.Bytes[0], r.Bytes[1], r.Captured[0], r.Captured[1]} {
 		dst = binary.AppendUvarint(dst, v)
 	}
@@ -353,10 +353,10 @@ func decodeRecord(r *Record, p []byte) error {
 	if len(p) != 0 {
 		return fmt.Errorf("%d bytes left", len(p))
 	}
-	if c[0] > math.MaxInt64 || r.First > math.MaxInt64-int64(c[0]) {
+	// last - first as unsigned: a sum past MaxInt64 wraps below first.
+	if r.Last = int64(uint64(r.First) + c[0]); r.Last < r.First {
 		return fmt.Errorf("duration %d", c[0])
 	}
-	r.Last = r.First + int64(c[0])
 	r.Packets = [2]uint64{c[1], c[2]}
 	r.Bytes = [2]uint64{c[3], c[4]}
 	r.Captured = [2]uint64{c[5], c[6]}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc32"
+	"math"
 	"testing"
 	"time"
 )
@@ -180,6 +181,19 @@ func TestRecordSize(t *testing.T) {
 		t.Logf("%s: %d bytes", tt.name, n)
 		if n > tt.max {
 			t.Errorf("%s: %d bytes, want at most %d", tt.name, n, tt.max)
+		}
+	}
+}
+
+// TestFormatExtremeTimes: records of any packet times round-trip (a
+// batch's times come from agents).
+func TestFormatExtremeTimes(t *testing.T) {
+	for _, tt := range [][2]int64{{math.MinInt64, math.MaxInt64}, {math.MinInt64, math.MinInt64}, {-1, 0}, {math.MaxInt64, math.MaxInt64}} {
+		r := Record{First: tt[0], Last: tt[1], Packets: [2]uint64{1, 1}}
+		var e Encoder
+		f, err := Parse(e.AppendRecord(e.AppendHeader(nil, "x"), &r))
+		if err != nil || len(f.Records) != 1 || f.Records[0] != r {
+			t.Errorf("times %v: %v %+v", tt, err, f)
 		}
 	}
 }
