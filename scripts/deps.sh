@@ -15,17 +15,30 @@
 # runtime and Maven (the Kafka broker the Kafka tests start, fetched from
 # Maven Central by scripts/kafka.sh into a cache), prometheus (its promtool
 # checks and unit-tests the alert rules of deploy/prometheus; the server is
-# not started by the tests). Installs only what is missing.
+# not started by the tests), python3-venv and, in a venv under
+# ~/.cache/pcapsync/venv, the communityid package from PyPI (the Community
+# ID reference internal/flow's tests compare with). Installs only what is
+# missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl zstd)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl zstd python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
+# communityid: the Community ID reference, pinned, in a venv of the
+# system's python3 (PCAPSYNC_COMMUNITYID_PYTHON overrides where the tests
+# look for it).
+communityid() {
+	local venv="${XDG_CACHE_HOME:-$HOME/.cache}/pcapsync/venv"
+	"$venv/bin/python3" -c 'import communityid' 2>/dev/null && return 0
+	/usr/bin/python3 -m venv "$venv"
+	"$venv/bin/pip" install -q communityid==1.5.0
+}
 if [ ${#missing[@]} -eq 0 ]; then
 	"$(dirname "$0")/kafka.sh" >/dev/null
+	communityid
 	exit 0
 fi
 sudo=""
@@ -37,3 +50,4 @@ $sudo apt-get update -qq
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 "$(dirname "$0")/kafka.sh" >/dev/null
+communityid

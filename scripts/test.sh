@@ -77,6 +77,9 @@ fuzz FuzzDecodeEntry ./internal/redisfeed
 fuzz FuzzRecord ./internal/kafkarec
 fuzz FuzzProgram ./internal/filter
 fuzz FuzzAppendLine ./internal/pktline
+fuzz FuzzDecode ./internal/flow
+fuzz FuzzParse ./internal/flow
+fuzz FuzzTable ./internal/flow
 
 echo "== benchmarks, once each so they keep working"
 quiet go test -run='^$' -bench=. -benchtime=1x ./...

@@ -1,0 +1,385 @@
+package flow
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxFlows bounds the flows a Table holds (about 300 bytes
+	// each: 10 MiB).
+	DefaultMaxFlows = 32768
+	// DefaultIdleTimeout ends a flow that saw no packet for this long.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultClosedTimeout ends a TCP flow this long after its last
+	// packet once it has ended (FIN both ways, or RST), so that the last
+	// ACK and retransmissions are counted in it (Zeek's tcp_close_delay).
+	DefaultClosedTimeout = 5 * time.Second
+	// DefaultSplitPackets ends a record after this many packets and goes
+	// on in the next (Arkime's maxPackets).
+	DefaultSplitPackets = 10000
+)
+
+// Config configures a Table. The zero value means the defaults.
+type Config struct {
+	// MaxFlows bounds the flows held; a new flow beyond it ends the least
+	// recently active one (EndEvicted). 0: DefaultMaxFlows.
+	MaxFlows int
+	// IdleTimeout: 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// ClosedTimeout: 0 means DefaultClosedTimeout.
+	ClosedTimeout time.Duration
+	// SplitPackets: 0 means DefaultSplitPackets, negative never.
+	SplitPackets int
+}
+
+// Validate checks c: nothing negative but SplitPackets, MaxFlows at
+// most 1<<24.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxFlows < 0 || c.MaxFlows > 1<<24:
+		return fmt.Errorf("max flows %d out of range [0, %d]: %w", c.MaxFlows, 1<<24, ErrConfig)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("idle timeout %v negative: %w", c.IdleTimeout, ErrConfig)
+	case c.ClosedTimeout < 0:
+		return fmt.Errorf("closed timeout %v negative: %w", c.ClosedTimeout, ErrConfig)
+	}
+	return nil
+}
+
+// Counters are a Table's totals since it was made.
+type Counters struct {
+	Packets uint64 // packets added
+	Flows   uint64 // flows started
+	Records uint64 // records flushed
+	Evicted uint64 // flows ended early by MaxFlows (EndEvicted)
+}
+
+// entry is a flow held by a Table.
+type entry struct {
+	rec  Record
+	ckey Key    // the canonical key
+	hash uint64 // of ckey
+	rev  bool   // the initiator is the canonical key's Dst
+	syn  bool   // the initiator was decided by a SYN or SYN-ACK
+	fin  [2]bool
+	done bool // FIN both ways or RST: on the closed list
+}
+
+// link is an entry's place in its list (open or closed), least recently
+// active first. The links are apart from the entries so that moving an
+// entry to its list's end touches 8-byte neighbours, not 250-byte ones.
+type link struct{ prev, next int32 }
+
+// list is a doubly linked list of entries by index (-1: none).
+type list struct{ head, tail int32 }
+
+// Table turns packets into flow records. Add every packet of a data
+// file in the order written; records come out as flows end (FIN both
+// ways or RST and ClosedTimeout, IdleTimeout, SplitPackets, MaxFlows)
+// and at Rotate and Flush, and accumulate in Records until Clear. Time
+// is the packets' (the latest seen), and Expire(now) for a clock.
+//
+// Add does not allocate for a packet of a flow the table holds; a new
+// flow may grow the table up to MaxFlows. A Table is not safe for
+// concurrent use; the zero value is not ready: use NewTable.
+type Table struct {
+	cfg     Config
+	idle    int64 // ns
+	closed  int64 // ns
+	split   uint64
+	now     int64
+	index   keyIndex // canonical key -> entries
+	entries []entry
+	links   []link // beside entries
+	free    []int32
+	open    list
+	done    list
+	out     []Record
+	c       Counters
+}
+
+// NewTable returns an empty table. A nil config means the defaults.
+func NewTable(c *Config) (*Table, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxFlows == 0 {
+		cfg.MaxFlows = DefaultMaxFlows
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.ClosedTimeout == 0 {
+		cfg.ClosedTimeout = DefaultClosedTimeout
+	}
+	t := &Table{cfg: cfg, idle: int64(cfg.IdleTimeout), closed: int64(cfg.ClosedTimeout),
+		open: list{-1, -1}, done: list{-1, -1}}
+	switch {
+	case cfg.SplitPackets == 0:
+		t.split = DefaultSplitPackets
+	case cfg.SplitPackets > 0:
+		t.split = uint64(cfg.SplitPackets)
+	}
+	return t, nil
+}
+
+// Add adds one packet: captured on interface iface of link type
+// linkType at ts (Unix ns), wireLen bytes on the wire, data its captured
+// bytes (read, not kept), written in index block block of the data file.
+func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
+	var k Key
+	p := Decode(&k, linkType, iface, data)
+	t.AddKey(&k, p, ts, wireLen, uint32(len(data)), block)
+}
+
+// AddKey is Add for a packet already decoded (Decode) into k and p,
+// with capLen captured bytes. It may change *k.
+func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
+	t.c.Packets++
+	if ts > t.now {
+		t.now = ts
+		t.expire()
+	}
+	wireLen = max(wireLen, capLen)
+	swapped := !k.ordered()
+	if swapped {
+		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	}
+	h := k.hash()
+	i, ok := t.index.lookup(t.entries, k, h)
+	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
+		// A new connection on the ports of one that ended.
+		t.end(i, EndOpen)
+		ok = false
+	}
+	if !ok {
+		i = t.start(k, h, swapped)
+	}
+	e := &t.entries[i]
+	dir := 0
+	if swapped != e.rev {
+		dir = 1
+	}
+	if p.TCP && !e.syn && p.TCPFlags&TCPSyn != 0 {
+		// A SYN decides: its sender initiates; a SYN-ACK's receiver.
+		from := dir
+		if p.TCPFlags&TCPAck != 0 {
+			from = 1 - dir
+		}
+		if from == 1 {
+			e.reverse()
+			dir = 1 - dir
+		}
+		e.syn = true
+		e.rec.Flags |= RecordSYN
+	}
+	r := &e.rec
+	if r.TotalPackets() == 0 {
+		r.First, r.Last = ts, ts
+	} else {
+		r.First = min(r.First, ts)
+		r.Last = max(r.Last, ts)
+	}
+	r.Packets[dir]++
+	r.Bytes[dir] += uint64(wireLen)
+	r.Captured[dir] += uint64(capLen)
+	r.addBlock(block)
+	if p.TCP {
+		r.TCPFlags[dir] |= p.TCPFlags
+		if p.TCPFlags&TCPFin != 0 {
+			e.fin[dir] = true
+		}
+		if !e.done && (p.TCPFlags&TCPRst != 0 || e.fin[0] && e.fin[1]) {
+			e.done = true
+			r.End = EndFIN
+			if p.TCPFlags&TCPRst != 0 {
+				r.End = EndRST
+			}
+			t.unlink(&t.open, i)
+			t.push(&t.done, i)
+		}
+	}
+	if e.done {
+		t.touch(&t.done, i)
+	} else {
+		t.touch(&t.open, i)
+	}
+	if t.split > 0 && r.TotalPackets() >= t.split {
+		t.emit(e, EndSplit)
+	}
+}
+
+// reverse makes the responder the initiator.
+func (e *entry) reverse() {
+	e.rev = !e.rev
+	r := &e.rec
+	r.Key = r.Key.Reverse()
+	r.Packets[0], r.Packets[1] = r.Packets[1], r.Packets[0]
+	r.Bytes[0], r.Bytes[1] = r.Bytes[1], r.Bytes[0]
+	r.Captured[0], r.Captured[1] = r.Captured[1], r.Captured[0]
+	r.TCPFlags[0], r.TCPFlags[1] = r.TCPFlags[1], r.TCPFlags[0]
+	e.fin[0], e.fin[1] = e.fin[1], e.fin[0]
+}
+
+// start adds the flow of canonical key ck, its initiator the packet's
+// sender (swapped: the canonical Dst), and returns its entry.
+func (t *Table) start(ck *Key, h uint64, swapped bool) int32 {
+	if t.index.n >= t.cfg.MaxFlows {
+		l := &t.open
+		if t.done.head >= 0 {
+			l = &t.done
+		}
+		t.c.Evicted++
+		t.end(l.head, EndEvicted)
+	}
+	var i int32
+	if n := len(t.free); n > 0 {
+		i = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		t.entries = append(t.entries, entry{})
+		t.links = append(t.links, link{-1, -1})
+		i = int32(len(t.entries) - 1)
+	}
+	e := &t.entries[i]
+	*e = entry{ckey: *ck, hash: h, rev: swapped}
+	e.rec.Key = *ck
+	if swapped {
+		e.rec.Key = ck.Reverse()
+	}
+	t.index.insert(t.entries, i, h)
+	t.push(&t.open, i)
+	t.c.Flows++
+	return i
+}
+
+// emit appends the record of e, ended by end unless it ended by FIN or
+// RST, and starts its next part. A record without packets (a flow that
+// saw none since the last emit) is not written.
+func (t *Table) emit(e *entry, end End) {
+	r := &e.rec
+	if r.TotalPackets() > 0 {
+		out := *r
+		if !e.done || end == EndSplit {
+			out.End = end
+		}
+		t.out = append(t.out, out)
+		t.c.Records++
+		r.Part++
+	}
+	r.Packets, r.Bytes, r.Captured, r.TCPFlags = [2]uint64{}, [2]uint64{}, [2]uint64{}, [2]uint8{}
+	r.NRuns = 0
+}
+
+// end emits the record of entry i and forgets the flow.
+func (t *Table) end(i int32, why End) {
+	e := &t.entries[i]
+	t.emit(e, why)
+	if e.done {
+		t.unlink(&t.done, i)
+	} else {
+		t.unlink(&t.open, i)
+	}
+	t.index.remove(t.entries, i, e.hash)
+	t.free = append(t.free, i)
+}
+
+// expire ends the flows idle at t.now.
+func (t *Table) expire() {
+	for t.open.head >= 0 && t.entries[t.open.head].rec.Last < t.now-t.idle {
+		t.end(t.open.head, EndIdle)
+	}
+	for t.done.head >= 0 && t.entries[t.done.head].rec.Last < t.now-t.closed {
+		t.end(t.done.head, EndIdle)
+	}
+}
+
+// Expire ends the flows idle at now (Unix ns), for a caller with a clock
+// when packets stop coming. A now before the latest packet's time
+// changes nothing.
+func (t *Table) Expire(now int64) {
+	if now > t.now {
+		t.now = now
+		t.expire()
+	}
+}
+
+// Rotate writes a record (EndOpen) of every flow held, as its data file
+// closes, and keeps the flows: their next records, in the next file,
+// have the next Part. Flows ended by FIN or RST keep that end. Every
+// record in Records after Rotate holds packets of the closing file only:
+// the caller writes them (and its end record) to that file's flow file
+// and calls Clear before it adds the next file's first packet, whose
+// block numbers start again at 0.
+func (t *Table) Rotate() {
+	for _, l := range []*list{&t.done, &t.open} {
+		for i := l.head; i >= 0; i = t.links[i].next {
+			t.emit(&t.entries[i], EndOpen)
+		}
+	}
+}
+
+// Flush writes a record of every flow held (EndOpen, or FIN or RST) and
+// forgets them all.
+func (t *Table) Flush() {
+	for t.done.head >= 0 {
+		t.end(t.done.head, EndOpen)
+	}
+	for t.open.head >= 0 {
+		t.end(t.open.head, EndOpen)
+	}
+}
+
+// Records returns the records ended since the last Clear, in the order
+// they ended. The slice is valid until the next call of another method.
+func (t *Table) Records() []Record { return t.out }
+
+// Clear forgets Records, once the caller wrote them.
+func (t *Table) Clear() { t.out = t.out[:0] }
+
+// Len returns the flows held.
+func (t *Table) Len() int { return t.index.n }
+
+// Counters returns the table's totals.
+func (t *Table) Counters() Counters { return t.c }
+
+func (t *Table) push(l *list, i int32) {
+	e := &t.links[i]
+	e.prev, e.next = l.tail, -1
+	if l.tail >= 0 {
+		t.links[l.tail].next = i
+	} else {
+		l.head = i
+	}
+	l.tail = i
+}
+
+func (t *Table) unlink(l *list, i int32) {
+	e := &t.links[i]
+	if e.prev >= 0 {
+		t.links[e.prev].next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next >= 0 {
+		t.links[e.next].prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = -1, -1
+}
+
+// touch moves entry i to the end of l (most recently active).
+func (t *Table) touch(l *list, i int32) {
+	if l.tail == i {
+		return
+	}
+	t.unlink(l, i)
+	t.push(l, i)
+}
