@@ -5,7 +5,7 @@
 # nftables (the UDP loss test's router drops and counts in a namespace),
 # tcpdump, netcat and rsync (the side-by-side benchmarks), curl (the remote
 # query test fetches with a client certificate), protoc (the
-# format comparison's generated code in bench/, checked for drift),
+# format comparison's generated code in wirecompare/, checked for drift),
 # redis-server (the Redis feed's tests and benchmark start their own, on a
 # free loopback port; the package's system service is left alone), systemd
 # (systemd-analyze checks the units), strace (the system calls a live run

@@ -26,7 +26,7 @@ echo "== gofmt, goimports, go vet"
 gofiles=$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 bad=$(gofmt -l $gofiles)
 if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
-# goimports at the version bench/ pins: imports grouped, standard library
+# goimports at the version wirecompare/ pins: imports grouped, standard library
 # first; generated files stay as their generators wrote them.
 handwritten=$(grep -L '^// Code generated .* DO NOT EDIT\.$' $gofiles)
 bad=$(go run golang.org/x/tools/cmd/goimports@v0.22.0 -l $handwritten)
@@ -51,8 +51,8 @@ go vet -tags trace ./internal/functrace
 go test -race -count=1 -tags trace ./internal/functrace ./cmd/functrace
 quiet go test -run='^$' -bench=. -benchtime=1x -tags trace ./internal/functrace
 
-echo "== the format comparison (bench/, its own module): generated code, tests, each benchmark once"
-(cd bench && ./check-generated.sh && go vet ./... && quiet go test -race -count=1 -run . -bench . -benchtime=1x ./...)
+echo "== the format comparison (wirecompare/, its own module): generated code, tests, each benchmark once"
+(cd wirecompare && ./check-generated.sh && go vet ./... && quiet go test -race -count=1 -run . -bench . -benchtime=1x ./...)
 
 echo "== allocation tests (without the race detector, which makes sync.Pool drop items)"
 go test -count=1 -run='Allocs' ./...

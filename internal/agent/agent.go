@@ -373,7 +373,8 @@ func (a *Agent) counters() Stats {
 		sum.RateDrops += s.rateDrops()
 	}
 	st := Stats{Summary: sum, BatchesSent: a.batchesSent.Load(), BatchesResent: a.batchesResent.Load(),
-		Connected: a.connected.Load(), BatchesAcked: qs.ackedBatches, UnackedBatches: qs.pending, UnackedBytes: qs.frameBytes}
+		Connected: a.connected.Load(), BatchesAcked: qs.ackedBatches, UnackedBatches: qs.pending, UnackedBytes: qs.frameBytes,
+		SealedPackets: qs.sealedPackets}
 	a.tr.report(&st)
 	return st
 }

@@ -44,6 +44,7 @@ type queue struct {
 	closed  bool
 
 	queuedPackets, ackedPackets, droppedPackets uint64
+	sealedPackets                               uint64 // queued by push: this run's, not recovered from the spool
 	ackedBatches                                uint64
 	frameBytes                                  int64 // frames of the queued batches (memory and spool)
 
@@ -155,6 +156,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 		q.bytes += int64(need)
 	}
 	q.queuedPackets += uint64(packets)
+	q.sealedPackets += uint64(packets)
 	q.frameBytes += int64(b.frame)
 	signal(q.pushed)
 	return true
@@ -278,6 +280,7 @@ type queueStats struct {
 	acked, lastSeq                       uint64
 	pending                              int
 	queuedPackets, ackedPackets, dropped uint64
+	sealedPackets                        uint64
 	ackedBatches                         uint64
 	frameBytes                           int64
 }
@@ -287,7 +290,7 @@ func (q *queue) stats() queueStats {
 	defer q.mu.Unlock()
 	return queueStats{acked: q.acked, lastSeq: q.lastSeq, pending: len(q.items),
 		queuedPackets: q.queuedPackets, ackedPackets: q.ackedPackets, dropped: q.droppedPackets,
-		ackedBatches: q.ackedBatches, frameBytes: q.frameBytes}
+		sealedPackets: q.sealedPackets, ackedBatches: q.ackedBatches, frameBytes: q.frameBytes}
 }
 
 // markSent records the first write of the batch with sequence seq, for

@@ -90,10 +90,20 @@ func TestSpoolResumesAfterCrash(t *testing.T) {
 	if q2.at(4) != nil || q2.stats().lastSeq != 10 {
 		t.Fatalf("after ack(4): %+v", q2.stats())
 	}
+	if st := q.stats(); st.sealedPackets != 10*50 {
+		t.Errorf("the first run sealed %d packets, want %d", st.sealedPackets, 10*50)
+	}
+	if st := q2.stats(); st.sealedPackets != 0 || st.queuedPackets-st.ackedPackets != 6*50 {
+		t.Errorf("after the restart: sealed %d, unacknowledged %d packets; want 0 (recovered batches are not this run's) and %d",
+			st.sealedPackets, st.queuedPackets-st.ackedPackets, 6*50)
+	}
 	// New batches continue the sequence.
 	more := pushN(t, q2, 1, 5)
 	if len(more) != 1 || q2.stats().lastSeq != 11 {
 		t.Fatalf("next sequence %d, want 11", q2.stats().lastSeq)
+	}
+	if got := q2.stats().sealedPackets; got != 5 {
+		t.Errorf("the second run sealed %d packets, want 5", got)
 	}
 
 	// A replay does not resume: it starts its input over.

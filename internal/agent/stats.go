@@ -15,6 +15,7 @@ type Stats struct {
 	BatchesResent  uint64 // writes of a batch again after a reconnect
 	UnackedBatches int    // batches queued (memory and spool), not acknowledged yet
 	UnackedBytes   int64  // their frames' bytes
+	SealedPackets  uint64 // packets this run sealed into batches (queued, memory or spool); not those recovered from a previous run's spool
 	Connected      bool   // a TCP session with the collector is up (always false over UDP)
 }
 

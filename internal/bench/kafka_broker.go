@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,61 +19,13 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil/kafkatest"
 )
 
-// benchTB lets kafkatest, written for tests, start a broker for a
-// bench: Fatalf and Skipf end the start with a panic (tbAbort) that
-// startBroker turns into an error, as testing's Goexit would end a
-// test; the Cleanup functions run at close, last first.
-type benchTB struct {
-	dir      string
-	cleanups []func()
-	failed   bool
-	log      io.Writer
-}
-
-// tbAbort is the panic of benchTB's Fatalf and Skipf.
-type tbAbort struct{ msg string }
-
-func (t *benchTB) Helper() {}
-
-func (t *benchTB) Fatalf(format string, args ...any) {
-	t.failed = true
-	panic(tbAbort{fmt.Sprintf(format, args...)})
-}
-
-func (t *benchTB) Skipf(format string, args ...any) { panic(tbAbort{fmt.Sprintf(format, args...)}) }
-
-func (t *benchTB) Logf(format string, args ...any) {
-	if t.log != nil {
-		fmt.Fprintf(t.log, format+"\n", args...)
-	}
-}
-
-func (t *benchTB) TempDir() string {
-	d, err := os.MkdirTemp(t.dir, "kafka")
-	if err != nil {
-		t.Fatalf("kafka temporary directory: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
-func (t *benchTB) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
-func (t *benchTB) Failed() bool     { return t.failed }
-
-func (t *benchTB) close() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
-	t.cleanups = nil
-}
-
 // benchBroker is the Kafka a bench runs against: one it started
-// (pid set, its CPU measured) or one given.
+// (kb set, its CPU measured) or one given.
 type benchBroker struct {
 	addrs  []string
 	pid    int // the broker's JVM; 0 when not ours
 	libs   string
-	tb     *benchTB
+	kb     *kafkatest.Process // nil when not ours
 	cl     *kgo.Client
 	adm    *kadm.Client
 	topics []string // to delete at close
@@ -83,7 +34,7 @@ type benchBroker struct {
 // startBroker checks that Kafka's jars (with kafka-tools) and java are
 // there, and starts a broker in dir unless brokers are given. close
 // stops what it started.
-func startBroker(dir string, brokers []string, log io.Writer) (b *benchBroker, err error) {
+func startBroker(dir string, brokers []string) (*benchBroker, error) {
 	libs, err := kafkatest.Libs()
 	if err != nil {
 		return nil, err
@@ -91,22 +42,13 @@ func startBroker(dir string, brokers []string, log io.Writer) (b *benchBroker, e
 	if m, _ := filepath.Glob(filepath.Join(libs, "kafka-tools-[0-9]*.jar")); len(m) == 0 {
 		return nil, fmt.Errorf("no kafka-tools jar (ProducerPerformance) in %s: run scripts/kafka.sh", libs)
 	}
-	b = &benchBroker{addrs: brokers, libs: libs}
+	b := &benchBroker{addrs: brokers, libs: libs}
 	if len(brokers) == 0 {
-		tb := &benchTB{dir: dir, log: log}
-		b.tb = tb
-		defer func() {
-			if r := recover(); r != nil {
-				a, ok := r.(tbAbort)
-				if !ok {
-					panic(r)
-				}
-				tb.close()
-				b, err = nil, fmt.Errorf("starting a Kafka broker: %s", a.msg)
-			}
-		}()
-		kb := kafkatest.Start(tb)
-		b.addrs, b.pid = []string{kb.Addr}, kb.PID()
+		kb, err := kafkatest.Launch(kafkatest.Options{Dir: dir})
+		if err != nil {
+			return nil, fmt.Errorf("starting a Kafka broker: %w", err)
+		}
+		b.kb, b.addrs, b.pid = kb, []string{kb.Addr}, kb.PID()
 	}
 	if b.cl, err = kgo.NewClient(kgo.SeedBrokers(b.addrs...)); err != nil {
 		b.close()
@@ -116,14 +58,15 @@ func startBroker(dir string, brokers []string, log io.Writer) (b *benchBroker, e
 	return b, nil
 }
 
-func (b *benchBroker) close() {
+func (b *benchBroker) close() error {
 	b.deleteTopics()
 	if b.cl != nil {
 		b.cl.Close()
 	}
-	if b.tb != nil {
-		b.tb.close()
+	if b.kb != nil {
+		return b.kb.Close()
 	}
+	return nil
 }
 
 // brokerList is the brokers as a --kafka flag.

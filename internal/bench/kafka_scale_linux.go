@@ -30,7 +30,7 @@ func KafkaScale(ctx context.Context, cfg KafkaScaleConfig) (KafkaScaleResult, er
 	if _, err := raiseNoFile(4096); err != nil {
 		return res, fmt.Errorf("bench kafka-scale: %w", err)
 	}
-	ks, err := setUpKafka(ctx, cfg.Exe, cfg.Dir, "pcapsync-kafka-scale", cfg.Brokers, cfg.Log, cfg.Packets)
+	ks, err := setUpKafka(ctx, cfg.Exe, cfg.Dir, "pcapsync-kafka-scale", cfg.Brokers, cfg.Packets)
 	if err != nil {
 		return res, fmt.Errorf("bench kafka-scale: %w", err)
 	}

@@ -54,6 +54,8 @@ var agentFields = []field[agent.Stats]{
 		func(s *agent.Stats) float64 { return float64(s.UnackedBytes) }),
 	gauge("pcapsync_agent_unacknowledged_packets", "Packets of the unacknowledged batches: sealed into a batch (memory or spool), not acknowledged yet.",
 		func(s *agent.Stats) float64 { return u(s.Unacked) }),
+	counter("pcapsync_agent_sealed_packets_total", "Packets this run sealed into batches (memory or spool); not those recovered from a previous run's spool.",
+		func(s *agent.Stats) float64 { return u(s.SealedPackets) }),
 	counter("pcapsync_agent_reconnects_total", "Connections to the collector made again after the first.",
 		func(s *agent.Stats) float64 { return u(s.Reconnects) }),
 	counter("pcapsync_agent_failovers_total", "Moves to the next collector of --collector's list after the current one could not be reached or its connection was lost.",

@@ -104,6 +104,7 @@ func TestPipelineMetrics(t *testing.T) {
 		{Name: "pcapsync_agent_unacknowledged_batches", Value: 0},
 		{Name: "pcapsync_agent_unacknowledged_bytes", Value: 0},
 		{Name: "pcapsync_agent_unacknowledged_packets", Value: 0},
+		{Name: "pcapsync_agent_sealed_packets_total", Value: n},
 		{Name: "pcapsync_agent_reconnects_total", Value: 0},
 		{Name: "pcapsync_agent_failovers_total", Value: 0},
 		{Name: "pcapsync_agent_resent_batches_total", Value: 0},

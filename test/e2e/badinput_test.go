@@ -218,10 +218,10 @@ func TestBadInput(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir)
 	agent := startReplay(t, ctx, addr, good, in)
-	coll.waitFor("agent connected", 10*time.Second)
+	coll.waitSessions(1, 10*time.Second)
 
 	// Cases run concurrently with the agent and with each other, except
 	// those that use badName: a second session of one name replaces the

@@ -51,7 +51,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	)
 	ctx := testContext(t)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	start := func() *proc {
 		return startCollector(t, ctx, "", addr, dir, "--max-open-files", strconv.Itoa(budget),
 			"--file-compress", fileCompress, "--fsync", "1s")

@@ -29,11 +29,11 @@ func TestTcpdumpShortFlags(t *testing.T) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, otherPort))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent", vn.A, "agent", "--collector", addr, "--name", "short",
 		"-i", "vA", "-s", fmt.Sprint(snap), "-p", "-B", "2048", "-v", "udp", "and", "dst", "port", fmt.Sprint(port))
-	coll.waitFor("agent connected", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	for i, p := range []int{port, otherPort} {
 		g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, p),
 			"--count", fmt.Sprint(count), "--rate", "2000", "--stream", fmt.Sprint(i+1))

@@ -58,15 +58,17 @@ func TestSettingsFromEnvironmentAndFile(t *testing.T) {
 	requireTools(t, checkTools...)
 	ctx := testContext(t)
 	tmp, dir := t.TempDir(), t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr, maddr := freeport.Addr(t), freeport.Addr(t)
 	collConf := writeConf(t, tmp, "collector.conf",
 		"# the collector of TestSettingsFromEnvironmentAndFile",
 		"listen = "+addr,
 		`dir = "`+dir+`"`,
 		"insecure",
-		"rotate-size = 64M")
+		"rotate-size = 64M",
+		"metrics = "+maddr)
 	coll := startProcEnv(t, ctx, "collector", "", []string{"PCAPSYNC_LOG_FORMAT=json"}, "collector", "--config", collConf)
-	coll.waitFor(`"msg":"collector listening"`, 10*time.Second)
+	coll.metrics = maddr // from the file
+	coll.waitReady(10 * time.Second)
 
 	const count = 300
 	agentConf := writeConf(t, tmp, "agent.conf", "insecure = true", "name = from-file")

@@ -16,7 +16,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/correlate"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
-	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
@@ -60,12 +59,7 @@ func TestCorrelateFindsRouterDrops(t *testing.T) {
 	agentC := startProc(t, ctx, "agent c", ch.C, "agent", "--collector", fmt.Sprintf("%s:%d", netns.ChainAddrA, cport),
 		"--name", "c", "--iface", "c0", "--filter", filter)
 	// An agent opens its capture before it connects.
-	testutil.Eventually(t, 15*time.Second, func() error {
-		if n := strings.Count(coll.stderr.String(), "agent connected"); n < 2 {
-			return fmt.Errorf("%d agents connected, want 2", n)
-		}
-		return nil
-	})
+	coll.waitSessions(2, 15*time.Second)
 
 	g := startProc(t, ctx, "gen", ch.A, "gen", "udp", "--to", fmt.Sprintf("%s:%d", netns.ChainAddrC, port),
 		"--count", fmt.Sprint(count), "--rate", "2000", "--stream", fmt.Sprint(stream))

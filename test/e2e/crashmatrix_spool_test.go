@@ -23,13 +23,6 @@ import (
 const (
 	// spoolFlush is the agent's --flush-interval in the spool cells.
 	spoolFlush = 50 * time.Millisecond
-	// spoolSealWait is how long a spool cell waits, once the agent
-	// captured every packet sent, before it kills the agent: more than
-	// the flush interval, within which the batch being built is sealed
-	// (and so written to the spool). An agent crash loses the batch
-	// being built (docs/reliability.md), so the contract holds only
-	// after this wait; it is the cells' one fixed wait.
-	spoolSealWait = 4 * spoolFlush
 	// spoolPort is the UDP port the streams go to; the agent's filter
 	// selects it.
 	spoolPort = 5555
@@ -150,7 +143,8 @@ func spoolPlan(rng *rand.Rand) []spoolStep {
 // writes with the cell's --file-compress); gen udp sends the streams
 // from namespace B. The steps of spoolPlan run in order: the collector
 // is killed at any moment, the agent only once all it captured is
-// sealed (spoolSealWait). Kill moments within a stream are shares of
+// sealed into batches (pcapsync_agent_sealed_packets_total: an agent
+// crash loses the batch being built, docs/reliability.md). Kill moments within a stream are shares of
 // the stream the agent captured (its metrics), so they repeat with the
 // seed; a kill while the agent resends its spool is a seeded delay
 // after it connected. At the end the agent, once connected with
@@ -173,8 +167,8 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, spoolPort))
 	const name = "spooled"
 	dir, spool := t.TempDir(), filepath.Join(t.TempDir(), "spool")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
+	metricsAddr := freeport.Addr(t)
 	scrape := newNetnsScraper(t, vn.A)
 	t.Logf("cell %s, seed %d: plan %v", c, seed, plan)
 
@@ -213,10 +207,10 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 	}
 	startColl := func() {
 		t.Helper()
-		args := append([]string{"collector", "--listen", addr, "--dir", dir}, c.collectorFlags()...)
+		args := append([]string{"collector", "--listen", addr, "--dir", dir}, withMetrics(t, c.collectorFlags())...)
 		coll = startProc(t, ctx, fmt.Sprintf("collector run %d", len(colls)+1), vn.A, args...)
 		colls = append(colls, coll)
-		if err := coll.awaitStderr("collector listening", crashListen); err != nil {
+		if err := coll.awaitReady(crashListen); err != nil {
 			fail("collector start %d: %v", len(colls), err)
 		}
 	}
@@ -242,16 +236,20 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 			"--name", name, "--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", spoolPort),
 			"--spool", spool, "--compress", c.wire, "--flush-interval", spoolFlush.String(), "--metrics", metricsAddr)
 		sentRun = 0
-		// Its capture is open once it says so: from then on it sees
-		// every packet sent.
-		if err := agent.awaitStderr("msg=capturing", spoolWait); err != nil {
+		// Its capture is open once it serves metrics: from then on it
+		// sees every packet sent.
+		if err := agent.awaitReady(spoolWait); err != nil {
 			fail("%v", err)
 		}
 	}
 	killAgent := func() {
 		t.Helper()
 		waitCaptured(sentRun)
-		time.Sleep(spoolSealWait) // the flush interval passed: the last batch is sealed
+		// Every packet this run captured is in a batch, sealed (the
+		// last one a flush interval after its first packet).
+		if err := agent.awaitMetric(spoolWait, float64(sentRun), "pcapsync_agent_sealed_packets_total"); err != nil {
+			fail("%v", err)
+		}
 		if unacked() > 0 {
 			agentKillsHeld++
 		}
@@ -294,7 +292,7 @@ func runSpoolCell(t *testing.T, seed uint64, c crashCell) {
 		case spoolSend:
 			send(s)
 		case spoolCollKillResend:
-			if err := agent.awaitStderr("connected to collector", spoolWait); err != nil {
+			if err := agent.awaitMetric(spoolWait, 1, "pcapsync_agent_connected"); err != nil {
 				fail("%v", err)
 			}
 			resent := strings.Contains(agent.stderr.String(), "spool: resending batches of the previous run")

@@ -506,7 +506,7 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	}
 	const name = "crash"
 	agentDir := filepath.Join(dir, name)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	collArgs := c.collectorFlags()
 	t.Logf("cell %s, seed %d: %d packets (%d bytes, largest %d), batches %s, kills at %.2f of the input, ~%d output bytes",
 		c, seed, count, ref.bytes, slices.Max(ref.sizes), plan.batch, plan.kills, expect)
@@ -518,10 +518,10 @@ func runCrashCell(t *testing.T, seed uint64, c crashCell) {
 	startColl := func() *proc {
 		t.Helper()
 		began := time.Now()
-		args := append([]string{"collector", "--listen", addr, "--dir", dir}, collArgs...)
+		args := append([]string{"collector", "--listen", addr, "--dir", dir}, withMetrics(t, collArgs)...)
 		p := startProc(t, ctx, "collector", "", args...)
 		colls = append(colls, p)
-		if err := p.awaitStderr("collector listening", crashListen); err != nil {
+		if err := p.awaitReady(crashListen); err != nil {
 			t.Fatalf("cell %s, seed %d: collector start %d (after %d kills): %v", c, seed, len(colls), len(colls)-1, err)
 		}
 		slowest = max(slowest, time.Since(began))

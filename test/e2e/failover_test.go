@@ -49,12 +49,12 @@ func TestFailoverToSecondCollector(t *testing.T) {
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), feedTime)
 
 	dirA, dirB := t.TempDir(), t.TempDir()
-	addrA := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	addrB := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addrA := freeport.Addr(t)
+	addrB := freeport.Addr(t)
 	collA := startCollector(t, ctx, "", addrA, dirA)
 	collB := startCollector(t, ctx, "", addrB, dirB)
 	agent := startReplay(t, ctx, addrA+","+addrB, name, in.path, "--batch-size", "64K")
-	agent.waitFor("connected to collector", 10*time.Second)
+	collA.waitSessions(1, 10*time.Second)
 
 	// A third of the stream through A, then A dies.
 	fi, err := os.Stat(src)

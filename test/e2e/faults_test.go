@@ -219,7 +219,7 @@ func TestCollectorKill9(t *testing.T) {
 
 	dir := t.TempDir()
 	agentDir := filepath.Join(dir, name)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("kill delays drawn from seed %d", seed)
@@ -293,7 +293,7 @@ func TestCollectorKilledTwice(t *testing.T) {
 		perBat  = 10
 	)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	var id [16]byte
 	crand.Read(id[:])
 
@@ -308,8 +308,8 @@ func TestCollectorKilledTwice(t *testing.T) {
 	ra.conn.Close()
 
 	coll = startCollector(t, ctx, "", addr, dir)
-	coll.waitFor("repaired unfinished file", 5*time.Second)
-	coll.signal(syscall.SIGKILL) // before the agent is back
+	waitNoPart(t, dir, 5*time.Second) // the unfinished file repaired
+	coll.signal(syscall.SIGKILL)      // before the agent is back
 	coll.wait(10 * time.Second)
 
 	coll = startCollector(t, ctx, "", addr, dir)
@@ -436,12 +436,14 @@ func TestDiskFullE2E(t *testing.T) {
 	fill(t, filler, avail(t, mnt)-free)
 	t.Logf("tmpfs %s: %d bytes free after the filler", mnt, avail(t, mnt))
 
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--retain-free", "0") // a full disk, not retention, is the subject
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 2*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "64K")
-	coll.waitFor("storage error", 20*time.Second)
-	coll.waitFor("no space left on device", 5*time.Second)
+	coll.waitMetric(20*time.Second, 1, "pcapsync_collector_file_errors_total")
+	if !strings.Contains(coll.stderr.String(), logNoSpace) {
+		t.Errorf("the collector's storage error does not say %q", logNoSpace)
+	}
 	for line := range strings.Lines(coll.stderr.String()) {
 		if strings.Contains(line, "storage error") {
 			t.Logf("collector: %s", strings.TrimSpace(line))
@@ -574,13 +576,25 @@ func TestFDsBackToBaseline(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "small.pcap")
 	writeGenFile(t, src, gen.FileConfig{Count: agentN, Mix: gen.MixIMIX, Stream: stream, Seed: 45})
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--handshake-timeout", "1s")
 	pid := coll.cmd.Process.Pid
-	// A moment for the runtime to start its threads after "listening":
-	// a baseline, not an event; the checks below allow slack over it.
-	time.Sleep(100 * time.Millisecond)
-	baseFDs, baseThreads := fdCount(t, pid), threadCount(t, pid)
+	// The baseline once the runtime has started its threads after it
+	// got ready: descriptors and threads unchanged over ten samples in a
+	// row; the checks below allow slack over it.
+	var baseFDs, baseThreads, same int
+	testutil.Eventually(t, 5*time.Second, func() error {
+		fds, threads := fdCount(t, pid), threadCount(t, pid)
+		if fds != baseFDs || threads != baseThreads {
+			baseFDs, baseThreads, same = fds, threads, 0
+		} else {
+			same++
+		}
+		if same < 10 {
+			return fmt.Errorf("%d descriptors, %d threads: settling", fds, threads)
+		}
+		return nil
+	})
 
 	var peak atomic.Int64
 	sampled := make(chan struct{})

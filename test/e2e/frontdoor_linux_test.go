@@ -51,7 +51,7 @@ func TestFrontDoorFlood(t *testing.T) {
 	in := filepath.Join(work, "in.pcap")
 	writeGenFile(t, in, genConfig(count, 71))
 	dir := filepath.Join(work, "out")
-	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)) }
+	port := func() string { return freeport.Addr(t) }
 	addr, tapAddr, queryAddr, metricsAddr := port(), port(), port(), port()
 	const nofile = 512
 	coll := startProcAs(t, ctx, "collector", "", []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--"}, nil,
@@ -59,7 +59,7 @@ func TestFrontDoorFlood(t *testing.T) {
 		"--tls-cert", filepath.Join(certs, "collector.pem"), "--tls-key", filepath.Join(certs, "collector-key.pem"),
 		"--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token,
 		"--tap", tapAddr, "--query-listen", queryAddr, "--metrics", metricsAddr)
-	coll.waitFor("collector listening", 20*time.Second)
+	coll.waitReady(20 * time.Second)
 
 	floodCtx, stopFlood := context.WithCancel(ctx)
 	var fl flood

@@ -28,7 +28,7 @@ func TestKafkaAgentDirect(t *testing.T) {
 	k := newKafkaPipeline(t, ctx)
 	const count = 30_000
 	tmp := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	ing := k.ingest(addr)
 	w := k.writer("1")
 	srcs := make([]string, 2)
@@ -105,11 +105,11 @@ func TestKafkaSecureCLI(t *testing.T) {
 	}
 	t.Logf("refused in %v", time.Since(start).Round(time.Millisecond))
 
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	ing := startProc(t, ctx, "ingest", "", append([]string{"collector", "--listen", addr, "--insecure"}, secure(pass)...)...)
-	ing.waitFor("collector listening", 60*time.Second)
-	w := startProc(t, ctx, "writer", "", append([]string{"writer", "--group", k.group, "--dir", k.dir}, secure(pass)...)...)
-	w.waitFor("writer consuming", 60*time.Second)
+	addr := freeport.Addr(t)
+	ing := startProc(t, ctx, "ingest", "", append([]string{"collector", "--listen", addr, "--insecure"}, withMetrics(t, secure(pass))...)...)
+	ing.waitReady(60 * time.Second)
+	w := startProc(t, ctx, "writer", "", append([]string{"writer", "--group", k.group, "--dir", k.dir}, withMetrics(t, secure(pass))...)...)
+	w.waitReady(60 * time.Second)
 	direct := startProc(t, ctx, "agent direct", "", append([]string{"agent", "--name", "direct", "--read", srcs[0]}, secure(pass)...)...)
 	viaIngest := startReplay(t, ctx, addr, "via-ingest", srcs[1])
 	for _, a := range []*proc{direct, viaIngest} {

@@ -259,7 +259,7 @@ func kafkaWriterKilled(k *kafkaPipeline) {
 		count = 30_000
 		feed  = 16 * time.Second // the stream goes on past the kill plus takeoverBound
 	)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	ing := k.ingest(addr)
 	ws := []*proc{k.writer("1", "--summary", "json"), k.writer("2", "--summary", "json")}
 	as := k.pacedAgents("wk", 3, count, feed, addr)
@@ -334,8 +334,8 @@ func kafkaIngestKilled(k *kafkaPipeline) {
 		count = 30_000
 		feed  = 6 * time.Second
 	)
-	addrA := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	addrB := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addrA := freeport.Addr(t)
+	addrB := freeport.Addr(t)
 	ingA, ingB := k.ingest(addrA), k.ingest(addrB)
 	w := k.writer("1", "--summary", "json")
 	as := k.pacedAgents("ik", 3, count, feed, addrA+","+addrB)
@@ -384,7 +384,7 @@ func kafkaWriterAdded(k *kafkaPipeline) {
 		count = 30_000
 		feed  = 8 * time.Second
 	)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	ing := k.ingest(addr)
 	w1 := k.writer("1", "--summary", "json")
 	as := k.pacedAgents("wa", 4, count, feed, addr)
@@ -433,7 +433,7 @@ func kafkaBrokerRestarted(k *kafkaPipeline) {
 		feed  = 8 * time.Second
 		down  = 10 * time.Second
 	)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	ing := k.ingest(addr)
 	w := k.writer("1", "--summary", "json")
 	as := k.pacedAgents("br", 3, count, feed, addr)

@@ -5,10 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,36 +17,19 @@ import (
 // scrapeMetrics fetches http://addr/metrics (on loopback) and parses it.
 func scrapeMetrics(t *testing.T, addr string) metricstest.Families {
 	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
+	fams, err := fetchMetrics("", addr)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping %s: %s, %v\n%s", addr, resp.Status, err, b)
-	}
-	fams, err := metricstest.Parse(strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatalf("parsing %s/metrics: %v", addr, err)
 	}
 	return fams
 }
 
-// metricsRE finds the address a process's metrics listener took (it
-// was given port 0: ports picked ahead by the test can collide).
-var metricsRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
-
-// metricsAddr returns the address p's metrics listener took.
+// metricsAddr waits until p serves its metrics (started with --metrics
+// on a port of freeport's) and returns their address.
 func metricsAddr(t *testing.T, p *proc) string {
 	t.Helper()
-	p.waitFor("metrics listening", 30*time.Second)
-	m := metricsRE.FindStringSubmatch(p.stderr.String())
-	if m == nil {
-		t.Fatalf("%s: no metrics address in its log", p.name)
-	}
-	return m[1]
+	p.waitReady(30 * time.Second)
+	return p.metrics
 }
 
 // sumSamples adds up every sample of a counter or gauge family.

@@ -39,9 +39,9 @@ func newKafkaPipeline(t *testing.T, ctx context.Context) *kafkaPipeline {
 func (k *kafkaPipeline) ingest(addr string, extra ...string) *proc {
 	k.t.Helper()
 	args := append([]string{"collector", "--listen", addr, "--insecure", "--kafka", k.broker.Addr,
-		"--kafka-topic", k.topic, "--kafka-partitions", "6"}, extra...)
+		"--kafka-topic", k.topic, "--kafka-partitions", "6"}, withMetrics(k.t, extra)...)
 	p := startProc(k.t, k.ctx, "ingest "+addr, "", args...)
-	p.waitFor("collector listening", 60*time.Second)
+	p.waitReady(60 * time.Second)
 	return p
 }
 
@@ -49,9 +49,9 @@ func (k *kafkaPipeline) ingest(addr string, extra ...string) *proc {
 func (k *kafkaPipeline) writer(name string, extra ...string) *proc {
 	k.t.Helper()
 	args := append([]string{"writer", "--kafka", k.broker.Addr, "--kafka-topic", k.topic, "--kafka-partitions", "6",
-		"--group", k.group, "--dir", k.dir}, extra...)
+		"--group", k.group, "--dir", k.dir}, withMetrics(k.t, extra)...)
 	p := startProc(k.t, k.ctx, "writer "+name, "", args...)
-	p.waitFor("writer consuming", 60*time.Second)
+	p.waitReady(60 * time.Second)
 	return p
 }
 
@@ -97,12 +97,12 @@ func TestKafkaPipeline(t *testing.T) {
 	k := newKafkaPipeline(t, ctx)
 	const count = 50_000
 	tmp := t.TempDir()
-	addrA := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	addrB := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	ingA, ingB := k.ingest(addrA, "--metrics", "127.0.0.1:0"), k.ingest(addrB, "--metrics", "127.0.0.1:0")
-	qaddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	w1 := k.writer("1", "--metrics", "127.0.0.1:0", "--query-listen", qaddr, "--insecure")
-	w2 := k.writer("2", "--metrics", "127.0.0.1:0", "--tap", "127.0.0.1:0")
+	addrA := freeport.Addr(t)
+	addrB := freeport.Addr(t)
+	ingA, ingB := k.ingest(addrA, "--metrics", freeport.Addr(t)), k.ingest(addrB, "--metrics", freeport.Addr(t))
+	qaddr := freeport.Addr(t)
+	w1 := k.writer("1", "--metrics", freeport.Addr(t), "--query-listen", qaddr, "--insecure")
+	w2 := k.writer("2", "--metrics", freeport.Addr(t), "--tap", "127.0.0.1:0")
 	mAddrs := []string{metricsAddr(t, ingA), metricsAddr(t, ingB), metricsAddr(t, w1), metricsAddr(t, w2)}
 	if _, ok := scrapeMetrics(t, mAddrs[3])["pcapsync_tap_clients_total"]; !ok {
 		t.Error("a writer with a tap does not export the tap's metrics")

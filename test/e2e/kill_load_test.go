@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"syscall"
@@ -52,7 +51,7 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 	writeGenFile(t, src, gen.FileConfig{Count: uint64(count), Mix: gen.MixIMIX, Stream: stream, Seed: 43})
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), feed)
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("kill delays drawn from seed %d", seed)
@@ -66,7 +65,7 @@ func testKill9UnderLoad(t *testing.T, fileCompress string) {
 	kills := 0
 	for !in.fed.Load() && kills < 60 {
 		// Kill soon after the agent is back and writing.
-		if err := coll.awaitStderr("agent connected", 10*time.Second); err != nil {
+		if err := coll.awaitSessions(1, 10*time.Second); err != nil {
 			break // the agent finished before reconnecting
 		}
 		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // the seeded moment of the kill, not a wait for an event

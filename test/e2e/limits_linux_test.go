@@ -23,11 +23,11 @@ func TestRateLimitCounted(t *testing.T) {
 	const port, count = 5555, 3000
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent limited", vn.A, "agent", "--collector", addr, "--name", "limited",
 		"--iface", "vA", "--max-rate", "1000", "--filter", fmt.Sprintf("udp and dst port %d", port))
-	agent.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", "4000")
 	if code := g.wait(20 * time.Second); code != 0 {

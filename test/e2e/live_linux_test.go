@@ -34,13 +34,13 @@ func TestLiveCapture(t *testing.T) {
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, otherPort))
 
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent live1", vn.A, "agent", "--collector", addr, "--name", "live1",
 		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", wantPort))
 	// The agent opens its capture before it connects: once connected it
 	// sees every packet.
-	coll.waitFor("agent connected", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 
 	send := func(port, stream, n, rate int) *proc {
 		return startProc(t, ctx, fmt.Sprintf("gen stream %d", stream), vn.B, "gen", "udp",

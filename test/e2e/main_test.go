@@ -32,6 +32,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/serve"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // testTimeout bounds every test; a process still running then is killed.
@@ -155,12 +156,14 @@ func testContext(t *testing.T) context.Context {
 // reach pcapsync itself). It is killed in t.Cleanup if still running, and
 // its output is logged if the test failed.
 type proc struct {
-	t      *testing.T
-	name   string
-	cmd    *exec.Cmd
-	stdout testutil.Buffer
-	stderr testutil.Buffer
-	done   chan struct{} // closed once the process was waited for
+	t       *testing.T
+	name    string
+	netns   string // "" for the test's own
+	metrics string // its --metrics address, "" without one (or with port 0)
+	cmd     *exec.Cmd
+	stdout  testutil.Buffer
+	stderr  testutil.Buffer
+	done    chan struct{} // closed once the process was waited for
 }
 
 // securityFlags choose how a collector or agent secures its connections.
@@ -230,7 +233,7 @@ func startArgv(t *testing.T, ctx context.Context, name, netns string, env []stri
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
-	p := &proc{t: t, name: name, done: make(chan struct{})}
+	p := &proc{t: t, name: name, netns: netns, metrics: metricsFlag(argv), done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
@@ -339,13 +342,34 @@ func (p *proc) stop(d time.Duration) {
 }
 
 // startCollector starts a collector on addr writing below dir and waits
-// until it listens.
+// until it listens. Without --metrics in extra it serves them on a free
+// port (proc.waitMetric, proc.waitSessions).
 func startCollector(t *testing.T, ctx context.Context, netns, addr, dir string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"collector", "--listen", addr, "--dir", dir}, extra...)
+	args := append([]string{"collector", "--listen", addr, "--dir", dir}, withMetrics(t, extra)...)
 	p := startProc(t, ctx, "collector", netns, args...)
-	p.waitFor("collector listening", 10*time.Second)
+	p.waitReady(10 * time.Second)
 	return p
+}
+
+// withMetrics adds --metrics on a free loopback port to flags that give
+// none (or port 0), so that the test can scrape the process.
+func withMetrics(t *testing.T, flags []string) []string {
+	t.Helper()
+	if metricsFlag(flags) != "" {
+		return flags
+	}
+	for i, f := range flags {
+		if f == "--metrics" || strings.HasPrefix(f, "--metrics=") { // port 0: replaced
+			n := 2
+			if f != "--metrics" {
+				n = 1
+			}
+			flags = append(slices.Clone(flags[:i]), flags[min(i+n, len(flags)):]...)
+			break
+		}
+	}
+	return append(slices.Clone(flags), "--metrics", freeport.Addr(t))
 }
 
 // startReplay starts an agent that replays file to the collector at addr.

@@ -53,15 +53,15 @@ func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(t.TempDir(), "replay.pcap")
 	writeGenFile(t, in, gen.FileConfig{Count: replayN, Mix: gen.MixIMIX, Stream: 2})
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	collMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	agentMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
+	collMetrics := freeport.Addr(t)
+	agentMetrics := freeport.Addr(t)
 	scrape := newNetnsScraper(t, vn.A)
 
 	lossy := startProc(t, ctx, "agent lossy", vn.A, "agent", "--collector", addr, "--name", "lossy",
 		"--iface", "vA", "--queue-size", "1M", "--max-rate", "3000", "--stats-interval", "200ms",
 		"--metrics", agentMetrics, "--pprof", "--filter", fmt.Sprintf("udp and dst port %d", port))
-	lossy.waitFor("cannot reach collector", 15*time.Second)
+	lossy.waitReady(15 * time.Second) // capturing; no collector to reach yet
 	g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(liveN), "--rate", "4000")
 	if code := g.wait(20 * time.Second); code != 0 {

@@ -21,8 +21,8 @@ import (
 func TestSecondCollectorRefused(t *testing.T) {
 	ctx := testContext(t)
 	dir := t.TempDir()
-	first := startCollector(t, ctx, "", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), dir)
-	second := startProc(t, ctx, "second collector", "", "collector", "--listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--dir", dir)
+	first := startCollector(t, ctx, "", freeport.Addr(t), dir)
+	second := startProc(t, ctx, "second collector", "", "collector", "--listen", freeport.Addr(t), "--dir", dir)
 	if code := second.wait(20 * time.Second); code == 0 {
 		t.Fatal("a second collector on the same --dir started")
 	}
@@ -51,7 +51,7 @@ func TestRetentionCacheFIFOStops(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(dir, store.RetainDir, "a1.json"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	coll := startCollector(t, ctx, "", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), dir, "--retain-size", "20M", "--rotate-size", "4M")
-	coll.waitFor("saved index ignored", 10*time.Second)
+	coll := startCollector(t, ctx, "", freeport.Addr(t), dir, "--retain-size", "20M", "--rotate-size", "4M")
+	coll.waitFor(logSavedIndexIgnored, 10*time.Second)
 	coll.stop(10 * time.Second)
 }

@@ -267,12 +267,13 @@ func packagedCapture(t *testing.T) string {
 			"/usr/bin/pcapsync"}
 		return append(argv, withSummaryJSON(withInsecure(args))...)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	coll := startArgv(t, ctx, "collector (installed)", vn.A, nil, asUnit("", "collector", "--listen", addr, "--dir", outputRoot))
-	coll.waitFor("collector listening", 10*time.Second)
+	addr := freeport.Addr(t)
+	coll := startArgv(t, ctx, "collector (installed)", vn.A, nil, asUnit("", "collector", "--listen", addr, "--dir", outputRoot,
+		"--metrics", freeport.Addr(t)))
+	coll.waitReady(10 * time.Second)
 	agent := startArgv(t, ctx, "agent (installed)", vn.A, nil, asUnit(",+net_raw,+net_admin", "agent", "--collector", addr,
 		"--name", "pkg1", "--iface", "vA", "--spool", stateDir+"/spool", "--filter", fmt.Sprintf("udp and dst port %d", port)))
-	coll.waitFor("agent connected", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", "2000", "--stream", "1")
 	if code := g.wait(20 * time.Second); code != 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/privilege"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
@@ -75,14 +76,14 @@ func privCapture(t *testing.T, vn *vethNet, dir string, agentWrap []string, agen
 	ctx := testContext(t)
 	const port, count = 5555, 300
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startProcAs(t, ctx, "collector", vn.A, asNobody(""), nil,
-		withSummaryJSON(withInsecure([]string{"collector", "--listen", addr, "--dir", dir}))...)
-	coll.waitFor("collector listening", 10*time.Second)
+		withSummaryJSON(withInsecure([]string{"collector", "--listen", addr, "--dir", dir, "--metrics", freeport.Addr(t)}))...)
+	coll.waitReady(10 * time.Second)
 	args := append([]string{"agent", "--collector", addr, "--name", "priv1", "--iface", "vA",
 		"--filter", fmt.Sprintf("udp and dst port %d", port)}, agentExtra...)
 	ag := startProcAs(t, ctx, "agent priv1", vn.A, agentWrap, nil, withSummaryJSON(withInsecure(args))...)
-	coll.waitFor("agent connected", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	if check != nil {
 		check(ag)
 	}
@@ -150,7 +151,7 @@ func TestAgentUser(t *testing.T) {
 			spool := filepath.Join(filepath.Dir(dir), "spool"+flag)
 			os.RemoveAll(filepath.Join(dir, "priv1"))
 			privCapture(t, vn, dir, nil, []string{flag, "nobody", "--spool", spool}, func(ag *proc) {
-				ag.waitFor("privileges dropped", 5*time.Second)
+				waitUID(t, ag, 65534, 5*time.Second)
 				for i, c := range threadCreds(t, ag) {
 					if c.UID != 65534 || c.EUID != 65534 || c.Effective != 0 || c.Permitted != 0 || c.Bounding != 0 ||
 						c.Ambient != 0 || c.Inheritable != 0 || !c.NoNewPrivs || len(c.Groups) != 1 {
@@ -171,6 +172,24 @@ func TestAgentUser(t *testing.T) {
 
 // threadCreds returns the credentials of every thread of p, failing the
 // test when it cannot read them.
+// waitUID waits up to d until every thread of p runs as uid (its
+// privileges dropped).
+func waitUID(t *testing.T, p *proc, uid int, d time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, d, func() error {
+		cs, err := privilege.Read(p.cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		for i, c := range cs {
+			if c.UID != uid || c.EUID != uid {
+				return fmt.Errorf("%s: thread %d runs as uid %d, euid %d; want %d", p.name, i, c.UID, c.EUID, uid)
+			}
+		}
+		return nil
+	})
+}
+
 func threadCreds(t *testing.T, p *proc) []privilege.Creds {
 	t.Helper()
 	cs, err := privilege.Read(p.cmd.Process.Pid)
@@ -196,9 +215,9 @@ func TestCollectorUser(t *testing.T) {
 	const count = 2000
 	writeGenFile(t, in, genConfig(count, 71))
 	dir := filepath.Join(parent, "made", "out") // missing: made by the collector
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--user", "nobody", "--rotate-size", "1M")
-	coll.waitFor("privileges dropped", 5*time.Second)
+	waitUID(t, coll, 65534, 5*time.Second)
 	for i, c := range threadCreds(t, coll) {
 		if c.UID != 65534 || c.EUID != 65534 || c.Effective != 0 || c.Permitted != 0 || c.Bounding != 0 || !c.NoNewPrivs {
 			t.Errorf("collector thread %d runs as %v, want uid 65534, no capability, no_new_privs", i, c)
@@ -231,7 +250,7 @@ func TestCollectorUser(t *testing.T) {
 	if err := os.Mkdir(closed, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, ctx, "collector rootonly", "", "collector", "--listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+	p := startProc(t, ctx, "collector rootonly", "", "collector", "--listen", freeport.Addr(t),
 		"--dir", closed, "--user", "nobody")
 	if code := p.wait(20 * time.Second); code == 0 {
 		t.Fatal("a collector whose user cannot write --dir exited 0")
@@ -252,7 +271,7 @@ func TestRetentionIndexGroupReadable(t *testing.T) {
 	dir := nobodyDir(t) // a parent nobody may enter, the binary runnable by nobody
 	src := filepath.Join(t.TempDir(), "in.pcap")
 	writeGenFile(t, src, gen.FileConfig{Count: 20_000, Mix: gen.MixIMIX, Stream: 90, Seed: 90})
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	old := syscall.Umask(0o022)
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "1M")
 	syscall.Umask(old)

@@ -49,11 +49,11 @@ func TestQueryFollow(t *testing.T) {
 	const port, stream, count, rate = 5557, 9, 3000, 1000
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	ag := startProc(t, ctx, "agent", vn.A, "agent", "--collector", addr, "--name", "live1", "--iface", "vA",
 		"--filter", fmt.Sprintf("udp and dst port %d", port))
-	ag.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 
 	since := time.Now()
 	until := since.Add(4 * time.Second) // the stream takes 3 s

@@ -56,11 +56,11 @@ func TestRemoteQuery(t *testing.T) {
 	writeGenFile(t, in, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 91, Seed: 91, Nanosecond: true, Start: start})
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	qport := freeport.Port(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", pem(certs, "collector"), "--tls-key", pem(certs, "collector-key"),
 		"--tls-client-ca", pem(certs, "ca"), "--token-file", token, "--rotate-size", "1M", "--file-compress", "zstd",
-		"--query-listen", fmt.Sprintf("0.0.0.0:%d", qport), "--query-max", "1", "--metrics", "127.0.0.1:0")
+		"--query-listen", fmt.Sprintf("0.0.0.0:%d", qport), "--query-max", "1", "--metrics", freeport.Addr(t))
 	maddr := metricsAddr(t, coll)
 	from := fmt.Sprintf("127.0.0.1:%d", qport)
 	agent := startReplay(t, ctx, addr, "rq1", in, "--tls-ca", pem(certs, "ca"), "--tls-cert", pem(certs, "agent-rq1"),

@@ -89,7 +89,7 @@ func TestQueryMatchesMergecap(t *testing.T) {
 	for i, r := range replays {
 		file := filepath.Join(in, r.name+".pcap")
 		writeGenFile(t, file, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: uint32(31 + i), Seed: uint64(31 + i), Nanosecond: true, Start: r.start})
-		addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+		addr := freeport.Addr(t)
 		coll := startCollector(t, ctx, "", addr, dir, "--file-compress", r.codec, "--rotate-size", "64K")
 		finishReplay(t, startReplay(t, ctx, addr, r.name, file, "--batch-size", "32K"), count, 30*time.Second)
 		waitNoPart(t, dir, 5*time.Second)
@@ -100,11 +100,11 @@ func TestQueryMatchesMergecap(t *testing.T) {
 	}
 
 	// The live agent: plain files, still connected while queried.
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	startCollector(t, ctx, "", addr, dir)
+	addr := freeport.Addr(t)
+	liveColl := startCollector(t, ctx, "", addr, dir)
 	port := freeport.Port(t) // a UDP port nobody listens on (the test sends to it)
-	live := startProc(t, ctx, "agent qc", "", "agent", "--collector", addr, "--name", "qc", "-i", "lo", fmt.Sprintf("udp dst port %d", port))
-	live.waitFor("capturing", 10*time.Second)
+	startProc(t, ctx, "agent qc", "", "agent", "--collector", addr, "--name", "qc", "-i", "lo", fmt.Sprintf("udp dst port %d", port))
+	liveColl.waitSessions(1, 10*time.Second) // the agent opens its capture before it connects
 	conn, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +33,7 @@ func TestQueryZstdFrames(t *testing.T) {
 	file := filepath.Join(in, "zf.pcap")
 	writeGenFile(t, file, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 41, Seed: 41, Nanosecond: true, Start: start, Text: true})
 	needles := needleHost(t, file, 997) // every 997th packet from 198.18.7.7
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--file-compress", "zstd", "--file-zstd-frames", "block",
 		"--rotate-size", "64K", "--index-block", "8K")
 	finishReplay(t, startReplay(t, ctx, addr, "zf", file, "--batch-size", "4K"), count, 30*time.Second)

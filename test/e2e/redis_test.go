@@ -119,7 +119,7 @@ func newRedisRig(t *testing.T, extra ...string) *redisRig {
 	t.Helper()
 	requireTools(t, checkTools...)
 	rg := &redisRig{srv: redistest.Start(t), ctx: testContext(t), tmp: t.TempDir(), dir: t.TempDir()}
-	rg.addr = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	rg.addr = freeport.Addr(t)
 	rg.coll = startCollector(t, rg.ctx, "", rg.addr, rg.dir, append([]string{"--redis", rg.srv.URL()}, extra...)...)
 	return rg
 }
@@ -187,6 +187,10 @@ func TestRedisTail(t *testing.T) {
 // nothing; the feed drops and counts while it is away, and publishes
 // again once it is back on the same port.
 func TestRedisDown(t *testing.T) {
+	// redisOutage is how long Redis stays down: a deliberate duration,
+	// the subject of the test (a fifth of the paced input arrives
+	// meanwhile), not a wait for something to happen.
+	const redisOutage = 800 * time.Millisecond
 	rg := newRedisRig(t, "--redis-timeout", "300ms")
 	srv, ctx, tmp, dir, addr, coll := rg.srv, rg.ctx, rg.tmp, rg.dir, rg.addr, rg.coll
 	const name, stream, count = "redis-down", 33, 6000
@@ -194,7 +198,6 @@ func TestRedisDown(t *testing.T) {
 	writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: stream, Seed: 9})
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 4*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "16K")
-	coll.waitFor("redis feed up", 10*time.Second)
 	// Some batches are published before the outage.
 	key := redisfeed.Key(redisfeed.DefaultPrefix, name)
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -205,10 +208,10 @@ func TestRedisDown(t *testing.T) {
 		return nil
 	})
 	srv.Kill()
-	coll.waitFor("redis feed down", 10*time.Second)
-	time.Sleep(800 * time.Millisecond) // the outage's length, the subject: a fifth of the paced input arrives while Redis is down
-	srv.Restart()                      // empty: what was published before is gone with it
-	waitCount(t, coll, "redis feed up", 2, 10*time.Second)
+	coll.waitMetric(10*time.Second, 1, "pcapsync_redis_batches_dropped_total") // the feed found it gone
+	time.Sleep(redisOutage)
+	srv.Restart() // empty: what was published before is gone with it
+	coll.waitMetric(10*time.Second, 1, "pcapsync_redis_reconnects_total")
 	in.finish(t)
 	finishReplay(t, agent, count, 30*time.Second)
 	coll.stop(15 * time.Second)

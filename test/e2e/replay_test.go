@@ -166,7 +166,7 @@ func TestReplayIdentical(t *testing.T) {
 			tt.check(t, inPkts, inIfs)
 
 			dir := t.TempDir()
-			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+			addr := freeport.Addr(t)
 			var collArgs []string
 			if tt.files != "" {
 				collArgs = []string{"--file-compress", tt.files}
@@ -290,7 +290,7 @@ func TestThreeAgents(t *testing.T) {
 		{"three-c", 23, gen.MixMixed},
 	}
 	inDir, dir := t.TempDir(), t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir)
 	for _, a := range agents {
 		writeGenFile(t, filepath.Join(inDir, a.name+".pcap"), gen.FileConfig{Count: count, Mix: a.mix, Stream: a.stream, Seed: uint64(a.stream)})

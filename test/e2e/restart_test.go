@@ -32,7 +32,7 @@ func TestCollectorRestart(t *testing.T) {
 
 	dir := t.TempDir()
 	agentDir := filepath.Join(dir, "restart1")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir)
 	agent := startReplay(t, ctx, addr, "restart1", in)
 

@@ -124,7 +124,7 @@ func TestRetention(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
 			_, dir := retainMount(t, retainTmpfs)
-			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+			addr := freeport.Addr(t)
 			args := append([]string{"--rotate-size", "2M"}, tt.flags...)
 			colls := []*proc{startCollector(t, ctx, "", addr, dir, args...)}
 			stop := peak(func() int64 { return tt.usage(dir) })
@@ -138,12 +138,7 @@ func TestRetention(t *testing.T) {
 				agents[i] = startReplay(t, ctx, addr, fmt.Sprintf("r%d", i), src, "--batch-size", "256K")
 			}
 			if tt.restart {
-				testutil.Eventually(t, 60*time.Second, func() error {
-					if n := strings.Count(colls[0].stderr.String(), "retention deleted file"); n < 10 {
-						return fmt.Errorf("%d files deleted so far", n)
-					}
-					return nil
-				})
+				colls[0].waitMetricTotal(60*time.Second, 10, deletedFilesMetric)
 				colls[0].signal(syscall.SIGKILL)
 				colls[0].wait(10 * time.Second)
 				colls = append(colls, startCollector(t, ctx, "", addr, dir, args...))
@@ -236,7 +231,7 @@ func TestRetentionAge(t *testing.T) {
 	writeGenFile(t, old, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 80, Seed: 80, Start: now.Add(-2 * time.Hour).UnixNano()})
 	writeGenFile(t, fresh, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 81, Seed: 81, Start: now.UnixNano()})
 	_, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-age", "1h")
 	for _, a := range []*proc{startReplay(t, ctx, addr, "old", old), startReplay(t, ctx, addr, "fresh", fresh)} {
 		finishReplay(t, a, count, 60*time.Second)
@@ -273,7 +268,7 @@ func TestRetentionFiller(t *testing.T) {
 	writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: 90, Seed: 90})
 	writeGenFile(t, src2, gen.FileConfig{Count: 20_000, Mix: gen.MixIMIX, Stream: 91, Seed: 91})
 	mnt, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-free", "10%")
 	finishReplay(t, startReplay(t, ctx, addr, "a", src), count, 60*time.Second)
 	waitNoPart(t, dir, 10*time.Second)
@@ -287,12 +282,7 @@ func TestRetentionFiller(t *testing.T) {
 	// made it), the oldest go.
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler, retainTmpfs-usedBytes(mnt)-(retainTmpfs/10-1<<20))
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(coll.stderr.String(), "rule=free") {
-			return fmt.Errorf("nothing deleted yet")
-		}
-		return nil
-	})
+	coll.waitMetric(10*time.Second, 1, deletedFilesMetric, "rule=free")
 	waitDeletionsSettled(t, coll, 10*time.Second) // the files are read next
 	waitNoPart(t, dir, 10*time.Second)
 	r := checkFinishedFiles(t, filepath.Join(dir, "a"))
@@ -305,11 +295,14 @@ func TestRetentionFiller(t *testing.T) {
 	// frees space: retention deletes down to the newest file and says it
 	// cannot free enough.
 	fillUntil(t, filler, 20*time.Second, func() error {
-		if !strings.Contains(coll.stderr.String(), "retention cannot free enough") {
-			return fmt.Errorf("retention has not said it cannot free enough")
+		if n, err := coll.metricTotal("pcapsync_collector_retention_short_total"); err != nil || n == 0 {
+			return fmt.Errorf("retention has not found it cannot free enough (%v)", err)
 		}
 		return nil
 	})
+	if !strings.Contains(coll.stderr.String(), "retention cannot free enough") {
+		t.Errorf("retention did not say it cannot free enough")
+	}
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if ents := dirEntries(t, filepath.Join(dir, "a")); len(ents) != 1 {
 			return fmt.Errorf("agent a has %d files, want its newest only", len(ents))
@@ -318,7 +311,7 @@ func TestRetentionFiller(t *testing.T) {
 	})
 	// Another agent now finds a full disk: nothing is acknowledged.
 	b := startReplay(t, ctx, addr, "b", src2, "--batch-size", "64K")
-	coll.waitFor("no space left on device", 20*time.Second)
+	coll.waitMetric(20*time.Second, 1, "pcapsync_collector_file_errors_total")
 	if b.exited() {
 		t.Fatalf("agent b finished on a full disk")
 	}
@@ -334,20 +327,26 @@ func TestRetentionFiller(t *testing.T) {
 // fillUntil appends to the file filler until the filesystem is full,
 // again and again as space is freed, until done returns nil (polled as
 // testutil.Eventually does, for up to d).
-// waitDeletionsSettled waits until coll has logged no deletion for a
+// deletedFilesMetric counts retention's deletions, by rule.
+const deletedFilesMetric = "pcapsync_collector_retention_deleted_files_total"
+
+// waitDeletionsSettled waits until coll has deleted no file for a
 // second: retention deletes what one round chooses one file after the
 // other, and a test that reads the files meanwhile sees them vanish.
 func waitDeletionsSettled(t *testing.T, coll *proc, d time.Duration) {
 	t.Helper()
-	last, since := -1, time.Now()
+	last, since := -1.0, time.Now()
 	testutil.Eventually(t, d, func() error {
-		n := strings.Count(coll.stderr.String(), "retention deleted file")
+		n, err := coll.metricTotal(deletedFilesMetric)
+		if err != nil {
+			return err
+		}
 		if n != last {
 			last, since = n, time.Now()
-			return fmt.Errorf("%d deletions so far", n)
+			return fmt.Errorf("%v deletions so far", n)
 		}
 		if time.Since(since) < time.Second {
-			return fmt.Errorf("%d deletions, the last less than a second ago", n)
+			return fmt.Errorf("%v deletions, the last less than a second ago", n)
 		}
 		return nil
 	})

@@ -170,7 +170,7 @@ func TestRetentionRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
 			_, dir := retainMount(t, retainTmpfs)
-			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+			addr := freeport.Addr(t)
 			coll := startCollector(t, ctx, "", addr, dir, append([]string{"--rotate-size", "1M", "--retain-free", "0"}, tt.flags...)...)
 			w := watchDirs(t, dir)
 			var rootPeak int64
@@ -299,8 +299,8 @@ func TestRetentionMetrics(t *testing.T) {
 		writeGenFile(t, src, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: uint32(110 + i), Seed: uint64(110 + i)})
 	}
 	mnt, dir := retainMount(t, retainTmpfs)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	maddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
+	maddr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--rotate-size", "2M", "--retain-free", "10%", "--metrics", maddr)
 	for i, src := range srcs {
 		finishReplay(t, startReplay(t, ctx, addr, fmt.Sprintf("m%d", i), src), count, 60*time.Second)
@@ -311,26 +311,24 @@ func TestRetentionMetrics(t *testing.T) {
 	// both agents go, oldest first.
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler, retainTmpfs-usedBytes(mnt)-(retainTmpfs/10-4<<20))
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := len(deletions(t, coll.stderr.String())); n < 2 {
-			return fmt.Errorf("%d files deleted", n)
-		}
-		return nil
-	})
+	coll.waitMetricTotal(10*time.Second, 2, deletedFilesMetric)
 
 	// At rest the metrics match the directory exactly.
 	agentsBytes := func() int64 { return treeSize(filepath.Join(dir, "m0")) + treeSize(filepath.Join(dir, "m1")) }
 	var m metricstest.Families
 	testutil.Eventually(t, 10*time.Second, func() error {
-		before := len(deletions(t, coll.stderr.String()))
+		before, err := coll.metricTotal(deletedFilesMetric)
+		if err != nil {
+			return err
+		}
 		m = scrapeMetrics(t, maddr)
 		var fs unix.Statfs_t
 		if err := unix.Statfs(dir, &fs); err != nil {
 			t.Fatal(err)
 		}
 		inUse := agentsBytes()
-		if before != len(deletions(t, coll.stderr.String())) {
-			return fmt.Errorf("still deleting")
+		if after, err := coll.metricTotal(deletedFilesMetric); err != nil || after != before {
+			return fmt.Errorf("still deleting (%v)", err)
 		}
 		if got := m.Value(t, "pcapsync_collector_retention_root_bytes"); got != float64(inUse) {
 			return fmt.Errorf("root bytes %v, the agents' files %d", got, inUse)

@@ -37,7 +37,7 @@ func TestAgentRestartWithSpool(t *testing.T) {
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startAgent(1)
-	agent.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	send(1)
 	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_acknowledged_packets_total")
 
@@ -54,8 +54,10 @@ func TestAgentRestartWithSpool(t *testing.T) {
 
 	coll = startCollector(t, ctx, vn.A, addr, dir)
 	agent = startAgent(2)
-	agent.waitFor("spool: resending batches of the previous run", 15*time.Second)
-	agent.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
+	// Run 2 has captured nothing yet: what it has acknowledged is
+	// stream 2, resent from the spool.
+	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_acknowledged_packets_total")
 	send(3)
 	agent.stop(20 * time.Second)
 	coll.stop(20 * time.Second)
@@ -90,7 +92,7 @@ func TestAgentCleanRestart(t *testing.T) {
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	run1 := startAgent(1)
-	run1.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	sendStream(t, ctx, vn, port, count, 1)
 	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_acknowledged_packets_total")
 	run1.stop(20 * time.Second)
@@ -102,7 +104,7 @@ func TestAgentCleanRestart(t *testing.T) {
 	}
 
 	run2 := startAgent(2)
-	run2.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(2, 15*time.Second)
 	sendStream(t, ctx, vn, port, count, 2)
 	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_captured_packets_total", "interface=vA")
 	run2.stop(20 * time.Second) // waits for the acknowledgements
@@ -133,14 +135,14 @@ func TestAgentUpgradeUnderLoad(t *testing.T) {
 
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	run1 := startAgent(1)
-	run1.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(1, 15*time.Second)
 	gen := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", fmt.Sprint(rate), "--stream", "7")
 	// A third of the stream through the first run, then the restart.
 	waitMetric(t, scrape, metrics, 20*time.Second, count/3, "pcapsync_agent_acknowledged_packets_total")
 	run1.stop(20 * time.Second)
 	run2 := startAgent(2)
-	run2.waitFor("connected to collector", 15*time.Second)
+	coll.waitSessions(2, 15*time.Second)
 	if code := gen.wait(30 * time.Second); code != 0 {
 		t.Fatalf("generator exited with %d", code)
 	}

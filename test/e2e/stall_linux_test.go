@@ -32,16 +32,16 @@ func TestLiveAgentRidesOutStall(t *testing.T) {
 	)
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir)
 	agent := startProc(t, ctx, "agent stall", vn.A, "agent", "--collector", addr, "--name", "stall",
-		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port))
-	coll.waitFor("agent connected", 15*time.Second)
+		"--iface", "vA", "--filter", fmt.Sprintf("udp and dst port %d", port), "--metrics", freeport.Addr(t))
+	coll.waitSessions(1, 15*time.Second)
 
 	gen := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", fmt.Sprint(rate), "--size", fmt.Sprint(size))
 	// The stall's schedule: a third into the stream, for stall.
-	time.Sleep(time.Second) // the schedule, not a wait for an event: gen's pace puts a third of the stream here
+	agent.waitMetric(10*time.Second, count/3, "pcapsync_agent_captured_packets_total", "interface=vA")
 	agent.signal(syscall.SIGSTOP)
 	time.Sleep(stall) // the stall itself, the subject
 	agent.signal(syscall.SIGCONT)

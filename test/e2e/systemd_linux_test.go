@@ -192,15 +192,15 @@ func TestUnitFilters(t *testing.T) {
 	}
 	const port, count = 5555, 300
 	udpSink(t, vn.A, netip.AddrPortFrom(vn.addrA, port))
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	collMetrics, agentMetrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
+	collMetrics, agentMetrics := freeport.Addr(t), freeport.Addr(t)
 	coll, collTrace := traced("collector", "collector", "--listen", addr, "--dir", filepath.Join(dir, "out"),
 		"--file-compress", "zstd", "--metrics", collMetrics)
-	coll.waitFor("collector listening", 20*time.Second)
+	coll.waitReady(20 * time.Second)
 	agent, agentTrace := traced("agent", "agent", "--collector", addr, "--name", "f1", "--iface", "vA",
 		"--spool", filepath.Join(dir, "spool"), "--compress", "auto", "--metrics", agentMetrics,
 		"--filter", fmt.Sprintf("udp and dst port %d", port))
-	coll.waitFor("agent connected", 20*time.Second)
+	coll.waitSessions(1, 20*time.Second)
 	g := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", fmt.Sprintf("%s:%d", vn.addrA, port),
 		"--count", fmt.Sprint(count), "--rate", "2000", "--stream", "1")
 	if code := g.wait(20 * time.Second); code != 0 {

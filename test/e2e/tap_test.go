@@ -128,9 +128,9 @@ func TestTap(t *testing.T) {
 		inputs[i] = startPacedInput(t, ctx, src, filepath.Join(tmp, a.name+".fifo"), 2*time.Second)
 	}
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
-	tapDefault := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)) // default selection: a1
-	tapAny := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))     // no default: every agent
+	addr := freeport.Addr(t)
+	tapDefault := freeport.Addr(t) // default selection: a1
+	tapAny := freeport.Addr(t)     // no default: every agent
 	coll := startCollector(t, ctx, "", addr, dir, "--tap", tapDefault+"=a1", "--tap", tapAny, "--tap-queue", "1M")
 
 	out := func(name string) string { return filepath.Join(tmp, name+".pcapng") }
@@ -158,7 +158,7 @@ func TestTap(t *testing.T) {
 	if _, err := io.WriteString(stalled, "PCAPSYNC-TAP/1 agent=*\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitCount(t, coll, "tap client connected", len(clients)+1, 20*time.Second)
+	coll.waitMetric(20*time.Second, float64(len(clients)+1), "pcapsync_tap_clients_total")
 
 	procs := make([]*proc, len(agents))
 	for i, a := range agents {
@@ -169,7 +169,7 @@ func TestTap(t *testing.T) {
 		inputs[i].finish(t)
 		finishReplay(t, procs[i], count, 30*time.Second)
 	}
-	coll.waitFor("tap client too slow: dropped", 15*time.Second)
+	coll.waitMetric(15*time.Second, 1, "pcapsync_tap_clients_dropped_total")
 	stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.Copy(io.Discard, stalled); err != nil && os.IsTimeout(err) {
 		t.Errorf("the stalled client's connection is still open after it was dropped")
@@ -241,7 +241,7 @@ func TestTapAuth(t *testing.T) {
 	}
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	loPort, anyPort := freeport.Port(t), freeport.Port(t)
 	lo := fmt.Sprintf("127.0.0.1:%d", loPort)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", pem("collector"), "--tls-key", pem("collector-key"),
@@ -259,7 +259,7 @@ func TestTapAuth(t *testing.T) {
 		startTapClient(t, ctx, "tail plain on loopback with token", filepath.Join(work, "plain.pcapng"),
 			tail(lo, "--insecure --token-file "+token)+" > "+filepath.Join(work, "plain.pcapng")),
 	}
-	waitCount(t, coll, "tap client connected", len(good), 10*time.Second)
+	coll.waitMetric(10*time.Second, float64(len(good)), "pcapsync_tap_clients_total")
 
 	bad := []struct {
 		name, script, says string

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -39,10 +38,10 @@ func TestMutualTLS(t *testing.T) {
 	writeGenFile(t, in, genConfig(count, 61))
 
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
 		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"), "--token-file", token,
-		"--metrics", "127.0.0.1:0")
+		"--metrics", freeport.Addr(t))
 	checkCertificateMetrics(t, metricsAddr(t, coll), certs, map[string]string{"collector.pem": "cert", "ca.pem": "ca"})
 	agentTLS := func(cert string) []string {
 		return []string{"--tls-ca", filepath.Join(certs, "ca.pem"), "--tls-cert", filepath.Join(certs, "agent-"+cert+".pem"),
@@ -101,7 +100,7 @@ func TestAgentNameFromCertificate(t *testing.T) {
 	const count = 500
 	writeGenFile(t, in, genConfig(count, 62))
 	dir := filepath.Join(work, "out")
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--tls-cert", filepath.Join(certs, "collector.pem"),
 		"--tls-key", filepath.Join(certs, "collector-key.pem"), "--tls-client-ca", filepath.Join(certs, "ca.pem"))
 	tlsFlags := []string{"agent", "--collector", addr, "--read", in, "--tls-ca", filepath.Join(certs, "ca.pem"),

@@ -29,11 +29,11 @@ func TestUDPLiveCapture(t *testing.T) {
 	udpSink(t, vn.A, sink)
 	dir := t.TempDir()
 	addr := netip.AddrPortFrom(vn.addrA, 7733).String()
-	metrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metrics := freeport.Addr(t)
 	coll := startCollector(t, ctx, vn.A, addr, dir, "--listen-udp", addr, "--metrics", metrics)
 	agent := startProc(t, ctx, "agent udplive", vn.B, "agent", "--collector", addr, "--name", "udplive",
 		"--iface", "vB", "--transport", "udp")
-	coll.waitFor("agent connected", 15*time.Second) // its capture is open by then
+	coll.waitSessions(1, 15*time.Second) // its capture is open by then
 	gen := startProc(t, ctx, "gen", vn.B, "gen", "udp", "--to", sink.String(), "--count", fmt.Sprint(count),
 		"--rate", "2000", "--stream", fmt.Sprint(stream))
 	if code := gen.wait(20 * time.Second); code != 0 {

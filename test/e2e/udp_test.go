@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ func TestUDPReplay(t *testing.T) {
 	const count, stream = 20000, 41
 	in, dir := filepath.Join(t.TempDir(), "in.pcap"), t.TempDir()
 	writeGenFile(t, in, gen.FileConfig{Count: count, Mix: gen.MixIMIX, Stream: stream, Seed: stream})
-	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	addr := freeport.Addr(t)
 	coll := startCollector(t, ctx, "", addr, dir, "--listen-udp", addr)
 	agent := startReplay(t, ctx, addr, "udp-a", in, "--transport", "udp", "--max-rate", "40000")
 	if code := agent.wait(30 * time.Second); code != 0 {

@@ -1,24 +1,33 @@
 // Package kafkatest runs a throwaway Apache Kafka broker for tests and
 // benchmarks: one JVM in KRaft combined mode (broker and controller),
 // from the jars scripts/kafka.sh fetches from Maven Central, on free
-// loopback ports, with its log in a temporary directory, stopped at the
-// end of the test. It never touches a system Kafka.
+// loopback ports, with its log in a temporary directory. It never
+// touches a system Kafka.
+//
+// Two layers: Launch starts a Process and reports every problem as an
+// error (Close stops it and removes its files), for a program such as
+// the lab's benchmarks; Start and StartWith wrap it for a test (a
+// Broker), skipping or failing the test instead and stopping the broker
+// at its end.
 package kafkatest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
 // RequireEnv, set to 1, turns a missing Java runtime or missing broker
@@ -37,8 +46,7 @@ const Version = "4.1.1"
 // machine can take much longer.
 const startTimeout = 60 * time.Second
 
-// TB is what Start needs of a test, benchmark or command: testing.TB
-// has it all.
+// TB is what Start needs of a test or benchmark: testing.TB has it all.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
@@ -49,8 +57,9 @@ type TB interface {
 	Failed() bool
 }
 
-// Broker is one Kafka process.
-type Broker struct {
+// Process is one Kafka JVM that Launch started. Its methods are not
+// safe for concurrent use.
+type Process struct {
 	Addr string // the PLAINTEXT listener, 127.0.0.1:port: the bootstrap address
 	// TLSAddr is the SSL listener (Options.CertFile), SASLAddr the
 	// SASL_SSL or SASL_PLAINTEXT one (Options.SCRAM); "" when not
@@ -58,12 +67,19 @@ type Broker struct {
 	// advertises, on a listener, that listener's address.
 	TLSAddr, SASLAddr string
 
-	tb         TB
 	opts       Options
 	libs, dir  string
 	controller string
+	release    []func() // the ports' reservations
 	cmd        *exec.Cmd
 	done       chan struct{}
+}
+
+// Broker is a Process for a test: its methods fail the test where the
+// Process's return an error, and the test's cleanup stops it.
+type Broker struct {
+	*Process
+	tb TB
 }
 
 // Options add secured listeners to a broker, besides the PLAINTEXT one
@@ -87,6 +103,9 @@ type Options struct {
 	// a client certificate's subject) and the PLAINTEXT listener's
 	// User:ANONYMOUS may do anything; every other request is refused.
 	SuperUsers []string
+	// Dir is where Launch makes the broker's directory (configuration,
+	// log, data); "" is os.TempDir(). Close removes that directory.
+	Dir string
 }
 
 // SCRAMUser is a SASL/SCRAM credential: Mechanism is "SCRAM-SHA-256" or
@@ -96,68 +115,119 @@ type SCRAMUser struct {
 	Mechanism, Name, Password string
 }
 
-// Libs returns the directory of the broker's jars, or an error saying
-// how to get them.
+// Libs returns the directory of the broker's jars, or an error
+// wrapping ErrMissing that says how to get them.
 func Libs() (string, error) {
 	dir := os.Getenv(LibsEnv)
 	if dir == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrMissing, err)
 		}
 		dir = filepath.Join(cache, "pcapsync", "kafka-"+Version, "libs")
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		return "", fmt.Errorf("no Kafka broker jars in %s: run scripts/kafka.sh (Maven, Java 17)", dir)
+		return "", fmt.Errorf("%w: no Kafka broker jars in %s: run scripts/kafka.sh (Maven, Java 17)", ErrMissing, dir)
 	}
 	return dir, nil
 }
 
-// Start formats a new log directory and starts a broker on it, and waits
-// until it answers metadata requests. Without java or the jars it skips
-// tb, or fails it when RequireEnv is 1.
+// Launch formats a new log directory and starts a broker on it with the
+// listeners o asks for, and waits until it answers metadata requests.
+// Without java or the jars its error wraps ErrMissing. The caller owns
+// the Process and must Close it.
+func Launch(o Options) (p *Process, err error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	libs, err := Libs()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMissing, err)
+	}
+	dir, err := os.MkdirTemp(o.Dir, "kafkatest-")
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: %w", err)
+	}
+	p = &Process{opts: o, libs: libs, dir: dir}
+	defer func() {
+		if err != nil {
+			p.Close()
+			p = nil
+		}
+	}()
+	addrs := []*string{&p.Addr, &p.controller}
+	if o.CertFile != "" {
+		addrs = append(addrs, &p.TLSAddr)
+	}
+	if len(o.SCRAM) > 0 {
+		addrs = append(addrs, &p.SASLAddr)
+	}
+	for _, a := range addrs {
+		port, release, err := freeport.Reserve()
+		if err != nil {
+			return nil, fmt.Errorf("kafkatest: %w", err)
+		}
+		p.release = append(p.release, release)
+		*a = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	if err := p.writeConfig(); err != nil {
+		return nil, err
+	}
+	format := []string{"format", "-t", clusterID(), "-c", p.path("server.properties")}
+	for _, u := range o.SCRAM {
+		format = append(format, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", u.Mechanism, u.Name, u.Password))
+	}
+	if err := p.java(30*time.Second, "kafka.tools.StorageTool", format...); err != nil {
+		return nil, err
+	}
+	return p, p.start()
+}
+
+// validate checks that o's listeners can be made.
+func (o Options) validate() error {
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return fmt.Errorf("kafkatest: %w", ErrCertKey)
+	}
+	if o.ClientCAFile != "" && o.CertFile == "" {
+		return fmt.Errorf("kafkatest: %w", ErrClientCANoTLS)
+	}
+	for _, u := range o.SCRAM {
+		if strings.ContainsAny(u.Name+u.Password, ",[]=") {
+			return fmt.Errorf("kafkatest: SCRAM user %q: %w", u.Name, ErrSCRAMSyntax)
+		}
+	}
+	return nil
+}
+
+// Start is StartWith without secured listeners.
 func Start(tb TB) *Broker {
 	tb.Helper()
 	return StartWith(tb, Options{})
 }
 
-// StartWith is Start with secured listeners as o says.
+// StartWith launches a broker (Launch) in tb's temporary directory and
+// stops it at the end of tb, giving tb the broker's log if it failed.
+// Without java or the jars it skips tb, or fails it when RequireEnv
+// is 1; any other error fails tb.
 func StartWith(tb TB, o Options) *Broker {
 	tb.Helper()
-	libs, err := Libs()
-	if err == nil {
-		_, err = exec.LookPath("java")
+	if o.Dir == "" {
+		o.Dir = tb.TempDir()
 	}
-	if err != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			tb.Fatalf("prerequisite missing (%s=1 makes this a failure): %v", RequireEnv, err)
-		}
+	p, err := Launch(o)
+	switch {
+	case errors.Is(err, ErrMissing) && os.Getenv(RequireEnv) == "1":
+		tb.Fatalf("prerequisite missing (%s=1 makes this a failure): %v", RequireEnv, err)
+	case errors.Is(err, ErrMissing):
 		tb.Skipf("skipping: %v", err)
+	case err != nil:
+		tb.Fatalf("%v", err)
 	}
-	b := &Broker{tb: tb, opts: o, libs: libs, dir: tb.TempDir()}
-	b.Addr, b.controller = freeport.Addr(tb), freeport.Addr(tb)
-	if o.CertFile != "" || o.KeyFile != "" {
-		if o.CertFile == "" || o.KeyFile == "" {
-			tb.Fatalf("kafkatest: a certificate and its key go together")
-		}
-		b.TLSAddr = freeport.Addr(tb)
-	} else if o.ClientCAFile != "" {
-		tb.Fatalf("kafkatest: client certificates need a TLS listener (CertFile, KeyFile)")
-	}
-	if len(o.SCRAM) > 0 {
-		b.SASLAddr = freeport.Addr(tb)
-	}
-	b.writeConfig()
-	format := []string{"format", "-t", clusterID(), "-c", b.path("server.properties")}
-	for _, u := range o.SCRAM {
-		if strings.ContainsAny(u.Name+u.Password, ",[]=") {
-			tb.Fatalf("kafkatest: SCRAM user %q: name or password holds one of ,[]=", u.Name)
-		}
-		format = append(format, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", u.Mechanism, u.Name, u.Password))
-	}
-	b.java(30*time.Second, "kafka.tools.StorageTool", format...)
-	b.start()
-	tb.Cleanup(b.Stop)
+	b := &Broker{Process: p, tb: tb}
+	tb.Cleanup(b.cleanup)
 	return b
 }
 
@@ -190,7 +260,7 @@ func (b *Broker) CreateTopic(topic string, partitions int32) {
 
 // PID returns the process id of the broker's JVM, 0 when it is not
 // running (for a benchmark that reads its CPU time from /proc).
-func (b *Broker) PID() int {
+func (b *Process) PID() int {
 	if b.cmd == nil || b.cmd.Process == nil {
 		return 0
 	}
@@ -199,12 +269,18 @@ func (b *Broker) PID() int {
 
 // Libs returns the directory of the jars the broker runs from (Kafka's
 // tools are there too, when scripts/kafka.sh fetched them).
-func (b *Broker) Libs() string { return b.libs }
+func (b *Process) Libs() string { return b.libs }
 
-func (b *Broker) path(name string) string { return filepath.Join(b.dir, name) }
+// Log returns what the broker has logged so far ("" when its log
+// cannot be read).
+func (b *Process) Log() string {
+	log, _ := os.ReadFile(b.path("kafka.log"))
+	return string(log)
+}
 
-func (b *Broker) writeConfig() {
-	b.tb.Helper()
+func (b *Process) path(name string) string { return filepath.Join(b.dir, name) }
+
+func (b *Process) writeConfig() error {
 	listeners, advertised := "PLAINTEXT://"+b.Addr, "PLAINTEXT://"+b.Addr
 	protocols := "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
 	var secure []string
@@ -224,12 +300,12 @@ func (b *Broker) writeConfig() {
 		for _, f := range []string{o.KeyFile, o.CertFile} {
 			c, err := os.ReadFile(f)
 			if err != nil {
-				b.tb.Fatalf("kafkatest: %v", err)
+				return fmt.Errorf("kafkatest: %w", err)
 			}
 			pem = append(append(pem, c...), '\n')
 		}
 		if err := os.WriteFile(b.path("keystore.pem"), pem, 0o600); err != nil {
-			b.tb.Fatalf("kafkatest: %v", err)
+			return fmt.Errorf("kafkatest: %w", err)
 		}
 		listeners += ",TLS://" + b.TLSAddr
 		advertised += ",TLS://" + b.TLSAddr
@@ -284,51 +360,54 @@ func (b *Broker) writeConfig() {
 	}
 	props = append(props, secure...)
 	if err := os.WriteFile(b.path("server.properties"), []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
-		b.tb.Fatalf("writing server.properties: %v", err)
+		return fmt.Errorf("kafkatest: writing server.properties: %w", err)
 	}
+	return nil
 }
 
 // javaArgs are the JVM's: a small heap and the serial collector, for a
 // broker that shares two cores with the tests.
-func (b *Broker) javaArgs(class string, args ...string) []string {
+func (b *Process) javaArgs(class string, args ...string) []string {
 	return append([]string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Djava.awt.headless=true", "-cp", filepath.Join(b.libs, "*"), class}, args...)
 }
 
 // java runs a Kafka tool to its end.
-func (b *Broker) java(timeout time.Duration, class string, args ...string) {
-	b.tb.Helper()
+func (b *Process) java(timeout time.Duration, class string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "java", b.javaArgs(class, args...)...).CombinedOutput()
 	if err != nil {
-		b.tb.Fatalf("java %s %s: %v\n%s", class, strings.Join(args, " "), err, out)
+		return fmt.Errorf("kafkatest: java %s %s: %w\n%s", class, strings.Join(args, " "), err, out)
 	}
+	return nil
 }
 
-func (b *Broker) start() {
-	b.tb.Helper()
+// start starts the JVM and waits until it is ready; on an error it is
+// stopped again.
+func (b *Process) start() error {
 	logf, err := os.OpenFile(b.path("kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		b.tb.Fatalf("kafka log: %v", err)
+		return fmt.Errorf("kafkatest: %w", err)
 	}
 	b.cmd = exec.Command("java", b.javaArgs("kafka.Kafka", b.path("server.properties"))...)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	if err := b.cmd.Start(); err != nil {
 		logf.Close()
-		b.tb.Fatalf("starting kafka: %v", err)
+		b.cmd = nil
+		return fmt.Errorf("kafkatest: starting kafka: %w", err)
 	}
 	b.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); logf.Close(); close(done) }(b.cmd, b.done)
 	if err := b.waitReady(); err != nil {
-		log, _ := os.ReadFile(b.path("kafka.log"))
-		b.Stop()
-		b.tb.Fatalf("kafka on %s: %v\n%s", b.Addr, err, log)
+		b.stop()
+		return fmt.Errorf("kafkatest: kafka on %s: %w\n%s", b.Addr, err, b.Log())
 	}
+	return nil
 }
 
 // waitReady waits until the broker lists itself in a metadata answer.
-func (b *Broker) waitReady() error {
+func (b *Process) waitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RetryTimeout(time.Second))
@@ -358,8 +437,7 @@ func (b *Broker) waitReady() error {
 
 // Kill stops the broker at once (SIGKILL), as a crash would; Restart
 // starts it again on the same ports and log directory.
-func (b *Broker) Kill() {
-	b.tb.Helper()
+func (b *Process) Kill() {
 	if b.cmd == nil {
 		return
 	}
@@ -368,15 +446,17 @@ func (b *Broker) Kill() {
 	b.cmd = nil
 }
 
-// Restart starts a killed or stopped broker again, with its data.
-func (b *Broker) Restart() {
-	b.tb.Helper()
-	b.start()
+// Restart starts a killed broker again, with its data, and waits until
+// it is ready.
+func (b *Process) Restart() error {
+	if b.cmd != nil {
+		return nil
+	}
+	return b.start()
 }
 
-// Stop ends the broker (SIGTERM, then SIGKILL after 10 s); the test's
-// cleanup does it too. A failed test gets the broker's log.
-func (b *Broker) Stop() {
+// stop ends the JVM: SIGTERM, then SIGKILL after 10 s.
+func (b *Process) stop() {
 	if b.cmd == nil {
 		return
 	}
@@ -388,10 +468,54 @@ func (b *Broker) Stop() {
 		<-b.done
 	}
 	b.cmd = nil
+}
+
+// Close stops the broker (as Broker.Stop does), gives its ports back
+// and removes its directory. It may be called more than once.
+func (b *Process) Close() error {
+	b.stop()
+	for _, release := range b.release {
+		release()
+	}
+	b.release = nil
+	if b.dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(b.dir)
+	b.dir = ""
+	if err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	return nil
+}
+
+// Restart starts a killed broker again, with its data, failing the test
+// if it does not come up.
+func (b *Broker) Restart() {
+	b.tb.Helper()
+	if err := b.Process.Restart(); err != nil {
+		b.tb.Fatalf("%v", err)
+	}
+}
+
+// Stop ends the broker (SIGTERM, then SIGKILL after 10 s); Restart
+// starts it again. A failed test gets the broker's log. The test's
+// cleanup stops it too, and removes its files.
+func (b *Broker) Stop() {
+	if b.cmd == nil {
+		return
+	}
+	b.stop()
 	if b.tb.Failed() {
-		if log, err := os.ReadFile(b.path("kafka.log")); err == nil {
-			b.tb.Logf("kafka log (%s):\n%s", b.Addr, log)
-		}
+		b.tb.Logf("kafka log (%s):\n%s", b.Addr, b.Log())
+	}
+}
+
+// cleanup is the test's: Stop, then Close.
+func (b *Broker) cleanup() {
+	b.Stop()
+	if err := b.Close(); err != nil {
+		b.tb.Logf("%v", err)
 	}
 }
 

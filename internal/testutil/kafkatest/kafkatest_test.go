@@ -2,7 +2,11 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,5 +50,79 @@ func TestBroker(t *testing.T) {
 	b.Restart()
 	if got := consume("g2"); len(got) != n {
 		t.Fatalf("after a kill and restart: consumed %d distinct records, want %d", len(got), n)
+	}
+}
+
+// TestLaunchErrors: what Launch cannot do is an error, never a panic or
+// a skip: options that cannot be made into listeners, and a missing
+// broker (ErrMissing, which Start turns into a skip).
+func TestLaunchErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		libs string // LibsEnv, "" to leave it
+		o    Options
+		want error
+	}{
+		{"certificate without key", "", Options{CertFile: "c.pem"}, ErrCertKey},
+		{"key without certificate", "", Options{KeyFile: "k.pem"}, ErrCertKey},
+		{"client CA without TLS", "", Options{ClientCAFile: "ca.pem"}, ErrClientCANoTLS},
+		{"SCRAM syntax", "", Options{SCRAM: []SCRAMUser{{Mechanism: "SCRAM-SHA-256", Name: "a=b", Password: "x"}}}, ErrSCRAMSyntax},
+		{"no jars", t.TempDir(), Options{}, ErrMissing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.libs != "" {
+				t.Setenv(LibsEnv, tt.libs)
+			}
+			o := tt.o
+			o.Dir = t.TempDir()
+			p, err := Launch(o)
+			if !errors.Is(err, tt.want) || p != nil {
+				if p != nil {
+					p.Close()
+				}
+				t.Fatalf("Launch(%+v) = %v, %v; want nil, %v", o, p, err, tt.want)
+			}
+			if ents, _ := os.ReadDir(o.Dir); len(ents) != 0 {
+				t.Errorf("a failed Launch left %d entries in %s", len(ents), o.Dir)
+			}
+		})
+	}
+}
+
+// TestLaunchClose: the core without a testing.TB: Launch starts a JVM
+// that answers, Close ends it, removes its directory and frees its
+// port.
+func TestLaunchClose(t *testing.T) {
+	if _, err := Libs(); err != nil {
+		Start(t) // skips, or fails under RequireEnv, as every Kafka test does
+	}
+	dir := t.TempDir()
+	p, err := Launch(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.PID()
+	if pid == 0 {
+		p.Close()
+		t.Fatal("a launched broker has no process id")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("after Close the broker's JVM (pid %d) is still there: kill 0 = %v", pid, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("Close left %d entries in %s", len(ents), dir)
+	}
+	ln, err := net.Listen("tcp", p.Addr)
+	if err != nil {
+		t.Errorf("after Close the broker's address %s cannot be bound: %v", p.Addr, err)
+	} else {
+		ln.Close()
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
 	}
 }
