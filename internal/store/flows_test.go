@@ -1,0 +1,241 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/flow"
+	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// flowBatch is batch seq of n packets of 9 TCP conversations (client
+// 10.0.1.c:2000+c, server 192.0.2.9:80), a third of them the server's
+// replies (every third round), the first of each a SYN, conversation 8 ended by a RST at
+// packet 300; every 25th packet on tun0 (raw IP). Packet k = first+i
+// at ixTS0 + k*1000 ns.
+func flowBatch(seq uint64, first, n int) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		k := first + i
+		c := k % 9
+		p := make([]byte, 14+20+20+100+k%50)
+		binary.BigEndian.PutUint16(p[12:], 0x0800)
+		ip := p[14:]
+		ip[0], ip[9] = 0x45, 6
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		cli, srv := []byte{10, 0, 1, byte(c)}, []byte{192, 0, 2, 9}
+		cport, sport := uint16(2000+c), uint16(80)
+		if k/9%3 == 2 {
+			cli, srv, cport, sport = srv, cli, sport, cport
+		}
+		copy(ip[12:], cli)
+		copy(ip[16:], srv)
+		binary.BigEndian.PutUint16(ip[20:], cport)
+		binary.BigEndian.PutUint16(ip[22:], sport)
+		ip[32] = 5 << 4
+		switch {
+		case k < 9:
+			ip[33] = flow.TCPSyn
+		case k == 300-300%9+8:
+			ip[33] = flow.TCPRst
+		default:
+			ip[33] = flow.TCPAck
+		}
+		iface := uint32(0)
+		if k%25 == 0 {
+			iface, p = 1, ip
+		}
+		e.Append(int64(ixTS0+k*1000), iface, uint32(len(p)+4), p)
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// agentDataFiles returns the data files of agent dir in name order.
+func agentDataFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if layout.IsDataFile(filepath.Base(dir), e.Name()) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// wantFlows feeds table the packets of the data files of dir, in order,
+// with the blocks of their indexes, and returns the records of each
+// file as the store writes them.
+func wantFlows(t *testing.T, table *flow.Table, files []string) [][]flow.Record {
+	t.Helper()
+	agent := filepath.Base(filepath.Dir(files[0]))
+	links := map[string]uint32{agent + ":eth0": 1, agent + ":tun0": 101}
+	ifaces := map[string]uint32{agent + ":eth0": 0, agent + ":tun0": 1}
+	var out [][]flow.Record
+	for _, path := range files {
+		ix, err := index.Open(path)
+		if err != nil {
+			t.Fatalf("index of %s: %v", path, err)
+		}
+		pkts := capturetest.ReadFile(t, path)
+		block, left := 0, 0
+		if len(ix.All) > 0 {
+			left = ix.All[0].Packets
+		}
+		for _, p := range pkts {
+			for left == 0 && block+1 < len(ix.All) {
+				block++
+				left = ix.All[block].Packets
+			}
+			left--
+			table.Add(ifaces[p.Iface], links[p.Iface], p.TS, p.OrigLen, p.Data, uint32(block))
+		}
+		table.Rotate()
+		recs := slices.Clone(table.Records())
+		for i := range recs {
+			clear(recs[i].Blocks[recs[i].NRuns:]) // what a table leaves past its runs is not written
+		}
+		out = append(out, recs)
+		table.Clear()
+	}
+	return out
+}
+
+// TestFlowsWritten: with Flows, every data file, owned or shared, gets
+// a flow file published with it (no .part left), whose records are
+// those a flow.Table fed the same packets with the blocks of the file's
+// index writes, flows going on across rotations; retention counts its
+// bytes with its data file's.
+func TestFlowsWritten(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "owned", true: "shared"}[shared], func(t *testing.T) {
+			cfg := Config{Flows: true, IndexBlock: MinIndexBlock, RotateSize: 64 << 10, Dir: t.TempDir()}
+			var c *testCore
+			if shared {
+				c = newShared(t, cfg.Dir, cfg)
+			} else {
+				c = newCore(t, cfg)
+				t.Cleanup(func() { c.Close() })
+			}
+			s, _, err := c.Begin(hello("fl", 1), func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const batches, per = 100, 20
+			for seq := uint64(1); seq <= batches; seq++ {
+				if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*per, per)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.End(true)
+			dir := filepath.Join(c.Dir(), "fl")
+			files := agentDataFiles(t, dir)
+			if len(files) < 3 {
+				t.Fatalf("%d data files, want rotations", len(files))
+			}
+			table, _ := flow.NewTable(nil)
+			want := wantFlows(t, table, files)
+			var records uint64
+			for i, path := range files {
+				if _, err := os.Stat(flow.Path(path + layout.PartSuffix)); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the flow file's .part is left: %v", err)
+				}
+				b, err := os.ReadFile(flow.Path(path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := flow.Parse(b)
+				if err != nil || !f.Final || f.Name != filepath.Base(path) {
+					t.Fatalf("%s: %v, final %v, named %q", filepath.Base(path), err, f.Final, f.Name)
+				}
+				if !slices.Equal(f.Records, want[i]) {
+					for j := range min(len(f.Records), len(want[i])) {
+						if f.Records[j] != want[i][j] {
+							t.Fatalf("%s: record %d of %d\n%+v\nwant (of %d)\n%+v", filepath.Base(path), j, len(f.Records), f.Records[j], len(want[i]), want[i][j])
+						}
+					}
+					t.Fatalf("%s: %d records, want %d", filepath.Base(path), len(f.Records), len(want[i]))
+				}
+				records += uint64(len(f.Records))
+				st, _ := os.Stat(path)
+				ist, _ := os.Stat(index.Path(path))
+				for _, rf := range c.ret.Files("fl") {
+					if rf.Name == filepath.Base(path) && rf.Bytes != st.Size()+ist.Size()+int64(len(b)) {
+						t.Errorf("%s: retention counts %d bytes, want data %d + index %d + flows %d", rf.Name, rf.Bytes, st.Size(), ist.Size(), len(b))
+					}
+				}
+			}
+			if got := c.Counters.FlowRecords.Load(); got != records {
+				t.Errorf("FlowRecords %d, want %d", got, records)
+			}
+			t.Logf("%d files, %d records", len(files), records)
+		})
+	}
+}
+
+// TestFlowsOff: without Flows no flow file is written.
+func TestFlowsOff(t *testing.T) {
+	c := newCore(t, Config{})
+	t.Cleanup(func() { c.Close() })
+	s, _, err := c.Begin(hello("nf", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBatches(t, s, 1, 3)
+	s.End(true)
+	ents, _ := os.ReadDir(filepath.Join(c.Dir(), "nf"))
+	for _, e := range ents {
+		if strings.Contains(e.Name(), flow.Suffix) {
+			t.Fatalf("flow file %s written with Flows off", e.Name())
+		}
+	}
+}
+
+// TestFlowsEvicted: a flow table bound (Config.FlowTable.MaxFlows)
+// below the conversations going on evicts, and the evictions are
+// counted in the files' end records and in FlowsEvicted.
+func TestFlowsEvicted(t *testing.T) {
+	c := newCore(t, Config{Flows: true, FlowTable: flow.Config{MaxFlows: 4}, RotateSize: 64 << 10})
+	t.Cleanup(func() { c.Close() })
+	s, _, err := c.Begin(hello("ev", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 40; seq++ {
+		if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*20, 20)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.End(true)
+	var evicted uint64
+	for _, path := range agentDataFiles(t, filepath.Join(c.Dir(), "ev")) {
+		b, _ := os.ReadFile(flow.Path(path))
+		f, err := flow.Parse(b)
+		if err != nil || !f.Final {
+			t.Fatalf("%s: %v, final %v", path, err, f.Final)
+		}
+		evicted += f.Evicted
+	}
+	if got := c.Counters.FlowsEvicted.Load(); evicted == 0 || got != evicted {
+		t.Fatalf("FlowsEvicted %d, the files' end records %d, want equal and not 0", got, evicted)
+	}
+}
