@@ -239,3 +239,53 @@ func TestFlowsEvicted(t *testing.T) {
 		t.Fatalf("FlowsEvicted %d, the files' end records %d, want equal and not 0", got, evicted)
 	}
 }
+
+// crashWithFlows writes 20 committed batches of flowBatch with Flows
+// and an index, then crashes (the Store dropped without Close), and
+// returns the .part left.
+func crashWithFlows(t *testing.T, dir string) string {
+	t.Helper()
+	every := indexWriteInterval
+	indexWriteInterval = 0 // every commit writes: a crash leaves a flow file
+	t.Cleanup(func() { indexWriteInterval = every })
+	c := newCore(t, Config{Dir: dir, Flows: true, IndexBlock: MinIndexBlock})
+	s, _, err := c.Begin(hello("fc", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 20; seq++ {
+		if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*20, 20)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	part := filepath.Join(dir, "fc", filepath.Base(c.writers["fc"].file.path)+layout.PartSuffix)
+	b, err := os.ReadFile(flow.Path(part))
+	if err != nil {
+		t.Fatalf("no flow file beside %s: %v", part, err)
+	}
+	if f, err := flow.Parse(b); err != nil || f.Final {
+		t.Fatalf("flow file while written: %v, final %v, %d records", err, f.Final, len(f.Records))
+	}
+	af := &c.writers["fc"].file
+	af.bw.Flush()
+	af.f.Close() // the process is gone
+	c.die()
+	return part
+}
+
+// TestFlowsCrash: a crash leaves the flow file as .part (its records so
+// far, no end record); the repair of its data file removes it with the
+// index, whose block numbers it uses.
+func TestFlowsCrash(t *testing.T) {
+	dir := t.TempDir()
+	part := crashWithFlows(t, dir)
+	c := newCore(t, Config{Dir: dir, Flows: true, IndexBlock: MinIndexBlock}) // repairs
+	t.Cleanup(func() { c.Close() })
+	ents, _ := os.ReadDir(filepath.Join(dir, "fc"))
+	if len(ents) != 1 || ents[0].Name()+layout.PartSuffix != filepath.Base(part) {
+		t.Fatalf("after repair: %v, want only the published data file", ents)
+	}
+}
