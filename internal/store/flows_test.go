@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io/fs"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
+	"github.com/pcapsync/pcapsync/internal/flow/flowfile"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
@@ -58,6 +61,19 @@ func flowBatch(seq uint64, first, n int) []byte {
 		e.Append(int64(ixTS0+k*1000), iface, uint32(len(p)+4), p)
 	}
 	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// writeFlowBatches writes and commits flowBatch 1..n of per packets.
+func writeFlowBatches(t *testing.T, s *testSession, n uint64, per int) {
+	t.Helper()
+	for seq := uint64(1); seq <= n; seq++ {
+		if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*per, per)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // agentDataFiles returns the data files of agent dir in name order.
@@ -135,14 +151,7 @@ func TestFlowsWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			const batches, per = 100, 20
-			for seq := uint64(1); seq <= batches; seq++ {
-				if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*per, per)); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Commit(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeFlowBatches(t, s, batches, per)
 			s.End(true)
 			dir := filepath.Join(c.Dir(), "fl")
 			files := agentDataFiles(t, dir)
@@ -217,14 +226,7 @@ func TestFlowsEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seq := uint64(1); seq <= 40; seq++ {
-		if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*20, 20)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFlowBatches(t, s, 40, 20)
 	s.End(true)
 	var evicted uint64
 	for _, path := range agentDataFiles(t, filepath.Join(c.Dir(), "ev")) {
@@ -253,14 +255,7 @@ func crashWithFlows(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seq := uint64(1); seq <= 20; seq++ {
-		if _, err := s.Batch(0, flowBatch(seq, int(seq-1)*20, 20)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFlowBatches(t, s, 20, 20)
 	part := filepath.Join(dir, "fc", filepath.Base(c.writers["fc"].file.path)+layout.PartSuffix)
 	b, err := os.ReadFile(flow.Path(part))
 	if err != nil {
@@ -287,5 +282,131 @@ func TestFlowsCrash(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(dir, "fc"))
 	if len(ents) != 1 || ents[0].Name()+layout.PartSuffix != filepath.Base(part) {
 		t.Fatalf("after repair: %v, want only the published data file", ents)
+	}
+}
+
+// TestFlowsRebuilt: the flow file rebuilt from a data file (pcapsync
+// index: flowfile.RebuildDir) is byte for byte the one the store wrote
+// live for a file of one agent session, committed after every batch
+// (the index rebuilt then has the live index's blocks); after a crash
+// and repair, it is rebuilt with the index, its records those of a
+// table fed the repaired file's packets with that index's blocks.
+func TestFlowsRebuilt(t *testing.T) {
+	t.Run("live", func(t *testing.T) {
+		c := newCore(t, Config{Flows: true, IndexBlock: MinIndexBlock})
+		t.Cleanup(func() { c.Close() })
+		s, _, err := c.Begin(hello("lv", 1), func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFlowBatches(t, s, 50, 20)
+		s.End(true)
+		path := agentDataFiles(t, filepath.Join(c.Dir(), "lv"))[0]
+		live, err := os.ReadFile(flow.Path(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(flow.Path(path))
+		rep, err := flowfile.RebuildDir(context.Background(), c.Dir(), MinIndexBlock)
+		if err != nil || rep.Sidecars != 1 || rep.Valid != 1 {
+			t.Fatalf("RebuildDir: %+v, %v", rep, err)
+		}
+		rebuilt, _ := os.ReadFile(flow.Path(path))
+		if !bytes.Equal(rebuilt, live) {
+			t.Fatalf("rebuilt flow file (%d bytes) differs from the live one (%d bytes)", len(rebuilt), len(live))
+		}
+		if rep, _ := flowfile.RebuildDir(context.Background(), c.Dir(), MinIndexBlock); rep.Sidecars != 0 || rep.Valid != 1 {
+			t.Fatalf("second RebuildDir did more: %+v", rep)
+		}
+	})
+	t.Run("after crash", func(t *testing.T) {
+		dir := t.TempDir()
+		crashWithFlows(t, dir)
+		c := newCore(t, Config{Dir: dir, Flows: true, IndexBlock: MinIndexBlock}) // repairs
+		t.Cleanup(func() { c.Close() })
+		rep, err := flowfile.RebuildDir(context.Background(), dir, MinIndexBlock)
+		if err != nil || rep.Sidecars != 1 || rep.Built != 1 {
+			t.Fatalf("RebuildDir: %+v, %v", rep, err)
+		}
+		files := agentDataFiles(t, filepath.Join(dir, "fc"))
+		table, _ := flow.NewTable(nil)
+		want := wantFlows(t, table, files)
+		f, err := flowfile.Read(files[0])
+		if err != nil || !f.Final || !slices.Equal(f.Records, want[0]) {
+			t.Fatalf("rebuilt flow file: %v, final %v, %d records, want %d", err, f != nil && f.Final, len(f.Records), len(want[0]))
+		}
+	})
+}
+
+// TestFlowsHostile: a flow file that is a link (to a valid flow file
+// elsewhere), damaged, cut, or over flowfile.MaxFileBytes is not
+// trusted (flowfile.Sound), and RebuildDir replaces it without
+// following or reading it whole; the link's target is left as it was.
+func TestFlowsHostile(t *testing.T) {
+	c := newCore(t, Config{Flows: true, IndexBlock: MinIndexBlock})
+	t.Cleanup(func() { c.Close() })
+	s, _, err := c.Begin(hello("ho", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBatches(t, s, 1, 5)
+	s.End(true)
+	path := agentDataFiles(t, filepath.Join(c.Dir(), "ho"))[0]
+	good, err := os.ReadFile(flow.Path(path))
+	if err != nil || !flowfile.Sound(path) {
+		t.Fatalf("the flow file written: %v, sound %v", err, flowfile.Sound(path))
+	}
+	elsewhere := filepath.Join(t.TempDir(), "target.flows")
+	tests := []struct {
+		name  string
+		plant func(fp string) error
+	}{
+		{"link", func(fp string) error {
+			if err := os.WriteFile(elsewhere, good, 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(elsewhere, fp)
+		}},
+		{"damaged", func(fp string) error {
+			b := bytes.Clone(good)
+			b[len(b)/2] ^= 1
+			return os.WriteFile(fp, b, 0o640)
+		}},
+		{"cut", func(fp string) error { return os.WriteFile(fp, good[:len(good)-3], 0o640) }},
+		{"oversize", func(fp string) error {
+			if err := os.WriteFile(fp, good, 0o640); err != nil {
+				return err
+			}
+			return os.Truncate(fp, flowfile.MaxFileBytes+1) // sparse
+		}},
+		{"directory", func(fp string) error { return os.Mkdir(fp, 0o750) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp := flow.Path(path)
+			os.RemoveAll(fp)
+			if err := tt.plant(fp); err != nil {
+				t.Fatal(err)
+			}
+			if flowfile.Sound(path) {
+				t.Fatal("a planted flow file trusted")
+			}
+			rep, _ := flowfile.RebuildDir(context.Background(), c.Dir(), MinIndexBlock)
+			if tt.name == "directory" {
+				if rep.Failed != 1 {
+					t.Fatalf("RebuildDir over a directory: %+v", rep)
+				}
+				return
+			}
+			if rep.Sidecars != 1 || !flowfile.Sound(path) {
+				t.Fatalf("RebuildDir: %+v, sound %v", rep, flowfile.Sound(path))
+			}
+			if st, err := os.Lstat(fp); err != nil || !st.Mode().IsRegular() {
+				t.Fatalf("the rebuilt flow file: %v", err)
+			}
+			if b, _ := os.ReadFile(elsewhere); tt.name == "link" && !bytes.Equal(b, good) {
+				t.Fatal("the link's target was written")
+			}
+		})
 	}
 }
