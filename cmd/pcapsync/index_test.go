@@ -93,6 +93,12 @@ func TestIndexCommandFlows(t *testing.T) {
 	if rep := index1(); rep.Sidecars != 0 || rep.Valid != 1 {
 		t.Fatalf("second run: %+v, want nothing done", rep)
 	}
+	// A sound flow file beside an index rebuilt is rebuilt with it:
+	// its block numbers are the old index's.
+	os.Remove(index.Path(files[0]))
+	if rep := index1(); rep.Sidecars != 1 || rep.Built != 1 {
+		t.Fatalf("index missing: %+v, want it and the flow file built", rep)
+	}
 	os.Remove(flow.Path(files[0]))
 	if rep := index1("--flows=false"); rep.Sidecars != 0 {
 		t.Fatalf("--flows=false built flows: %+v", rep)

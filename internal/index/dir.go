@@ -94,9 +94,10 @@ type Sidecar interface {
 
 // RebuildDirWith is RebuildDir that also gives every closed data file
 // a sound sidecar (side; nil: none): a data file whose sidecar is
-// missing or unsound (Sidecar.Valid) is read once, for its sidecar and
-// its index together, and both are written, the index even where it
-// was valid, so that the sidecar's block numbers are its index's.
+// missing or unsound (Sidecar.Valid), or whose index is rebuilt, is
+// read once, for its sidecar and its index together, and both are
+// written, the index even where it was valid, so that the sidecar's
+// block numbers are its index's.
 func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sidecar) (DirReport, error) {
 	var rep DirReport
 	fail := func(path string, err error) {
@@ -154,12 +155,15 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 		}
 		rep.Files++
 		ix, oerr := Open(path)
-		sideOK := side == nil || side.Valid(path)
+		ixOK := oerr == nil && ix.KeysWide()
+		// A sidecar names the blocks of the index beside it: one beside
+		// an index rebuilt is rebuilt too.
+		sideOK := side == nil || ixOK && side.Valid(path)
 		switch {
-		case oerr == nil && ix.KeysWide() && sideOK:
+		case ixOK && sideOK:
 			rep.Valid++
 			return nil
-		case oerr == nil && ix.KeysWide():
+		case ixOK:
 			oerr = errSidecar
 		case oerr == nil:
 			oerr = ErrVersion // sound, but its filters may miss packets: rebuilt

@@ -122,6 +122,7 @@ func (af *agentFile) ixWrite() {
 			af.counters.IndexErrors.Add(1)
 		}
 		af.ixDrop()
+		af.flowDrop() // its records name the blocks of the index dropped
 		return
 	}
 	af.ixBytes += int64(len(p))
