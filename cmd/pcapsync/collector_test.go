@@ -40,6 +40,7 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"idle-close":           store.DefaultIdleClose.String(),
 		"max-open-files":       "0", // store.DefaultMaxOpenFiles of RLIMIT_NOFILE, computed at Open
 		"index-block":          itoa(store.DefaultIndexBlock),
+		"flows":                strconv.FormatBool(store.DefaultFlows),
 		"retain-free":          strconv.Itoa(store.DefaultRetainFreePercent) + "%",
 		"retain-size":          "0",
 		"retain-age":           "0s",

@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/flow/flowfile"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/store"
 )
 
 const indexUsage = `Gives every closed capture file below DIR (an output root of a
@@ -18,16 +20,25 @@ files whose index is damaged, stale, untrusted (written by another
 user) or not a regular file are indexed again; indexes whose capture
 file is gone are removed. Files named like indexes that pcapsync did
 not make are left alone and listed. Files still being written (.part) are
-left to the store. Safe to run while the collector writes and deletes
-files; running it again does nothing more. See docs/index.md.`
+left to the store. Each file's flow records (FILE.flows, docs/flows.md)
+are checked too and, missing or unsound, rebuilt from the file with its
+index in one pass (--flows=false: indexes only). Safe to run while the
+collector writes and deletes files; running it again does nothing more.
+See docs/index.md.`
 
 func indexCommand(s streams) *cobra.Command {
 	return leaf("index DIR [--json]", "build the missing or damaged indexes of closed capture files",
 		indexUsage, exactOneArg, func(fs *pflag.FlagSet) runFunc {
 			var asJSON bool
+			flows := store.DefaultFlows
 			fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+			fs.BoolVar(&flows, "flows", store.DefaultFlows, "also rebuild each file's missing or unsound flow records (FILE.flows), with its index")
 			return func(ctx context.Context, args []string) error {
-				rep, err := index.RebuildDir(ctx, args[0], 0)
+				rebuild := index.RebuildDir
+				if flows {
+					rebuild = flowfile.RebuildDir
+				}
+				rep, err := rebuild(ctx, args[0], 0)
 				if err != nil {
 					return fmt.Errorf("indexing %s: %w", args[0], err)
 				}
@@ -51,6 +62,9 @@ func indexCommand(s streams) *cobra.Command {
 func printIndexReport(s streams, rep index.DirReport) {
 	fmt.Fprintf(s.stdout, "pcapsync index: %d files: %d indexes valid, %d built, %d rebuilt (damaged, stale or untrusted), %d failed, %d files gone meanwhile; %d orphan indexes and %d temporary files removed; %d foreign files left alone; %d bytes written\n",
 		rep.Files, rep.Valid, rep.Built, rep.Rebuilt, rep.Failed, rep.Gone, rep.Orphans, rep.Temps, rep.Foreign, rep.Bytes)
+	if rep.Sidecars > 0 {
+		fmt.Fprintf(s.stdout, "pcapsync index: %d flow files built (%d bytes), each with its index\n", rep.Sidecars, rep.SidecarBytes)
+	}
 	for _, e := range rep.Errors {
 		fmt.Fprintln(s.stderr, "pcapsync index:", e)
 	}

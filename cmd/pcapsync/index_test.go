@@ -8,18 +8,19 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
-// TestIndexCommand: pcapsync index builds the index a file lacks (the
-// one the store wrote live), repairs a damaged one, removes one whose
-// file is gone, and does nothing more when run again.
-func TestIndexCommand(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(store.Config{Dir: dir})
+// writeIndexed writes one file of 50 packets of agent web1 with a
+// Store of cfg and returns it.
+func writeIndexed(t *testing.T, cfg store.Config) []string {
+	t.Helper()
+	dir := cfg.Dir
+	st, err := store.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,67 @@ func TestIndexCommand(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("%d files", len(files))
 	}
+	return files
+}
+
+// TestIndexCommandFlows: pcapsync index rebuilds a missing or damaged
+// flow file with its index, the same bytes the store wrote live, and
+// leaves flow files alone with --flows=false.
+func TestIndexCommandFlows(t *testing.T) {
+	dir := t.TempDir()
+	files := writeIndexed(t, store.Config{Dir: dir, Flows: true})
+	live, err := os.ReadFile(flow.Path(files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	index1 := func(args ...string) index.DirReport {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), append([]string{"index", dir, "--json"}, args...), &out, &errs); err != nil {
+			t.Fatalf("pcapsync index: %v (%s)", err, errs.String())
+		}
+		var rep index.DirReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("report %q: %v", out.String(), err)
+		}
+		return rep
+	}
+	for _, plant := range []func(){
+		func() { os.Remove(flow.Path(files[0])) },
+		func() { os.WriteFile(flow.Path(files[0]), live[:len(live)-1], 0o640) },
+	} {
+		plant()
+		if rep := index1(); rep.Sidecars != 1 || rep.Valid != 1 {
+			t.Fatalf("report %+v, want 1 flow file built", rep)
+		}
+		if b, _ := os.ReadFile(flow.Path(files[0])); !bytes.Equal(b, live) {
+			t.Fatal("the rebuilt flow file differs from the one the store wrote")
+		}
+	}
+	if rep := index1(); rep.Sidecars != 0 || rep.Valid != 1 {
+		t.Fatalf("second run: %+v, want nothing done", rep)
+	}
+	// A sound flow file beside an index rebuilt is rebuilt with it:
+	// its block numbers are the old index's.
+	os.Remove(index.Path(files[0]))
+	if rep := index1(); rep.Sidecars != 1 || rep.Built != 1 {
+		t.Fatalf("index missing: %+v, want it and the flow file built", rep)
+	}
+	os.Remove(flow.Path(files[0]))
+	if rep := index1("--flows=false"); rep.Sidecars != 0 {
+		t.Fatalf("--flows=false built flows: %+v", rep)
+	}
+	if _, err := os.Stat(flow.Path(files[0])); err == nil {
+		t.Fatal("--flows=false wrote a flow file")
+	}
+}
+
+// TestIndexCommand: pcapsync index builds the index a file lacks (the
+// one the store wrote live), repairs a damaged one, removes one whose
+// file is gone, and does nothing more when run again.
+func TestIndexCommand(t *testing.T) {
+	dir := t.TempDir()
+	files := writeIndexed(t, store.Config{Dir: dir})
 	live, err := os.ReadFile(index.Path(files[0]))
 	if err != nil {
 		t.Fatal(err)

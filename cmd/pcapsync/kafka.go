@@ -87,5 +87,6 @@ func storeFlagsOn(fs *pflag.FlagSet, st *store.Config) {
 	fs.DurationVar(&st.IdleClose, "idle-close", store.DefaultIdleClose, "close an agent's file this long after its connection broke without a goodbye (a writer: give up an agent without a record for this long)")
 	fs.IntVar(&st.MaxOpenFiles, "max-open-files", 0, "most agent files open at once; beyond it the least recently written (or, all in use, a random one) is closed, kept .part, and reopened for append when its agent writes again; 0: (RLIMIT_NOFILE - 256) / 2, the other half for connections; -1: no limit")
 	fs.Var(disabledSize{&st.IndexBlock, store.DefaultIndexBlock}, "index-block", "index every file as it is written (FILE.idx beside it: packet times and the addresses, ports and protocols per block of this much pcapng, for queries; docs/index.md); 0 writes no index")
+	fs.BoolVar(&st.Flows, "flows", store.DefaultFlows, "write a flow record per conversation beside every file as it is written (FILE.flows: who talked to whom, how much, when, how it ended, its Community ID, the index blocks holding its packets; docs/flows.md); --flows=false writes none")
 	retainFlagsOn(fs, &st.Retain)
 }

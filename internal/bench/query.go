@@ -204,8 +204,9 @@ func WriteQuery(w io.Writer, cfg QueryConfig, res QueryResult, markdown bool) er
 	if res.Reused {
 		made = "kept from an earlier run (--keep)"
 	}
-	ew.printf("Output root (%s): %d agents, %d files of %s bytes (%s) with %s bytes of indexes beside them (%.2f%%), %s packets, %s to %s (%s of packet time). ",
+	ew.printf("Output root (%s): %d agents, %d files of %s bytes (%s) with %s bytes of indexes (%.2f%%) and %s bytes of flow records (%.3f%%) beside them, %s packets, %s to %s (%s of packet time). ",
 		made, d.Agents, d.Files, groupDigits(d.DataBytes), fmtBytes(d.DataBytes), groupDigits(d.IdxBytes), 100*float64(d.IdxBytes)/float64(max(d.DataBytes, 1)),
+		groupDigits(d.FlowBytes), 100*float64(d.FlowBytes)/float64(max(d.DataBytes, 1)),
 		groupDigits(d.Packets), d.First.Format(time.RFC3339), d.Last.Format(time.RFC3339), d.Last.Sub(d.First).Round(time.Second))
 	ew.printf("Written through the store as the collector writes (plain pcapng, its default; an index beside each file, default 512 KiB blocks; rotated at %s; batches of %d packets, each with its mark), all agents at once. ", fmtBytes(d.Rotate), queryBatch)
 	ew.printf("Traffic: IMIX Ethernet frames (64/576/1500 bytes, 7:4:1), TCP %d%% and UDP, between each agent's own address and peers drawn from 10.0.0.0/16, in flows of %d packets on average, %d flows of an agent active at once (a packet belongs to one at random); the needle host %s has %d flows of %d packets on every agent: %d packets, %.3f%% of all.\n\n",

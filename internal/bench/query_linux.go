@@ -120,7 +120,7 @@ type queryEnv struct {
 
 func newQueryEnv(cfg QueryConfig, work string, d QueryData) (*queryEnv, error) {
 	root := filepath.Join(work, queryRoot)
-	files, idx, err := queryFiles(root)
+	files, idx, _, err := queryFiles(root)
 	if err != nil {
 		return nil, err
 	}

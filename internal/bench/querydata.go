@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
@@ -38,6 +39,7 @@ type QueryData struct {
 	Packets   int64         // in all files
 	DataBytes int64         // of the data files
 	IdxBytes  int64         // of their index files
+	FlowBytes int64         // of their flow files (store.Config.Flows, as the collector's default)
 	Files     int           // data files
 	First     time.Time     // first packet's timestamp
 	Last      time.Time     // last packet's timestamp
@@ -118,7 +120,7 @@ func loadQueryData(work string, want QueryData) (QueryData, bool) {
 	if d.Version != want.Version || d.Bytes != want.Bytes || d.Agents != want.Agents || d.Span != want.Span || d.Rotate != want.Rotate {
 		return d, false
 	}
-	files, idx, err := queryFiles(filepath.Join(work, queryRoot))
+	files, idx, flows, err := queryFiles(filepath.Join(work, queryRoot))
 	if err != nil || len(files) != d.Files {
 		return d, false
 	}
@@ -127,6 +129,9 @@ func loadQueryData(work string, want QueryData) (QueryData, bool) {
 		return d, false
 	}
 	if n, err := sizes(idx); err != nil || n != d.IdxBytes {
+		return d, false
+	}
+	if n, err := sizes(flows); err != nil || n != d.FlowBytes {
 		return d, false
 	}
 	return d, true
@@ -146,23 +151,25 @@ func sizes(files []string) (int64, error) {
 
 // queryFiles returns the data files of root in name order (agent, then
 // the time the store opened them) and their index files.
-func queryFiles(root string) (data, idx []string, err error) {
+func queryFiles(root string) (data, idx, flows []string, err error) {
 	all, err := filepath.Glob(filepath.Join(root, "*", "*.pcapng*"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	slices.Sort(all)
 	for _, f := range all {
 		switch {
 		case strings.HasSuffix(f, ".idx"):
 			idx = append(idx, f)
+		case strings.HasSuffix(f, flow.Suffix):
+			flows = append(flows, f)
 		case strings.HasSuffix(f, layout.PartSuffix):
-			return nil, nil, fmt.Errorf("%s: a file left unfinished", f)
+			return nil, nil, nil, fmt.Errorf("%s: a file left unfinished", f)
 		default:
 			data = append(data, f)
 		}
 	}
-	return data, idx, nil
+	return data, idx, flows, nil
 }
 
 // makeQueryData writes an output root of at least want.Bytes bytes of
@@ -184,7 +191,7 @@ func makeQueryData(ctx context.Context, work string, want QueryData) (QueryData,
 			return d, err
 		}
 	}
-	st, err := store.Open(store.Config{Dir: root, RotateSize: want.Rotate, RotateInterval: -1, Fsync: store.FsyncNever})
+	st, err := store.Open(store.Config{Dir: root, RotateSize: want.Rotate, RotateInterval: -1, Fsync: store.FsyncNever, Flows: store.DefaultFlows})
 	if err != nil {
 		return d, fmt.Errorf("opening the store: %w", err)
 	}
@@ -215,7 +222,7 @@ func makeQueryData(ctx context.Context, work string, want QueryData) (QueryData,
 		first, last = min(first, g.first), max(last, g.last)
 	}
 	d.First, d.Last = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
-	files, idx, err := queryFiles(root)
+	files, idx, flows, err := queryFiles(root)
 	if err != nil {
 		return d, err
 	}
@@ -224,6 +231,9 @@ func makeQueryData(ctx context.Context, work string, want QueryData) (QueryData,
 		return d, err
 	}
 	if d.IdxBytes, err = sizes(idx); err != nil {
+		return d, err
+	}
+	if d.FlowBytes, err = sizes(flows); err != nil {
 		return d, err
 	}
 	if err := needleBlocks(&d, files); err != nil {

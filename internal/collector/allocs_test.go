@@ -26,6 +26,11 @@ func TestBatchSteadyStateAllocs(t *testing.T) {
 	for _, fc := range []compress.Spec{{Codec: compress.Gzip}, {Codec: compress.Zstd}} {
 		t.Run("file-"+fc.String(), func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{FileCompress: fc}}, compress.Spec{}) })
 	}
+	// Flow records (store.Config.Flows): one flow table update per packet.
+	t.Run("flows", func(t *testing.T) { testBatchAllocs(t, Config{Store: store.Config{Flows: true}}, compress.Spec{}) })
+	t.Run("flows-file-zstd", func(t *testing.T) {
+		testBatchAllocs(t, Config{Store: store.Config{Flows: true, FileCompress: compress.Spec{Codec: compress.Zstd}}}, compress.Spec{})
+	})
 	t.Run("feed", func(t *testing.T) { testBatchAllocs(t, Config{Feed: nopFeed{}}, compress.Spec{}) })
 	for _, sp := range []compress.Spec{{Codec: compress.LZ4}, {Codec: compress.S2}, {Codec: compress.Zstd}} {
 		t.Run(sp.String(), func(t *testing.T) { testBatchAllocs(t, Config{}, sp) })

@@ -54,6 +54,21 @@ const (
 // an end record. The packets' timestamps are taken as nanoseconds, the
 // resolution the store writes.
 func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
+	return BuildFunc(ctx, path, blockBytes, nil)
+}
+
+// PacketFunc receives a packet read by BuildFunc: on file interface
+// iface of link type linkType, at ts (Unix ns), origLen bytes on the
+// wire, capLen captured, data its first bytes (all of them unless the
+// packet's block is over 1 MiB: then 1 KiB), in block block of the
+// index built (its number among the index's blocks). data is valid
+// only during the call.
+type PacketFunc func(iface, linkType uint32, ts int64, origLen, capLen uint32, data []byte, block int)
+
+// BuildFunc is Build that also hands every packet it indexes to each
+// (nil: none), in file order, so that what else is built from the
+// packets (flow records) has the block numbers of the index returned.
+func BuildFunc(ctx context.Context, path string, blockBytes int, each PacketFunc) ([]byte, error) {
 	if blockBytes <= 0 {
 		blockBytes = DefaultBlockBytes
 	}
@@ -67,7 +82,7 @@ func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
 		return nil, err
 	}
 	codec := CodecOf(path)
-	rb := &rebuild{ctx: ctx, codec: codec, blockBytes: int64(blockBytes), statsAt: -1,
+	rb := &rebuild{ctx: ctx, codec: codec, blockBytes: int64(blockBytes), statsAt: -1, each: each,
 		name: filepath.Base(strings.TrimSuffix(path, partSuffix))}
 	cr := &countReader{r: f}
 	br := bufio.NewReaderSize(cr, readBuf)
@@ -170,6 +185,8 @@ type rebuild struct {
 	marked    bool  // the last pcapng block was a marked packet
 	statsAt   int64 // decoded offset of the first statistics block; -1: none
 	buf       []byte
+	each      PacketFunc
+	largeCap  uint32 // the captured length of the packet readLarge read last
 }
 
 // begin starts the first block at decoded offset raw.
@@ -252,6 +269,13 @@ func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
 			if capLen > int64(len(body)-20) || int(ifc) >= len(rb.links) {
 				return fmt.Errorf("packet block at decoded offset %d: bad length or interface", at)
 			}
+			if rb.each != nil {
+				full := uint32(capLen)
+				if n > maxBlock {
+					full = rb.largeCap
+				}
+				rb.each(ifc, rb.links[ifc], ts, le.Uint32(body[16:]), full, body[20:20+capLen], rb.b.Blocks())
+			}
 			rb.b.Add(rb.links[ifc], ts, body[20:20+capLen])
 			rb.marked = hasMark(body[20+capLen+(-capLen&3):])
 			if rb.marked && !rb.codec.Framed() && rb.raw-rb.b.BlockRaw() >= rb.blockBytes {
@@ -319,6 +343,7 @@ func (rb *rebuild) readLarge(r *bufio.Reader, typ uint32, n int64) ([]byte, erro
 		if _, err := r.Discard(int(data - keep)); err != nil {
 			return nil, err
 		}
+		rb.largeCap = uint32(capLen)
 		le.PutUint32(rb.buf[12:], uint32(keep))
 		body = rb.buf[:20+keep+(-keep&3)]
 		skip = opts

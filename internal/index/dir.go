@@ -27,11 +27,19 @@ type DirReport struct {
 	Foreign int   `json:"foreign"`     // files named like indexes that this did not make: left alone
 	Bytes   int64 `json:"index_bytes"` // bytes of the indexes written
 
+	// With a Sidecar (RebuildDirWith): sidecars missing or unsound,
+	// built again (with their file's index), and their bytes.
+	Sidecars     int   `json:"sidecars_built,omitempty"`
+	SidecarBytes int64 `json:"sidecar_bytes,omitempty"`
+
 	Errors       []string `json:"errors,omitempty"`        // the first maxErrors failures
 	ForeignFiles []string `json:"foreign_files,omitempty"` // the first maxErrors foreign files
 }
 
 const maxErrors = 20
+
+// errSidecar: the index verified, its data file's sidecar did not.
+var errSidecar = errors.New("sidecar unsound")
 
 // isData reports whether name is a closed data file of a store.
 func isData(name string) bool {
@@ -64,6 +72,33 @@ const tempAge = time.Minute
 // Other files named like indexes are left alone and counted in
 // Foreign (listed in ForeignFiles).
 func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, error) {
+	return RebuildDirWith(ctx, dir, blockBytes, nil)
+}
+
+// A Sidecar is a file beside a data file built from its packets with
+// the block numbers of its index (package flow's records), which
+// RebuildDirWith checks and rebuilds.
+type Sidecar interface {
+	// Valid reports whether the sidecar of the closed data file at
+	// path is there and sound.
+	Valid(path string) bool
+	// Start begins a sidecar of the data file at path: the function
+	// returned is given its packets (BuildFunc).
+	Start(path string) PacketFunc
+	// Finish returns the bytes of the sidecar started last.
+	Finish() []byte
+	// Write writes b as the sidecar of the data file rel below root,
+	// where no directory below root may be a link.
+	Write(root, rel string, b []byte) error
+}
+
+// RebuildDirWith is RebuildDir that also gives every closed data file
+// a sound sidecar (side; nil: none): a data file whose sidecar is
+// missing or unsound (Sidecar.Valid), or whose index is rebuilt, is
+// read once, for its sidecar and its index together, and both are
+// written, the index even where it was valid, so that the sidecar's
+// block numbers are its index's.
+func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sidecar) (DirReport, error) {
 	var rep DirReport
 	fail := func(path string, err error) {
 		rep.Failed++
@@ -120,14 +155,24 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 		}
 		rep.Files++
 		ix, oerr := Open(path)
+		ixOK := oerr == nil && ix.KeysWide()
+		// A sidecar names the blocks of the index beside it: one beside
+		// an index rebuilt is rebuilt too.
+		sideOK := side == nil || ixOK && side.Valid(path)
 		switch {
-		case oerr == nil && ix.KeysWide():
+		case ixOK && sideOK:
 			rep.Valid++
 			return nil
+		case ixOK:
+			oerr = errSidecar
 		case oerr == nil:
 			oerr = ErrVersion // sound, but its filters may miss packets: rebuilt
 		}
-		b, err := Build(ctx, path, blockBytes)
+		var each PacketFunc
+		if !sideOK {
+			each = side.Start(path)
+		}
+		b, err := BuildFunc(ctx, path, blockBytes, each)
 		switch {
 		case err != nil && !exists(path):
 			rep.Gone++
@@ -142,9 +187,18 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 		if err == nil {
 			err = writeIn(dir, rel, b)
 		}
+		var sb []byte
+		if err == nil && !sideOK {
+			sb = side.Finish()
+			err = side.Write(dir, rel, sb)
+		}
 		if err != nil {
 			fail(path, err)
 			return nil
+		}
+		if !sideOK {
+			rep.Sidecars++
+			rep.SidecarBytes += int64(len(sb))
 		}
 		if !exists(path) { // deleted while it was indexed: so is its index
 			os.Remove(Path(path))
@@ -152,9 +206,12 @@ func RebuildDir(ctx context.Context, dir string, blockBytes int) (DirReport, err
 			return nil
 		}
 		rep.Bytes += int64(len(b))
-		if errors.Is(oerr, fs.ErrNotExist) {
+		switch {
+		case errors.Is(oerr, errSidecar): // the index was valid: written again for its sidecar
+			rep.Valid++
+		case errors.Is(oerr, fs.ErrNotExist):
 			rep.Built++
-		} else {
+		default:
 			rep.Rebuilt++
 		}
 		return nil

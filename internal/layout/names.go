@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 )
 
@@ -67,7 +68,9 @@ func IsDataFile(agent, name string) bool {
 
 // OwnFile reports whether name, in the directory of agent, is one the
 // writer makes: a data file, finished or .part, its index (finished or
-// .part, or being rebuilt: .idx.tmp), or a repair's temporary file.
+// .part, or being rebuilt: .idx.tmp), its flow file (finished or .part,
+// or being rebuilt: .flows.<16 hex digits>.tmp), or a repair's
+// temporary file.
 func OwnFile(agent, name string) bool {
 	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
 	if t, ok := strings.CutSuffix(n, index.Suffix+".tmp"); ok {
@@ -76,7 +79,22 @@ func OwnFile(agent, name string) bool {
 	if index.IsIndex(n) {
 		n = strings.TrimSuffix(strings.TrimSuffix(n, PartSuffix), index.Suffix)
 	}
+	if t, ok := strings.CutSuffix(n, ".tmp"); ok && len(t) > 17 && t[len(t)-17] == '.' && isHex(t[len(t)-16:]) {
+		n = t[:len(t)-17]
+	}
+	if t, ok := strings.CutSuffix(n, flow.Suffix); ok {
+		n = t
+	}
 	return IsDataFile(agent, n)
+}
+
+func isHex(s string) bool {
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // CodecOf returns the compression of a data file by its name (with or
@@ -91,12 +109,16 @@ func CodecOf(path string) compress.Codec {
 	return compress.None
 }
 
-// IndexBytes returns the size of the index (index.Path) of the data
-// file at path, 0 if it has none or it is not a regular file.
-// Retention counts a file with its index's bytes.
+// IndexBytes returns the size of the index (index.Path) and of the flow
+// file (flow.Path) of the data file at path, 0 for one it does not have
+// or that is not a regular file. Retention counts a file with these
+// bytes.
 func IndexBytes(path string) int64 {
-	if st, err := os.Lstat(index.Path(path)); err == nil && st.Mode().IsRegular() {
-		return st.Size()
+	var n int64
+	for _, p := range []string{index.Path(path), flow.Path(path)} {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
+			n += st.Size()
+		}
 	}
-	return 0
+	return n
 }

@@ -1,6 +1,9 @@
 package layout
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestOwnFile: the names the Store makes in an agent's directory, and
 // others that look like them.
@@ -17,6 +20,12 @@ func TestOwnFile(t *testing.T) {
 		{"a1_20261124T090000.000Z.pcapng.idx.part", true},
 		{"a1_20261124T090000.000Z.pcapng.idx.tmp", true},
 		{"a1_20261124T090000.000Z.pcapng.part.repair", true},
+		{"a1_20261124T090000.000Z.pcapng.flows", true},
+		{"a1_20261124T090000.000Z.pcapng.zst.flows.part", true},
+		{"a1_20261124T090000.000Z.pcapng.flows.0123456789abcdef.tmp", true},
+		{"a1_20261124T090000.000Z.pcapng.flows.0123456789abcdeg.tmp", false},
+		{"a1_20261124T090000.000Z.pcapng.flows.flows", false},
+		{"a1_20261124T090000.000Z.flows", false},
 		{"a1_20261124T090000.000Z_01.pcapng", false},
 		{"a1_20261324T090000.000Z.pcapng", false}, // month 13
 		{"a1_20261124T090000.000Z.pcap", false},
@@ -27,6 +36,9 @@ func TestOwnFile(t *testing.T) {
 	} {
 		if got := OwnFile("a1", tc.name); got != tc.own {
 			t.Errorf("OwnFile(a1, %q) = %v, want %v", tc.name, got, tc.own)
+		}
+		if n := strings.TrimSuffix(tc.name, PartSuffix); strings.Contains(tc.name, ".flows") && IsDataFile("a1", n) {
+			t.Errorf("IsDataFile(a1, %q): a flow file taken for a data file", n)
 		}
 	}
 }

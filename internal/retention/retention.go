@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
@@ -501,6 +502,10 @@ func (r *Enforcer) delete(a *Agent, f layout.IndexedFile, rule Rule, skip map[st
 	if ierr := safefs.RemoveIn(r.dir, index.Path(rel)); ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
 		r.errs.Add(1)
 		r.log.Error("retention: deleting the index of a deleted file", "agent", a.name, "file", path, "err", ierr)
+	}
+	if ferr := safefs.RemoveIn(r.dir, flow.Path(rel)); ferr != nil && !errors.Is(ferr, fs.ErrNotExist) {
+		r.errs.Add(1)
+		r.log.Error("retention: deleting the flow file of a deleted file", "agent", a.name, "file", path, "err", ferr)
 	}
 	r.mu.Lock()
 	a.remove(f.Name)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 )
@@ -435,6 +436,9 @@ func TestRetentionDeletesIndex(t *testing.T) {
 	r := newTestRetainer(t, Config{FreePercent: -1}, 0, []tf{a1}, nil, io.Discard)
 	path := filepath.Join(r.dir, a1.name())
 	if err := os.WriteFile(index.Path(path), []byte("index"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flow.Path(path), []byte("flows"), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	a := r.agent("a")

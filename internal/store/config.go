@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/observe"
 )
@@ -82,6 +83,14 @@ type Config struct {
 	// beside every data file (index.go): 0 means DefaultIndexBlock;
 	// negative writes no index.
 	IndexBlock int64
+	// Flows writes a flow file beside every data file (flows.go,
+	// docs/flows.md): a record per conversation, its Community ID
+	// computed when read. The zero value writes none; the commands
+	// default to DefaultFlows.
+	Flows bool
+	// FlowTable bounds and times the flow table of each agent (its zero
+	// value: flow's defaults, MaxFlows 32768).
+	FlowTable flow.Config
 }
 
 // Defaults of the Config fields, and the smallest values accepted.
@@ -97,6 +106,7 @@ const (
 	MaxIndexBlock     = 1 << 30
 
 	DefaultIndexBlock = index.DefaultBlockBytes
+	DefaultFlows      = true
 )
 
 // Fsync policies (Config.Fsync): a positive duration syncs open files
@@ -198,6 +208,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store: max open files %d is below the minimum of %d", c.MaxOpenFiles, MinMaxOpenFiles)
 	case c.IndexBlock > 0 && (c.IndexBlock < MinIndexBlock || c.IndexBlock > MaxIndexBlock):
 		return fmt.Errorf("store: index block %d bytes: want %d to %d", c.IndexBlock, MinIndexBlock, MaxIndexBlock)
+	case c.FlowTable.Validate() != nil:
+		return fmt.Errorf("store: %w", c.FlowTable.Validate())
 	case c.IdleClose < 0:
 		return fmt.Errorf("store: idle close %s is negative", c.IdleClose)
 	case c.Group != "" && !c.Shared:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/observe"
@@ -74,6 +75,17 @@ type agentFile struct {
 	ixWrote int            // blocks of ix written to the index file
 	ixBytes int64          // bytes written to the index file
 	ixLast  time.Time      // when blocks were last written to it
+
+	// The flow file of the open file (flows.go): flOn writes one.
+	flOn      bool
+	flCfg     flow.Config
+	ft        *flow.Table // the agent's flows, across its files
+	flEnc     flow.Encoder
+	flBuf     []byte    // encoded, not yet written
+	flLive    bool      // the open file has a flow file
+	flBytes   int64     // bytes written to the flow file
+	flLast    time.Time // when records were last written to it
+	flEvicted uint64    // ft's evictions when the file opened
 
 	ifaces     []fileIface
 	agentDrops uint64
@@ -185,6 +197,7 @@ func (af *agentFile) open(now time.Time) error {
 		af.rotateAt = now.Truncate(af.interval).Add(af.interval)
 	}
 	af.ixStart()
+	af.flowStart()
 	return nil
 }
 
@@ -275,6 +288,9 @@ func (af *agentFile) writable(now time.Time) error {
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
+	if af.flLive {
+		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
+	}
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
 	}
@@ -301,6 +317,9 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq 
 	b := layout.AppendMark(af.markBuf[:0], inst.id, seq)
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
+	if af.flLive {
+		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
+	}
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
 	}
@@ -342,6 +361,7 @@ func (af *agentFile) flush() error {
 	af.addDisk()
 	af.dirty = true
 	af.ixCommit(ended)
+	af.flowCommit()
 	if af.fsync == FsyncPerBatch {
 		return af.sync(time.Now())
 	}
@@ -509,8 +529,9 @@ func (af *agentFile) closeFile(now time.Time) (part string, err error) {
 	af.tsFlushed = af.ts
 	af.addDisk()
 	af.ixFinish(rawEnd)
+	af.flowFinish()
 	if af.ret != nil {
-		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + af.ixBytes, Mod: modTime(af.f), Times: af.ts, Kept: true})
+		af.ret.Note(retention.Event{Kind: retention.Closed, Name: filepath.Base(af.path), Bytes: af.diskEnd + af.ixBytes + af.flBytes, Mod: modTime(af.f), Times: af.ts, Kept: true})
 	}
 	if af.counters != nil {
 		af.counters.FilesClosed.Add(1)
@@ -544,6 +565,7 @@ func publish(saveState func() error, sync bool, parts []string) error {
 	dirs := map[string]bool{}
 	for _, p := range parts {
 		publishIndex(p)
+		publishFlows(p)
 		err := os.Rename(p, strings.TrimSuffix(p, layout.PartSuffix))
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // gone: published by an earlier try
 			errs = append(errs, err)
@@ -567,6 +589,7 @@ func (af *agentFile) abandon() error {
 	}
 	af.marked = af.marked[:0] // the cut ones must not be raised by a Commit
 	af.ixDrop()
+	af.flowAbandon()
 	af.bw.Reset(io.Discard)
 	t := af.mw.terminator(af.diskEnd)
 	if af.mw != nil {

@@ -116,18 +116,13 @@ func (af *agentFile) ixFinish(rawEnd int64) {
 // ixWrite appends what the index holds unwritten to the index file.
 func (af *agentFile) ixWrite() {
 	p := af.ix.Pending()
-	path := index.Path(af.path + layout.PartSuffix)
-	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err == nil {
-		_, err = f.Write(p)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
+	if err := appendFile(index.Path(af.path+layout.PartSuffix), p); err != nil {
 		af.logErr("writing the index; the file is left without one (pcapsync index rebuilds it)", err)
 		if af.counters != nil {
 			af.counters.IndexErrors.Add(1)
 		}
 		af.ixDrop()
+		af.flowDrop() // its records name the blocks of the index dropped
 		return
 	}
 	af.ixBytes += int64(len(p))
@@ -156,10 +151,26 @@ func (af *agentFile) ixDrop() {
 // file never has an unpublished index. A failure leaves the file
 // without an index.
 func publishIndex(part string) {
-	from := index.Path(part)
-	if err := os.Rename(from, index.Path(strings.TrimSuffix(part, layout.PartSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	publishBeside(index.Path(part), index.Path(strings.TrimSuffix(part, layout.PartSuffix)))
+}
+
+// publishBeside renames from, a file beside a data file being
+// published, to its final name to; a failure removes it.
+func publishBeside(from, to string) {
+	if err := os.Rename(from, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		os.Remove(from)
 	}
+}
+
+// appendFile appends p to the file at path (made if missing, never
+// through a link), opened for this write only.
+func appendFile(path string, p []byte) error {
+	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err == nil {
+		_, err = f.Write(p)
+		err = errors.Join(err, f.Close())
+	}
+	return err
 }
 
 // partFiles returns the data files in dir still being written (or left

@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/safefs"
@@ -121,6 +122,11 @@ func (c *Store) repairAgent(ctx context.Context, j repairJob) {
 		// fall before its last block: removed (pcapsync index rebuilds it).
 		if err := os.Remove(index.Path(p)); err == nil {
 			c.log.Info("removed the index of an unfinished file", "file", p)
+		}
+		// So do its flow records, whose block numbers are the removed
+		// index's: pcapsync index rebuilds both, in one pass (flows.go).
+		if err := os.Remove(flow.Path(p)); err == nil {
+			c.log.Info("removed the flow records of an unfinished file", "file", p)
 		}
 		c.budget.acquire(nil, time.Now()) // its descriptor counts in the open-file budget
 		res, err := repairPart(ctx, p)

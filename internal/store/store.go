@@ -29,6 +29,9 @@ type Counters struct {
 	// link or not a directory (ErrAgentDir).
 	AgentDirRefused atomic.Uint64
 	IndexErrors     atomic.Uint64 // index writes that failed: the data file is left without an index (readers scan it; pcapsync index rebuilds it)
+	FlowErrors      atomic.Uint64 // flow file writes that failed: the data file is left without a flow file (pcapsync index rebuilds it)
+	FlowRecords     atomic.Uint64 // flow records written to flow files (Config.Flows)
+	FlowsEvicted    atomic.Uint64 // flows ended early because a file's flow table held Config.FlowTable.MaxFlows
 
 	// The open-file budget (Config.MaxOpenFiles): files parked (their
 	// descriptor closed, the file kept .part) to open another agent's,
@@ -246,7 +249,8 @@ func (s *Store) newWriter(name string) *Writer {
 		dir: filepath.Join(s.dir, name), name: name,
 		size: s.cfg.RotateSize, interval: s.cfg.RotateInterval,
 		fsync: s.cfg.Fsync, comp: s.cfg.FileCompress, zframes: s.cfg.ZstdFrames,
-		syncObs: s.cfg.SyncLatency, counters: &s.Counters, ixBlock: s.cfg.IndexBlock}}
+		syncObs: s.cfg.SyncLatency, counters: &s.Counters, ixBlock: s.cfg.IndexBlock,
+		flOn: s.cfg.Flows, flCfg: s.cfg.FlowTable}}
 	w.file.diskBytes = &w.diskBytes
 	w.file.log, w.file.budget, w.file.mu, w.file.slot = s.log, s.budget, &w.mu, -1
 	w.file.ret = s.ret.Agent(name)

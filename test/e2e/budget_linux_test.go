@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
-	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -166,7 +165,7 @@ func openCaptureFiles(pid int, dir string) (writing []string, all int) {
 		// An index is opened for a moment per block, outside the budget;
 		// a file removed while open reads "PATH (deleted)".
 		name := strings.TrimSuffix(filepath.Base(l), " (deleted)")
-		if err != nil || !strings.HasPrefix(l, dir+"/") || !strings.Contains(name, ".pcapng") || index.IsIndex(name) {
+		if err != nil || !strings.HasPrefix(l, dir+"/") || !strings.Contains(name, ".pcapng") || besideFile(name) {
 			continue
 		}
 		all++

@@ -15,7 +15,6 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/correlate"
 	"github.com/pcapsync/pcapsync/internal/gen"
-	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
@@ -150,7 +149,7 @@ func seqsTS(t *testing.T, dir string, stream uint32) map[uint64]int64 {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), index.Suffix) {
+		if besideFile(e.Name()) {
 			continue
 		}
 		pkts, _ := readAll(t, filepath.Join(dir, e.Name()))

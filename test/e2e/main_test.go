@@ -27,6 +27,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/agent"
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 	"github.com/pcapsync/pcapsync/internal/serve"
@@ -469,8 +470,15 @@ func (s collectorSummary) udpAgent(t *testing.T, name string) collector.UDPAgent
 	return collector.UDPAgentSummary{}
 }
 
-// dirEntries returns the names in dir, sorted, but for the indexes
-// beside capture files (index.IsIndex): what a reader of captures sees.
+// besideFile reports whether name is a file the store writes beside a
+// capture file: its index (index.IsIndex) or its flow records (flow.Suffix).
+func besideFile(name string) bool {
+	return index.IsIndex(name) || strings.HasSuffix(strings.TrimSuffix(name, ".part"), flow.Suffix)
+}
+
+// dirEntries returns the names in dir, sorted, but for the indexes and
+// flow files beside capture files (besideFile): what a reader of
+// captures sees.
 func dirEntries(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -479,7 +487,7 @@ func dirEntries(t *testing.T, dir string) []string {
 	}
 	names := make([]string, 0, len(ents))
 	for _, e := range ents {
-		if !index.IsIndex(e.Name()) {
+		if !besideFile(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}

@@ -134,7 +134,7 @@ func TestQueryMatchesMergecap(t *testing.T) {
 		}
 		return fmt.Errorf("%d of %d markers in qc's files", n, sent)
 	})
-	parts, _ := filepath.Glob(filepath.Join(dir, "qc", "*.part"))
+	parts, _ := filepath.Glob(filepath.Join(dir, "qc", "*.pcapng.part"))
 	if len(parts) != 1 {
 		t.Fatalf("qc: .part files %q, want 1 being written", parts)
 	}

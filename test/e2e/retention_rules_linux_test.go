@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
@@ -105,9 +106,9 @@ func (w *dirWatch) look(root string) {
 			// index, published before it. The largest seen: a closed
 			// file does not change, but a look racing its deletion may
 			// find the index already gone.
-			if !strings.HasSuffix(name, ".part") && !index.IsIndex(name) {
+			if !strings.HasSuffix(name, ".part") && !besideFile(name) {
 				k := a.Name() + "/" + name
-				w.closed[k] = max(w.closed[k], size+sizes[index.Path(name)])
+				w.closed[k] = max(w.closed[k], size+sizes[index.Path(name)]+sizes[flow.Path(name)])
 			}
 		}
 		w.peak[a.Name()] = max(w.peak[a.Name()], sum)
