@@ -355,18 +355,7 @@ func (q *query) agentSelected(name string) bool {
 
 // ifaceSelected: an interface named full ("agent:if") matches.
 func (q *query) ifaceSelected(full string) bool {
-	if len(q.cfg.Ifaces) == 0 {
-		return true
-	}
-	_, ifname, _ := strings.Cut(full, ":")
-	return slices.ContainsFunc(q.cfg.Ifaces, func(p string) bool {
-		name := ifname
-		if strings.Contains(p, ":") {
-			name = full
-		}
-		ok, _ := path.Match(p, name)
-		return ok
-	})
+	return layout.MatchIface(q.cfg.Ifaces, full)
 }
 
 // output returns the index in q.outs of ifc, an interface of agent's
