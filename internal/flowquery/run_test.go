@@ -11,6 +11,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/flow"
+	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
 )
 
 // sums are a conversation's counts as one agent saw it: [0] the
@@ -22,8 +23,8 @@ type sums struct {
 
 type fixture struct {
 	dir   string
-	convs []conv
-	ps    []tpkt
+	convs []flowtest.Conv
+	ps    []flowtest.Packet
 	files map[string][]string
 	want  map[[2]string]*sums // agent, Community ID
 	cid   []string            // of each conversation
@@ -34,40 +35,40 @@ type fixture struct {
 // 10 packets.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	fx := &fixture{dir: t.TempDir(), convs: genConvs(1, 50)}
-	fx.ps = genPackets(fx.convs)
-	agents := []agentSpec{
-		{name: "a", iface: "a:eth0", perFile: 97},
-		{name: "b", iface: "b:eth1", perFile: 50, keep: func(c int) bool { return c%2 == 0 }},
+	fx := &fixture{dir: t.TempDir(), convs: flowtest.GenConvs(1, 50)}
+	fx.ps = flowtest.GenPackets(fx.convs)
+	agents := []flowtest.Agent{
+		{Name: "a", Iface: "a:eth0", PerFile: 97},
+		{Name: "b", Iface: "b:eth1", PerFile: 50, Keep: func(c int) bool { return c%2 == 0 }},
 	}
-	fx.files = writeRoot(t, fx.dir, fx.ps, agents, &flow.Config{SplitPackets: 10})
+	fx.files = flowtest.WriteRoot(t, fx.dir, fx.ps, agents, &flow.Config{SplitPackets: 10})
 	fx.cid = make([]string, len(fx.convs))
 	for _, p := range fx.ps {
-		if fx.cid[p.c] == "" {
+		if fx.cid[p.C] == "" {
 			var k flow.Key
-			flow.Decode(&k, flow.LinkEthernet, 0, p.frame)
-			fx.cid[p.c] = k.CommunityID(0)
+			flow.Decode(&k, flow.LinkEthernet, 0, p.Frame)
+			fx.cid[p.C] = k.CommunityID(0)
 		}
 	}
 	fx.want = map[[2]string]*sums{}
 	for _, a := range agents {
 		for _, p := range fx.ps {
-			if a.keep != nil && !a.keep(p.c) {
+			if a.Keep != nil && !a.Keep(p.C) {
 				continue
 			}
-			k := [2]string{a.name, fx.cid[p.c]}
+			k := [2]string{a.Name, fx.cid[p.C]}
 			s := fx.want[k]
 			if s == nil {
-				s = &sums{first: p.ts}
+				s = &sums{first: p.TS}
 				fx.want[k] = s
 			}
 			d := 1
-			if p.init {
+			if p.Init {
 				d = 0
 			}
 			s.packets[d]++
-			s.bytes[d] += uint64(len(p.frame))
-			s.last = p.ts
+			s.bytes[d] += uint64(len(p.Frame))
+			s.last = p.TS
 		}
 	}
 	return fx
@@ -138,10 +139,10 @@ func TestRunFilter(t *testing.T) {
 			}
 			want := map[[2]string]bool{}
 			for _, p := range fx.ps {
-				if ok, _ := flt.Match(1, p.frame, uint32(len(p.frame))); ok && p.init {
-					want[[2]string{"a", fx.cid[p.c]}] = true
-					if p.c%2 == 0 {
-						want[[2]string{"b", fx.cid[p.c]}] = true
+				if ok, _ := flt.Match(1, p.Frame, uint32(len(p.Frame))); ok && p.Init {
+					want[[2]string{"a", fx.cid[p.C]}] = true
+					if p.C%2 == 0 {
+						want[[2]string{"b", fx.cid[p.C]}] = true
 					}
 				}
 			}
@@ -162,7 +163,7 @@ func TestRunFilter(t *testing.T) {
 // it).
 func TestRunSelect(t *testing.T) {
 	fx := newFixture(t)
-	since, until := base+40e6, base+60e6
+	since, until := flowtest.Base+40e6, flowtest.Base+60e6
 	tests := []struct {
 		name string
 		cfg  Config

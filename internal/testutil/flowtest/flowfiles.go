@@ -1,4 +1,4 @@
-package flowquery
+package flowtest
 
 // This file writes flow files for the tests, as the store will once it
 // writes them (issue 27): until then no collector does. It is the one
@@ -19,21 +19,21 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
-// testBlockBytes makes small index blocks, so that flows span several.
-const testBlockBytes = 4096
+// BlockBytes is the index block size: it makes small index blocks, so that flows span several.
+const BlockBytes = 4096
 
-// writeFlowFiles builds the index (index.Build) and the flow file of
+// WriteFlowFiles builds the index (index.Build) and the flow file of
 // each of one agent's data files, in the order given (the store's), with
 // one flow table across them rotated at each file's end, as the store
 // does: every packet is added with the index block that holds it.
-func writeFlowFiles(t testing.TB, paths []string, cfg *flow.Config) {
+func WriteFlowFiles(t testing.TB, paths []string, cfg *flow.Config) {
 	t.Helper()
 	tab, err := flow.NewTable(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range paths {
-		b, err := index.Build(context.Background(), p, testBlockBytes)
+		b, err := index.Build(context.Background(), p, BlockBytes)
 		if err != nil {
 			t.Fatalf("index %s: %v", p, err)
 		}
