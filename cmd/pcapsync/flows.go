@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/query"
 )
 
 const flowsUsage = `Reads the flow records beside the data files below an output root
@@ -259,4 +262,37 @@ func (f *flowsFlags) printTop(w io.Writer, top []flowquery.Talker) error {
 // loadRemote is --from (GET /flows).
 func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flow, error) {
 	return nil, usageError("--from is not served yet")
+}
+
+// flowBlocks returns what a query of cfg.CommunityID reads: the index
+// blocks of the flow's records in the files that hold them, every block
+// of the files whose flows are not known (no flow file, or a damaged
+// one); the files being written are read whole by the query anyway.
+func flowBlocks(cfg query.Config) (map[string][]query.BlockRun, error) {
+	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
+		CommunityID: cfg.CommunityID, Logger: cfg.Logger}
+	flows, res, err := flowquery.Run(context.Background(), fc)
+	if err != nil {
+		return nil, err
+	}
+	blocks := map[string][]query.BlockRun{}
+	for _, p := range res.Unflowed {
+		blocks[strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)] = nil
+	}
+	for _, f := range flows {
+		for _, part := range f.Parts {
+			name := strings.TrimSuffix(filepath.Base(part.File), layout.PartSuffix)
+			if len(part.Runs) == 0 {
+				blocks[name] = nil
+				continue
+			}
+			if _, known := blocks[name]; known && blocks[name] == nil {
+				continue // read whole
+			}
+			for _, r := range part.Runs {
+				blocks[name] = append(blocks[name], query.BlockRun{First: r.First, Last: r.Last})
+			}
+		}
+	}
+	return blocks, nil
 }

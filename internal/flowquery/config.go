@@ -35,6 +35,9 @@ type Config struct {
 	// Filter is a tcpdump-syntax expression run on each flow's synthetic
 	// packet (doc.go); "" selects all.
 	Filter string
+	// CommunityID, if not "", selects the flows of this Community ID
+	// (v1, seed 0) only.
+	CommunityID string
 	// MaxFlows bounds the flows held; 0 means DefaultMaxFlows.
 	MaxFlows int
 	// Logger receives warnings (damaged flow files); nil discards them.

@@ -45,6 +45,9 @@ type Result struct {
 	Files   int      // data files looked at
 	Missing int      // data files without a flow file
 	Damaged []string // flow files that did not verify (skipped), with the reason
+	// Unflowed are the data files (paths as listed) whose flows are not
+	// known: without a flow file, or with one that did not verify.
+	Unflowed []string
 }
 
 // Run selects the flows of cfg, joined, sorted by first time, then agent
@@ -145,10 +148,12 @@ func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*F
 	ff, err := readFlowFile(fi)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.res.Missing++
+		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 		return nil
 	}
 	if err != nil {
 		s.damaged(fi.Path, err)
+		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 		return nil
 	}
 	need := -1
@@ -162,7 +167,7 @@ func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*F
 		if int(r.Key.Iface) < len(names) && names[r.Key.Iface] != "" {
 			name = names[r.Key.Iface]
 		}
-		if !s.ifaceSelected(name) || !s.match(&r.Key) {
+		if !s.ifaceSelected(name) || !s.match(&r.Key) || s.cfg.CommunityID != "" && r.Key.CommunityID(0) != s.cfg.CommunityID {
 			continue
 		}
 		if err := s.add(agent, name, fi.Path, r, pending); err != nil {

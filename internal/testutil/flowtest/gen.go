@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
+	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
@@ -36,6 +37,10 @@ type Packet struct {
 	Init  bool // sent by the initiator
 	Frame []byte
 }
+
+// BatchPackets is the packets of a batch: its last carries a batch
+// mark (layout.AppendMark), where an index block may end.
+const BatchPackets = 8
 
 // Base is the time of the first generated packet.
 var Base = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC).UnixNano()
@@ -211,8 +216,14 @@ func writePcapng(t testing.TB, p, iface string, ps []Packet) {
 	if _, err := w.AddInterface(pcapfile.Interface{Name: iface, LinkType: 1}); err != nil {
 		t.Fatal(err)
 	}
-	for _, pk := range ps {
-		if err := w.WritePacket(0, pk.TS, uint32(len(pk.Frame)), pk.Frame); err != nil {
+	for i, pk := range ps {
+		var err error
+		if i%BatchPackets == BatchPackets-1 || i == len(ps)-1 { // a batch's last packet carries its mark, as the store writes it
+			err = w.WritePacketCustom(0, pk.TS, uint32(len(pk.Frame)), pk.Frame, layout.MarkPEN, layout.AppendMark(nil, [16]byte{1}, uint64(i)))
+		} else {
+			err = w.WritePacket(0, pk.TS, uint32(len(pk.Frame)), pk.Frame)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
