@@ -19,6 +19,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 const flowsUsage = `Reads the flow records beside the data files below an output root
@@ -42,7 +43,11 @@ the flows by first (the default), last, bytes, packets or duration.
 
 A data file without a flow file is counted and warned about; a flow
 file that does not verify is skipped with a warning. docs/flows.md has
-examples and the JSON keys.`
+examples and the JSON keys.
+
+--from HOST:PORT reads the flows of a collector or writer serving
+--query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
+--tls-key, --token-file; plain HTTP with --insecure), as query --from.`
 
 type flowsFlags struct {
 	cfg          flowquery.Config
@@ -261,7 +266,34 @@ func (f *flowsFlags) printTop(w io.Writer, top []flowquery.Talker) error {
 
 // loadRemote is --from (GET /flows).
 func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flow, error) {
-	return nil, usageError("--from is not served yet")
+	addr, err := serverAddr(f.from, *f.tls.insecure)
+	if err != nil {
+		return nil, err
+	}
+	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter}}
+	now := time.Now()
+	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
+		return nil, err
+	}
+	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
+		return nil, err
+	}
+	if cc.TLS, cc.Token, err = f.tls.config(warnLogger(s.stderr)); err != nil {
+		return nil, err
+	}
+	var flows []flowquery.Flow
+	err = queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
+		if len(flows) >= f.cfg.MaxFlows {
+			return fmt.Errorf("%w: more than %d", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
+		}
+		fl, err := j.Flow()
+		flows = append(flows, fl)
+		return err
+	})
+	if errors.Is(err, queryhttp.ErrBadRequest) {
+		err = fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return flows, err
 }
 
 // flowBlocks returns what a query of cfg.CommunityID reads: the index

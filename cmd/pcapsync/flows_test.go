@@ -200,3 +200,20 @@ func TestFlowsOutputs(t *testing.T) {
 		t.Errorf("--top 3 --by flows:\n%s", strings.Join(hosts, "\n"))
 	}
 }
+
+// TestFlowsFrom: flows --from a query listener (plain HTTP on loopback)
+// prints what flows --dir prints, in every output form.
+func TestFlowsFrom(t *testing.T) {
+	dir, _ := flowsRoot(t)
+	addr := startQueryServer(t, dir, "127.0.0.1:0", nil)
+	for _, args := range [][]string{
+		{"--json"}, {"--csv"}, {}, {"--json", "--agent", "b", "tcp or vlan"}, {"--top", "4", "--group", "pair"},
+		{"--same", "--json"}, {"--sort", "bytes", "--csv", "--since", "2026-11-24T10:00:00.05Z"},
+	} {
+		local := runFlows(t, append([]string{"--dir", dir}, args...)...)
+		remote := runFlows(t, append([]string{"--from", addr, "--insecure"}, args...)...)
+		if local == "" || remote != local {
+			t.Errorf("%q: --from differs from --dir:\n%s\n---\n%s", args, remote, local)
+		}
+	}
+}

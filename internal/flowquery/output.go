@@ -3,7 +3,9 @@ package flowquery
 import (
 	"cmp"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -178,4 +180,103 @@ func Sort(fs []Flow, key string) error {
 	}
 	slices.SortStableFunc(fs, func(a, b Flow) int { return by(&a, &b) })
 	return nil
+}
+
+// Flow returns the flow j describes (as JSON wrote it, from a server's
+// GET /flows): its key, times, counts, flags and end; Parts holds as
+// many parts as j says, without their files and blocks.
+func (j *JSON) Flow() (Flow, error) {
+	f := Flow{Agent: j.Agent, Iface: j.Iface, CommunityID: j.CommunityID, Parts: make([]Part, min(max(j.Parts, 0), 1<<16))}
+	k := &f.Key
+	var err error
+	if f.First, err = parseTime(j.First); err != nil {
+		return f, err
+	}
+	if f.Last, err = parseTime(j.Last); err != nil {
+		return f, err
+	}
+	if j.SrcIP != "" {
+		src, err1 := netip.ParseAddr(j.SrcIP)
+		dst, err2 := netip.ParseAddr(j.DstIP)
+		if err := errors.Join(err1, err2); err != nil {
+			return f, fmt.Errorf("flow %s: %w", j.CommunityID, err)
+		}
+		k.Kind, k.EtherType = flow.KindIPv4, flow.EtherIPv4
+		if src.Is6() {
+			k.Kind, k.EtherType = flow.KindIPv6, flow.EtherIPv6
+		}
+		k.Src, k.Dst = src.As16(), dst.As16()
+		if src.Is4() {
+			k.Src, k.Dst = [16]byte{}, [16]byte{}
+			s4, d4 := src.As4(), dst.As4()
+			copy(k.Src[:], s4[:])
+			copy(k.Dst[:], d4[:])
+		}
+		k.Proto = protoNumber(j.Proto)
+		if k.Proto == flow.ProtoTCP || k.Proto == flow.ProtoUDP || k.Proto == flow.ProtoSCTP || k.Proto == flow.ProtoICMP || k.Proto == flow.ProtoICMPv6 {
+			k.Flags |= flow.FlagPorts
+		}
+	} else if j.SrcMAC != "" {
+		k.Kind = flow.KindLink
+		if m, err := net.ParseMAC(j.SrcMAC); err == nil && len(m) == 6 {
+			copy(k.Src[:], m)
+		}
+		if m, err := net.ParseMAC(j.DstMAC); err == nil && len(m) == 6 {
+			copy(k.Dst[:], m)
+		}
+	}
+	k.SrcPort, k.DstPort = j.SrcPort, j.DstPort
+	for i, v := range j.VLAN {
+		if i < flow.MaxVLANs {
+			k.VLAN[i], k.NVLAN = v, uint8(i+1)
+		}
+	}
+	f.Packets, f.Bytes = [2]uint64{j.SrcPackets, j.DstPackets}, [2]uint64{j.SrcBytes, j.DstBytes}
+	f.TCPFlags = [2]uint8{tcpFlagBits(j.SrcTCPFlags), tcpFlagBits(j.DstTCPFlags)}
+	for e := flow.EndOpen; e <= flow.EndEvicted; e++ {
+		if e.String() == j.End {
+			f.End = e
+		}
+	}
+	if j.SYN {
+		f.Flags |= flow.RecordSYN
+	}
+	return f, nil
+}
+
+func parseTime(s string) (int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("flow time %q: %w", s, err)
+	}
+	return t.UnixNano(), nil
+}
+
+func protoNumber(name string) uint8 {
+	switch name {
+	case "tcp":
+		return flow.ProtoTCP
+	case "udp":
+		return flow.ProtoUDP
+	case "icmp":
+		return flow.ProtoICMP
+	case "icmp6":
+		return flow.ProtoICMPv6
+	case "sctp":
+		return flow.ProtoSCTP
+	}
+	n, _ := strconv.ParseUint(name, 10, 8)
+	return uint8(n)
+}
+
+func tcpFlagBits(s string) uint8 {
+	var b uint8
+	for _, n := range strings.Split(s, "|") {
+		for i := range 8 {
+			if TCPFlags(1<<i) == n {
+				b |= 1 << i
+			}
+		}
+	}
+	return b
 }
