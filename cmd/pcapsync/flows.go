@@ -298,8 +298,9 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 
 // flowBlocks returns what a query of cfg.CommunityID reads: the index
 // blocks of the flow's records in the files that hold them, every block
-// of the files whose flows are not known (no flow file, or a damaged
-// one); the files being written are read whole by the query anyway.
+// of the files whose flows are not all known (no flow file, a damaged
+// one, or a file being written when listed, which may be published
+// since: its flow file then holds records its .part lacked).
 func flowBlocks(cfg query.Config) (map[string][]query.BlockRun, error) {
 	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
 		CommunityID: cfg.CommunityID, Logger: cfg.Logger}

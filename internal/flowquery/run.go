@@ -46,7 +46,8 @@ type Result struct {
 	Missing int      // data files without a flow file
 	Damaged []string // flow files that did not verify (skipped), with the reason
 	// Unflowed are the data files (paths as listed) whose flows are not
-	// known: without a flow file, or with one that did not verify.
+	// all known: without a flow file, with one that did not verify, or
+	// being written (.part: a flow's record comes only as it ends).
 	Unflowed []string
 }
 
@@ -145,15 +146,22 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 
 // file reads the flow file of data file fi and joins its records.
 func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*Flow) error {
+	if fi.Part {
+		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
+	}
 	ff, err := readFlowFile(fi)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.res.Missing++
-		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
+		if !fi.Part {
+			s.res.Unflowed = append(s.res.Unflowed, fi.Path)
+		}
 		return nil
 	}
 	if err != nil {
 		s.damaged(fi.Path, err)
-		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
+		if !fi.Part {
+			s.res.Unflowed = append(s.res.Unflowed, fi.Path)
+		}
 		return nil
 	}
 	need := -1

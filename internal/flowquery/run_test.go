@@ -309,3 +309,39 @@ func evenCIDs(fx *fixture) []string {
 	}
 	return s
 }
+
+// TestRunPart: a data file being written is read (its flow file's
+// records that verify, a torn tail left out) and listed in Unflowed,
+// for a reader of its blocks to read it whole.
+func TestRunPart(t *testing.T) {
+	fx := newFixture(t)
+	last := fx.files["a"][len(fx.files["a"])-1]
+	part := last + ".part"
+	for _, r := range [][2]string{{last, part}, {flow.Path(last), flow.Path(part)}} {
+		if err := os.Rename(r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(flow.Path(part))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flow.Path(part), b[:len(b)-5], 0o644); err != nil { // torn: the end record cut
+		t.Fatal(err)
+	}
+	got, res := run(t, Config{Dir: fx.dir, Agents: []string{"a"}})
+	if len(res.Damaged) != 0 || len(res.Unflowed) != 1 || res.Unflowed[0] != part {
+		t.Errorf("result %+v, want the .part unflowed, nothing damaged", res)
+	}
+	fromPart := 0
+	for _, f := range got {
+		for _, p := range f.Parts {
+			if p.File == part {
+				fromPart++
+			}
+		}
+	}
+	if fromPart == 0 {
+		t.Error("no record read from the .part's flow file")
+	}
+}
