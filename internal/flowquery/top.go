@@ -37,7 +37,8 @@ type Talker struct {
 //   - pair: the two endpoints, the smaller address first (conversations,
 //     both ways, whoever initiated);
 //   - port: the responder's protocol and port, "tcp/443" (services;
-//     "icmp/8" for ICMP types, the protocol alone without ports);
+//     for ICMP the responder's port equivalent, "icmp/0" for echoes;
+//     the protocol alone without ports);
 //   - agent: the agent.
 //
 // n 0 returns every group.
