@@ -45,6 +45,10 @@ interface of the files read is warned about on stderr, with the
 interfaces it met; the query still exits 0, as an empty result does.
 docs/query.md says what is read and in which order.
 
+--community-id 1:... writes the packets of one flow (as pcapsync flows
+prints it): only the index blocks its flow records name are read, and
+each packet's Community ID is compared, so the result is exact.
+
 --from HOST:PORT (or [V6]:PORT, https://HOST:PORT) runs the query on a
 collector or writer that serves it (--query-listen) instead of reading
 --dir here, over HTTPS (--tls-ca, --tls-cert, --tls-key, --token-file;
@@ -86,6 +90,7 @@ func queryCommand(s streams) *cobra.Command {
 			fs.StringVar(&f.since, "since", "", "the first time included: a date and time (2026-11-24 10:02:00.5, the local zone unless one is given: Z, +01:00), RFC 3339, a duration back from now (10m) or Unix seconds")
 			fs.StringVar(&f.until, "until", "", "the first time excluded, as --since")
 			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter (or give it as the trailing arguments)")
+			fs.StringVar(&f.cfg.CommunityID, "community-id", "", "only the packets of this Community ID (1:...), reading only the index blocks its flow records name")
 			fs.BoolVar(&f.cfg.NoIndex, "no-index", false, "read every file whole, without the index beside it")
 			fs.Int64Var(&f.cfg.Count, "count", 0, "stop after this many packets (default: no limit)")
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
@@ -105,6 +110,9 @@ func queryCommand(s streams) *cobra.Command {
 					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
 				if f.from != "" {
+					if f.cfg.CommunityID != "" {
+						return usageError("--community-id is not served over --from yet: give the flow's addresses and ports as the filter")
+					}
 					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
 						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
@@ -136,6 +144,11 @@ func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, erro
 	cfg.Logger = warnLogger(stderr)
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if cfg.CommunityID != "" && !cfg.NoIndex {
+		if cfg.Blocks, err = flowBlocks(cfg); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, nil
 }

@@ -2,6 +2,8 @@ package layout
 
 import (
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,4 +123,24 @@ func IndexBytes(path string) int64 {
 		}
 	}
 	return n
+}
+
+// MatchIface reports whether an interface named full ("AGENT:IF", as the
+// data files name them) matches one of patterns (path.Match globs): a
+// pattern with a ':' over the whole name, one without over the part after
+// the agent's. No patterns match every interface. Query and flows select
+// interfaces with it alike.
+func MatchIface(patterns []string, full string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	_, ifname, _ := strings.Cut(full, ":")
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		name := ifname
+		if strings.Contains(p, ":") {
+			name = full
+		}
+		ok, _ := path.Match(p, name)
+		return ok
+	})
 }

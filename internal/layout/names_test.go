@@ -42,3 +42,25 @@ func TestOwnFile(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchIface: patterns with a ':' over AGENT:IF, without over IF.
+func TestMatchIface(t *testing.T) {
+	for _, tc := range []struct {
+		pats []string
+		name string
+		want bool
+	}{
+		{nil, "web1:eth0", true},
+		{[]string{"eth0"}, "web1:eth0", true},
+		{[]string{"eth*"}, "web1:eth1", true},
+		{[]string{"web1:eth0"}, "web1:eth0", true},
+		{[]string{"web*:eth0"}, "web2:eth0", true},
+		{[]string{"web1:eth0"}, "web2:eth0", false},
+		{[]string{"eth1", "lo"}, "web1:eth0", false},
+		{[]string{"web1"}, "web1:eth0", false},
+	} {
+		if got := MatchIface(tc.pats, tc.name); got != tc.want {
+			t.Errorf("MatchIface(%q, %q) = %v, want %v", tc.pats, tc.name, got, tc.want)
+		}
+	}
+}

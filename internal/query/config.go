@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,21 @@ type Config struct {
 	// primitives joined by and/or; one holding a NUL byte is refused
 	// (capture.CompileFilter).
 	Filter string
+	// CommunityID, if not "", passes only the packets whose Community
+	// ID (v1, seed 0; flow.Key.CommunityID of the packet's key) is this
+	// one, "1:" and 28 base64 characters: the packets of one flow,
+	// exactly, whatever else the blocks read hold. It goes with the
+	// filter (both must pass).
+	CommunityID string
+	// Blocks, if not nil, narrows what is read to the closed data files
+	// it names (by their final name, without directory) and, of each,
+	// to the index blocks it lists (the runs of a flow's records: see
+	// internal/flowquery); a name listed without runs is read as
+	// without Blocks, and so is every file being written (.part: its
+	// flows' records come only as they end) and a file whose index is
+	// not usable. Blocks only narrows the reading: the time range, the
+	// filter and CommunityID still decide every packet.
+	Blocks map[string][]BlockRun
 	// Count, if above 0, stops the query after that many packets.
 	Count int64
 	// MaxBytes, if above 0, bounds the output: the query stops before a
@@ -124,6 +140,9 @@ func (c *Config) Validate() error {
 	if !c.Since.IsZero() && !c.Until.IsZero() && !c.Since.Before(c.Until) {
 		errs = append(errs, fmt.Errorf("empty time range: since %s is not before until %s",
 			c.Since.UTC().Format(time.RFC3339Nano), c.Until.UTC().Format(time.RFC3339Nano)))
+	}
+	if c.CommunityID != "" && !validCommunityID(c.CommunityID) {
+		errs = append(errs, fmt.Errorf("community id %q: want 1: and 28 base64 characters", c.CommunityID))
 	}
 	if c.Count < 0 {
 		errs = append(errs, fmt.Errorf("count %d is negative", c.Count))
@@ -344,4 +363,19 @@ func parseEpoch(s string) (time.Time, bool) {
 		}
 	}
 	return time.Unix(n, ns), true
+}
+
+// BlockRun is a run of index blocks First..Last (inclusive), numbered
+// as the data file's index numbers them.
+type BlockRun struct{ First, Last uint32 }
+
+// validCommunityID reports whether s is a Community ID v1 in its base64
+// form: "1:" and the base64 of 20 bytes (SHA-1).
+func validCommunityID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "1:")
+	if !ok || len(rest) != 28 {
+		return false
+	}
+	b, err := base64.StdEncoding.DecodeString(rest)
+	return err == nil && len(b) == 20
 }

@@ -109,6 +109,7 @@ type query struct {
 	cfg          Config
 	since, until int64
 	filter       *filter.Filter
+	cid          communityID
 	sel          *selection
 	outs         []outIface
 	stats        []stats
@@ -249,9 +250,9 @@ func (p *Prepared) do(ctx context.Context, body func(*query) error) (Result, err
 // what it returns.
 func (p *Prepared) start(ctx context.Context) (*query, error) {
 	cfg := p.cfg
-	q := &query{cfg: cfg, filter: p.filter}
+	q := &query{cfg: cfg, filter: p.filter, cid: communityID(cfg.CommunityID)}
 	q.since, q.until = cfg.bounds()
-	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex)
+	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex, cfg.Blocks)
 	q.delay, q.poll = cfg.followTimes()
 	q.now = time.Now()
 	streams, err := q.streams()
@@ -355,18 +356,7 @@ func (q *query) agentSelected(name string) bool {
 
 // ifaceSelected: an interface named full ("agent:if") matches.
 func (q *query) ifaceSelected(full string) bool {
-	if len(q.cfg.Ifaces) == 0 {
-		return true
-	}
-	_, ifname, _ := strings.Cut(full, ":")
-	return slices.ContainsFunc(q.cfg.Ifaces, func(p string) bool {
-		name := ifname
-		if strings.Contains(p, ":") {
-			name = full
-		}
-		ok, _ := path.Match(p, name)
-		return ok
-	})
+	return layout.MatchIface(q.cfg.Ifaces, full)
 }
 
 // output returns the index in q.outs of ifc, an interface of agent's

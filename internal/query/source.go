@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,11 +133,37 @@ type selection struct {
 	// asked (they key the addresses of ARP and RARP); nil: time only.
 	match   *index.Match
 	noIndex bool // read every file whole
+	// blocks is Config.Blocks: the runs of blocks to read of the
+	// closed files named; nil, every block.
+	blocks map[string][]BlockRun
 }
 
-func newSelection(since, until int64, filter string, noIndex bool) *selection {
+func newSelection(since, until int64, filter string, noIndex bool, blocks map[string][]BlockRun) *selection {
 	t := filterTerms(filter)
-	return &selection{since: since, until: until, match: t.indexMatch(false), noIndex: noIndex}
+	return &selection{since: since, until: until, match: t.indexMatch(false), noIndex: noIndex, blocks: blocks}
+}
+
+// skipFile reports whether Config.Blocks leaves the data file fi out:
+// a closed file it does not name.
+func (sel *selection) skipFile(fi layout.FileInfo) bool {
+	if sel.blocks == nil || fi.Part {
+		return false
+	}
+	_, ok := sel.blocks[filepath.Base(fi.Path)]
+	return !ok
+}
+
+// inRuns reports whether block i of the closed data file of ix is one
+// Config.Blocks lists (or Blocks lists no runs for it).
+func (sel *selection) inRuns(ix *index.Index, i int) bool {
+	if sel.blocks == nil || !ix.Final {
+		return true
+	}
+	runs := sel.blocks[ix.Name]
+	if runs == nil {
+		return true
+	}
+	return slices.ContainsFunc(runs, func(r BlockRun) bool { return uint32(i) >= r.First && uint32(i) <= r.Last })
 }
 
 // openFile opens fi for reading. A .part is first scanned for the end
@@ -256,7 +284,7 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 		}
 		// The link types of interfaces described after the head are
 		// not known here: their blocks are selected by time only.
-		keep[i] = b.Packets > 0 && b.Last >= sel.since && b.First < sel.until && (i >= added || ix.MayMatch(i, m))
+		keep[i] = b.Packets > 0 && b.Last >= sel.since && b.First < sel.until && (i >= added || ix.MayMatch(i, m)) && sel.inRuns(ix, i)
 	}
 	lastRaw := ix.HeadEnd()
 	if n := len(all); n > 0 {

@@ -179,7 +179,7 @@ func (s *stream) open(ctx context.Context) error {
 		fi := s.files[s.next]
 		s.next++
 		s.lastKey = strings.TrimSuffix(fi.Path, layout.PartSuffix)
-		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) {
+		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) || s.q.sel.skipFile(fi) {
 			s.q.res.FilesSkipped++
 			continue
 		}
@@ -264,7 +264,7 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 		}
 		o.compiled = true
 	}
-	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data, p.OrigLen); !ok {
+	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data, p.OrigLen); !ok || !s.q.cid.match(o.ifc.LinkType, p.Data) {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/query"
 )
 
@@ -30,6 +31,8 @@ type ClientConfig struct {
 	// Token, if set, is sent as "Authorization: Bearer TOKEN".
 	Token  string
 	Params Params
+	// Flows asks GET /flows (FetchFlows) instead of GET /query.
+	Flows bool
 	// DialTimeout bounds connecting and the TLS handshake; 0 means
 	// DefaultDialTimeout. The query itself has no time limit but ctx.
 	DialTimeout time.Duration
@@ -39,6 +42,9 @@ type ClientConfig struct {
 // sends them).
 func (c ClientConfig) URL() string {
 	u := url.URL{Scheme: "https", Host: c.Addr, Path: Path, RawQuery: c.Params.Values().Encode()}
+	if c.Flows {
+		u.Path = FlowsPath
+	}
 	if c.TLS == nil {
 		u.Scheme = "http"
 	}
@@ -56,7 +62,7 @@ func (c ClientConfig) request(ctx context.Context) (*http.Request, error) {
 	if len(q) > MaxParamBytes {
 		return nil, fmt.Errorf("%w: parameters of %d bytes, at most %d", ErrBadRequest, len(q), MaxParamBytes)
 	}
-	u := ClientConfig{Addr: c.Addr, TLS: c.TLS}.URL()
+	u := ClientConfig{Addr: c.Addr, TLS: c.TLS, Flows: c.Flows}.URL()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(q))
 	if err == nil {
 		req.Header.Set("Content-Type", formType)
@@ -73,49 +79,11 @@ func (c ClientConfig) request(ctx context.Context) (*http.Request, error) {
 // output does), as does a stream cut off before its end.
 func Fetch(ctx context.Context, cfg ClientConfig, w io.Writer) (query.Result, error) {
 	var res query.Result
-	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
-		return res, fmt.Errorf("server address %q: want HOST:PORT: %w", cfg.Addr, err)
-	}
-	dial := cfg.DialTimeout
-	if dial == 0 {
-		dial = DefaultDialTimeout
-	}
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: dial}).DialContext,
-		TLSClientConfig:     cfg.TLS,
-		TLSHandshakeTimeout: dial,
-		DisableCompression:  true, // the bytes as the server wrote them
-		DisableKeepAlives:   true,
-	}
-	defer tr.CloseIdleConnections()
-	req, err := cfg.request(ctx)
+	resp, done, err := cfg.do(ctx, ContentType)
 	if err != nil {
 		return res, err
 	}
-	if cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	req.Header.Set("Accept", ContentType)
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return res, fmt.Errorf("query %s: %w", cfg.Addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		reason := strings.Join(strings.Fields(string(b)), " ")
-		if reason == "" {
-			reason = resp.Status
-		}
-		sentinel := ErrRefused
-		switch {
-		case resp.StatusCode == http.StatusBadRequest:
-			sentinel = ErrBadRequest
-		case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
-			sentinel = ErrFailed
-		}
-		return res, fmt.Errorf("%w (%s): %s", sentinel, resp.Status, reason)
-	}
+	defer done()
 	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
 		return res, fmt.Errorf("query %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, ContentType)
 	}
@@ -155,3 +123,85 @@ func (e errWriter) Write(p []byte) (int, error) {
 type writeError struct{ err error }
 
 func (e *writeError) Error() string { return e.err.Error() }
+
+// do sends cfg's request, accepting ctype, and returns the answer of a
+// 200 (done closes it); a refusal wraps ErrRefused, ErrBadRequest or
+// ErrFailed with the server's reason.
+func (cfg ClientConfig) do(ctx context.Context, ctype string) (*http.Response, func(), error) {
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return nil, nil, fmt.Errorf("server address %q: want HOST:PORT: %w", cfg.Addr, err)
+	}
+	dial := cfg.DialTimeout
+	if dial == 0 {
+		dial = DefaultDialTimeout
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: dial}).DialContext,
+		TLSClientConfig:     cfg.TLS,
+		TLSHandshakeTimeout: dial,
+		DisableCompression:  true, // the bytes as the server wrote them
+		DisableKeepAlives:   true,
+	}
+	req, err := cfg.request(ctx)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, nil, err
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	req.Header.Set("Accept", ctype)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, nil, fmt.Errorf("query %s: %w", cfg.Addr, err)
+	}
+	done := func() { resp.Body.Close(); tr.CloseIdleConnections() }
+	if resp.StatusCode != http.StatusOK {
+		defer done()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		reason := strings.Join(strings.Fields(string(b)), " ")
+		if reason == "" {
+			reason = resp.Status
+		}
+		sentinel := ErrRefused
+		switch {
+		case resp.StatusCode == http.StatusBadRequest:
+			sentinel = ErrBadRequest
+		case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
+			sentinel = ErrFailed
+		}
+		return nil, nil, fmt.Errorf("%w (%s): %s", sentinel, resp.Status, reason)
+	}
+	return resp, done, nil
+}
+
+// FetchFlows asks the server's GET /flows for cfg's selection (cfg.Flows
+// is implied) and calls fn with each flow, in the server's order. A
+// refusal is as Fetch's; an answer cut off, or a line that is not a flow,
+// wraps ErrFailed.
+func FetchFlows(ctx context.Context, cfg ClientConfig, fn func(*flowquery.JSON) error) error {
+	cfg.Flows = true
+	resp, done, err := cfg.do(ctx, FlowsType)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if ct := resp.Header.Get("Content-Type"); ct != FlowsType {
+		return fmt.Errorf("flows %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, FlowsType)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var j flowquery.JSON
+		err := dec.Decode(&j)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: flows: %w", ErrFailed, err)
+		}
+		if err := fn(&j); err != nil {
+			return err
+		}
+	}
+}

@@ -5,6 +5,13 @@
 // # API
 //
 //	GET /query?agent=..&iface=..&since=..&until=..&filter=..&count=..&max_bytes=..
+//	GET /flows?agent=..&iface=..&since=..&until=..&filter=..
+//
+// GET /flows (flows.go, pcapsync flows --from) answers the flow records
+// of the root (internal/flowquery) as JSON lines (application/x-ndjson,
+// flowquery.JSON), with the parameters, refusals, slots and limits of
+// GET /query but count and max_bytes; a selection beyond
+// flowquery.DefaultMaxFlows is a 400.
 //
 // The parameters are the query's flags (agent and iface repeated or
 // comma-separated; since and until as query.ParseTime reads them, a

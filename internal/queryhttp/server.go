@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/query"
 )
@@ -160,8 +161,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.URL.Path != Path:
-		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path)
+	case r.URL.Path != Path && r.URL.Path != FlowsPath:
+		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")
@@ -174,7 +175,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With("selection", selection(v))
-	cfg, err := parseQuery(v, s.cfg.Dir, time.Now())
+	var cfg query.Config
+	var fc flowquery.Config
+	if r.URL.Path == FlowsPath {
+		fc, err = parseFlows(v, s.cfg.Dir, time.Now())
+	} else {
+		cfg, err = parseQuery(v, s.cfg.Dir, time.Now())
+	}
 	if err != nil {
 		s.refuse(w, log, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
 		return
@@ -187,6 +194,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { <-s.slots }()
+	if r.URL.Path == FlowsPath {
+		s.serveFlows(w, r, fc, log)
+		return
+	}
 	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
 	if q := s.prepare(w, r, cfg, log); q != nil {
 		s.serve(w, r, q, log)

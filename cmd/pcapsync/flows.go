@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
+)
+
+const flowsUsage = `Reads the flow records beside the data files below an output root
+(FILE.flows: one record per conversation per file, written as the
+packets are) and prints the flows selected: who talked to whom, how
+much, when and how it ended. A flow spanning files or split into parts
+is one line per agent, its records joined. FILTER (tcpdump syntax) is
+the trailing words or --filter; it runs on one packet made from the
+flow's key, sent by the initiator: "host X" selects X's conversations,
+"src host X" those X started, "dst port 443" those to port 443.
+
+--since and --until (as query takes them) select the flows whose first
+to last packet overlap the range; --agent and --iface as query's.
+
+Output: a table, --json (one object per line) or --csv. --top N sums
+the flows per --group (host: each address; pair: the two addresses;
+port: the responder's protocol and port; agent) and prints the N
+largest --by bytes, packets or flows. --same gathers the same
+conversation seen by several agents (by Community ID). --sort orders
+the flows by first (the default), last, bytes, packets or duration.
+
+A data file without a flow file is counted and warned about; a flow
+file that does not verify is skipped with a warning. docs/flows.md has
+examples and the JSON keys.
+
+--from HOST:PORT reads the flows of a collector or writer serving
+--query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
+--tls-key, --token-file; plain HTTP with --insecure), as query --from.`
+
+type flowsFlags struct {
+	cfg          flowquery.Config
+	since, until string
+	json, csv    bool
+	top          int
+	group, by    string
+	sort         string
+	same         bool
+	from         string
+	tls          *tapClientFlags
+}
+
+func flowsCommand(s streams) *cobra.Command {
+	c := leaf("flows (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) [--json|--csv] [--top N [--group host|pair|port|agent] [--by bytes|packets|flows]] [--same] [--sort KEY] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [FILTER]",
+		"print the flow records (conversations) of many agents: who talked to whom, how much, when; top talkers",
+		flowsUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
+			f := &flowsFlags{}
+			fs.StringVar(&f.cfg.Dir, "dir", "", "the output root to read (required)")
+			fs.StringSliceVar(&f.cfg.Agents, "agent", nil, "only these agents: names or globs (default: all)")
+			fs.StringSliceVar(&f.cfg.Ifaces, "iface", nil, "only these interfaces: AGENT:IF or IF, names or globs (default: all)")
+			fs.StringVar(&f.since, "since", "", "flows with packets at or after this time, as query's --since")
+			fs.StringVar(&f.until, "until", "", "flows with packets before this time, as query's --until")
+			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter on the flows' addresses, ports, protocols and VLANs (src: the initiator; or give it as the trailing arguments)")
+			fs.BoolVar(&f.json, "json", false, "one JSON object per line")
+			fs.BoolVar(&f.csv, "csv", false, "CSV with a header line")
+			fs.IntVar(&f.top, "top", 0, "print the N largest groups of flows (--group, --by) instead of the flows")
+			fs.StringVar(&f.group, "group", flowquery.GroupHost, "with --top, sum per host, pair, port or agent")
+			fs.StringVar(&f.by, "by", flowquery.ByBytes, "with --top, rank by bytes, packets or flows")
+			fs.StringVar(&f.sort, "sort", "first", "order the flows by first, last, bytes, packets or duration")
+			fs.BoolVar(&f.same, "same", false, "gather the same conversation seen by several agents (by Community ID)")
+			fs.IntVar(&f.cfg.MaxFlows, "max-flows", flowquery.DefaultMaxFlows, "the most flows held to join and sort; more is an error")
+			fs.StringVar(&f.from, "from", "", "read the flows of the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
+			f.tls = tapClientTLSFlags(fs, "--from")
+			return func(ctx context.Context, args []string) error {
+				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
+					return err
+				}
+				if err := f.check(fs); err != nil {
+					return err
+				}
+				flows, err := f.load(ctx, s)
+				if err != nil {
+					return err
+				}
+				return f.print(s.stdout, flows)
+			}
+		})
+	annotate(c.Flags(), "filter", annPositional)
+	return c
+}
+
+// check refuses flags that do not go together.
+func (f *flowsFlags) check(fs *pflag.FlagSet) error {
+	switch {
+	case f.json && f.csv:
+		return usageError("--json and --csv exclude each other")
+	case f.top < 0:
+		return usageError("--top %d: want a number above 0", f.top)
+	case f.top > 0 && f.same:
+		return usageError("--top and --same exclude each other")
+	case f.top == 0 && (fs.Changed("group") || fs.Changed("by")):
+		return usageError("--group and --by go with --top")
+	case f.from == "" && f.tls.given(fs):
+		return usageError("the TLS flags, --token-file and --insecure go with --from")
+	case f.from != "" && f.cfg.Dir != "":
+		return usageError("--dir and --from exclude each other (--from reads the server's own root)")
+	case f.from == "" && f.cfg.Dir == "":
+		return usageError("flows needs --dir (or --from)")
+	}
+	return nil
+}
+
+// load selects the flows, here or from --from.
+func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, error) {
+	if f.from != "" {
+		return f.loadRemote(ctx, s)
+	}
+	cfg := f.cfg
+	var err error
+	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, time.Now()); err != nil {
+		return nil, err
+	}
+	cfg.Logger = warnLogger(s.stderr)
+	flows, res, err := flowquery.Run(ctx, cfg)
+	if errors.Is(err, flowquery.ErrConfig) || errors.Is(err, flowquery.ErrBadFilter) {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.Missing > 0 {
+		cfg.Logger.Warn("flows: data files without a flow file (written before flow records, or their flow file removed): their flows are not shown",
+			"files", res.Missing, "of", res.Files)
+	}
+	return flows, nil
+}
+
+// print writes the flows as the flags ask.
+func (f *flowsFlags) print(w io.Writer, flows []flowquery.Flow) error {
+	if f.top > 0 {
+		top, err := flowquery.Top(flows, f.group, f.by, f.top)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return f.printTop(w, top)
+	}
+	if err := flowquery.Sort(flows, f.sort); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	var groups [][]flowquery.Flow
+	if f.same {
+		groups = flowquery.Group(flows)
+	} else {
+		for i := range flows {
+			groups = append(groups, flows[i:i+1])
+		}
+	}
+	switch {
+	case f.json:
+		return printFlowsJSON(w, groups, f.same)
+	case f.csv:
+		return printFlowsCSV(w, groups)
+	}
+	return printFlowsTable(w, groups, f.same)
+}
+
+func printFlowsJSON(w io.Writer, groups [][]flowquery.Flow, same bool) error {
+	enc := json.NewEncoder(w)
+	for _, g := range groups {
+		if !same {
+			if err := enc.Encode(g[0].JSON()); err != nil {
+				return err
+			}
+			continue
+		}
+		sg := struct {
+			CommunityID string           `json:"community_id"`
+			First       string           `json:"first"`
+			Last        string           `json:"last"`
+			Agents      int              `json:"agents"`
+			Seen        []flowquery.JSON `json:"seen"`
+		}{CommunityID: g[0].CommunityID}
+		first, last := g[0].First, g[0].Last
+		for i := range g {
+			first, last = min(first, g[i].First), max(last, g[i].Last)
+			sg.Seen = append(sg.Seen, g[i].JSON())
+		}
+		sg.First, sg.Last, sg.Agents = flowquery.FormatTime(first), flowquery.FormatTime(last), len(g)
+		if err := enc.Encode(sg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printFlowsCSV(w io.Writer, groups [][]flowquery.Flow) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write(flowquery.CSVHeader)
+	for _, g := range groups {
+		for i := range g {
+			_ = cw.Write(g[i].CSV())
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// printFlowsTable writes a table for people: times in the local zone.
+func printFlowsTable(w io.Writer, groups [][]flowquery.Flow, same bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIRST\tDURATION\tIFACE\tPROTO\tSRC\t\tDST\tPACKETS\tBYTES\tEND")
+	for _, g := range groups {
+		for i := range g {
+			fl := &g[i]
+			ind := ""
+			if same && i > 0 {
+				ind = "  = "
+			}
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t->\t%s\t%d/%d\t%d/%d\t%s\n", ind,
+				time.Unix(0, fl.First).In(localZone).Format("2006-01-02 15:04:05.000000"),
+				time.Duration(fl.Last-fl.First).Round(time.Microsecond), fl.Iface, flowquery.ProtoName(&fl.Key),
+				flowquery.Endpoint(&fl.Key, true), flowquery.Endpoint(&fl.Key, false),
+				fl.Packets[0], fl.Packets[1], fl.Bytes[0], fl.Bytes[1], fl.End)
+		}
+	}
+	return tw.Flush()
+}
+
+func (f *flowsFlags) printTop(w io.Writer, top []flowquery.Talker) error {
+	switch {
+	case f.json:
+		enc := json.NewEncoder(w)
+		for _, t := range top {
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	case f.csv:
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{strings.ToLower(f.group), "flows", "packets", "bytes"})
+		for _, t := range top {
+			_ = cw.Write([]string{t.Key, strconv.FormatUint(t.Flows, 10), strconv.FormatUint(t.Packets, 10), strconv.FormatUint(t.Bytes, 10)})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tFLOWS\tPACKETS\tBYTES\t\n", strings.ToUpper(f.group))
+	for _, t := range top {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", t.Key, t.Flows, t.Packets, t.Bytes)
+	}
+	return tw.Flush()
+}
+
+// loadRemote is --from (GET /flows).
+func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flow, error) {
+	addr, err := serverAddr(f.from, *f.tls.insecure)
+	if err != nil {
+		return nil, err
+	}
+	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter}}
+	now := time.Now()
+	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
+		return nil, err
+	}
+	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
+		return nil, err
+	}
+	if cc.TLS, cc.Token, err = f.tls.config(warnLogger(s.stderr)); err != nil {
+		return nil, err
+	}
+	var flows []flowquery.Flow
+	err = queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
+		if len(flows) >= f.cfg.MaxFlows {
+			return fmt.Errorf("%w: more than %d", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
+		}
+		fl, err := j.Flow()
+		flows = append(flows, fl)
+		return err
+	})
+	if errors.Is(err, queryhttp.ErrBadRequest) {
+		err = fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return flows, err
+}
+
+// flowBlocks returns what a query of cfg.CommunityID reads: the index
+// blocks of the flow's records in the files that hold them, every block
+// of the files whose flows are not all known (no flow file, a damaged
+// one, or a file being written when listed, which may be published
+// since: its flow file then holds records its .part lacked).
+func flowBlocks(cfg query.Config) (map[string][]query.BlockRun, error) {
+	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
+		CommunityID: cfg.CommunityID, Logger: cfg.Logger}
+	flows, res, err := flowquery.Run(context.Background(), fc)
+	if err != nil {
+		return nil, err
+	}
+	blocks := map[string][]query.BlockRun{}
+	for _, p := range res.Unflowed {
+		blocks[strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)] = nil
+	}
+	for _, f := range flows {
+		for _, part := range f.Parts {
+			name := strings.TrimSuffix(filepath.Base(part.File), layout.PartSuffix)
+			if len(part.Runs) == 0 {
+				blocks[name] = nil
+				continue
+			}
+			if _, known := blocks[name]; known && blocks[name] == nil {
+				continue // read whole
+			}
+			for _, r := range part.Runs {
+				blocks[name] = append(blocks[name], query.BlockRun{First: r.First, Last: r.Last})
+			}
+		}
+	}
+	return blocks, nil
+}

@@ -1,0 +1,106 @@
+package queryhttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/flow"
+	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
+)
+
+// flowsFixture writes a root with flow files (two agents).
+func flowsFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	flowtest.WriteRoot(t, dir, flowtest.GenPackets(flowtest.GenConvs(3, 40)), []flowtest.Agent{
+		{Name: "a1", Iface: "a1:eth0", PerFile: 90},
+		{Name: "a2", Iface: "a2:eth1", PerFile: 70, Keep: func(c int) bool { return c%3 == 0 }},
+	}, &flow.Config{SplitPackets: 10})
+	return dir
+}
+
+// TestFlowsRemoteMatchesLocal: GET /flows, over TLS with a client
+// certificate and the token, answers the flows a local selection
+// gives, as JSON lines.
+func TestFlowsRemoteMatchesLocal(t *testing.T) {
+	dir := flowsFixture(t)
+	certs := pkiDir(t)
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir, TLS: serverTLS(t, certs), Token: token})
+	since := time.Unix(0, flowtest.Base+30e6).UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		name string
+		p    Params
+	}{
+		{"everything", Params{}},
+		{"agent", Params{Agents: []string{"a2"}}},
+		{"iface", Params{Ifaces: []string{"eth0"}}},
+		{"since", Params{Since: since}},
+		{"filter", Params{Filter: "src net 10.0.0.0/8 and tcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, err := parseFlows(tc.p.Values(), dir, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			local, _, err := flowquery.Run(context.Background(), fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range local {
+				b, _ := json.Marshal(local[i].JSON())
+				want = append(want, string(b))
+			}
+			var got []string
+			err = FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), TLS: clientTLS(t, certs, certs, "viewer"), Token: token, Params: tc.p},
+				func(j *flowquery.JSON) error {
+					b, _ := json.Marshal(j)
+					got = append(got, string(b))
+					return nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("remote %d flows, local %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestFlowsRefusals: GET /flows refuses as GET /query does: no
+// certificate, no token, bad parameters (with 400 and the reason).
+func TestFlowsRefusals(t *testing.T) {
+	dir := flowsFixture(t)
+	certs := pkiDir(t)
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir, TLS: serverTLS(t, certs), Token: token})
+	good := clientTLS(t, certs, certs, "viewer")
+	for _, tc := range []struct {
+		name   string
+		cfg    ClientConfig
+		reason string
+		is     error
+	}{
+		{"no client certificate", ClientConfig{TLS: clientTLS(t, certs, "", ""), Token: token}, "client certificate required", ErrRefused},
+		{"no token", ClientConfig{TLS: good}, "token required", ErrRefused},
+		{"bad time", ClientConfig{TLS: good, Token: token, Params: Params{Since: "yesterday"}}, "since: bad time", ErrBadRequest},
+		{"bad filter", ClientConfig{TLS: good, Token: token, Params: Params{Filter: "udp port 99999"}}, "illegal port number", ErrBadRequest},
+		{"filter beyond the limits", ClientConfig{TLS: good, Token: token, Params: Params{Filter: strings.Repeat("port 1 or ", 48) + "port 2"}}, "at most 48", ErrBadRequest},
+		{"count", ClientConfig{TLS: good, Token: token, Params: Params{Count: 3}}, `unknown parameter "count"`, ErrBadRequest},
+		{"agent path", ClientConfig{TLS: good, Token: token, Params: Params{Agents: []string{"../etc"}}}, "agent name", ErrBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Addr = s.Addr()
+			n := 0
+			err := FetchFlows(context.Background(), tc.cfg, func(*flowquery.JSON) error { n++; return nil })
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.reason) || n != 0 {
+				t.Errorf("err = %v (%d flows), want %v with %q", err, n, tc.is, tc.reason)
+			}
+		})
+	}
+}
