@@ -35,6 +35,12 @@ type testServer struct {
 // directory) and stops it in t.Cleanup.
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	return startServerOn(t, cfg, "127.0.0.1:0")
+}
+
+// startServerOn is startServer on addr (HOST:PORT).
+func startServerOn(t *testing.T, cfg Config, addr string) *testServer {
+	t.Helper()
 	if cfg.Store.Dir == "" {
 		cfg.Store.Dir = filepath.Join(t.TempDir(), "out")
 	}
@@ -44,7 +50,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,14 @@ import (
 // test ends.
 func runTap(t *testing.T, cfg Config) *Tap {
 	t.Helper()
-	cfg.Listen = []Listener{{Addr: "127.0.0.1:0"}}
+	return runTapOn(t, cfg, "127.0.0.1:0")
+}
+
+// runTapOn runs a Tap of cfg with one listener on addr until the test
+// ends.
+func runTapOn(t *testing.T, cfg Config, addr string) *Tap {
+	t.Helper()
+	cfg.Listen = []Listener{{Addr: addr}}
 	tp, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
