@@ -38,30 +38,6 @@ func runTapOn(t *testing.T, cfg Config, addr string) *Tap {
 	return tp
 }
 
-// TestTapConnCap: connections that have not yet sent their request (or
-// a TLS handshake) count against the listener's MaxConns, and a
-// quarter of it per address; more are closed at once and counted.
-func TestTapConnCap(t *testing.T) {
-	tp := runTap(t, Config{MaxConns: 16, RequestWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
-	door := tp.Doors()[0]
-	addr := door.Addr().String()
-	for range 5 { // 4 = 16/4 from one address
-		testutil.DialFrom(t, "127.0.0.1", addr)
-	}
-	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
-		return door.Counters.Open.Load() == 4 && door.Counters.OverSource.Load() == 1
-	})
-	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
-		for range 4 {
-			testutil.DialFrom(t, src, addr)
-		}
-	}
-	testutil.DialFrom(t, "127.0.0.5", addr)
-	testutil.EventuallyTrue(t, 5*time.Second, "16 open, 1 over the listener's cap", func() bool {
-		return door.Counters.Open.Load() == 16 && door.Counters.OverLimit.Load() == 1
-	})
-}
-
 // TestTapRefusalLogLimited: refused tap clients are logged at most once
 // per interval, not once each.
 func TestTapRefusalLogLimited(t *testing.T) {
