@@ -34,8 +34,8 @@ func TestFrontDoor(t *testing.T) {
 		Speak: func(t *testing.T, c net.Conn, tc *tls.Config, token string) error {
 			return doortest.SpeakHTTP(c, tc, "/metrics", "")
 		},
-		NoTLS:   "the metrics listener is plain HTTP only (docs/operations.md: scrape it on a trusted network)",
-		NoToken: "the metrics listener takes no token",
+		NoTLS:   "the metrics listener has no TLS (docs/metrics.md, Security)",
+		NoToken: "the metrics listener has no authentication (docs/metrics.md, Security)",
 		// Not settable in metrics.Config: the HTTP server's header timeout.
 		FixedHandshakeTimeout: frontdoor.DefaultHeaderTimeout,
 	})
