@@ -195,15 +195,15 @@ func Run(t *testing.T, a Adapter) {
 				}
 				defer c.Close()
 				waitClosed(t, c, "the silent client", max(a.FixedHandshakeTimeout, o.HandshakeTimeout))
-				accepted(t, a, addr, nil2(tt.tls, noCert), "")
+				accepted(t, a, addr, clientFor(tt.tls, noCert), "")
 			})
 		}
 	})
 }
 
-// nil2 is the client configuration for a listener configured with
+// clientFor is the client configuration for a listener configured with
 // server: none for a plain one.
-func nil2(server, client *tls.Config) *tls.Config {
+func clientFor(server, client *tls.Config) *tls.Config {
 	if server == nil {
 		return nil
 	}
