@@ -67,10 +67,11 @@ func closedByServer(c net.Conn) bool {
 }
 
 // TestListenerCaps: connections over MaxConns, or over MaxPerSource of
-// one address, are closed at once and counted; the ones within stay
-// open; closing one gives its place back.
+// one address, are closed at once, counted and logged; the ones within
+// stay open; closing one gives its place back.
 func TestListenerCaps(t *testing.T) {
-	l, err := Listen("127.0.0.1:0", Config{Name: "test", MaxConns: 3, MaxPerSource: 2, Logger: quiet()})
+	var log testutil.Buffer
+	l, err := Listen("127.0.0.1:0", Config{Name: "test", MaxConns: 3, MaxPerSource: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +117,9 @@ func TestListenerCaps(t *testing.T) {
 	testutil.EventuallyTrue(t, 5*time.Second, "4 accepted", func() bool { return a.n() == 4 })
 	if c := testutil.DialFrom(t, "127.0.0.4", addr); !closedByServer(c) {
 		t.Fatal("a connection over MaxConns stayed open")
+	}
+	if !strings.Contains(log.String(), "connection limit reached") {
+		t.Errorf("the refusals are not logged:\n%s", log.String())
 	}
 }
 

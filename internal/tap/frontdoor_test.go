@@ -14,7 +14,14 @@ import (
 // test ends.
 func runTap(t *testing.T, cfg Config) *Tap {
 	t.Helper()
-	cfg.Listen = []Listener{{Addr: "127.0.0.1:0"}}
+	return runTapOn(t, cfg, "127.0.0.1:0")
+}
+
+// runTapOn runs a Tap of cfg with one listener on addr until the test
+// ends.
+func runTapOn(t *testing.T, cfg Config, addr string) *Tap {
+	t.Helper()
+	cfg.Listen = []Listener{{Addr: addr}}
 	tp, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -29,30 +36,6 @@ func runTap(t *testing.T, cfg Config) *Tap {
 		}
 	})
 	return tp
-}
-
-// TestTapConnCap: connections that have not yet sent their request (or
-// a TLS handshake) count against the listener's MaxConns, and a
-// quarter of it per address; more are closed at once and counted.
-func TestTapConnCap(t *testing.T) {
-	tp := runTap(t, Config{MaxConns: 16, RequestWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
-	door := tp.Doors()[0]
-	addr := door.Addr().String()
-	for range 5 { // 4 = 16/4 from one address
-		testutil.DialFrom(t, "127.0.0.1", addr)
-	}
-	testutil.EventuallyTrue(t, 5*time.Second, "4 open, 1 over the source's cap", func() bool {
-		return door.Counters.Open.Load() == 4 && door.Counters.OverSource.Load() == 1
-	})
-	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
-		for range 4 {
-			testutil.DialFrom(t, src, addr)
-		}
-	}
-	testutil.DialFrom(t, "127.0.0.5", addr)
-	testutil.EventuallyTrue(t, 5*time.Second, "16 open, 1 over the listener's cap", func() bool {
-		return door.Counters.Open.Load() == 16 && door.Counters.OverLimit.Load() == 1
-	})
 }
 
 // TestTapRefusalLogLimited: refused tap clients are logged at most once
