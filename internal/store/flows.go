@@ -18,9 +18,10 @@ import (
 // file by retention and counted in its bytes. Like the index, it is a
 // hint that costs the write path no sync and no error: a failure to
 // write it drops it (`pcapsync index` rebuilds it), a crash leaves a
-// .flows.part that repair rebuilds from the repaired data file
-// (repair.go), and a file cut back after a write error (abandon) loses
-// its flow file.
+// .flows.part that repair removes with the .idx.part (repair.go: its
+// records name the removed index's blocks; `pcapsync index` rebuilds
+// both from the repaired data file), and a file cut back after a write
+// error (abandon) loses its flow file.
 //
 // One flow.Table per agent is fed every packet as it is written, with
 // the index block the packet is in (0 without an index), and lives
