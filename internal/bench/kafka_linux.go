@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/layout"
 )
 
 // Kafka runs, on one generated IMIX file of cfg.Packets packets and for
@@ -535,13 +537,11 @@ func (e kafkaEnv) runLatency(ctx context.Context, l *KafkaLatency) error {
 			return ctx.Err()
 		case <-tick.C:
 			for _, t := range []struct {
-				t   *tailer
-				dir string
-			}{{direct, filepath.Join(directOut, "latd")}, {kafka, filepath.Join(kafkaOut, "latk")}} {
+				t           *tailer
+				agent, root string
+			}{{direct, "latd", directOut}, {kafka, "latk", kafkaOut}} {
 				if t.t.path == "" {
-					if m, _ := filepath.Glob(filepath.Join(t.dir, "*.part")); len(m) == 1 {
-						t.t.path = m[0]
-					}
+					t.t.path = partFile(t.root, t.agent)
 				}
 				// The time of the read, not the tick's.
 				t.t.poll(time.Now())
@@ -565,4 +565,21 @@ func (e kafkaEnv) runLatency(ctx context.Context, l *KafkaLatency) error {
 			aps[0].stdout.String()+aps[0].stderr.String(), aps[1].stdout.String()+aps[1].stderr.String())
 	}
 	return nil
+}
+
+// partFile returns the data file agent is writing below root (its
+// .part, not the index's or the flow file's beside it), or "" while
+// there is none or more than one.
+func partFile(root, agent string) string {
+	m, _ := filepath.Glob(filepath.Join(root, agent, "*"+layout.PartSuffix))
+	var found []string
+	for _, p := range m {
+		if layout.IsDataFile(agent, strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)) {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
 }
