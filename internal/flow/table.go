@@ -98,6 +98,12 @@ type Table struct {
 	done    list
 	out     []Record
 	c       Counters
+	// The last packet's flow: its entry (-1: none), the packet's key as
+	// decoded and whether that was the canonical key reversed. A packet
+	// of the same flow the same way skips the hash and the index probe.
+	last        int32
+	lastKey     Key
+	lastSwapped bool
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -119,7 +125,7 @@ func NewTable(c *Config) (*Table, error) {
 		cfg.ClosedTimeout = DefaultClosedTimeout
 	}
 	t := &Table{cfg: cfg, idle: int64(cfg.IdleTimeout), closed: int64(cfg.ClosedTimeout),
-		open: list{-1, -1}, done: list{-1, -1}}
+		open: list{-1, -1}, done: list{-1, -1}, last: -1}
 	switch {
 	case cfg.SplitPackets == 0:
 		t.split = DefaultSplitPackets
@@ -147,20 +153,14 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 		t.expire()
 	}
 	wireLen = max(wireLen, capLen)
-	swapped := !k.ordered()
-	if swapped {
-		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	var i int32
+	swapped := t.lastSwapped
+	if t.last < 0 || *k != t.lastKey || p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn {
+		i, swapped = t.find(k, p)
+	} else {
+		i = t.last
 	}
-	h := k.hash()
-	i, ok := t.index.lookup(t.entries, k, h)
-	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
-		// A new connection on the ports of one that ended.
-		t.end(i, EndOpen)
-		ok = false
-	}
-	if !ok {
-		i = t.start(k, h, swapped)
-	}
+	t.last = i
 	e := &t.entries[i]
 	dir := 0
 	if swapped != e.rev {
@@ -213,6 +213,29 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 	if t.split > 0 && r.TotalPackets() >= t.split {
 		t.emit(e, EndSplit)
 	}
+}
+
+// find returns the entry of the flow of k, the key of packet p, started
+// if the table holds none, and whether k is the canonical key reversed;
+// it notes k as the last packet's key. It may change *k.
+func (t *Table) find(k *Key, p Packet) (int32, bool) {
+	t.lastKey = *k
+	swapped := !k.ordered()
+	if swapped {
+		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	}
+	t.lastSwapped = swapped
+	h := k.hash()
+	i, ok := t.index.lookup(t.entries, k, h)
+	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
+		// A new connection on the ports of one that ended.
+		t.end(i, EndOpen)
+		ok = false
+	}
+	if !ok {
+		i = t.start(k, h, swapped)
+	}
+	return i, swapped
 }
 
 // reverse makes the responder the initiator.
@@ -288,6 +311,9 @@ func (t *Table) end(i int32, why End) {
 	}
 	t.index.remove(t.entries, i, e.hash)
 	t.free = append(t.free, i)
+	if t.last == i {
+		t.last = -1
+	}
 }
 
 // expire ends the flows idle at t.now.
