@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -104,6 +105,10 @@ type Table struct {
 	last        int32
 	lastKey     Key
 	lastSwapped bool
+	// The headers of the last packet added by Add, when hdrOK: a
+	// packet with the same ones has the same key, not decoded again.
+	hdr   header
+	hdrOK bool
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -139,28 +144,87 @@ func NewTable(c *Config) (*Table, error) {
 // linkType at ts (Unix ns), wireLen bytes on the wire, data its captured
 // bytes (read, not kept), written in index block block of the data file.
 func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
+	h, hok := headerOf(iface, linkType, data)
+	if hok && t.hdrOK && h == t.hdr && t.last >= 0 {
+		// The headers Decode reads are the last packet's: so is its key.
+		var p Packet
+		if h.proto == ProtoTCP {
+			p = Packet{TCPFlags: data[47], TCP: true}
+		}
+		if !synOnly(p) {
+			t.tick(ts)
+			i, swapped := t.last, t.lastSwapped
+			if i < 0 { // expired by tick
+				k := t.lastKey
+				i, swapped = t.find(&k, p)
+			}
+			t.last = i
+			t.count(i, swapped, p, ts, wireLen, uint32(len(data)), block)
+			return
+		}
+	}
 	var k Key
 	p := Decode(&k, linkType, iface, data)
 	t.AddKey(&k, p, ts, wireLen, uint32(len(data)), block)
+	t.hdr, t.hdrOK = h, hok
 }
+
+// header is what Decode reads of the headers of an Ethernet frame of
+// IPv4 without options, not a later fragment, of TCP, UDP or SCTP with
+// the bytes of its ports and TCP flags captured: the whole key.
+type header struct {
+	addrs uint64 // source and destination
+	ports uint32 // source and destination
+	proto uint8
+	iface uint32
+}
+
+// headerOf returns the header of a packet, false for a packet not of
+// that common kind.
+func headerOf(iface, linkType uint32, data []byte) (header, bool) {
+	if linkType != LinkEthernet || len(data) < 14+20+14 || data[12] != 0x08 || data[13] != 0x00 || data[14] != 0x45 {
+		return header{}, false
+	}
+	be := binary.BigEndian
+	proto := data[23]
+	if be.Uint16(data[20:])&0x1fff != 0 || proto != ProtoTCP && proto != ProtoUDP && proto != ProtoSCTP {
+		return header{}, false
+	}
+	return header{addrs: be.Uint64(data[26:]), ports: be.Uint32(data[34:]), proto: proto, iface: iface}, true
+}
+
+// synOnly reports whether p opens a connection (SYN without ACK).
+func synOnly(p Packet) bool { return p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn }
 
 // AddKey is Add for a packet already decoded (Decode) into k and p,
 // with capLen captured bytes. It may change *k.
 func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
-	t.c.Packets++
-	if ts > t.now {
-		t.now = ts
-		t.expire()
-	}
-	wireLen = max(wireLen, capLen)
+	t.hdrOK = false
+	t.tick(ts)
 	var i int32
 	swapped := t.lastSwapped
-	if t.last < 0 || *k != t.lastKey || p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn {
+	if t.last < 0 || *k != t.lastKey || synOnly(p) {
 		i, swapped = t.find(k, p)
 	} else {
 		i = t.last
 	}
 	t.last = i
+	t.count(i, swapped, p, ts, wireLen, capLen, block)
+}
+
+// tick counts a packet at ts and ends the flows idle at the latest time.
+func (t *Table) tick(ts int64) {
+	t.c.Packets++
+	if ts > t.now {
+		t.now = ts
+		t.expire()
+	}
+}
+
+// count adds a packet to entry i: swapped if its key is the canonical
+// key reversed.
+func (t *Table) count(i int32, swapped bool, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
+	wireLen = max(wireLen, capLen)
 	e := &t.entries[i]
 	dir := 0
 	if swapped != e.rev {
@@ -227,7 +291,7 @@ func (t *Table) find(k *Key, p Packet) (int32, bool) {
 	t.lastSwapped = swapped
 	h := k.hash()
 	i, ok := t.index.lookup(t.entries, k, h)
-	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
+	if ok && synOnly(p) && t.entries[i].done {
 		// A new connection on the ports of one that ended.
 		t.end(i, EndOpen)
 		ok = false
