@@ -3,6 +3,7 @@ package flow
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -109,6 +110,10 @@ type Table struct {
 	// packet with the same ones has the same key, not decoded again.
 	hdr   header
 	hdrOK bool
+	// expireAt: expire ends nothing while now is at most this (the
+	// lists' heads' Last plus their timeouts), or math.MinInt64 when a
+	// head changed.
+	expireAt int64
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -130,7 +135,7 @@ func NewTable(c *Config) (*Table, error) {
 		cfg.ClosedTimeout = DefaultClosedTimeout
 	}
 	t := &Table{cfg: cfg, idle: int64(cfg.IdleTimeout), closed: int64(cfg.ClosedTimeout),
-		open: list{-1, -1}, done: list{-1, -1}, last: -1}
+		open: list{-1, -1}, done: list{-1, -1}, last: -1, expireAt: math.MinInt64}
 	switch {
 	case cfg.SplitPackets == 0:
 		t.split = DefaultSplitPackets
@@ -217,7 +222,9 @@ func (t *Table) tick(ts int64) {
 	t.c.Packets++
 	if ts > t.now {
 		t.now = ts
-		t.expire()
+		if ts > t.expireAt {
+			t.expire()
+		}
 	}
 }
 
@@ -245,6 +252,9 @@ func (t *Table) count(i int32, swapped bool, p Packet, ts int64, wireLen, capLen
 	}
 	r := &e.rec
 	if r.TotalPackets() == 0 {
+		if ts < r.Last {
+			t.expireAt = math.MinInt64
+		}
 		r.First, r.Last = ts, ts
 	} else {
 		r.First = min(r.First, ts)
@@ -253,7 +263,9 @@ func (t *Table) count(i int32, swapped bool, p Packet, ts int64, wireLen, capLen
 	r.Packets[dir]++
 	r.Bytes[dir] += uint64(wireLen)
 	r.Captured[dir] += uint64(capLen)
-	r.addBlock(block)
+	if n := r.NRuns; n == 0 || block < r.Blocks[n-1].First || block > r.Blocks[n-1].Last {
+		r.addBlock(block)
+	}
 	if p.TCP {
 		r.TCPFlags[dir] |= p.TCPFlags
 		if p.TCPFlags&TCPFin != 0 {
@@ -271,7 +283,7 @@ func (t *Table) count(i int32, swapped bool, p Packet, ts int64, wireLen, capLen
 	}
 	if e.done {
 		t.touch(&t.done, i)
-	} else {
+	} else if t.open.tail != i { // most often: no call
 		t.touch(&t.open, i)
 	}
 	if t.split > 0 && r.TotalPackets() >= t.split {
@@ -388,6 +400,15 @@ func (t *Table) expire() {
 	for t.done.head >= 0 && t.entries[t.done.head].rec.Last < t.now-t.closed {
 		t.end(t.done.head, EndIdle)
 	}
+	// Last + a timeout wraps below zero only for times near the end of
+	// int64: then every packet checks, as if nothing were known.
+	t.expireAt = math.MaxInt64
+	if h := t.open.head; h >= 0 {
+		t.expireAt = t.entries[h].rec.Last + t.idle
+	}
+	if h := t.done.head; h >= 0 {
+		t.expireAt = min(t.expireAt, t.entries[h].rec.Last+t.closed)
+	}
 }
 
 // Expire ends the flows idle at now (Unix ns), for a caller with a clock
@@ -446,6 +467,7 @@ func (t *Table) push(l *list, i int32) {
 		t.links[l.tail].next = i
 	} else {
 		l.head = i
+		t.expireAt = math.MinInt64
 	}
 	l.tail = i
 }
@@ -456,6 +478,7 @@ func (t *Table) unlink(l *list, i int32) {
 		t.links[e.prev].next = e.next
 	} else {
 		l.head = e.next
+		t.expireAt = math.MinInt64
 	}
 	if e.next >= 0 {
 		t.links[e.next].prev = e.prev
