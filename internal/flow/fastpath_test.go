@@ -52,6 +52,16 @@ func TestAddSameAsDecode(t *testing.T) {
 			ins = append(ins, in{uint32(rng.IntN(2)), ts, g})
 		}
 	}
+	// One address and one port both ways: the headers equal reversed.
+	for i, p := range []pkt{
+		{src: a4, dst: a4, proto: ProtoUDP, sport: 7, dport: 7, payload: 10},
+		{src: a4, dst: a4, proto: ProtoUDP, sport: 7, dport: 7, payload: 10},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 7, dport: 9, flags: TCPAck},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 9, dport: 7, flags: TCPAck},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 7, dport: 9, flags: TCPAck},
+	} {
+		ins = append(ins, in{0, ins[len(ins)-1].ts + int64(i), p.frame()})
+	}
 	fast, slow := newTable(t, nil), newTable(t, nil)
 	for i, p := range ins {
 		fast.Add(p.iface, LinkEthernet, p.ts, uint32(len(p.data)), p.data, uint32(i/50))

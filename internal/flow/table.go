@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -106,8 +107,9 @@ type Table struct {
 	last        int32
 	lastKey     Key
 	lastSwapped bool
-	// The headers of the last packet added by Add, when hdrOK: a
-	// packet with the same ones has the same key, not decoded again.
+	// The headers of the last packet's key (lastKey) when hdrOK: a
+	// packet with the same ones, or them reversed, has that key, or it
+	// reversed, and is not decoded again.
 	hdr   header
 	hdrOK bool
 	// expireAt: expire ends nothing while now is at most this (the
@@ -150,18 +152,21 @@ func NewTable(c *Config) (*Table, error) {
 // bytes (read, not kept), written in index block block of the data file.
 func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
 	h, hok := headerOf(iface, linkType, data)
-	if hok && t.hdrOK && h == t.hdr && t.last >= 0 {
-		// The headers Decode reads are the last packet's: so is its key.
-		var p Packet
-		if h.proto == ProtoTCP {
-			p = Packet{TCPFlags: data[47], TCP: true}
-		}
-		if !synOnly(p) {
+	if hok && t.hdrOK && t.last >= 0 {
+		// The headers Decode reads are the last packet's, or the same
+		// seen from the other side (a reply): so is its key. Headers
+		// equal both ways (one address, one port) are the first case.
+		rev := h != t.hdr && h == t.hdr.reverse()
+		if p := headerPacket(h, data); (h == t.hdr || rev) && !synOnly(p) {
 			t.tick(ts)
-			i, swapped := t.last, t.lastSwapped
-			if i < 0 { // expired by tick
+			i, swapped := t.last, t.lastSwapped != rev
+			if i < 0 { // ended by tick
 				k := t.lastKey
+				if rev {
+					k = k.Reverse()
+				}
 				i, swapped = t.find(&k, p)
+				t.hdr = h
 			}
 			t.last = i
 			t.count(i, swapped, p, ts, wireLen, uint32(len(data)), block)
@@ -196,6 +201,22 @@ func headerOf(iface, linkType uint32, data []byte) (header, bool) {
 		return header{}, false
 	}
 	return header{addrs: be.Uint64(data[26:]), ports: be.Uint32(data[34:]), proto: proto, iface: iface}, true
+}
+
+// reverse returns the header of a packet of the same flow the other way.
+func (h header) reverse() header {
+	h.addrs = bits.RotateLeft64(h.addrs, 32)
+	h.ports = bits.RotateLeft32(h.ports, 16)
+	return h
+}
+
+// headerPacket returns what Decode reads besides the key of a packet
+// of header h.
+func headerPacket(h header, data []byte) Packet {
+	if h.proto == ProtoTCP {
+		return Packet{TCPFlags: data[47], TCP: true}
+	}
+	return Packet{}
 }
 
 // synOnly reports whether p opens a connection (SYN without ACK).
