@@ -130,3 +130,34 @@ func BenchmarkTableKnown(b *testing.B) {
 		tb.Add(0, LinkEthernet, int64(len(frames)+i), uint32(len(f)), f, uint32(i>>16))
 	}
 }
+
+// BenchmarkTableOneFlow: the pipeline benchmark's traffic (internal/gen
+// Frame: one UDP flow, one way) and a TCP flow both ways, long flows as
+// most packets of real traffic are: the table's last-flow path.
+func BenchmarkTableOneFlow(b *testing.B) {
+	udp := []byte(pkt{src: a4, dst: b4, proto: ProtoUDP, sport: 40000, dport: 5555, payload: 22}.frame())
+	fwd := pkt{src: a4, dst: b4, proto: ProtoTCP, sport: 40000, dport: 443, flags: TCPAck, payload: 1400}
+	rev := pkt{src: b4, dst: a4, proto: ProtoTCP, sport: 443, dport: 40000, flags: TCPAck}
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+	}{
+		{"udp", [][]byte{udp}},
+		{"tcp-both-ways", [][]byte{fwd.frame(), fwd.frame(), rev.frame()}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tb, err := NewTable(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				f := c.frames[i%len(c.frames)]
+				tb.Add(0, LinkEthernet, int64(i)*1000, uint32(len(f)), f, uint32(i>>10))
+				if i%1000 == 0 {
+					tb.Clear()
+				}
+			}
+		})
+	}
+}

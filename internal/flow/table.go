@@ -1,7 +1,10 @@
 package flow
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
 	"time"
 )
 
@@ -98,6 +101,21 @@ type Table struct {
 	done    list
 	out     []Record
 	c       Counters
+	// The last packet's flow: its entry (-1: none), the packet's key as
+	// decoded and whether that was the canonical key reversed. A packet
+	// of the same flow the same way skips the hash and the index probe.
+	last        int32
+	lastKey     Key
+	lastSwapped bool
+	// The headers of the last packet's key (lastKey) when hdrOK: a
+	// packet with the same ones, or them reversed, has that key, or it
+	// reversed, and is not decoded again.
+	hdr   header
+	hdrOK bool
+	// expireAt: expire ends nothing while now is at most this (the
+	// lists' heads' Last plus their timeouts), or math.MinInt64 when a
+	// head changed.
+	expireAt int64
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -119,7 +137,7 @@ func NewTable(c *Config) (*Table, error) {
 		cfg.ClosedTimeout = DefaultClosedTimeout
 	}
 	t := &Table{cfg: cfg, idle: int64(cfg.IdleTimeout), closed: int64(cfg.ClosedTimeout),
-		open: list{-1, -1}, done: list{-1, -1}}
+		open: list{-1, -1}, done: list{-1, -1}, last: -1, expireAt: math.MinInt64}
 	switch {
 	case cfg.SplitPackets == 0:
 		t.split = DefaultSplitPackets
@@ -133,34 +151,108 @@ func NewTable(c *Config) (*Table, error) {
 // linkType at ts (Unix ns), wireLen bytes on the wire, data its captured
 // bytes (read, not kept), written in index block block of the data file.
 func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
+	h, hok := headerOf(iface, linkType, data)
+	if hok && t.hdrOK && t.last >= 0 {
+		// The headers Decode reads are the last packet's, or the same
+		// seen from the other side (a reply): so is its key. Headers
+		// equal both ways (one address, one port) are the first case.
+		rev := h != t.hdr && h == t.hdr.reverse()
+		if p := headerPacket(h, data); (h == t.hdr || rev) && !synOnly(p) {
+			t.tick(ts)
+			i, swapped := t.last, t.lastSwapped != rev
+			if i < 0 { // ended by tick
+				k := t.lastKey
+				if rev {
+					k = k.Reverse()
+				}
+				i, swapped = t.find(&k, p)
+				t.hdr = h
+			}
+			t.last = i
+			t.count(i, swapped, p, ts, wireLen, uint32(len(data)), block)
+			return
+		}
+	}
 	var k Key
 	p := Decode(&k, linkType, iface, data)
 	t.AddKey(&k, p, ts, wireLen, uint32(len(data)), block)
+	t.hdr, t.hdrOK = h, hok
 }
+
+// header is what Decode reads of the headers of an Ethernet frame of
+// IPv4 without options, not a later fragment, of TCP, UDP or SCTP with
+// the bytes of its ports and TCP flags captured: the whole key.
+type header struct {
+	addrs uint64 // source and destination
+	ports uint32 // source and destination
+	proto uint8
+	iface uint32
+}
+
+// headerOf returns the header of a packet, false for a packet not of
+// that common kind.
+func headerOf(iface, linkType uint32, data []byte) (header, bool) {
+	if linkType != LinkEthernet || len(data) < 14+20+14 || data[12] != 0x08 || data[13] != 0x00 || data[14] != 0x45 {
+		return header{}, false
+	}
+	be := binary.BigEndian
+	proto := data[23]
+	if be.Uint16(data[20:])&0x1fff != 0 || proto != ProtoTCP && proto != ProtoUDP && proto != ProtoSCTP {
+		return header{}, false
+	}
+	return header{addrs: be.Uint64(data[26:]), ports: be.Uint32(data[34:]), proto: proto, iface: iface}, true
+}
+
+// reverse returns the header of a packet of the same flow the other way.
+func (h header) reverse() header {
+	h.addrs = bits.RotateLeft64(h.addrs, 32)
+	h.ports = bits.RotateLeft32(h.ports, 16)
+	return h
+}
+
+// headerPacket returns what Decode reads besides the key of a packet
+// of header h.
+func headerPacket(h header, data []byte) Packet {
+	if h.proto == ProtoTCP {
+		return Packet{TCPFlags: data[47], TCP: true}
+	}
+	return Packet{}
+}
+
+// synOnly reports whether p opens a connection (SYN without ACK).
+func synOnly(p Packet) bool { return p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn }
 
 // AddKey is Add for a packet already decoded (Decode) into k and p,
 // with capLen captured bytes. It may change *k.
 func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
+	t.hdrOK = false
+	t.tick(ts)
+	var i int32
+	swapped := t.lastSwapped
+	if t.last < 0 || *k != t.lastKey || synOnly(p) {
+		i, swapped = t.find(k, p)
+	} else {
+		i = t.last
+	}
+	t.last = i
+	t.count(i, swapped, p, ts, wireLen, capLen, block)
+}
+
+// tick counts a packet at ts and ends the flows idle at the latest time.
+func (t *Table) tick(ts int64) {
 	t.c.Packets++
 	if ts > t.now {
 		t.now = ts
-		t.expire()
+		if ts > t.expireAt {
+			t.expire()
+		}
 	}
+}
+
+// count adds a packet to entry i: swapped if its key is the canonical
+// key reversed.
+func (t *Table) count(i int32, swapped bool, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
 	wireLen = max(wireLen, capLen)
-	swapped := !k.ordered()
-	if swapped {
-		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
-	}
-	h := k.hash()
-	i, ok := t.index.lookup(t.entries, k, h)
-	if ok && p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPSyn && t.entries[i].done {
-		// A new connection on the ports of one that ended.
-		t.end(i, EndOpen)
-		ok = false
-	}
-	if !ok {
-		i = t.start(k, h, swapped)
-	}
 	e := &t.entries[i]
 	dir := 0
 	if swapped != e.rev {
@@ -181,6 +273,9 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 	}
 	r := &e.rec
 	if r.TotalPackets() == 0 {
+		if ts < r.Last {
+			t.expireAt = math.MinInt64
+		}
 		r.First, r.Last = ts, ts
 	} else {
 		r.First = min(r.First, ts)
@@ -189,7 +284,9 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 	r.Packets[dir]++
 	r.Bytes[dir] += uint64(wireLen)
 	r.Captured[dir] += uint64(capLen)
-	r.addBlock(block)
+	if n := r.NRuns; n == 0 || block < r.Blocks[n-1].First || block > r.Blocks[n-1].Last {
+		r.addBlock(block)
+	}
 	if p.TCP {
 		r.TCPFlags[dir] |= p.TCPFlags
 		if p.TCPFlags&TCPFin != 0 {
@@ -207,12 +304,35 @@ func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block
 	}
 	if e.done {
 		t.touch(&t.done, i)
-	} else {
+	} else if t.open.tail != i { // most often: no call
 		t.touch(&t.open, i)
 	}
 	if t.split > 0 && r.TotalPackets() >= t.split {
 		t.emit(e, EndSplit)
 	}
+}
+
+// find returns the entry of the flow of k, the key of packet p, started
+// if the table holds none, and whether k is the canonical key reversed;
+// it notes k as the last packet's key. It may change *k.
+func (t *Table) find(k *Key, p Packet) (int32, bool) {
+	t.lastKey = *k
+	swapped := !k.ordered()
+	if swapped {
+		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	}
+	t.lastSwapped = swapped
+	h := k.hash()
+	i, ok := t.index.lookup(t.entries, k, h)
+	if ok && synOnly(p) && t.entries[i].done {
+		// A new connection on the ports of one that ended.
+		t.end(i, EndOpen)
+		ok = false
+	}
+	if !ok {
+		i = t.start(k, h, swapped)
+	}
+	return i, swapped
 }
 
 // reverse makes the responder the initiator.
@@ -288,6 +408,9 @@ func (t *Table) end(i int32, why End) {
 	}
 	t.index.remove(t.entries, i, e.hash)
 	t.free = append(t.free, i)
+	if t.last == i {
+		t.last = -1
+	}
 }
 
 // expire ends the flows idle at t.now.
@@ -297,6 +420,15 @@ func (t *Table) expire() {
 	}
 	for t.done.head >= 0 && t.entries[t.done.head].rec.Last < t.now-t.closed {
 		t.end(t.done.head, EndIdle)
+	}
+	// Last + a timeout wraps below zero only for times near the end of
+	// int64: then every packet checks, as if nothing were known.
+	t.expireAt = math.MaxInt64
+	if h := t.open.head; h >= 0 {
+		t.expireAt = t.entries[h].rec.Last + t.idle
+	}
+	if h := t.done.head; h >= 0 {
+		t.expireAt = min(t.expireAt, t.entries[h].rec.Last+t.closed)
 	}
 }
 
@@ -356,6 +488,7 @@ func (t *Table) push(l *list, i int32) {
 		t.links[l.tail].next = i
 	} else {
 		l.head = i
+		t.expireAt = math.MinInt64
 	}
 	l.tail = i
 }
@@ -366,6 +499,7 @@ func (t *Table) unlink(l *list, i int32) {
 		t.links[e.prev].next = e.next
 	} else {
 		l.head = e.next
+		t.expireAt = math.MinInt64
 	}
 	if e.next >= 0 {
 		t.links[e.next].prev = e.prev

@@ -155,3 +155,19 @@ func BenchmarkZstdFrames(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWriteFlows measures the store's write path (as
+// BenchmarkWriteIndex: uncompressed, index on) with flow files off and
+// on: with the generator's one flow (the pipeline benchmark's traffic)
+// and with a new flow on every packet (the flow table's worst case).
+func BenchmarkWriteFlows(b *testing.B) {
+	for _, many := range []bool{false, true} {
+		for _, on := range []bool{false, true} {
+			name := map[bool]string{false: "oneflow", true: "manyflows"}[many] + map[bool]string{false: "/flows=off", true: "/flows=on"}[on]
+			b.Run(name, func(b *testing.B) {
+				cfg := Config{Fsync: FsyncNever, RotateSize: -1, RotateInterval: -1, Flows: on}
+				benchWrite(b, cfg, many, 16, true)
+			})
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package flow
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestAddSameAsDecode holds Add's shortcuts to the plain path: a packet
+// whose headers are the last packet's (headerOf) is counted as Decode
+// and AddKey count it, and the idle flows end as when every packet
+// that moves the time checks them (Expire before each packet), over
+// generated traffic whose frames come again, cut short, with bytes of
+// their headers changed (addresses, ports, protocol, header length,
+// fragment offset, TCP flags, ethertype), with flows idling out
+// between packets, time going back now and then, and files rotating.
+func TestAddSameAsDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 5))
+	type in struct {
+		iface uint32
+		ts    int64
+		data  []byte
+	}
+	var ins []in
+	for _, tp := range generate(3, 60) {
+		f := tp.p.frame()
+		lt := tp.p.lt()
+		if lt != LinkEthernet {
+			continue
+		}
+		ts := tp.ts
+		for range 1 + rng.IntN(4) {
+			g := append([]byte{}, f...)
+			switch rng.IntN(6) {
+			case 0:
+				g = g[:rng.IntN(len(g)+1)]
+			case 1:
+				if len(g) > 12 {
+					j := 12 + rng.IntN(min(len(g), 50)-12)
+					g[j] ^= byte(1 << rng.IntN(8))
+				}
+			case 2:
+				ts += int64(DefaultIdleTimeout) + 1
+			case 3:
+				ts += int64(DefaultClosedTimeout) + int64(rng.IntN(3)) - 1
+			case 4:
+				ts -= int64(rng.IntN(int(DefaultClosedTimeout)))
+			}
+			ts += int64(rng.IntN(1000))
+			ins = append(ins, in{uint32(rng.IntN(2)), ts, g})
+		}
+	}
+	// One address and one port both ways: the headers equal reversed.
+	for i, p := range []pkt{
+		{src: a4, dst: a4, proto: ProtoUDP, sport: 7, dport: 7, payload: 10},
+		{src: a4, dst: a4, proto: ProtoUDP, sport: 7, dport: 7, payload: 10},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 7, dport: 9, flags: TCPAck},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 9, dport: 7, flags: TCPAck},
+		{src: a4, dst: a4, proto: ProtoTCP, sport: 7, dport: 9, flags: TCPAck},
+	} {
+		ins = append(ins, in{0, ins[len(ins)-1].ts + int64(i), p.frame()})
+	}
+	fast, slow := newTable(t, nil), newTable(t, nil)
+	for i, p := range ins {
+		fast.Add(p.iface, LinkEthernet, p.ts, uint32(len(p.data)), p.data, uint32(i/50))
+		var k Key
+		pk := Decode(&k, LinkEthernet, p.iface, p.data)
+		slow.Expire(p.ts)
+		slow.AddKey(&k, pk, p.ts, uint32(len(p.data)), uint32(len(p.data)), uint32(i/50))
+		if i%97 == 0 {
+			fast.Rotate()
+			slow.Rotate()
+		}
+	}
+	fast.Flush()
+	slow.Flush()
+	if got, want := fast.Records(), slow.Records(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Add made %d records, Decode and AddKey %d; first difference:\n%s", len(got), len(want), firstDiff(got, want))
+	}
+	if fast.Counters() != slow.Counters() {
+		t.Fatalf("counters: Add %+v, Decode and AddKey %+v", fast.Counters(), slow.Counters())
+	}
+	if len(fast.Records()) < 100 {
+		t.Fatalf("only %d records: the traffic is too thin to hold anything", len(fast.Records()))
+	}
+}
+
+func firstDiff(a, b []Record) string {
+	for i := range min(len(a), len(b)) {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return fmt.Sprintf("record %d\nAdd:            %+v\nDecode, AddKey: %+v", i, a[i], b[i])
+		}
+	}
+	return "one is a prefix of the other"
+}
+
+// TestExpireAt holds the table's skipping of idle checks (expireAt) to
+// the checks at every packet that moves the time, where it can go
+// wrong: a flow started in an empty table, a flow whose time goes back
+// when a record restarts after Rotate, and a packet exactly at and one
+// past the idle timeout.
+func TestExpireAt(t *testing.T) {
+	const s = int64(time.Second)
+	idle := int64(DefaultIdleTimeout)
+	type step struct {
+		flow   int // a UDP flow of its own source port; -1: Rotate
+		ts     int64
+		ending int // records ended by idling before this packet
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a flow started in an empty table ends", []step{{0, s, 0}, {1, s + idle + 1, 1}}},
+		{"at the timeout it stays, past it it ends", []step{{0, s, 0}, {1, s + idle, 0}, {2, s + idle + 1, 1}}},
+		{"a record restarted earlier after Rotate ends by its own time", []step{
+			{0, 100 * s, 0}, {0, 101 * s, 0}, {-1, 0, 0}, {0, 50 * s, 0}, {1, 50*s + idle + 1, 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fast, ref := newTable(t, nil), newTable(t, nil)
+			idled := 0
+			for i, st := range c.steps {
+				if st.flow < 0 {
+					fast.Rotate()
+					ref.Rotate()
+					continue
+				}
+				f := pkt{src: a4, dst: b4, proto: ProtoUDP, sport: uint16(1000 + st.flow), dport: 53, payload: 10}.frame()
+				fast.Add(0, LinkEthernet, st.ts, uint32(len(f)), f, 0)
+				var k Key
+				p := Decode(&k, LinkEthernet, 0, f)
+				ref.Expire(st.ts)
+				ref.AddKey(&k, p, st.ts, uint32(len(f)), uint32(len(f)), 0)
+				n := 0
+				for _, r := range fast.Records() {
+					if r.End == EndIdle {
+						n++
+					}
+				}
+				if n-idled != st.ending {
+					t.Fatalf("step %d: %d records ended idle, want %d", i, n-idled, st.ending)
+				}
+				idled = n
+				if !reflect.DeepEqual(fast.Records(), ref.Records()) {
+					t.Fatalf("step %d: %s", i, firstDiff(fast.Records(), ref.Records()))
+				}
+			}
+		})
+	}
+}
