@@ -90,10 +90,21 @@ type Sidecar interface {
 	// Write writes b as the sidecar of the data file rel below root,
 	// where no directory below root may be a link.
 	Write(root, rel string, b []byte) error
+	// Names reports whether name (a base name) is named as the
+	// sidecar's files are: the sidecar of the data file dataName, or
+	// (temp) a temporary file of one as Write names them.
+	Names(name string) (dataName string, temp, ok bool)
+	// MadeFor reports whether the file at path is a regular file whose
+	// header names the data file dataName: a sidecar it made.
+	MadeFor(path, dataName string) bool
 }
 
 // RebuildDirWith is RebuildDir that also gives every closed data file
-// a sound sidecar (side; nil: none): a data file whose sidecar is
+// a sound sidecar (side; nil: none), and removes the sidecars whose
+// data file is gone and the sidecars' temporary files of an
+// interrupted run as it removes indexes and theirs (counted in Orphans
+// and Temps; only files the sidecar made: Sidecar.Names and
+// Sidecar.MadeFor): a data file whose sidecar is
 // missing or unsound (Sidecar.Valid), or whose index is rebuilt, is
 // read once, for its sidecar and its index together, and both are
 // written, the index even where it was valid, so that the sidecar's
@@ -123,10 +134,36 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 			return err
 		}
 		name := d.Name()
+		var sideData string
+		var sideTemp, sideName bool
+		if side != nil && !d.IsDir() {
+			sideData, sideTemp, sideName = side.Names(name)
+		}
 		switch {
 		case d.IsDir():
 			if path != dir && strings.HasPrefix(name, ".") {
 				return filepath.SkipDir
+			}
+			return nil
+		case sideName && sideTemp:
+			switch {
+			case !d.Type().IsRegular():
+				foreign(path)
+			case stale(d) && os.Remove(path) == nil: // left by an interrupted run
+				rep.Temps++
+			}
+			return nil
+		case sideName:
+			stem := filepath.Join(filepath.Dir(path), sideData)
+			switch {
+			case !isData(sideData):
+				foreign(path)
+			case exists(stem) || exists(stem+partSuffix):
+				// Its data file's turn checks it.
+			case !side.MadeFor(path, sideData):
+				foreign(path)
+			case os.Remove(path) == nil:
+				rep.Orphans++
 			}
 			return nil
 		case strings.HasSuffix(name, Suffix+tempSuffix) || strings.Contains(name, Suffix+".") && strings.HasSuffix(name, tempSuffix):

@@ -125,6 +125,35 @@ func (s *Sidecar) Write(root, rel string, b []byte) error {
 	return err
 }
 
+// Names reports whether name is a flow file's (flow.Suffix) or one of
+// Write's temporary files' (<flow file>.<16 hex digits>.tmp), and the
+// data file it is of.
+func (s *Sidecar) Names(name string) (dataName string, temp, ok bool) {
+	if data, ok := strings.CutSuffix(name, flow.Suffix); ok {
+		return data, false, data != ""
+	}
+	rest, ok := strings.CutSuffix(name, ".tmp")
+	if !ok || len(rest) < 17 || rest[len(rest)-17] != '.' {
+		return "", false, false
+	}
+	if _, err := hex.DecodeString(rest[len(rest)-16:]); err != nil {
+		return "", false, false
+	}
+	data, ok := strings.CutSuffix(rest[:len(rest)-17], flow.Suffix)
+	return data, true, ok && data != ""
+}
+
+// MadeFor reports whether the file at path is a regular flow file
+// (never through a link) whose header verifies and names dataName.
+func (s *Sidecar) MadeFor(path, dataName string) bool {
+	b, err := safefs.ReadFile(path, MaxFileBytes)
+	if err != nil {
+		return false
+	}
+	f, _ := flow.Parse(b)
+	return f != nil && f.Name == dataName
+}
+
 // Build reads the data file at path once and returns its index (blocks
 // of blockBytes; 0: index.DefaultBlockBytes) and its flow file, whose
 // records name that index's blocks.

@@ -1,11 +1,13 @@
 package flowfile
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/safefs"
@@ -86,5 +88,51 @@ func TestReadHostile(t *testing.T) {
 	os.Truncate(flow.Path(data), MaxFileBytes+1)
 	if _, err := Read(data); !errors.Is(err, safefs.ErrTooLarge) || Sound(data) {
 		t.Fatalf("Read of an oversize file: %v", err)
+	}
+}
+
+// TestRebuildDirLeftovers: RebuildDir removes the flow files whose data
+// file is gone and the temporary files of an interrupted rebuild older
+// than a minute, as it removes indexes and theirs, and leaves alone a
+// flow file beside a data file being written, files named like flow
+// files that it did not make, and fresh temporary files.
+func TestRebuildDirLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	var e flow.Encoder
+	write := func(name string, b []byte, age time.Duration) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flows := func(name string) []byte { return e.AppendEnd(e.AppendHeader(nil, name), 0) }
+	write("gone.pcapng.flows", flows("gone.pcapng"), 0)                         // orphan: removed
+	write("other.pcapng.flows", flows("else.pcapng"), 0)                        // names another: foreign
+	write("junk.pcapng.flows", []byte("not a flow file"), 0)                    // foreign
+	write("live.pcapng.part", nil, 0)                                           // being written
+	write("live.pcapng.flows", flows("live.pcapng"), 0)                         // its data file's
+	write("gone.pcapng.flows.0123456789abcdef.tmp", []byte("x"), 2*time.Minute) // stale: removed
+	write("gone2.pcapng.flows.0123456789abcdef.tmp", []byte("x"), 0)            // fresh: kept
+	write("gone.pcapng.flows.0123456789abcdeg.tmp", []byte("x"), 2*time.Minute) // not Write's name: kept
+	rep, err := RebuildDir(context.Background(), dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Orphans != 1 || rep.Temps != 1 || rep.Foreign != 2 {
+		t.Errorf("report %+v: want 1 orphan, 1 temporary file, 2 foreign", rep)
+	}
+	for name, want := range map[string]bool{
+		"gone.pcapng.flows": false, "other.pcapng.flows": true, "junk.pcapng.flows": true,
+		"live.pcapng.flows": true, "gone.pcapng.flows.0123456789abcdef.tmp": false,
+		"gone2.pcapng.flows.0123456789abcdef.tmp": true, "gone.pcapng.flows.0123456789abcdeg.tmp": true,
+	} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s: there %v, want %v", name, err == nil, want)
+		}
 	}
 }
