@@ -44,6 +44,22 @@ func readPackets(t *testing.T, path string) []string {
 	}
 }
 
+// byCommunityID groups packets as readPackets gives them (Ethernet) by
+// their Community ID (seed 0), each group in the order given.
+func byCommunityID(packets []string) map[string][]string {
+	m := map[string][]string{}
+	for _, p := range packets {
+		var ts, n int64
+		var data []byte
+		fmt.Sscanf(p, "%d %d %x", &ts, &n, &data)
+		var k flow.Key
+		flow.Decode(&k, flow.LinkEthernet, 0, data)
+		id := k.CommunityID(0)
+		m[id] = append(m[id], p)
+	}
+	return m
+}
+
 // TestQueryCommunityID: query --community-id writes exactly the packets
 // of a full scan (--no-index) whose Community ID is the flow's, reading
 // fewer index blocks, and as many as tshark -Y on the flow's addresses,
@@ -53,7 +69,7 @@ func TestQueryCommunityID(t *testing.T) {
 	tmp := t.TempDir()
 	all := filepath.Join(tmp, "all.pcapng")
 	runQ(t, "query", "--dir", dir, "--agent", "a", "--no-index", "-w", all)
-	scan := readPackets(t, all)
+	byID := byCommunityID(readPackets(t, all))
 	var flows []flowquery.JSON
 	for _, l := range strings.Split(strings.TrimSpace(runFlows(t, "--dir", dir, "--agent", "a", "--json", "--sort", "packets")), "\n") {
 		var j flowquery.JSON
@@ -79,17 +95,7 @@ func TestQueryCommunityID(t *testing.T) {
 		out := filepath.Join(tmp, "cid.pcapng")
 		sum := runQ(t, "query", "--dir", dir, "--agent", "a", "--community-id", j.CommunityID, "-w", out, "--summary", "json")
 		got := readPackets(t, out)
-		var want []string
-		for _, p := range scan {
-			var ts, n int64
-			var data []byte
-			fmt.Sscanf(p, "%d %d %x", &ts, &n, &data)
-			var k flow.Key
-			flow.Decode(&k, flow.LinkEthernet, 0, data)
-			if k.CommunityID(0) == j.CommunityID {
-				want = append(want, p)
-			}
-		}
+		want := byID[j.CommunityID]
 		if len(got) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s (%s %s %s): %d packets, full scan %d", j.CommunityID, j.Proto, j.SrcIP, j.DstIP, len(got), len(want))
 		}
@@ -180,16 +186,7 @@ func TestCommunityIDStoreWritten(t *testing.T) {
 	if len(scan) != len(ps) {
 		t.Fatalf("full scan: %d packets, wrote %d", len(scan), len(ps))
 	}
-	byID := map[string][]string{}
-	for _, p := range scan {
-		var ts, n int64
-		var data []byte
-		fmt.Sscanf(p, "%d %d %x", &ts, &n, &data)
-		var k flow.Key
-		flow.Decode(&k, flow.LinkEthernet, 0, data)
-		id := k.CommunityID(0)
-		byID[id] = append(byID[id], p)
-	}
+	byID := byCommunityID(scan)
 	total, skipped := 0, false
 	seen := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(runFlows(t, "--dir", dir, "--json")), "\n") {

@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -21,7 +19,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/metrics/metricstest"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
-	"github.com/pcapsync/pcapsync/internal/testutil/netns"
 )
 
 // TestMetrics runs a collector and two agents with --metrics, pushes
@@ -226,17 +223,7 @@ type netnsScraper struct {
 }
 
 func newNetnsScraper(t *testing.T, ns string) *netnsScraper {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := netns.In(ns, func() error {
-			var err error
-			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
-	return &netnsScraper{t: t, c: &http.Client{Timeout: 5 * time.Second,
-		Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}}
+	return &netnsScraper{t: t, c: nsClient(ns)}
 }
 
 // get returns the status code and body of http://url.

@@ -65,9 +65,9 @@ func metricsFlag(argv []string) string {
 	return ""
 }
 
-// fetchMetrics fetches and parses http://addr/metrics from inside
-// network namespace ns ("" for the test's own).
-func fetchMetrics(ns, addr string) (metricstest.Families, error) {
+// nsClient is an HTTP client (5 s timeout, no kept connections) whose
+// sockets are made inside network namespace ns ("" for the test's own).
+func nsClient(ns string) *http.Client {
 	dial := (&net.Dialer{}).DialContext
 	if ns != "" {
 		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -80,7 +80,13 @@ func fetchMetrics(ns, addr string) (metricstest.Families, error) {
 			return c, err
 		}
 	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+}
+
+// fetchMetrics fetches and parses http://addr/metrics from inside
+// network namespace ns ("" for the test's own).
+func fetchMetrics(ns, addr string) (metricstest.Families, error) {
+	c := nsClient(ns)
 	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil, err

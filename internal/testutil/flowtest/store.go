@@ -7,6 +7,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/store"
+	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -32,23 +33,9 @@ func WriteStore(t testing.TB, dir, agent, iface string, ps []Packet, rotate, blo
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e wire.BatchEncoder
-	for b := 0; b*BatchPackets < len(ps); b++ {
-		e.Reset(nil)
-		for _, p := range ps[b*BatchPackets : min(len(ps), (b+1)*BatchPackets)] {
-			e.Append(p.TS, 0, uint32(len(p.Frame)), p.Frame)
-		}
-		bt, err := wire.ParseBatch(0, e.Finish(uint64(b + 1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteBatch(&bt, []int{i}, inst); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	roottest.WriteBatches(t, w, inst, []int{i}, len(ps), BatchPackets, func(n int) (int64, uint32, []byte) {
+		return ps[n].TS, 0, ps[n].Frame
+	})
 	w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

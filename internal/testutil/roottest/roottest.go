@@ -39,30 +39,40 @@ func Write(t testing.TB, dir string, base, rotate int64, n int, agents ...string
 			}
 			ifmap = append(ifmap, i)
 		}
-		var e wire.BatchEncoder
-		const perBatch = 50
-		for b := 0; b*perBatch < n; b++ {
-			e.Reset(nil)
-			for i := b * perBatch; i < min(n, (b+1)*perBatch); i++ {
-				data := gen.Frame(make([]byte, 64+i%700), gen.LinkTypeEthernet, uint32(ai), uint64(i))
-				e.Append(base+int64(i)*1e6+int64(ai)*1e3, uint32(i%2), uint32(len(data)), data)
-			}
-			bt, err := wire.ParseBatch(0, e.Finish(uint64(b + 1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.WriteBatch(&bt, ifmap, inst); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Commit(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		WriteBatches(t, w, inst, ifmap, n, 50, func(i int) (int64, uint32, []byte) {
+			data := gen.Frame(make([]byte, 64+i%700), gen.LinkTypeEthernet, uint32(ai), uint64(i))
+			return base + int64(i)*1e6 + int64(ai)*1e3, uint32(i % 2), data
+		})
 		w.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := st.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WriteBatches writes n packets through w, perBatch to a batch (sequence
+// 1, 2, ...), each batch committed: packet(i) gives packet i's time
+// (Unix ns), interface (an index into ifmap) and frame.
+func WriteBatches(t testing.TB, w *store.Writer, inst *store.Instance, ifmap []int, n, perBatch int, packet func(i int) (ts int64, iface uint32, frame []byte)) {
+	t.Helper()
+	var e wire.BatchEncoder
+	for b := 0; b*perBatch < n; b++ {
+		e.Reset(nil)
+		for i := b * perBatch; i < min(n, (b+1)*perBatch); i++ {
+			ts, iface, data := packet(i)
+			e.Append(ts, iface, uint32(len(data)), data)
+		}
+		bt, err := wire.ParseBatch(0, e.Finish(uint64(b + 1))[wire.HeaderSize:], wire.BatchLimits{Unchecked: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteBatch(&bt, ifmap, inst); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
