@@ -39,7 +39,18 @@ GOOS=darwin go vet ./...
 
 echo "== unit and end-to-end tests (race detector on)"
 if [ "$(id -u)" -eq 0 ]; then export PCAPSYNC_E2E_REQUIRE=1; fi
-go test -race -count=1 -timeout 25m ./...
+# A failing test's log can be long (a server's log dumped after the
+# error): the lines that say what failed are repeated at the end, where
+# a reader of the tail of CI's output finds them.
+testlog=$(mktemp)
+if ! go test -race -count=1 -timeout 25m ./... 2>&1 | tee "$testlog"; then
+	echo "== what failed (the failures above, without the logs dumped with them)"
+	grep -E -e '^\s*--- FAIL|^(FAIL|panic:|fatal error:)' -e '^\s+[A-Za-z0-9_]+\.go:[0-9]+: ' "$testlog" |
+		grep -v -E 'level=(INFO|DEBUG)' | cut -c1-400 | tail -n 80
+	rm -f "$testlog"
+	exit 1
+fi
+rm -f "$testlog"
 
 echo "== the lab build (-tags lab: pcapsync bench)"
 go vet -tags lab ./cmd/pcapsync

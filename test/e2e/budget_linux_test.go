@@ -59,6 +59,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	var collMu sync.Mutex
 	maxOpen, maxAll := 0, 0 // the writers' descriptors; with repair's and retention's readers
 	var overBudget []string // the writing descriptors of the first sample over the budget
+	var overAll []string    // every capture-file descriptor of the first sample over budget+2
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { // the collector's descriptors on capture files, sampled
@@ -75,7 +76,10 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 			if len(writing) > budget && overBudget == nil {
 				overBudget = writing
 			}
-			maxOpen, maxAll = max(maxOpen, len(writing)), max(maxAll, all)
+			if len(all) > budget+2 && overAll == nil {
+				overAll = all
+			}
+			maxOpen, maxAll = max(maxOpen, len(writing)), max(maxAll, len(all))
 			time.Sleep(20 * time.Millisecond) // a sampling period
 		}
 	}()
@@ -123,7 +127,7 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	// Repair and retention's index each read one file at a time,
 	// outside the budget (architecture.md, Files).
 	if maxAll > budget+2 {
-		t.Errorf("the collector held %d capture files open at once; --max-open-files %d, plus one for repair and one for retention", maxAll, budget)
+		t.Errorf("the collector held %d capture files open at once; --max-open-files %d, plus one for repair and one for retention; the first sample over it:\n%s", maxAll, budget, strings.Join(overAll, "\n"))
 	}
 	t.Logf("at most %d capture files open for writing, %d in all (sampled), budget %d", maxOpen, maxAll, budget)
 
@@ -152,13 +156,13 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 func budgetAgentName(i uint32) string { return fmt.Sprintf("fan%03d", i) }
 
 // openCaptureFiles lists process pid's descriptors on capture files
-// below dir open for writing (the store's writers: "fd path"), and
-// counts all of them.
-func openCaptureFiles(pid int, dir string) (writing []string, all int) {
+// below dir open for writing (the store's writers) and all of them
+// ("fd path flags").
+func openCaptureFiles(pid int, dir string) (writing, all []string) {
 	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(fdDir)
 	if err != nil {
-		return nil, 0
+		return nil, nil
 	}
 	for _, e := range ents {
 		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
@@ -168,9 +172,10 @@ func openCaptureFiles(pid int, dir string) (writing []string, all int) {
 		if err != nil || !strings.HasPrefix(l, dir+"/") || !strings.Contains(name, ".pcapng") || besideFile(name) {
 			continue
 		}
-		all++
+		desc := e.Name() + " " + l
+		all = append(all, desc)
 		if fdWriteOnly(pid, e.Name()) {
-			writing = append(writing, e.Name()+" "+l)
+			writing = append(writing, desc)
 		}
 	}
 	return writing, all
