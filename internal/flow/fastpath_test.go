@@ -150,3 +150,83 @@ func TestExpireAt(t *testing.T) {
 		})
 	}
 }
+
+// TestAddRunsSameAsDecode holds Add's runs (packets of the last flow
+// summed and added at the next other call) to the plain path, where
+// runs are long: conversations both ways whose packets come in runs of
+// up to 40, TCP data and ACKs with now and then a SYN, FIN or RST, index
+// blocks changing inside runs, flows idling out between packets and
+// time going back, files rotating, records split every few packets,
+// and a table so small that flows are evicted.
+func TestAddRunsSameAsDecode(t *testing.T) {
+	for _, cfg := range []Config{{}, {SplitPackets: 5}, {SplitPackets: 2, MaxFlows: 2}, {SplitPackets: 1}, {SplitPackets: -1, MaxFlows: 3}} {
+		t.Run(fmt.Sprintf("split=%d,max=%d", cfg.SplitPackets, cfg.MaxFlows), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(28, uint64(cfg.SplitPackets+10*cfg.MaxFlows)))
+			convs := []pkt{
+				{src: a4, dst: b4, proto: ProtoTCP, sport: 40000, dport: 443},
+				{src: a4, dst: b4, proto: ProtoTCP, sport: 40001, dport: 443},
+				{src: b4, dst: a4, proto: ProtoUDP, sport: 53, dport: 5353},
+				{src: a4, dst: a4, proto: ProtoUDP, sport: 7, dport: 7},
+				{src: a4, dst: b4, proto: ProtoSCTP, sport: 9, dport: 9},
+			}
+			fast, slow := newTable(t, &cfg), newTable(t, &cfg)
+			cc := cfg
+			var ts int64 = 1e18
+			block, n := uint32(0), 0
+			for range 400 {
+				c := convs[rng.IntN(len(convs))]
+				for range 1 + rng.IntN(40) {
+					p := c
+					if rng.IntN(5) == 0 { // the reply
+						p.src, p.dst, p.sport, p.dport = p.dst, p.src, p.dport, p.sport
+					}
+					if p.proto == ProtoTCP {
+						p.flags = []uint8{TCPAck, TCPAck | 0x08, TCPAck | 0x20, TCPAck | 0x40 | 0x80}[rng.IntN(4)] // PSH, URG, ECE and CWR
+						if rng.IntN(30) == 0 {
+							p.flags = []uint8{TCPSyn, TCPSyn | TCPAck, TCPFin | TCPAck, TCPRst}[rng.IntN(4)]
+						}
+					}
+					p.payload = rng.IntN(1400)
+					f := p.frame()
+					switch rng.IntN(200) {
+					case 0:
+						ts += int64(DefaultIdleTimeout) + 1
+					case 1:
+						ts += int64(DefaultClosedTimeout)
+					case 2:
+						ts -= int64(time.Second)
+					}
+					ts += int64(rng.IntN(1000))
+					if n++; n%37 == 0 {
+						block++
+					}
+					capLen := len(f)
+					if rng.IntN(10) == 0 && len(f) > 48 {
+						capLen = 48 + rng.IntN(len(f)-47)
+					}
+					fast.Add(0, LinkEthernet, ts, uint32(len(f)), f[:capLen], block)
+					var k Key
+					pk := Decode(&k, LinkEthernet, 0, f[:capLen])
+					slow.Expire(ts)
+					slow.AddKey(&k, pk, ts, uint32(len(f)), uint32(capLen), block)
+				}
+				if rng.IntN(25) == 0 {
+					fast.Rotate()
+					slow.Rotate()
+					block = 0
+				}
+			}
+			if got, want := fast.Counters(), slow.Counters(); got != want {
+				t.Fatalf("counters before the flush: Add %+v, Decode and AddKey %+v", got, want)
+			}
+			fast.Flush()
+			slow.Flush()
+			if got, want := fast.Records(), slow.Records(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Add made %d records, Decode and AddKey %d; first difference:\n%s", len(got), len(want), firstDiff(got, want))
+			}
+			if len(fast.Records()) < 20 {
+				t.Fatalf("only %d records (%+v): the traffic is too thin to hold anything", len(fast.Records()), cc)
+			}
+		})
+	}
+}

@@ -116,6 +116,32 @@ type Table struct {
 	// lists' heads' Last plus their timeouts), or math.MinInt64 when a
 	// head changed.
 	expireAt int64
+	// run: packets of the last packet's flow that change nothing but
+	// its counters are summed here and added to the entry at the next
+	// call that is not such a packet (settle).
+	run run
+}
+
+// run is what Table.Add sums of the packets of one flow in a row that
+// need nothing but counting: the last packet's headers (headerOf) or
+// them reversed, in the last packet's index block, no SYN, FIN or RST,
+// not a time at which tick would look for idle flows, not the packet
+// that reaches SplitPackets. Such a packet costs the header check and a few
+// additions (the write path's common case: runs of a flow's packets).
+type run struct {
+	on       bool   // the fields below describe entry i
+	i        int32  // the entry
+	hdr, rev header // its packets' headers: direction dir, and 1-dir
+	dir      int
+	block    uint32
+	left     uint64 // packets the run may sum before the one that splits
+	n        uint64 // summed, not yet in the entry
+	packets  [2]uint64
+	bytes    [2]uint64
+	captured [2]uint64
+	flags    [2]uint8
+	first    int64
+	last     int64
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -151,6 +177,10 @@ func NewTable(c *Config) (*Table, error) {
 // linkType at ts (Unix ns), wireLen bytes on the wire, data its captured
 // bytes (read, not kept), written in index block block of the data file.
 func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
+	if t.run.on && t.sum(iface, linkType, ts, wireLen, data, block) {
+		return
+	}
+	t.settle()
 	h, hok := headerOf(iface, linkType, data)
 	if hok && t.hdrOK && t.last >= 0 {
 		// The headers Decode reads are the last packet's, or the same
@@ -170,6 +200,7 @@ func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 			}
 			t.last = i
 			t.count(i, swapped, p, ts, wireLen, uint32(len(data)), block)
+			t.startRun(h, i, swapped, block)
 			return
 		}
 	}
@@ -177,6 +208,102 @@ func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 	p := Decode(&k, linkType, iface, data)
 	t.AddKey(&k, p, ts, wireLen, uint32(len(data)), block)
 	t.hdr, t.hdrOK = h, hok
+	if hok {
+		t.startRun(h, t.last, t.lastSwapped, block)
+	}
+}
+
+// sum adds a packet to the run when it belongs there (see run), and
+// reports whether it did.
+func (t *Table) sum(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) bool {
+	r := &t.run
+	// tick would look for idle flows: the time moves past the latest
+	// and past expireAt.
+	expires := ts > t.expireAt && ts > max(t.now, r.last)
+	if block != r.block || expires || r.n+1 >= r.left || linkType != LinkEthernet || iface != r.hdr.iface || len(data) < 48 {
+		return false
+	}
+	// headerOf's test and compare on the words as they are: IPv4 in
+	// Ethernet without options, fragment offset 0, the run's protocol,
+	// addresses and ports one way or the other.
+	be := binary.BigEndian
+	if be.Uint32(data[12:])>>8 != 0x080045 || be.Uint32(data[20:])&0x1fff00ff != uint32(r.hdr.proto) {
+		return false
+	}
+	addrs, ports := be.Uint64(data[26:]), be.Uint32(data[34:])
+	dir := r.dir
+	switch {
+	case addrs == r.hdr.addrs && ports == r.hdr.ports:
+	case addrs == r.rev.addrs && ports == r.rev.ports:
+		dir = 1 - dir
+	default:
+		return false
+	}
+	if r.hdr.proto == ProtoTCP {
+		f := data[47]
+		if f&(TCPSyn|TCPFin|TCPRst) != 0 {
+			return false
+		}
+		r.flags[dir] |= f
+	}
+	capLen := uint32(len(data))
+	r.n++
+	r.packets[dir]++
+	r.bytes[dir] += uint64(max(wireLen, capLen))
+	r.captured[dir] += uint64(capLen)
+	r.first, r.last = min(r.first, ts), max(r.last, ts)
+	return true
+}
+
+// startRun starts a run after the packet of header h just counted in
+// entry i (swapped: its key was the canonical one reversed), in block:
+// unless the entry's record is empty (a split emitted it) or the next
+// packet would split it, when every packet goes the plain way.
+func (t *Table) startRun(h header, i int32, swapped bool, block uint32) {
+	if i < 0 {
+		return
+	}
+	e := &t.entries[i]
+	left := uint64(math.MaxUint64)
+	if t.split > 0 {
+		left = t.split - min(t.split, e.rec.TotalPackets())
+	}
+	if e.rec.TotalPackets() == 0 || left <= 1 {
+		return
+	}
+	dir := 0
+	if swapped != e.rev {
+		dir = 1
+	}
+	// Headers equal both ways (one address, one port) match hdr first:
+	// the same direction, as Add's header check takes them.
+	t.run = run{on: true, i: i, hdr: h, rev: h.reverse(), dir: dir, block: block, left: left,
+		first: math.MaxInt64, last: math.MinInt64}
+}
+
+// settle adds the run's sums to its entry and ends the run: before
+// anything else reads or changes the table.
+func (t *Table) settle() {
+	r := &t.run
+	if !r.on {
+		return
+	}
+	r.on = false
+	if r.n == 0 {
+		return
+	}
+	rec := &t.entries[r.i].rec
+	for d := range 2 {
+		rec.Packets[d] += r.packets[d]
+		rec.Bytes[d] += r.bytes[d]
+		rec.Captured[d] += r.captured[d]
+		rec.TCPFlags[d] |= r.flags[d]
+	}
+	rec.First, rec.Last = min(rec.First, r.first), max(rec.Last, r.last)
+	t.c.Packets += r.n
+	// What tick does for each packet: none of them made it expire.
+	t.now = max(t.now, r.last)
+	r.n = 0
 }
 
 // header is what Decode reads of the headers of an Ethernet frame of
@@ -225,6 +352,7 @@ func synOnly(p Packet) bool { return p.TCP && p.TCPFlags&(TCPSyn|TCPAck) == TCPS
 // AddKey is Add for a packet already decoded (Decode) into k and p,
 // with capLen captured bytes. It may change *k.
 func (t *Table) AddKey(k *Key, p Packet, ts int64, wireLen, capLen uint32, block uint32) {
+	t.settle()
 	t.hdrOK = false
 	t.tick(ts)
 	var i int32
@@ -436,6 +564,7 @@ func (t *Table) expire() {
 // when packets stop coming. A now before the latest packet's time
 // changes nothing.
 func (t *Table) Expire(now int64) {
+	t.settle()
 	if now > t.now {
 		t.now = now
 		t.expire()
@@ -450,6 +579,7 @@ func (t *Table) Expire(now int64) {
 // and calls Clear before it adds the next file's first packet, whose
 // block numbers start again at 0.
 func (t *Table) Rotate() {
+	t.settle()
 	for _, l := range []*list{&t.done, &t.open} {
 		for i := l.head; i >= 0; i = t.links[i].next {
 			t.emit(&t.entries[i], EndOpen)
@@ -460,6 +590,7 @@ func (t *Table) Rotate() {
 // Flush writes a record of every flow held (EndOpen, or FIN or RST) and
 // forgets them all.
 func (t *Table) Flush() {
+	t.settle()
 	for t.done.head >= 0 {
 		t.end(t.done.head, EndOpen)
 	}
@@ -479,7 +610,10 @@ func (t *Table) Clear() { t.out = t.out[:0] }
 func (t *Table) Len() int { return t.index.n }
 
 // Counters returns the table's totals.
-func (t *Table) Counters() Counters { return t.c }
+func (t *Table) Counters() Counters {
+	t.settle()
+	return t.c
+}
 
 func (t *Table) push(l *list, i int32) {
 	e := &t.links[i]

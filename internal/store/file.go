@@ -288,11 +288,12 @@ func (af *agentFile) writable(now time.Time) error {
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
-	if af.flLive {
-		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
-	}
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+	}
+	// After the index, which read the same headers: in the cache now.
+	if af.flLive {
+		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 	}
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
@@ -317,11 +318,12 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq 
 	b := layout.AppendMark(af.markBuf[:0], inst.id, seq)
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
-	if af.flLive {
-		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
-	}
 	if af.ixLive {
 		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+	}
+	// After the index, which read the same headers: in the cache now.
+	if af.flLive {
+		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 	}
 	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, b); err != nil {
 		return err
