@@ -89,6 +89,9 @@ func flowsCommand(s streams) *cobra.Command {
 				if err := f.check(fs); err != nil {
 					return err
 				}
+				if f.top > 0 && f.from == "" {
+					return f.runTop(ctx, s)
+				}
 				flows, err := f.load(ctx, s)
 				if err != nil {
 					return err
@@ -126,24 +129,58 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 	if f.from != "" {
 		return f.loadRemote(ctx, s)
 	}
-	cfg := f.cfg
-	var err error
-	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, time.Now()); err != nil {
-		return nil, err
-	}
-	cfg.Logger = warnLogger(s.stderr)
-	flows, res, err := flowquery.Run(ctx, cfg)
-	if errors.Is(err, flowquery.ErrConfig) || errors.Is(err, flowquery.ErrBadFilter) {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
+	cfg, err := f.localConfig(s)
 	if err != nil {
 		return nil, err
 	}
+	flows, res, err := flowquery.Run(ctx, cfg)
+	if err = localErr(err); err != nil {
+		return nil, err
+	}
+	warnMissing(cfg, res)
+	return flows, nil
+}
+
+// runTop is --top over --dir: the flows summed per group as they are
+// read (flowquery.RunTop), never all held.
+func (f *flowsFlags) runTop(ctx context.Context, s streams) error {
+	cfg, err := f.localConfig(s)
+	if err != nil {
+		return err
+	}
+	top, res, err := flowquery.RunTop(ctx, cfg, f.group, f.by, f.top)
+	if err = localErr(err); err != nil {
+		return err
+	}
+	warnMissing(cfg, res)
+	return f.printTop(s.stdout, top)
+}
+
+// localConfig is the selection of --dir.
+func (f *flowsFlags) localConfig(s streams) (flowquery.Config, error) {
+	cfg := f.cfg
+	var err error
+	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, time.Now()); err != nil {
+		return cfg, err
+	}
+	cfg.Logger = warnLogger(s.stderr)
+	return cfg, nil
+}
+
+// localErr makes a flowquery error of the flags a usage error.
+func localErr(err error) error {
+	if errors.Is(err, flowquery.ErrConfig) || errors.Is(err, flowquery.ErrBadFilter) {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return err
+}
+
+// warnMissing warns of data files whose flows are not shown.
+func warnMissing(cfg flowquery.Config, res flowquery.Result) {
 	if res.Missing > 0 {
 		cfg.Logger.Warn("flows: data files without a flow file (written before flow records, or their flow file removed): their flows are not shown",
 			"files", res.Missing, "of", res.Files)
 	}
-	return flows, nil
 }
 
 // print writes the flows as the flags ask.
