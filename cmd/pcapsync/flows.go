@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,8 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
-	"github.com/pcapsync/pcapsync/internal/layout"
-	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
@@ -331,38 +328,4 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 		err = fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return flows, err
-}
-
-// flowBlocks returns what a query of cfg.CommunityID reads: the index
-// blocks of the flow's records in the files that hold them, every block
-// of the files whose flows are not all known (no flow file, a damaged
-// one, or a file being written when listed, which may be published
-// since: its flow file then holds records its .part lacked).
-func flowBlocks(cfg query.Config) (map[string][]query.BlockRun, error) {
-	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
-		CommunityID: cfg.CommunityID, Logger: cfg.Logger}
-	flows, res, err := flowquery.Run(context.Background(), fc)
-	if err != nil {
-		return nil, err
-	}
-	blocks := map[string][]query.BlockRun{}
-	for _, p := range res.Unflowed {
-		blocks[strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)] = nil
-	}
-	for _, f := range flows {
-		for _, part := range f.Parts {
-			name := strings.TrimSuffix(filepath.Base(part.File), layout.PartSuffix)
-			if len(part.Runs) == 0 {
-				blocks[name] = nil
-				continue
-			}
-			if _, known := blocks[name]; known && blocks[name] == nil {
-				continue // read whole
-			}
-			for _, r := range part.Runs {
-				blocks[name] = append(blocks[name], query.BlockRun{First: r.First, Last: r.Last})
-			}
-		}
-	}
-	return blocks, nil
 }
