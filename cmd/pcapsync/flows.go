@@ -38,9 +38,12 @@ largest --by bytes, packets or flows. --same gathers the same
 conversation seen by several agents (by Community ID). --sort orders
 the flows by first (the default), last, bytes, packets or duration.
 
-A data file without a flow file is counted and warned about; a flow
-file that does not verify is skipped with a warning. docs/flows.md has
-examples and the JSON keys.
+At exit a summary on stderr (--summary text or json) counts the flows
+and the data files read, and says which flows are not shown: data
+files without flow records (written with --flows=false or before flow
+records: run pcapsync index DIR) and flow files that do not verify
+(skipped, each with a warning). docs/flows.md has examples and the
+JSON keys.
 
 --from HOST:PORT reads the flows of a collector or writer serving
 --query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
@@ -56,6 +59,8 @@ type flowsFlags struct {
 	same         bool
 	from         string
 	tls          *tapClientFlags
+	summary      *summaryFormat
+	res          flowquery.Result // what --dir read
 }
 
 func flowsCommand(s streams) *cobra.Command {
@@ -79,6 +84,7 @@ func flowsCommand(s streams) *cobra.Command {
 			fs.IntVar(&f.cfg.MaxFlows, "max-flows", flowquery.DefaultMaxFlows, "the most flows held to join and sort; more is an error")
 			fs.StringVar(&f.from, "from", "", "read the flows of the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
 			f.tls = tapClientTLSFlags(fs, "--from")
+			f.summary = addSummaryFlag(fs)
 			return func(ctx context.Context, args []string) error {
 				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
 					return err
@@ -93,7 +99,10 @@ func flowsCommand(s streams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return f.print(s.stdout, flows)
+				if err := f.print(s.stdout, flows); err != nil {
+					return err
+				}
+				return f.finish(s)
 			}
 		})
 	annotate(c.Flags(), "filter", annPositional)
@@ -134,7 +143,7 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 	if err = localErr(err); err != nil {
 		return nil, err
 	}
-	warnMissing(cfg, res)
+	f.res = res
 	return flows, nil
 }
 
@@ -149,8 +158,11 @@ func (f *flowsFlags) runTop(ctx context.Context, s streams) error {
 	if err = localErr(err); err != nil {
 		return err
 	}
-	warnMissing(cfg, res)
-	return f.printTop(s.stdout, top)
+	f.res = res
+	if err := f.printTop(s.stdout, top); err != nil {
+		return err
+	}
+	return f.finish(s)
 }
 
 // localConfig is the selection of --dir.
@@ -172,12 +184,45 @@ func localErr(err error) error {
 	return err
 }
 
-// warnMissing warns of data files whose flows are not shown.
-func warnMissing(cfg flowquery.Config, res flowquery.Result) {
-	if res.Missing > 0 {
-		cfg.Logger.Warn("flows: data files without a flow file (written before flow records, or their flow file removed): their flows are not shown",
-			"files", res.Missing, "of", res.Files)
+// finish prints the summary of --dir on stderr (--from has none: the
+// files are the server's).
+func (f *flowsFlags) finish(s streams) error {
+	if f.from != "" {
+		return nil
 	}
+	r := &f.res
+	return f.summary.print(s.stderr, flowsSummary{Flows: r.Flows, Files: r.Files, NoFlows: r.Missing,
+		Damaged: len(r.Damaged), Writing: r.Writing, dir: f.cfg.Dir})
+}
+
+// flowsSummary is pcapsync flows --dir's summary: the flows selected,
+// the data files looked at, and those whose flows are not (all) known.
+type flowsSummary struct {
+	Flows   int    `json:"flows"`
+	Files   int    `json:"files"`
+	NoFlows int    `json:"files_without_flows"` // closed, without a flow file: not shown
+	Damaged int    `json:"flow_files_damaged"`  // skipped whole
+	Writing int    `json:"files_being_written"` // flows shown as far as they ended
+	dir     string // the root, for the advice
+}
+
+func (s flowsSummary) writeText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pcapsync flows: %d flows from %d data files", s.Flows, s.Files)
+	if s.Writing > 0 {
+		fmt.Fprintf(&b, " (%d being written: their flows as far as they ended)", s.Writing)
+	}
+	b.WriteString("\n")
+	if s.NoFlows > 0 {
+		fmt.Fprintf(&b, "pcapsync flows: %d data files have no flow records (written with --flows=false or before flow records): their flows are not shown; run pcapsync index %s\n",
+			s.NoFlows, s.dir)
+	}
+	if s.Damaged > 0 {
+		fmt.Fprintf(&b, "pcapsync flows: %d flow files did not verify and were skipped (named above): their flows are not shown; run pcapsync index %s\n",
+			s.Damaged, s.dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // print writes the flows as the flags ask.

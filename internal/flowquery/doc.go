@@ -45,8 +45,10 @@
 // flow.Parse, which verifies every record. A flow file that does not
 // verify is reported (Result.Damaged, and the logger) and skipped whole;
 // one of a data file still being written (.part) is read up to its last
-// record that verifies. A data file without a flow file is counted
-// (Result.Missing). Interface names are read from the data file's
+// record that verifies. A closed data file without a flow file (written
+// with --flows=false, or before flow records) is counted
+// (Result.Missing): its flows are not known (pcapsync index gives it
+// one); a data file being written is counted in Result.Writing. Interface names are read from the data file's
 // interface descriptions, as far into it as the records' interfaces need.
 //
 // # Memory

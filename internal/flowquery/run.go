@@ -43,8 +43,10 @@ type Part struct {
 
 // Result counts what a Run read.
 type Result struct {
+	Flows   int      // flows selected (each flow joined once)
 	Files   int      // data files looked at
-	Missing int      // data files without a flow file
+	Missing int      // closed data files without a flow file: their flows are not known
+	Writing int      // data files being written (.part): flows known as far as they ended
 	Damaged []string // flow files that did not verify (skipped), with the reason
 	// Unflowed are the data files (paths as listed) whose flows are not
 	// all known: without a flow file, with one that did not verify, or
@@ -199,12 +201,13 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 // file reads the flow file of data file fi and joins its records.
 func (s *selector) file(agent string, fi layout.FileInfo) error {
 	if fi.Part {
+		s.res.Writing++
 		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 	}
 	d, n, need, err := s.readFlowFile(fi)
 	if errors.Is(err, fs.ErrNotExist) {
-		s.res.Missing++
 		if !fi.Part {
+			s.res.Missing++
 			s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 		}
 		return nil
@@ -324,6 +327,7 @@ func (s *selector) keep(f *Flow) error {
 		if s.parts {
 			f.CommunityID = f.Key.CommunityID(0)
 		}
+		s.res.Flows++
 		err = s.emit(f)
 	}
 	if f != &s.one {
