@@ -150,7 +150,7 @@ func tsharkCount(t *testing.T, p string, j flowquery.JSON) int {
 	return len(strings.Fields(string(out)))
 }
 
-// TestQueryCommunityIDFlags: a malformed id, and --from, are usage errors.
+// TestQueryCommunityIDFlags: a malformed id is a usage error.
 func TestQueryCommunityIDFlags(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -159,7 +159,6 @@ func TestQueryCommunityIDFlags(t *testing.T) {
 	}{
 		{[]string{"query", "--dir", dir, "-w", "-", "--community-id", "1:abc"}, "community id"},
 		{[]string{"query", "--dir", dir, "-w", "-", "--community-id", "2:" + strings.Repeat("A", 27) + "="}, "community id"},
-		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "-w", "-", "--community-id", "1:" + strings.Repeat("A", 27) + "="}, "not served over --from"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
@@ -223,4 +222,42 @@ func countFiles(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return len(m)
+}
+
+// TestQueryCommunityIDFrom: query --community-id --from (GET /query with
+// community_id) writes the packets the local query writes, the server
+// reading only the blocks the flow's records name; a malformed id is
+// refused by the server (400) and so a usage error.
+func TestQueryCommunityIDFrom(t *testing.T) {
+	dir, _ := flowsRoot(t)
+	addr := startQueryServer(t, dir, "127.0.0.1:0", nil)
+	tmp := t.TempDir()
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(runFlows(t, "--dir", dir, "--json", "--sort", "packets")), "\n") {
+		var j flowquery.JSON
+		if err := json.Unmarshal([]byte(l), &j); err != nil {
+			t.Fatal(err)
+		}
+		if kind := j.Proto + fmt.Sprint(j.Parts > 2); !seen[kind] {
+			seen[kind] = true
+			local, remote := filepath.Join(tmp, "local.pcapng"), filepath.Join(tmp, "remote.pcapng")
+			runQ(t, "query", "--dir", dir, "--community-id", j.CommunityID, "-w", local)
+			sum := runQ(t, "query", "--from", addr, "--insecure", "--community-id", j.CommunityID, "-w", remote, "--summary", "json")
+			want, got := readPackets(t, local), readPackets(t, remote)
+			if len(got) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%s (%s): %d packets over --from, %d here", j.CommunityID, j.Proto, len(got), len(want))
+			}
+			if !strings.Contains(sum, `"blocks_skipped":`) || strings.Contains(sum, `"blocks_skipped":0,`) {
+				t.Errorf("%s: summary %s, want blocks skipped on the server", j.CommunityID, sum)
+			}
+		}
+	}
+	if len(seen) < 4 {
+		t.Errorf("only %d kinds of flows tried", len(seen))
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"query", "--from", addr, "--insecure", "-w", "-", "--community-id", "1:abc"}, &out, &errOut)
+	if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "community id") {
+		t.Errorf("a malformed id over --from: %v (exit %d), want a usage error naming it", err, exitCode(err))
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,8 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
-	"github.com/pcapsync/pcapsync/internal/layout"
-	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
@@ -41,9 +38,12 @@ largest --by bytes, packets or flows. --same gathers the same
 conversation seen by several agents (by Community ID). --sort orders
 the flows by first (the default), last, bytes, packets or duration.
 
-A data file without a flow file is counted and warned about; a flow
-file that does not verify is skipped with a warning. docs/flows.md has
-examples and the JSON keys.
+At exit a summary on stderr (--summary text or json) counts the flows
+and the data files read, and says which flows are not shown: data
+files without flow records (written with --flows=false or before flow
+records: run pcapsync index DIR) and flow files that do not verify
+(skipped, each with a warning). docs/flows.md has examples and the
+JSON keys.
 
 --from HOST:PORT reads the flows of a collector or writer serving
 --query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
@@ -59,6 +59,8 @@ type flowsFlags struct {
 	same         bool
 	from         string
 	tls          *tapClientFlags
+	summary      *summaryFormat
+	res          flowquery.Result // what --dir read
 }
 
 func flowsCommand(s streams) *cobra.Command {
@@ -82,6 +84,7 @@ func flowsCommand(s streams) *cobra.Command {
 			fs.IntVar(&f.cfg.MaxFlows, "max-flows", flowquery.DefaultMaxFlows, "the most flows held to join and sort; more is an error")
 			fs.StringVar(&f.from, "from", "", "read the flows of the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
 			f.tls = tapClientTLSFlags(fs, "--from")
+			f.summary = addSummaryFlag(fs)
 			return func(ctx context.Context, args []string) error {
 				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
 					return err
@@ -89,11 +92,17 @@ func flowsCommand(s streams) *cobra.Command {
 				if err := f.check(fs); err != nil {
 					return err
 				}
+				if f.top > 0 && f.from == "" {
+					return f.runTop(ctx, s)
+				}
 				flows, err := f.load(ctx, s)
 				if err != nil {
 					return err
 				}
-				return f.print(s.stdout, flows)
+				if err := f.print(s.stdout, flows); err != nil {
+					return err
+				}
+				return f.finish(s)
 			}
 		})
 	annotate(c.Flags(), "filter", annPositional)
@@ -126,24 +135,94 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 	if f.from != "" {
 		return f.loadRemote(ctx, s)
 	}
-	cfg := f.cfg
-	var err error
-	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, time.Now()); err != nil {
-		return nil, err
-	}
-	cfg.Logger = warnLogger(s.stderr)
-	flows, res, err := flowquery.Run(ctx, cfg)
-	if errors.Is(err, flowquery.ErrConfig) || errors.Is(err, flowquery.ErrBadFilter) {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
+	cfg, err := f.localConfig(s)
 	if err != nil {
 		return nil, err
 	}
-	if res.Missing > 0 {
-		cfg.Logger.Warn("flows: data files without a flow file (written before flow records, or their flow file removed): their flows are not shown",
-			"files", res.Missing, "of", res.Files)
+	flows, res, err := flowquery.Run(ctx, cfg)
+	if err = localErr(err); err != nil {
+		return nil, err
 	}
+	f.res = res
 	return flows, nil
+}
+
+// runTop is --top over --dir: the flows summed per group as they are
+// read (flowquery.RunTop), never all held.
+func (f *flowsFlags) runTop(ctx context.Context, s streams) error {
+	cfg, err := f.localConfig(s)
+	if err != nil {
+		return err
+	}
+	top, res, err := flowquery.RunTop(ctx, cfg, f.group, f.by, f.top)
+	if err = localErr(err); err != nil {
+		return err
+	}
+	f.res = res
+	if err := f.printTop(s.stdout, top); err != nil {
+		return err
+	}
+	return f.finish(s)
+}
+
+// localConfig is the selection of --dir.
+func (f *flowsFlags) localConfig(s streams) (flowquery.Config, error) {
+	cfg := f.cfg
+	var err error
+	if cfg.Since, cfg.Until, err = parseRange(f.since, f.until, time.Now()); err != nil {
+		return cfg, err
+	}
+	cfg.Logger = warnLogger(s.stderr)
+	return cfg, nil
+}
+
+// localErr makes a flowquery error of the flags a usage error.
+func localErr(err error) error {
+	if errors.Is(err, flowquery.ErrConfig) || errors.Is(err, flowquery.ErrBadFilter) {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return err
+}
+
+// finish prints the summary of --dir on stderr (--from has none: the
+// files are the server's).
+func (f *flowsFlags) finish(s streams) error {
+	if f.from != "" {
+		return nil
+	}
+	r := &f.res
+	return f.summary.print(s.stderr, flowsSummary{Flows: r.Flows, Files: r.Files, NoFlows: r.Missing,
+		Damaged: len(r.Damaged), Writing: r.Writing, dir: f.cfg.Dir})
+}
+
+// flowsSummary is pcapsync flows --dir's summary: the flows selected,
+// the data files looked at, and those whose flows are not (all) known.
+type flowsSummary struct {
+	Flows   int    `json:"flows"`
+	Files   int    `json:"files"`
+	NoFlows int    `json:"files_without_flows"` // closed, without a flow file: not shown
+	Damaged int    `json:"flow_files_damaged"`  // skipped whole
+	Writing int    `json:"files_being_written"` // flows shown as far as they ended
+	dir     string // the root, for the advice
+}
+
+func (s flowsSummary) writeText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pcapsync flows: %d flows from %d data files", s.Flows, s.Files)
+	if s.Writing > 0 {
+		fmt.Fprintf(&b, " (%d being written: their flows as far as they ended)", s.Writing)
+	}
+	b.WriteString("\n")
+	if s.NoFlows > 0 {
+		fmt.Fprintf(&b, "pcapsync flows: %d data files have no flow records (written with --flows=false or before flow records): their flows are not shown; run pcapsync index %s\n",
+			s.NoFlows, s.dir)
+	}
+	if s.Damaged > 0 {
+		fmt.Fprintf(&b, "pcapsync flows: %d flow files did not verify and were skipped (named above): their flows are not shown; run pcapsync index %s\n",
+			s.Damaged, s.dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // print writes the flows as the flags ask.
@@ -294,38 +373,4 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 		err = fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return flows, err
-}
-
-// flowBlocks returns what a query of cfg.CommunityID reads: the index
-// blocks of the flow's records in the files that hold them, every block
-// of the files whose flows are not all known (no flow file, a damaged
-// one, or a file being written when listed, which may be published
-// since: its flow file then holds records its .part lacked).
-func flowBlocks(cfg query.Config) (map[string][]query.BlockRun, error) {
-	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
-		CommunityID: cfg.CommunityID, Logger: cfg.Logger}
-	flows, res, err := flowquery.Run(context.Background(), fc)
-	if err != nil {
-		return nil, err
-	}
-	blocks := map[string][]query.BlockRun{}
-	for _, p := range res.Unflowed {
-		blocks[strings.TrimSuffix(filepath.Base(p), layout.PartSuffix)] = nil
-	}
-	for _, f := range flows {
-		for _, part := range f.Parts {
-			name := strings.TrimSuffix(filepath.Base(part.File), layout.PartSuffix)
-			if len(part.Runs) == 0 {
-				blocks[name] = nil
-				continue
-			}
-			if _, known := blocks[name]; known && blocks[name] == nil {
-				continue // read whole
-			}
-			for _, r := range part.Runs {
-				blocks[name] = append(blocks[name], query.BlockRun{First: r.First, Last: r.Last})
-			}
-		}
-	}
-	return blocks, nil
 }

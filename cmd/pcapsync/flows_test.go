@@ -7,7 +7,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -215,5 +217,58 @@ func TestFlowsFrom(t *testing.T) {
 		if local == "" || remote != local {
 			t.Errorf("%q: --from differs from --dir:\n%s\n---\n%s", args, remote, local)
 		}
+	}
+}
+
+// TestFlowsSummary: data files without a flow file (a root written with
+// --flows=false, or before flow records) are reported at exit, with
+// what to run, in the text and the JSON summary and with --top alike;
+// once pcapsync index has given them one there are none and their flows
+// are shown.
+func TestFlowsSummary(t *testing.T) {
+	dir, files := flowsRoot(t)
+	for _, p := range files["a"][:2] {
+		if err := os.Remove(flow.Path(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flows := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), append([]string{"flows", "--dir", dir}, args...), &out, &errOut); err != nil {
+			t.Fatalf("flows %q: %v (%s)", args, err, errOut.String())
+		}
+		return out.String(), errOut.String()
+	}
+	total := len(files["a"]) + len(files["b"])
+	for _, args := range [][]string{nil, {"--top", "3"}, {"--json"}} {
+		_, se := flows(args...)
+		if want := "pcapsync flows: 2 data files have no flow records (written with --flows=false or before flow records): their flows are not shown; run pcapsync index " + dir + "\n"; !strings.Contains(se, want) {
+			t.Errorf("%q: stderr %q, want %q", args, se, want)
+		}
+		if !strings.Contains(se, fmt.Sprintf("flows from %d data files", total)) {
+			t.Errorf("%q: stderr %q, want the files counted", args, se)
+		}
+	}
+	var sum struct {
+		Flows   int `json:"flows"`
+		Files   int `json:"files"`
+		NoFlows int `json:"files_without_flows"`
+	}
+	out, se := flows("--json", "--summary", "json")
+	if err := json.Unmarshal([]byte(se), &sum); err != nil {
+		t.Fatalf("summary %q: %v", se, err)
+	}
+	if sum.NoFlows != 2 || sum.Files != total || sum.Flows != strings.Count(out, "\n") || sum.Flows == 0 {
+		t.Errorf("summary %+v, want 2 of %d files without flows and %d flows", sum, total, strings.Count(out, "\n"))
+	}
+	before := sum.Flows
+	runQ(t, "index", dir)
+	_, se = flows("--json", "--summary", "json")
+	if err := json.Unmarshal([]byte(se), &sum); err != nil {
+		t.Fatalf("summary %q: %v", se, err)
+	}
+	if sum.NoFlows != 0 || sum.Flows <= before {
+		t.Errorf("after pcapsync index: summary %+v, want every file with flows and more than %d flows", sum, before)
 	}
 }

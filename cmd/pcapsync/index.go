@@ -65,6 +65,9 @@ func printIndexReport(s streams, rep index.DirReport) {
 	if rep.Sidecars > 0 {
 		fmt.Fprintf(s.stdout, "pcapsync index: %d flow files built (%d bytes), each with its index\n", rep.Sidecars, rep.SidecarBytes)
 	}
+	if rep.SidecarOrphans > 0 || rep.SidecarTemps > 0 {
+		fmt.Fprintf(s.stdout, "pcapsync index: %d orphan flow files and %d temporary flow files removed\n", rep.SidecarOrphans, rep.SidecarTemps)
+	}
 	for _, e := range rep.Errors {
 		fmt.Fprintln(s.stderr, "pcapsync index:", e)
 	}

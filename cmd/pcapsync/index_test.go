@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
@@ -57,8 +58,9 @@ func writeIndexed(t *testing.T, cfg store.Config) []string {
 }
 
 // TestIndexCommandFlows: pcapsync index rebuilds a missing or damaged
-// flow file with its index, the same bytes the store wrote live, and
-// leaves flow files alone with --flows=false.
+// flow file with its index, the same bytes the store wrote live,
+// leaves flow files alone with --flows=false, and says an orphan flow
+// file it removed is one (not an index).
 func TestIndexCommandFlows(t *testing.T) {
 	dir := t.TempDir()
 	files := writeIndexed(t, store.Config{Dir: dir, Flows: true})
@@ -105,6 +107,18 @@ func TestIndexCommandFlows(t *testing.T) {
 	}
 	if _, err := os.Stat(flow.Path(files[0])); err == nil {
 		t.Fatal("--flows=false wrote a flow file")
+	}
+	// A flow file whose data file is gone is removed, and said to be a
+	// flow file, not an index.
+	var e flow.Encoder
+	os.WriteFile(filepath.Join(filepath.Dir(files[0]), "gone.pcapng.flows"), e.AppendEnd(e.AppendHeader(nil, "gone.pcapng"), 0), 0o640)
+	var out, errs bytes.Buffer
+	if err := run(context.Background(), []string{"index", dir}, &out, &errs); err != nil {
+		t.Fatalf("pcapsync index: %v (%s)", err, errs.String())
+	}
+	if !strings.Contains(out.String(), "; 0 orphan indexes and 0 temporary files removed;") ||
+		!strings.Contains(out.String(), "pcapsync index: 1 orphan flow files and 0 temporary flow files removed\n") {
+		t.Errorf("report %q: want the orphan flow file counted apart from the indexes", out.String())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
@@ -110,9 +111,6 @@ func queryCommand(s streams) *cobra.Command {
 					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
 				if f.from != "" {
-					if f.cfg.CommunityID != "" {
-						return usageError("--community-id is not served over --from yet: give the flow's addresses and ports as the filter")
-					}
 					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
 						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
@@ -146,7 +144,7 @@ func (f *queryFlags) config(now time.Time, stderr io.Writer) (query.Config, erro
 		return cfg, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if cfg.CommunityID != "" && !cfg.NoIndex {
-		if cfg.Blocks, err = flowBlocks(cfg); err != nil {
+		if cfg.Blocks, err = flowquery.Blocks(context.Background(), cfg); err != nil {
 			return cfg, err
 		}
 	}
@@ -296,7 +294,7 @@ func runRemoteQuery(ctx context.Context, s streams, f *queryFlags) error {
 		return err
 	}
 	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces,
-		Filter: f.cfg.Filter, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
+		Filter: f.cfg.Filter, CommunityID: f.cfg.CommunityID, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
 	now := time.Now()
 	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
 		return err

@@ -44,7 +44,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate checks c: Dir a directory, the globs, the range, MaxFlows.
+// The times int64 nanoseconds hold: Since and Until beyond are refused.
+var (
+	minTime = time.Unix(0, math.MinInt64).UTC()
+	maxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// Validate checks c: Dir a directory, the globs, the range (times that
+// int64 nanoseconds hold, since before until), MaxFlows.
 func (c *Config) Validate() error {
 	if c.Dir == "" {
 		return fmt.Errorf("%w: no output root", ErrConfig)
@@ -57,6 +64,15 @@ func (c *Config) Validate() error {
 	for _, p := range append(append([]string{}, c.Agents...), c.Ifaces...) {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("%w: pattern %q: %w", ErrConfig, p, err)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"since", c.Since}, {"until", c.Until}} {
+		if !b.t.IsZero() && (b.t.Before(minTime) || b.t.After(maxTime)) {
+			return fmt.Errorf("%w: %s: %s is out of range: want a time from %s to %s", ErrConfig, b.name,
+				b.t.UTC().Format(time.RFC3339Nano), minTime.Format(time.RFC3339Nano), maxTime.Format(time.RFC3339Nano))
 		}
 	}
 	if !c.Since.IsZero() && !c.Until.IsZero() && !c.Since.Before(c.Until) {

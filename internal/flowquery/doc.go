@@ -45,13 +45,29 @@
 // flow.Parse, which verifies every record. A flow file that does not
 // verify is reported (Result.Damaged, and the logger) and skipped whole;
 // one of a data file still being written (.part) is read up to its last
-// record that verifies. A data file without a flow file is counted
-// (Result.Missing). Interface names are read from the data file's
+// record that verifies. A closed data file without a flow file (written
+// with --flows=false, or before flow records) is counted
+// (Result.Missing): its flows are not known (pcapsync index gives it
+// one); a data file being written is counted in Result.Writing. Interface names are read from the data file's
 // interface descriptions, as far into it as the records' interfaces need.
+//
+// # Reading
+//
+// Per agent, file after file: the flow file is read into one buffer
+// (reused for every file), verified in a first pass (a closed file's
+// records are all taken or none) that also finds the interfaces named,
+// then decoded again into one reused flow.Record and joined. Only the
+// flows whose last record ended open or split wait in a map (keyed by
+// the key and the interface's name) for their next part; a flow that
+// ended is handed on at once.
 //
 // # Memory
 //
-// Every selected flow is held, joined and sorted before it is returned:
-// Config.MaxFlows bounds them (ErrTooManyFlows past it), about 400 bytes
-// each.
+// Run holds every selected flow, joined and sorted before it is
+// returned: Config.MaxFlows bounds them (ErrTooManyFlows past it),
+// about 400 bytes each. RunTop (pcapsync flows --top) holds only the
+// flows waiting for their next part and one entry per group (about 100
+// bytes: a compact key and three sums), named only when the groups are
+// ranked, and only those that may rank among the n largest: MaxFlows
+// bounds the two together. Top over a []Flow sums the same way.
 package flowquery

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -42,8 +43,10 @@ type Part struct {
 
 // Result counts what a Run read.
 type Result struct {
+	Flows   int      // flows selected (each flow joined once)
 	Files   int      // data files looked at
-	Missing int      // data files without a flow file
+	Missing int      // closed data files without a flow file: their flows are not known
+	Writing int      // data files being written (.part): flows known as far as they ended
 	Damaged []string // flow files that did not verify (skipped), with the reason
 	// Unflowed are the data files (paths as listed) whose flows are not
 	// all known: without a flow file, with one that did not verify, or
@@ -54,39 +57,76 @@ type Result struct {
 // Run selects the flows of cfg, joined, sorted by first time, then agent
 // and interface.
 func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
+	var out []Flow
+	res, err := each(ctx, cfg, true, func(f *Flow) error {
+		out = append(out, *f)
+		return nil
+	}, func() int { return len(out) })
+	if err != nil {
+		return nil, res, err
+	}
+	slices.SortStableFunc(out, func(a, b Flow) int {
+		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface))
+	})
+	return out, res, nil
+}
+
+// RunTop returns Top of the flows Run would select, summed as they are
+// read: only the flows waiting for their next part and the groups are
+// held (Config.MaxFlows bounds them together), not every flow selected.
+// Its result is Top(Run(cfg), group, measure, n)'s.
+func RunTop(ctx context.Context, cfg Config, group, measure string, n int) ([]Talker, Result, error) {
+	sums, err := newSummer(group, measure)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	res, err := each(ctx, cfg, false, func(f *Flow) error {
+		sums.add(f)
+		return nil
+	}, sums.len)
+	if err != nil {
+		return nil, res, err
+	}
+	return sums.top(n), res, nil
+}
+
+// each calls emit with every flow of cfg, joined, once, in no particular
+// order; parts says whether the flows carry their Parts and Community ID.
+// The flow emit gets is valid only during the call. held says how many
+// flows (or groups) emit holds, counted with the flows waiting for their
+// next part against MaxFlows.
+func each(ctx context.Context, cfg Config, parts bool, emit func(*Flow) error, held func() int) (Result, error) {
 	var res Result
 	if err := cfg.Validate(); err != nil {
-		return nil, res, err
+		return res, err
 	}
 	var flt *filter.Filter
 	if cfg.Filter != "" {
 		f, err := filter.NewFor(ctx, cfg.Filter, []uint16{linkEthernet})
 		if err != nil {
 			if errors.Is(err, capture.ErrBadFilter) || errors.Is(err, capture.ErrFilterLimit) {
-				return nil, res, fmt.Errorf("%w: %w", ErrBadFilter, err)
+				return res, fmt.Errorf("%w: %w", ErrBadFilter, err)
 			}
-			return nil, res, err
+			return res, err
 		}
 		flt = f
 	}
 	agents, err := layout.Agents(cfg.Dir)
 	if err != nil {
-		return nil, res, err
+		return res, err
 	}
-	s := &selector{cfg: &cfg, flt: flt, res: &res, max: cmp.Or(cfg.MaxFlows, DefaultMaxFlows)}
+	s := &selector{cfg: &cfg, flt: flt, res: &res, max: cmp.Or(cfg.MaxFlows, DefaultMaxFlows),
+		parts: parts, emit: emit, held: held}
 	s.since, s.until = cfg.bounds()
 	for _, a := range agents {
 		if !s.agentSelected(a) {
 			continue
 		}
 		if err := s.agent(ctx, a); err != nil {
-			return nil, res, err
+			return res, err
 		}
 	}
-	slices.SortStableFunc(s.out, func(a, b Flow) int {
-		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface))
-	})
-	return s.out, res, nil
+	return res, nil
 }
 
 type selector struct {
@@ -95,8 +135,19 @@ type selector struct {
 	res          *Result
 	max          int
 	since, until int64
-	out          []Flow
-	buf          []byte
+	parts        bool
+	emit         func(*Flow) error
+	held         func() int
+
+	pending map[joinKey]*Flow // flows whose last record ended open or split
+	free    []*Flow           // pending flows emitted, for reuse
+	one     Flow              // a flow of one record, not pending
+	rec     flow.Record       // the record decoded
+	fbuf    []byte            // the flow file read (one buffer for all)
+	buf     []byte            // the synthetic packet
+	cid     []byte            // a Community ID
+	br      *bufio.Reader     // a data file's start (interface names)
+	pbuf    []byte            // its pcapng reader's buffer
 }
 
 // joinKey is a flow of one agent across its files: the key without the
@@ -126,33 +177,37 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 	if err != nil {
 		return err
 	}
-	pending := map[joinKey]*Flow{}
+	if s.pending == nil {
+		s.pending = map[joinKey]*Flow{}
+	}
 	for _, fi := range files {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		s.res.Files++
-		if err := s.file(agent, fi, pending); err != nil {
+		if err := s.file(agent, fi); err != nil {
 			return err
 		}
 	}
-	for _, f := range pending {
+	for _, f := range s.pending {
 		if err := s.keep(f); err != nil {
 			return err
 		}
 	}
+	clear(s.pending)
 	return nil
 }
 
 // file reads the flow file of data file fi and joins its records.
-func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*Flow) error {
+func (s *selector) file(agent string, fi layout.FileInfo) error {
 	if fi.Part {
+		s.res.Writing++
 		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 	}
-	ff, err := readFlowFile(fi)
+	d, n, need, err := s.readFlowFile(fi)
 	if errors.Is(err, fs.ErrNotExist) {
-		s.res.Missing++
 		if !fi.Part {
+			s.res.Missing++
 			s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 		}
 		return nil
@@ -164,21 +219,18 @@ func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*F
 		}
 		return nil
 	}
-	need := -1
-	for i := range ff.Records {
-		need = max(need, int(ff.Records[i].Key.Iface))
-	}
-	names := ifaceNames(fi.Path, need)
-	for i := range ff.Records {
-		r := &ff.Records[i]
-		name := agent + ":"
+	names := s.ifaceNames(fi.Path, need)
+	unnamed := agent + ":"
+	for i := 0; i < n && d.Next(&s.rec); i++ {
+		r := &s.rec
+		name := unnamed
 		if int(r.Key.Iface) < len(names) && names[r.Key.Iface] != "" {
 			name = names[r.Key.Iface]
 		}
-		if !s.ifaceSelected(name) || !s.match(&r.Key) || s.cfg.CommunityID != "" && r.Key.CommunityID(0) != s.cfg.CommunityID {
+		if !s.ifaceSelected(name) || !s.match(&r.Key) || !s.community(&r.Key) {
 			continue
 		}
-		if err := s.add(agent, name, fi.Path, r, pending); err != nil {
+		if err := s.add(agent, name, fi.Path, r); err != nil {
 			return err
 		}
 	}
@@ -201,14 +253,23 @@ func (s *selector) match(k *flow.Key) bool {
 	return ok
 }
 
-// add joins r to the flow it continues, or starts one.
-func (s *selector) add(agent, iface, file string, r *flow.Record, pending map[joinKey]*Flow) error {
+// community reports whether k has the Community ID asked (any without
+// one asked).
+func (s *selector) community(k *flow.Key) bool {
+	if s.cfg.CommunityID == "" {
+		return true
+	}
+	s.cid = k.AppendCommunityID(s.cid[:0], 0)
+	return string(s.cid) == s.cfg.CommunityID
+}
+
+// add joins r to the flow it continues, or starts one. r is not kept.
+func (s *selector) add(agent, iface, file string, r *flow.Record) error {
 	jk := joinKey{k: r.Key, iface: iface}
 	jk.k.Iface = 0
-	part := Part{File: file, Runs: slices.Clone(r.Runs())}
-	f, ok := pending[jk]
+	f, ok := s.pending[jk]
 	if ok && r.Part == f.Part+1 {
-		delete(pending, jk)
+		delete(s.pending, jk)
 		f.First, f.Last = min(f.First, r.First), max(f.Last, r.Last)
 		for d := range 2 {
 			f.Packets[d] += r.Packets[d]
@@ -216,66 +277,128 @@ func (s *selector) add(agent, iface, file string, r *flow.Record, pending map[jo
 			f.Captured[d] += r.Captured[d]
 			f.TCPFlags[d] |= r.TCPFlags[d]
 		}
+		// The last part's end: the parts before it ended open or split.
 		f.End, f.Part, f.Flags = r.End, r.Part, f.Flags|r.Flags
-		f.Parts = append(f.Parts, part)
 	} else {
 		if ok { // a continuation lost (a file removed, a damaged one): keep what was
-			delete(pending, jk)
+			delete(s.pending, jk)
 			if err := s.keep(f); err != nil {
 				return err
 			}
 		}
-		if len(s.out)+len(pending) >= s.max {
+		if len(s.pending)+s.held() >= s.max {
 			return fmt.Errorf("%w: more than %d", ErrTooManyFlows, s.max)
 		}
-		f = &Flow{Record: *r, Agent: agent, Iface: iface, CommunityID: r.Key.CommunityID(0), Parts: []Part{part}}
+		f = &s.one
+		if r.End == flow.EndOpen || r.End == flow.EndSplit {
+			f = s.alloc()
+		}
+		*f = Flow{Record: *r, Agent: agent, Iface: iface}
+	}
+	if s.parts {
+		f.Parts = append(f.Parts, Part{File: file, Runs: slices.Clone(r.Runs())})
 	}
 	if f.End == flow.EndOpen || f.End == flow.EndSplit {
-		pending[jk] = f
+		if f == &s.one { // a flow of one record going on
+			p := s.alloc()
+			*p = s.one
+			f = p
+		}
+		s.pending[jk] = f
 		return nil
 	}
 	return s.keep(f)
 }
 
-// keep adds f to the result if it overlaps the range.
-func (s *selector) keep(f *Flow) error {
-	if f.Last < s.since || f.First >= s.until {
-		return nil
+// alloc returns a Flow to hold in pending.
+func (s *selector) alloc() *Flow {
+	if n := len(s.free); n > 0 {
+		f := s.free[n-1]
+		s.free = s.free[:n-1]
+		return f
 	}
-	s.out = append(s.out, *f)
-	return nil
+	return new(Flow)
 }
 
-// readFlowFile reads and parses the flow file of fi: a .part's up to its
-// last record that verifies, a closed file's whole or not at all.
-func readFlowFile(fi layout.FileInfo) (*flow.File, error) {
+// keep emits f if it overlaps the range; f is free again after.
+func (s *selector) keep(f *Flow) error {
+	var err error
+	if f.Last >= s.since && f.First < s.until {
+		if s.parts {
+			f.CommunityID = f.Key.CommunityID(0)
+		}
+		s.res.Flows++
+		err = s.emit(f)
+	}
+	if f != &s.one {
+		*f = Flow{}
+		s.free = append(s.free, f)
+	}
+	return err
+}
+
+// readFlowFile reads the flow file of fi into s.fbuf and verifies it: a
+// .part's up to its last record that verifies, a closed file's whole or
+// not at all. It returns a decoder at the first record, the records to
+// read and the largest interface number they name (-1: none).
+func (s *selector) readFlowFile(fi layout.FileInfo) (d *flow.Decoder, n, need int, err error) {
 	p := flow.Path(fi.Path)
 	f, err := safefs.Open(p)
 	if errors.Is(err, fs.ErrNotExist) && fi.Part { // published since listed
 		f, err = safefs.Open(flow.Path(strings.TrimSuffix(fi.Path, layout.PartSuffix)))
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFlowFile+1))
-	if err != nil {
-		return nil, err
+	if s.fbuf, err = readAll(f, s.fbuf[:0], maxFlowFile); err != nil {
+		return nil, 0, 0, err
 	}
-	if len(b) > maxFlowFile {
-		return nil, fmt.Errorf("%w: larger than %d bytes", flow.ErrDamaged, maxFlowFile)
+	// First pass: verify (a closed file's flows are all or none) and
+	// find the interfaces named; the second, the caller's, joins.
+	if d, err = flow.NewDecoder(s.fbuf); err != nil {
+		return nil, 0, 0, err
 	}
-	ff, err := flow.Parse(b)
-	if err != nil && !(fi.Part && errors.Is(err, flow.ErrDamaged) && ff != nil) {
-		return nil, err
+	need = -1
+	for d.Next(&s.rec) {
+		n++
+		need = max(need, int(s.rec.Key.Iface))
 	}
-	return ff, nil
+	if err := d.Err(); err != nil && !(fi.Part && errors.Is(err, flow.ErrDamaged)) {
+		return nil, 0, 0, err
+	}
+	d, err = flow.NewDecoder(s.fbuf)
+	return d, n, need, err
+}
+
+// readAll appends what r holds to dst, up to limit bytes (more is
+// flow.ErrDamaged).
+func readAll(r *os.File, dst []byte, limit int) ([]byte, error) {
+	if st, err := r.Stat(); err == nil && st.Size() <= int64(limit) {
+		dst = slices.Grow(dst, int(st.Size())+1)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, 4096)
+		}
+		m, err := r.Read(dst[len(dst):min(cap(dst), limit+1)])
+		dst = dst[:len(dst)+m]
+		if len(dst) > limit {
+			return dst, fmt.Errorf("%w: larger than %d bytes", flow.ErrDamaged, limit)
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // ifaceNames returns the names of the interfaces the data file at p
 // describes, reading it until interface need is described (or its end);
-// what it cannot read it leaves out.
-func ifaceNames(p string, need int) []string {
+// what it cannot read it leaves out. It reads through s's buffers.
+func (s *selector) ifaceNames(p string, need int) []string {
 	if need < 0 {
 		return nil
 	}
@@ -287,7 +410,12 @@ func ifaceNames(p string, need int) []string {
 		return nil
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	if s.br == nil {
+		s.br = bufio.NewReaderSize(f, 64<<10)
+		s.pbuf = make([]byte, pcapfile.ReaderBufferSize)
+	}
+	br := s.br
+	br.Reset(f)
 	var src io.Reader = br
 	magic, _ := br.Peek(4)
 	switch {
@@ -305,7 +433,7 @@ func ifaceNames(p string, need int) []string {
 		defer zr.Close()
 		src = zr
 	}
-	r, err := pcapfile.NewReader(src, nil)
+	r, err := pcapfile.NewReader(src, &pcapfile.ReaderConfig{Buffer: s.pbuf})
 	if err != nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package flowquery
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,6 +277,12 @@ func TestRunConfig(t *testing.T) {
 		{Config{Dir: dir, Since: time.Unix(2, 0), Until: time.Unix(1, 0)}, ErrConfig},
 		{Config{Dir: dir, Filter: "host"}, ErrBadFilter},
 		{Config{Dir: dir, MaxFlows: -1}, ErrConfig},
+		// Times int64 nanoseconds do not hold (UnixNano would wrap and
+		// select what it likes), as query's Validate refuses them.
+		{Config{Dir: dir, Since: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, ErrConfig},
+		{Config{Dir: dir, Until: time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)}, ErrConfig},
+		{Config{Dir: dir, Since: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}, ErrConfig},
+		{Config{Dir: dir, Since: time.Unix(0, math.MinInt64), Until: time.Unix(0, math.MaxInt64)}, nil},
 	} {
 		if _, _, err := Run(context.Background(), tc.cfg); !errors.Is(err, tc.want) {
 			t.Errorf("%+v: err %v, want %v", tc.cfg, err, tc.want)

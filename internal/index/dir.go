@@ -23,7 +23,7 @@ type DirReport struct {
 	Gone    int   `json:"gone"`        // deleted (by retention) while being indexed
 	Failed  int   `json:"failed"`      // could not be indexed (see Errors)
 	Orphans int   `json:"orphans"`     // indexes without a data file, removed
-	Temps   int   `json:"temps"`       // temporary files of an interrupted run, removed
+	Temps   int   `json:"temps"`       // indexes' temporary files of an interrupted run, removed
 	Foreign int   `json:"foreign"`     // files named like indexes that this did not make: left alone
 	Bytes   int64 `json:"index_bytes"` // bytes of the indexes written
 
@@ -31,6 +31,10 @@ type DirReport struct {
 	// built again (with their file's index), and their bytes.
 	Sidecars     int   `json:"sidecars_built,omitempty"`
 	SidecarBytes int64 `json:"sidecar_bytes,omitempty"`
+	// Sidecars without a data file, and temporary files of an
+	// interrupted run, removed (Orphans and Temps count indexes only).
+	SidecarOrphans int `json:"sidecar_orphans,omitempty"`
+	SidecarTemps   int `json:"sidecar_temps,omitempty"`
 
 	Errors       []string `json:"errors,omitempty"`        // the first maxErrors failures
 	ForeignFiles []string `json:"foreign_files,omitempty"` // the first maxErrors foreign files
@@ -102,8 +106,8 @@ type Sidecar interface {
 // RebuildDirWith is RebuildDir that also gives every closed data file
 // a sound sidecar (side; nil: none), and removes the sidecars whose
 // data file is gone and the sidecars' temporary files of an
-// interrupted run as it removes indexes and theirs (counted in Orphans
-// and Temps; only files the sidecar made: Sidecar.Names and
+// interrupted run as it removes indexes and theirs (counted apart, in
+// SidecarOrphans and SidecarTemps; only files the sidecar made: Sidecar.Names and
 // Sidecar.MadeFor): a data file whose sidecar is
 // missing or unsound (Sidecar.Valid), or whose index is rebuilt, is
 // read once, for its sidecar and its index together, and both are
@@ -150,7 +154,7 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 			case !d.Type().IsRegular():
 				foreign(path)
 			case stale(d) && os.Remove(path) == nil: // left by an interrupted run
-				rep.Temps++
+				rep.SidecarTemps++
 			}
 			return nil
 		case sideName:
@@ -163,7 +167,7 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 			case !side.MadeFor(path, sideData):
 				foreign(path)
 			case os.Remove(path) == nil:
-				rep.Orphans++
+				rep.SidecarOrphans++
 			}
 			return nil
 		case strings.HasSuffix(name, Suffix+tempSuffix) || strings.Contains(name, Suffix+".") && strings.HasSuffix(name, tempSuffix):

@@ -4,8 +4,12 @@
 //
 // # API
 //
-//	GET /query?agent=..&iface=..&since=..&until=..&filter=..&count=..&max_bytes=..
+//	GET /query?agent=..&iface=..&since=..&until=..&filter=..&community_id=..&count=..&max_bytes=..
 //	GET /flows?agent=..&iface=..&since=..&until=..&filter=..
+//
+// community_id (query --community-id, "1:" and 28 base64 characters
+// only) reads the blocks the server's flow records name for it
+// (flowquery.Blocks), as a local query does.
 //
 // GET /flows (flows.go, pcapsync flows --from) answers the flow records
 // of the root (internal/flowquery) as JSON lines (application/x-ndjson,

@@ -24,13 +24,14 @@ type Params struct {
 	Agents, Ifaces []string
 	Since, Until   string
 	Filter         string
-	Count          int64 // 0: no limit
-	MaxBytes       int64 // 0: no limit
+	CommunityID    string // "1:" and 28 base64 characters: one flow's packets
+	Count          int64  // 0: no limit
+	MaxBytes       int64  // 0: no limit
 }
 
 // paramNames are the parameters of GET /query, in the order an error
 // lists them.
-var paramNames = []string{"agent", "iface", "since", "until", "filter", "count", "max_bytes"}
+var paramNames = []string{"agent", "iface", "since", "until", "filter", "community_id", "count", "max_bytes"}
 
 // MaxParamBytes bounds the parameters of a query sent as a POST body. In
 // the URL of a GET, the listener's bound on a request's headers
@@ -44,6 +45,9 @@ const MaxGetQuery = 8 << 10
 // MaxPatterns bounds the agent patterns of one query, and its interface
 // patterns: each agent directory is matched against every one.
 const MaxPatterns = 1 << 14
+
+// maxCommunityID bounds a community_id parameter quoted in an error.
+const maxCommunityID = 64
 
 // formType is the media type of a POST's parameters.
 const formType = "application/x-www-form-urlencoded"
@@ -142,7 +146,7 @@ func (p Params) Values() url.Values {
 	for _, i := range p.Ifaces {
 		v.Add("iface", i)
 	}
-	for _, kv := range [...][2]string{{"since", p.Since}, {"until", p.Until}, {"filter", p.Filter}} {
+	for _, kv := range [...][2]string{{"since", p.Since}, {"until", p.Until}, {"filter", p.Filter}, {"community_id", p.CommunityID}} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
 		}
@@ -197,6 +201,11 @@ func parseQuery(v url.Values, dir string, now time.Time) (query.Config, error) {
 		}
 	}
 	cfg.Filter = v.Get("filter")
+	// Validate takes "1:" and 28 base64 characters only; a longer value
+	// is refused before an error quotes it.
+	if cfg.CommunityID = v.Get("community_id"); len(cfg.CommunityID) > maxCommunityID {
+		return cfg, fmt.Errorf("%w: community_id of %d bytes: want 1: and 28 base64 characters", ErrBadRequest, len(cfg.CommunityID))
+	}
 	if s := v.Get("count"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {

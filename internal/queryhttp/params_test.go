@@ -44,6 +44,10 @@ func rawQuery(t *testing.T, addr, method, rawQuery, contentType, body string) (i
 	return resp.StatusCode, string(b)
 }
 
+// validCID is a Community ID of the right form, "1:" and 28 base64
+// characters (the '=' escaped).
+var validCID = "1:" + strings.Repeat("A", 27) + "%3D"
+
 // TestParamsStrict: a parameter that does not parse (a bad escape, a
 // ';', no '='), holds a NUL, is unknown or a time out of range is
 // refused with 400 naming it, in the URL and in a POST body alike;
@@ -69,6 +73,11 @@ func TestParamsStrict(t *testing.T) {
 		{"since=1600-01-01T00:00:00Z", `since: bad time: "1600-01-01T00:00:00Z" is out of range`},
 		{"since=99999999999", `since: bad time: "99999999999" is out of range`},
 		{"agent=" + strings.Repeat("x,", MaxPatterns+1), fmt.Sprintf("agent: %d patterns, at most %d", MaxPatterns+1, MaxPatterns)},
+		{"community_id=1:abc", `community id "1:abc": want 1: and 28 base64 characters`},
+		{"community_id=2:" + strings.Repeat("A", 27) + "%3D", `community id "2:`},
+		{"community_id=1:" + strings.Repeat("%21", 28), `community id "1:!!!`},
+		{"community_id=" + strings.Repeat("A", 100), "community_id of 100 bytes: want 1: and 28 base64 characters"},
+		{"community_id=" + validCID + "&community_id=" + validCID, "community_id given 2 times"},
 	} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			t.Run(method+" "+c.query[:min(len(c.query), 40)], func(t *testing.T) {
@@ -86,7 +95,7 @@ func TestParamsStrict(t *testing.T) {
 		}
 	}
 	// What stays accepted: empty pairs, '+' for a space, escapes.
-	for _, q := range []string{"agent=a1&&count=1&", "filter=udp+and+not+port+9", "agent=a%31"} {
+	for _, q := range []string{"agent=a1&&count=1&", "filter=udp+and+not+port+9", "agent=a%31", "community_id=" + validCID} {
 		if code, body := rawQuery(t, s.Addr(), http.MethodGet, q, "", ""); code != http.StatusOK {
 			t.Errorf("GET %q: %d %.200q, want 200", q, code, body)
 		}

@@ -204,20 +204,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// prepare compiles the query's filter within CompileTimeout and the
-// request's life; nil: answered (400, 503, 500) or the client gone.
+// prepare reads the blocks of a community_id's flow records
+// (flowquery.Blocks) and compiles the query's filter within
+// CompileTimeout and the request's life; nil: answered (400, 503, 500)
+// or the client gone.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, cfg query.Config, log *slog.Logger) *query.Prepared {
 	c := &s.Counters
-	c.Compiling.Add(1)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CompileTimeout)
-	q, err := query.Prepare(ctx, cfg)
-	cancel()
-	c.Compiling.Add(-1)
+	var q *query.Prepared
+	var err error
+	if cfg.CommunityID != "" { // only the blocks its flow records name, as the CLI reads
+		cfg.Blocks, err = flowquery.Blocks(r.Context(), cfg)
+	}
+	if err == nil {
+		c.Compiling.Add(1)
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CompileTimeout)
+		q, err = query.Prepare(ctx, cfg)
+		cancel()
+		c.Compiling.Add(-1)
+	}
 	switch {
 	case err == nil:
 		return q
 	case errors.Is(err, query.ErrBadFilter):
 		s.refuse(w, log, http.StatusBadRequest, err.Error())
+	case errors.Is(err, flowquery.ErrTooManyFlows):
+		s.refuse(w, log, http.StatusBadRequest, s.public(err))
 	case r.Context().Err() != nil:
 		c.Canceled.Add(1)
 		log.Info("query canceled: the client went away", "selection", r.URL.RawQuery, "err", err)
@@ -230,7 +241,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, cfg query.Confi
 		log.Warn("query failed", "selection", r.URL.RawQuery, "err", err)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+		fmt.Fprintln(w, s.public(err))
 	}
 	return nil
 }

@@ -93,7 +93,8 @@ func TestReadHostile(t *testing.T) {
 
 // TestRebuildDirLeftovers: RebuildDir removes the flow files whose data
 // file is gone and the temporary files of an interrupted rebuild older
-// than a minute, as it removes indexes and theirs, and leaves alone a
+// than a minute, as it removes indexes and theirs (counted apart from
+// the indexes'), and leaves alone a
 // flow file beside a data file being written, files named like flow
 // files that it did not make, and fresh temporary files.
 func TestRebuildDirLeftovers(t *testing.T) {
@@ -123,8 +124,8 @@ func TestRebuildDirLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Orphans != 1 || rep.Temps != 1 || rep.Foreign != 2 {
-		t.Errorf("report %+v: want 1 orphan, 1 temporary file, 2 foreign", rep)
+	if rep.SidecarOrphans != 1 || rep.SidecarTemps != 1 || rep.Orphans != 0 || rep.Temps != 0 || rep.Foreign != 2 {
+		t.Errorf("report %+v: want 1 orphan flow file, 1 temporary flow file (no index), 2 foreign", rep)
 	}
 	for name, want := range map[string]bool{
 		"gone.pcapng.flows": false, "other.pcapng.flows": true, "junk.pcapng.flows": true,
