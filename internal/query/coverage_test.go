@@ -2,9 +2,12 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -181,4 +184,48 @@ func sectionCommentOf(t *testing.T, b []byte) string {
 	}
 	l := int(binary.LittleEndian.Uint16(b[26:]))
 	return string(b[28 : 28+l])
+}
+
+// TestCoverageInTools: capinfos shows the section comment (the query
+// and each agent's coverage) and each interface's comment (its agent's
+// covered range), and tshark reads every packet of the output.
+func TestCoverageInTools(t *testing.T) {
+	for _, tool := range []string{"capinfos", "tshark"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+	dir := retainedRoot(t)
+	cfg := Config{Dir: dir, Since: time.Unix(0, base+5*sec), Until: time.Unix(0, base+25*sec)}
+	out, res, err := runQuery(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "q.pcapng")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := exec.Command("capinfos", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("capinfos: %v\n%s", err, info)
+	}
+	t.Logf("capinfos:\n%s", info)
+	for _, want := range []string{
+		"Capture comment:     pcapsync query --since ",
+		"coverage: " + res.Coverage[0].String(),
+		"coverage: " + res.Coverage[1].String(),
+		"Comment = covered: " + res.Coverage[0].String(),
+		"Comment = covered: b1 keeps ",
+	} {
+		if !strings.Contains(string(info), want) {
+			t.Errorf("capinfos shows no %q:\n%s", want, info)
+		}
+	}
+	n, err := exec.Command("tshark", "-r", path, "-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	if got := strings.Count(string(n), "\n"); int64(got) != res.Packets || got == 0 {
+		t.Errorf("tshark read %d packets, the query wrote %d", got, res.Packets)
+	}
 }
