@@ -199,32 +199,20 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	return f.finish(s, res, out.close(err))
 }
 
-// finish warns of an --iface that matched nothing and prints the
-// summary (stdout may be the output); err is the query's.
+// finish prints the summary (stdout may be the output) and returns
+// err, the query's; a query that ran without error but had nothing to
+// answer from (query.Result.Covered false: no agent or interface
+// matched, or the range is outside every agent's kept data) is
+// errUncovered with the reason (exit 3), unless it followed.
 func (f *queryFlags) finish(s streams, res query.Result, err error) error {
-	f.warnIfaces(s.stderr, res)
 	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
 		err = perr
 	}
+	if err == nil && !f.cfg.Follow && !res.Covered() {
+		msg := strings.TrimPrefix(query.Uncovered(f.cfg, res), errUncovered.Error()+": ")
+		err = fmt.Errorf("%w: %s", errUncovered, msg)
+	}
 	return err
-}
-
-// warnIfaces warns on stderr when --iface matched no interface of the
-// files read, naming the patterns and the interfaces met. An empty
-// result is no error (exit 0, as tcpdump's), so this is a warning.
-func (f *queryFlags) warnIfaces(stderr io.Writer, res query.Result) {
-	if len(f.cfg.Ifaces) == 0 || res.Interfaces > 0 || res.Unselected == "" {
-		return
-	}
-	pat := strings.Join(f.cfg.Ifaces, ",")
-	if len(pat) > 256 {
-		pat = strings.ToValidUTF8(pat[:256], "") + fmt.Sprintf("... (%d patterns)", len(f.cfg.Ifaces))
-	}
-	met := res.Unselected
-	if strings.Count(met, ",") == query.MaxUnselected-1 {
-		met += ",..."
-	}
-	warnLogger(stderr).Warn("query: no interface of the files read matches --iface", "iface", pat, "interfaces", met)
 }
 
 // output is where a query's pcapng goes: -w FILE, -w - (stdout), or
@@ -375,7 +363,16 @@ type querySummary struct {
 	query.Result
 }
 
+// writeText writes the Result's line, then a line per selected agent
+// with its coverage.
 func (q querySummary) writeText(w io.Writer) error {
-	_, err := fmt.Fprintln(w, "pcapsync query:", q.Result)
-	return err
+	if _, err := fmt.Fprintln(w, "pcapsync query:", q.Result); err != nil {
+		return err
+	}
+	for _, c := range q.Coverage {
+		if _, err := fmt.Fprintln(w, "pcapsync query: coverage:", c.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -68,9 +68,12 @@ const MaxUnusable = 8
 // patterns that match none of the interfaces with packets in the
 // range, or a range outside every selected agent's kept data: an empty
 // answer then says nothing about the traffic, where an empty answer of
-// a covered query does.
+// a covered query does. A Result without coverage (Coverage nil: one
+// decoded from a server that predates it) is taken as covered: nothing
+// says otherwise. Run's and Each's Results always have it, empty when
+// no agent is selected.
 func (r Result) Covered() bool {
-	if r.Packets > 0 {
+	if r.Packets > 0 || r.Coverage == nil {
 		return true
 	}
 	if r.IfacesUnmatched {
@@ -90,7 +93,11 @@ func Uncovered(cfg Config, r Result) string {
 	b.WriteString("nothing to answer from: ")
 	switch {
 	case len(r.Coverage) == 0:
-		fmt.Fprintf(&b, "no agent of %s matches", cfg.Dir)
+		root := cfg.Dir
+		if root == "" {
+			root = "the server's root"
+		}
+		fmt.Fprintf(&b, "no agent of %s matches", root)
 		if len(cfg.Agents) > 0 {
 			fmt.Fprintf(&b, " --agent %s", logList(cfg.Agents))
 		}
@@ -106,9 +113,11 @@ func Uncovered(cfg Config, r Result) string {
 		fmt.Fprintf(&b, "no interface with packets in the range matches --iface %s; interfaces there: %s",
 			logList(cfg.Ifaces), r.Unselected)
 	default:
-		since, until := cfg.bounds()
-		fmt.Fprintf(&b, "the range %s is outside the data kept of every agent selected: %s",
-			rangeText(since, until), coverageText(r.Coverage, "; "))
+		b.WriteString("the range")
+		if since, until := cfg.bounds(); since != math.MinInt64 || until != math.MaxInt64 {
+			b.WriteString(" " + rangeText(since, until))
+		}
+		fmt.Fprintf(&b, " is outside the data kept of every agent selected: %s", coverageText(r.Coverage, "; "))
 	}
 	return b.String()
 }
