@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -245,9 +246,16 @@ func (s *stream) coverage(final bool) AgentCoverage {
 func (s *stream) indexTimes(fi layout.FileInfo, t *layout.TimeRange) bool {
 	it, seen := s.cov.indexed[fi.Path]
 	if !seen && !s.q.cfg.NoIndex {
-		if ix, err := index.Open(fi.Path); err == nil && (ix.Final || len(ix.All) > 0) {
-			blockTimes(ix, &it.t)
-			it.ok = true
+		ix, err := index.Open(fi.Path)
+		if st, serr := os.Lstat(index.Path(fi.Path)); serr == nil && st.Mode().IsRegular() {
+			s.q.res.BytesRead += st.Size() // read whole by Open
+		}
+		if err == nil {
+			s.q.res.BytesRead += ix.Probed
+			if ix.Final || len(ix.All) > 0 {
+				blockTimes(ix, &it.t)
+				it.ok = true
+			}
 		}
 		if s.cov.indexed == nil {
 			s.cov.indexed = map[string]idxTimes{}
