@@ -90,10 +90,13 @@ func flowsCommand(s streams) *cobra.Command {
 					return err
 				}
 				flows, err := f.load(ctx, s)
-				if err != nil {
+				if err != nil && !errors.Is(err, errUncovered) {
 					return err
 				}
-				return f.print(s.stdout, flows)
+				if perr := f.print(s.stdout, flows); perr != nil {
+					return perr // a usage error of --top or --sort first
+				}
+				return err
 			}
 		})
 	annotate(c.Flags(), "filter", annPositional)
@@ -142,6 +145,9 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 	if res.Missing > 0 {
 		cfg.Logger.Warn("flows: data files without a flow file (written before flow records, or their flow file removed): their flows are not shown",
 			"files", res.Missing, "of", res.Files)
+	}
+	if msg := flowquery.Uncovered(cfg, res, len(flows)); msg != "" {
+		return nil, fmt.Errorf("%w: %s", errUncovered, msg)
 	}
 	return flows, nil
 }

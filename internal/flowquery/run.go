@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -49,6 +50,15 @@ type Result struct {
 	// all known: without a flow file, with one that did not verify, or
 	// being written (.part: a flow's record comes only as it ends).
 	Unflowed []string
+	// Agents counts the agents selected. Kept spans the packets their
+	// data files keep, whatever the range, as far as known: from
+	// retention's index (layout.FileInfo's times) or, for a file it
+	// does not list, from the flow records of its flow file (read
+	// anyway); TimesUnknown counts the files whose times are known
+	// neither way (Uncovered).
+	Agents       int
+	Kept         layout.TimeRange
+	TimesUnknown int
 }
 
 // Run selects the flows of cfg, joined, sorted by first time, then agent
@@ -126,12 +136,17 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 	if err != nil {
 		return err
 	}
+	s.res.Agents++
 	pending := map[joinKey]*Flow{}
 	for _, fi := range files {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		s.res.Files++
+		if fi.Times {
+			s.res.Kept.Add(fi.First)
+			s.res.Kept.Add(fi.Last)
+		}
 		if err := s.file(agent, fi, pending); err != nil {
 			return err
 		}
@@ -150,6 +165,15 @@ func (s *selector) file(agent string, fi layout.FileInfo, pending map[joinKey]*F
 		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 	}
 	ff, err := readFlowFile(fi)
+	if err != nil && !fi.Times {
+		s.res.TimesUnknown++
+	}
+	if err == nil && !fi.Times {
+		for i := range ff.Records {
+			s.res.Kept.Add(ff.Records[i].First)
+			s.res.Kept.Add(ff.Records[i].Last)
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		s.res.Missing++
 		if !fi.Part {
@@ -337,4 +361,40 @@ func Group(flows []Flow) [][]Flow {
 		groups = append(groups, []Flow{f})
 	}
 	return groups
+}
+
+// Uncovered is why the flows query cfg, which gave r and n flows, had
+// nothing to answer from, for people: no agent of the root matches its
+// --agent (the agents there named, up to 8), or its range is outside
+// what the selected agents keep (r.Kept). "" when it had something:
+// flows, or an agent whose kept data overlaps the range or whose files'
+// times are not all known.
+func Uncovered(cfg Config, r Result, n int) string {
+	since, until := cfg.bounds()
+	switch {
+	case n > 0 || r.TimesUnknown > 0:
+		return ""
+	case r.Agents == 0:
+		there, _ := layout.Agents(cfg.Dir)
+		if len(there) > 8 {
+			there = append(there[:8], "...")
+		}
+		msg := "no agent of " + cfg.Dir + " matches"
+		if len(cfg.Agents) > 0 {
+			msg += " --agent " + strings.Join(cfg.Agents, ",")
+		}
+		if len(msg) > 1<<10 {
+			msg = strings.ToValidUTF8(msg[:1<<10], "") + fmt.Sprintf("... (%d patterns)", len(cfg.Agents))
+		}
+		if len(there) == 0 {
+			return msg + "; it holds no agent"
+		}
+		return msg + "; agents there: " + strings.Join(there, ",")
+	case !r.Kept.OK:
+		return "the agents selected keep no packet"
+	case r.Kept.Min < until && r.Kept.Max >= since:
+		return ""
+	}
+	return fmt.Sprintf("the range is outside the data kept of the agents selected: they keep %s to %s",
+		time.Unix(0, r.Kept.Min).UTC().Format(time.RFC3339Nano), time.Unix(0, r.Kept.Max).UTC().Format(time.RFC3339Nano))
 }
