@@ -40,10 +40,16 @@ with a ':' matches AGENT:IF, one without the interface of any agent. The
 files still being written are read up to their last complete batch.
 Each file's index (FILE.idx) narrows what is read of it to the blocks
 the time range and the filter may need; a file without a usable index is
-read whole (--no-index: every file). An --iface that matches no
-interface of the files read is warned about on stderr, with the
-interfaces it met; the query still exits 0, as an empty result does.
-docs/query.md says what is read and in which order.
+read whole (--no-index: every file). docs/query.md says what is read
+and in which order.
+
+The summary (stderr) and the pcapng's comments say what the answer
+covers: per agent the oldest and newest packet kept, what retention
+removed in the range, the files not usable. Exit status: 0 answered
+(maybe empty: the filter matched nothing in data that is kept), 1
+failed, 2 usage, 3 nothing to answer from (no agent or interface
+matches, or the range is outside every selected agent's kept data: the
+message says why; the output is still written).
 
 --community-id 1:... writes the packets of one flow (as pcapsync flows
 prints it): only the index blocks its flow records name are read, and

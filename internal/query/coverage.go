@@ -53,7 +53,9 @@ type Removal struct {
 	Through time.Time `json:"through"`
 }
 
-// UnusableFile is a file of an agent the query could not use, and why.
+// UnusableFile is a file of an agent the query could not use, and why:
+// Name is a name in the agent's directory, or a path relative to the
+// root (retention's index, .pcapsync-retain/AGENT.json).
 type UnusableFile struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
@@ -199,11 +201,12 @@ type idxTimes struct {
 	ok bool
 }
 
-// note records file path as not usable, for reason.
-func (c *covAcc) note(path string, reason error) {
+// note records the file name (in the agent's directory, or relative
+// to the root) as not usable, for reason.
+func (c *covAcc) note(name string, reason error) {
 	c.total++
 	if len(c.unusable) < MaxUnusable {
-		c.unusable = append(c.unusable, UnusableFile{Name: filepath.Base(path), Reason: reason.Error()})
+		c.unusable = append(c.unusable, UnusableFile{Name: name, Reason: reason.Error()})
 	}
 }
 

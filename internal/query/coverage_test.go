@@ -229,3 +229,50 @@ func TestCoverageInTools(t *testing.T) {
 		t.Errorf("tshark read %d packets, the query wrote %d", got, res.Packets)
 	}
 }
+
+// TestCoverageUnusable: an entry named as a data file that is a link
+// (never followed) and a saved retention index with invalid entries
+// are named in the agent's coverage with the reason; the query still
+// answers from the rest.
+func TestCoverageUnusable(t *testing.T) {
+	dir := retainedRoot(t)
+	files, err := layout.AgentFiles(dir, "a1")
+	if err != nil || len(files) == 0 {
+		t.Fatal(files, err)
+	}
+	link := strings.Replace(filepath.Base(files[0].Path), "Z.pcapng", "Z_777.pcapng", 1)
+	if err := os.Symlink(files[0].Path, filepath.Join(dir, "a1", link)); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, layout.RetainDir, "b1.json")
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc layout.IndexDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc.Files = append(doc.Files, layout.IndexedFile{Name: "../etc/passwd", Bytes: 1, Mod: 1})
+	b, _ = json.Marshal(&doc)
+	if err := os.WriteFile(idx, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := runQuery(t, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Packets != 20+40 || !res.Covered() {
+		t.Fatalf("%d packets, covered %v; want 60", res.Packets, res.Covered())
+	}
+	a1, b1 := res.Coverage[0], res.Coverage[1]
+	if a1.UnusableTotal != 1 || len(a1.Unusable) != 1 || a1.Unusable[0] != (UnusableFile{Name: link, Reason: errNotRegular.Error()}) {
+		t.Errorf("a1 unusable %+v (%d), want the link", a1.Unusable, a1.UnusableTotal)
+	}
+	if b1.UnusableTotal != 1 || b1.Unusable[0].Name != filepath.Join(layout.RetainDir, "b1.json") || !strings.Contains(b1.Unusable[0].Reason, "1 entries invalid") {
+		t.Errorf("b1 unusable %+v (%d), want its saved index", b1.Unusable, b1.UnusableTotal)
+	}
+	if !strings.Contains(a1.String(), "; 1 files not used ("+link+": not a regular file") {
+		t.Errorf("a1 in words: %q", a1.String())
+	}
+}

@@ -159,7 +159,7 @@ func (s *stream) fill(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			s.cov.note(s.path, err)
+			s.cov.note(filepath.Base(s.path), errFile(s.path, err))
 			return fmt.Errorf("reading %s: %w", s.path, err)
 		}
 		if !s.curKnown {
@@ -208,7 +208,7 @@ func (s *stream) open(ctx context.Context) error {
 			src, err = openFile(ctx, fi, &s.kit, s.onStats, s.q.sel)
 		}
 		if err != nil {
-			s.cov.note(fi.Path, errFile(fi.Path, err))
+			s.cov.note(filepath.Base(fi.Path), errFile(fi.Path, err))
 			return fmt.Errorf("agent %s: %w", s.agent, err)
 		}
 		if src == nil {
