@@ -210,22 +210,37 @@ func (c *covAcc) note(name string, reason error) {
 	}
 }
 
-// coverage is the stream's coverage. With final, the times of files
-// still unknown are looked for in their own index (read whole, as a
-// query reads it; the data file is not read); else they count as
-// unknown.
+// coverage is the stream's coverage. With final, the times of the
+// files still unknown are looked for in the own index of the first and
+// the last of them (read whole, as a query reads it; the data file is
+// not read), the files between taken to lie between; else they count
+// as unknown.
 func (s *stream) coverage(final bool) AgentCoverage {
 	c := AgentCoverage{Agent: s.agent, Files: s.cov.listed,
 		Unusable: slices.Clone(s.cov.unusable), UnusableTotal: s.cov.total}
 	kept := s.cov.kept
+	var unknown []layout.FileInfo // in write order
 	for _, fi := range slices.Concat(s.cov.later, s.files[min(s.next, len(s.files)):]) {
-		switch {
-		case fi.Times:
+		if fi.Times {
 			kept.Add(fi.First)
 			kept.Add(fi.Last)
-		case final && s.indexTimes(fi, &kept):
-		default:
-			c.TimesUnknown++
+		} else {
+			unknown = append(unknown, fi)
+		}
+	}
+	c.TimesUnknown = len(unknown)
+	if n := len(unknown); final && n > 0 {
+		// The first and the last of them, by their own index: the
+		// files between were written between (in time order, but for
+		// the reorder the store allows), so they are taken to lie
+		// between and no other index is read.
+		first := s.indexTimes(unknown[0], &kept)
+		last := n == 1 && first || n > 1 && s.indexTimes(unknown[n-1], &kept)
+		switch {
+		case first && last:
+			c.TimesUnknown = 0
+		case first || last:
+			c.TimesUnknown = n - 1
 		}
 	}
 	if s.cur != nil && !s.curKnown {

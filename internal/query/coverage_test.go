@@ -276,3 +276,50 @@ func TestCoverageUnusable(t *testing.T) {
 		t.Errorf("a1 in words: %q", a1.String())
 	}
 }
+
+// TestCoverageWithoutRetentionIndex: without retention's index the
+// kept range comes from the files' own indexes (of the first and last
+// file of an agent not read), and without those it is unknown, the
+// agent then taken as covering the range.
+func TestCoverageWithoutRetentionIndex(t *testing.T) {
+	dir := retainedRoot(t)
+	if err := os.RemoveAll(filepath.Join(dir, layout.RetainDir)); err != nil {
+		t.Fatal(err)
+	}
+	at := func(s int64) time.Time { return time.Unix(0, base+s*sec).UTC() }
+	// --count 1 stops before a1's files are read.
+	cfg := Config{Dir: dir, Agents: []string{"a1", "b1"}, Count: 1}
+	_, res, err := runQuery(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := res.Coverage[0]
+	if !a1.Oldest.Equal(at(20)) || !a1.Newest.Equal(at(39)) || a1.TimesUnknown != 0 || a1.Removed != nil {
+		t.Errorf("a1 coverage from its files' indexes: %+v", a1)
+	}
+	idx, _ := filepath.Glob(filepath.Join(dir, "a1", "*.idx*"))
+	if len(idx) != 2 {
+		t.Fatalf("a1's indexes: %q", idx)
+	}
+	for _, p := range idx {
+		os.Remove(p)
+	}
+	_, res, err = runQuery(t, Config{Dir: dir, Agents: []string{"a1"}, Since: at(0), Until: at(10), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a1's files were read for this range (no times to skip them by):
+	// their packets give the kept range.
+	if a1 = res.Coverage[0]; !a1.Oldest.Equal(at(20)) || !a1.Newest.Equal(at(39)) || a1.TimesUnknown != 0 || res.Covered() {
+		t.Errorf("a1 coverage from its packets: %+v, covered %v", a1, res.Covered())
+	}
+	// Before they were read, nothing said: the section comment, written
+	// first, says so.
+	out, _, err := runQuery(t, Config{Dir: dir, Agents: []string{"a1"}, Since: at(0), Until: at(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sectionCommentOf(t, out); !strings.HasSuffix(c, "\ncoverage: a1 keeps packets at times unknown (times of 2 of 2 files unknown)") {
+		t.Errorf("section comment %q", c)
+	}
+}
