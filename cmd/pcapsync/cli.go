@@ -15,11 +15,27 @@ import (
 // variable (exit 2, like a flag parser's own errors).
 var errUsage = errors.New("usage")
 
+// errUncovered marks a query that ran but had nothing to answer from
+// (exit 3): its selection matches no agent or interface, or its range
+// is outside every selected agent's kept data (query.Result.Covered).
+var errUncovered = errors.New("nothing to answer from")
+
+// Exit statuses (docs/query.md): 0 answered (maybe empty), 1 failed,
+// 2 usage, 3 nothing to answer from.
+const (
+	exitFailed    = 1
+	exitUsage     = 2
+	exitUncovered = 3
+)
+
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
-		return 2
+	switch {
+	case errors.Is(err, errUsage):
+		return exitUsage
+	case errors.Is(err, errUncovered):
+		return exitUncovered
 	}
-	return 1
+	return exitFailed
 }
 
 // usageError returns a usage error with the message format gives.

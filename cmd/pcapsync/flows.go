@@ -96,13 +96,16 @@ func flowsCommand(s streams) *cobra.Command {
 					return f.runTop(ctx, s)
 				}
 				flows, err := f.load(ctx, s)
-				if err != nil {
+				if err != nil && !errors.Is(err, errUncovered) {
 					return err
 				}
-				if err := f.print(s.stdout, flows); err != nil {
-					return err
+				if perr := f.print(s.stdout, flows); perr != nil {
+					return perr // a usage error of --top or --sort first
 				}
-				return f.finish(s)
+				if ferr := f.finish(s); ferr != nil {
+					return ferr
+				}
+				return err
 			}
 		})
 	annotate(c.Flags(), "filter", annPositional)
@@ -144,6 +147,9 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 		return nil, err
 	}
 	f.res = res
+	if msg := flowquery.Uncovered(cfg, res, len(flows)); msg != "" {
+		return nil, fmt.Errorf("%w: %s", errUncovered, msg)
+	}
 	return flows, nil
 }
 
@@ -162,7 +168,13 @@ func (f *flowsFlags) runTop(ctx context.Context, s streams) error {
 	if err := f.printTop(s.stdout, top); err != nil {
 		return err
 	}
-	return f.finish(s)
+	if err := f.finish(s); err != nil {
+		return err
+	}
+	if msg := flowquery.Uncovered(cfg, res, res.Flows); msg != "" {
+		return fmt.Errorf("%w: %s", errUncovered, msg)
+	}
+	return nil
 }
 
 // localConfig is the selection of --dir.

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/flowquery"
@@ -270,5 +271,32 @@ func TestFlowsSummary(t *testing.T) {
 	}
 	if sum.NoFlows != 0 || sum.Flows <= before {
 		t.Errorf("after pcapsync index: summary %+v, want every file with flows and more than %d flows", sum, before)
+	}
+}
+
+// TestFlowsNothingToAnswer: flows exits 3 with the reason when no agent
+// matches or the range is outside the data the agents keep, and 0 for
+// a filter that matches no flow in data that is kept.
+func TestFlowsNothingToAnswer(t *testing.T) {
+	dir, _ := flowsRoot(t)
+	before := time.Unix(0, flowtest.Base).Add(-time.Hour).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--agent", "zz"}, 3, "nothing to answer from: no agent of " + dir + " matches --agent zz; agents there: a,b"},
+		{[]string{"--until", before}, 3, "nothing to answer from: the range is outside the data kept of the agents selected: they keep " + time.Unix(0, flowtest.Base).UTC().Format(time.RFC3339Nano) + " to "},
+		{[]string{"tcp port 9"}, 0, ""},
+	} {
+		var so, se bytes.Buffer
+		err := run(context.Background(), append([]string{"flows", "--dir", dir}, tc.args...), &so, &se)
+		code := 0
+		if err != nil {
+			code = exitCode(err)
+		}
+		if code != tc.code || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("flows %q: %v (exit %d), want exit %d with %q", tc.args, err, code, tc.code, tc.want)
+		}
 	}
 }

@@ -41,10 +41,16 @@ with a ':' matches AGENT:IF, one without the interface of any agent. The
 files still being written are read up to their last complete batch.
 Each file's index (FILE.idx) narrows what is read of it to the blocks
 the time range and the filter may need; a file without a usable index is
-read whole (--no-index: every file). An --iface that matches no
-interface of the files read is warned about on stderr, with the
-interfaces it met; the query still exits 0, as an empty result does.
-docs/query.md says what is read and in which order.
+read whole (--no-index: every file). docs/query.md says what is read
+and in which order.
+
+The summary (stderr) and the pcapng's comments say what the answer
+covers: per agent the oldest and newest packet kept, what retention
+removed in the range, the files not usable. Exit status: 0 answered
+(maybe empty: the filter matched nothing in data that is kept), 1
+failed, 2 usage, 3 nothing to answer from (no agent or interface
+matches, or the range is outside every selected agent's kept data: the
+message says why; the output is still written).
 
 --community-id 1:... writes the packets of one flow (as pcapsync flows
 prints it): only the index blocks its flow records name are read, and
@@ -197,32 +203,20 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	return f.finish(s, res, out.close(err))
 }
 
-// finish warns of an --iface that matched nothing and prints the
-// summary (stdout may be the output); err is the query's.
+// finish prints the summary (stdout may be the output) and returns
+// err, the query's; a query that ran without error but had nothing to
+// answer from (query.Result.Covered false: no agent or interface
+// matched, or the range is outside every agent's kept data) is
+// errUncovered with the reason (exit 3), unless it followed.
 func (f *queryFlags) finish(s streams, res query.Result, err error) error {
-	f.warnIfaces(s.stderr, res)
 	if perr := f.summary.print(s.stderr, querySummary{res}); err == nil {
 		err = perr
 	}
+	if err == nil && !f.cfg.Follow && !res.Covered() {
+		msg := strings.TrimPrefix(query.Uncovered(f.cfg, res), errUncovered.Error()+": ")
+		err = fmt.Errorf("%w: %s", errUncovered, msg)
+	}
 	return err
-}
-
-// warnIfaces warns on stderr when --iface matched no interface of the
-// files read, naming the patterns and the interfaces met. An empty
-// result is no error (exit 0, as tcpdump's), so this is a warning.
-func (f *queryFlags) warnIfaces(stderr io.Writer, res query.Result) {
-	if len(f.cfg.Ifaces) == 0 || res.Interfaces > 0 || res.Unselected == "" {
-		return
-	}
-	pat := strings.Join(f.cfg.Ifaces, ",")
-	if len(pat) > 256 {
-		pat = strings.ToValidUTF8(pat[:256], "") + fmt.Sprintf("... (%d patterns)", len(f.cfg.Ifaces))
-	}
-	met := res.Unselected
-	if strings.Count(met, ",") == query.MaxUnselected-1 {
-		met += ",..."
-	}
-	warnLogger(stderr).Warn("query: no interface of the files read matches --iface", "iface", pat, "interfaces", met)
 }
 
 // output is where a query's pcapng goes: -w FILE, -w - (stdout), or
@@ -373,7 +367,16 @@ type querySummary struct {
 	query.Result
 }
 
+// writeText writes the Result's line, then a line per selected agent
+// with its coverage.
 func (q querySummary) writeText(w io.Writer) error {
-	_, err := fmt.Fprintln(w, "pcapsync query:", q.Result)
-	return err
+	if _, err := fmt.Fprintln(w, "pcapsync query:", q.Result); err != nil {
+		return err
+	}
+	for _, c := range q.Coverage {
+		if _, err := fmt.Fprintln(w, "pcapsync query: coverage:", c.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

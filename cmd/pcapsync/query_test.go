@@ -81,14 +81,16 @@ func TestQueryMissingDir(t *testing.T) {
 	}
 }
 
-// TestQueryEmpty: a query that selects nothing writes a valid pcapng
-// without packets, and its summary.
+// TestQueryEmpty: a query over a root without agents writes a valid
+// pcapng without packets, and its summary, and exits 3: nothing to
+// answer from.
 func TestQueryEmpty(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(t.TempDir(), "out.pcapng")
 	var so, se bytes.Buffer
-	if err := run(context.Background(), []string{"query", "--dir", dir, "-w", out, "--since", "10m", "--summary", "json", "udp"}, &so, &se); err != nil {
-		t.Fatal(err)
+	err := run(context.Background(), []string{"query", "--dir", dir, "-w", out, "--since", "10m", "--summary", "json", "udp"}, &so, &se)
+	if !errors.Is(err, errUncovered) || exitCode(err) != 3 || !strings.Contains(err.Error(), "it holds no agent") {
+		t.Fatalf("%v, want exit 3: nothing to answer from", err)
 	}
 	f, err := os.Open(out)
 	if err != nil {
@@ -120,7 +122,8 @@ func TestQueryCompilesOnce(t *testing.T) {
 	} {
 		before := capture.FilterCompiles()
 		var so, se bytes.Buffer
-		if err := run(context.Background(), args, &so, &se); err != nil {
+		// The agents have no files: the query has nothing to answer from.
+		if err := run(context.Background(), args, &so, &se); err != nil && !errors.Is(err, errUncovered) {
 			t.Fatalf("%q: %v", args, err)
 		}
 		if n := capture.FilterCompiles() - before; n != 1 {
@@ -149,11 +152,15 @@ func TestQueryLongSelection(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.pcapng")
 	var stdout, stderr bytes.Buffer
 	args := []string{"query", "--dir", t.TempDir(), "-w", out, "--agent", strings.Join(globs, ",")}
-	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
-		t.Fatalf("%v (stderr %.300q)", err, stderr.String())
+	err := run(context.Background(), args, &stdout, &stderr)
+	if !errors.Is(err, errUncovered) {
+		t.Fatalf("%v (stderr %.300q), want nothing to answer from", err, stderr.String())
 	}
 	if n := stderr.Len(); n > 4<<10 || !strings.Contains(stderr.String(), "(10000 patterns)") {
 		t.Errorf("stderr of %d bytes: %.300q..., want the patterns counted", n, stderr.String())
+	}
+	if n := len(err.Error()); n > 4<<10 || !strings.Contains(err.Error(), "(10000 patterns)") {
+		t.Errorf("error of %d bytes: %.300q..., want the patterns counted", n, err.Error())
 	}
 	f, err := os.Open(out)
 	if err != nil {

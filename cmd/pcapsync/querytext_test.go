@@ -162,32 +162,48 @@ func countStream(t *testing.T, s string) int {
 	return countIn(t, strings.NewReader(s))
 }
 
-// TestQueryIfaceWarning: an --iface that matches no interface of the
-// files read is warned about on stderr, naming the pattern and the
-// interfaces met, and the query exits 0 with no packets, locally and
-// over --from; one that matches warns of nothing.
-func TestQueryIfaceWarning(t *testing.T) {
+// TestQueryNothingToAnswer: a selection that matches no agent or no
+// interface, or a range before the oldest packet kept, exits 3 with a
+// message naming what there is (the agents, the interfaces, the kept
+// range), locally and over --from, and still writes its (empty)
+// pcapng; a filter that matches nothing inside the data kept is a real
+// empty answer (exit 0, as tcpdump), as is an --iface that matches.
+func TestQueryNothingToAnswer(t *testing.T) {
 	dir := writeRoot(t, 10, "web1")
 	addr := startQueryServer(t, dir, "127.0.0.1:0", nil)
+	before := time.Unix(0, rootBase).Add(-time.Hour).UTC().Format(time.RFC3339)
+	kept := time.Unix(0, rootBase).UTC().Format(time.RFC3339Nano)
 	for _, src := range [][]string{{"--dir", dir}, {"--from", addr, "--insecure"}} {
-		t.Run(src[0], func(t *testing.T) {
-			so, se, err := queryRun(append([]string{"query", "--iface", "eth9", "-w", "-"}, src...)...)
+		for _, tc := range []struct {
+			args []string
+			code int
+			want []string // in the error
+		}{
+			{[]string{"--agent", "db*"}, 3, []string{"nothing to answer from: no agent of ", "matches --agent db*; agents there: web1"}},
+			{[]string{"--iface", "eth9"}, 3, []string{"nothing to answer from: no interface with packets in the range matches --iface eth9; interfaces there: web1:eth0,web1:eth1"}},
+			{[]string{"--until", before}, 3, []string{"nothing to answer from: the range", "is outside the data kept of every agent selected: web1 keeps " + kept + " to "}},
+			{[]string{"udp port 9"}, 0, nil},
+			{[]string{"--iface", "web1:eth1,eth7"}, 0, nil},
+		} {
+			args := append(append([]string{"query", "-w", "-"}, src...), tc.args...)
+			so, se, err := queryRun(args...)
+			code := 0
 			if err != nil {
-				t.Fatalf("%v, want exit 0 (stderr %s)", err, se)
+				code = exitCode(err)
 			}
-			if countStream(t, so) != 0 {
-				t.Errorf("packets written")
+			if code != tc.code {
+				t.Errorf("%q: %v (exit %d), want exit %d (stderr %s)", args, err, code, tc.code, se)
+				continue
 			}
-			for _, w := range []string{"level=WARN", "no interface of the files read matches --iface", "iface=eth9", "interfaces=web1:eth0,web1:eth1"} {
-				if !strings.Contains(se, w) {
-					t.Errorf("stderr %q, want %q", se, w)
+			for _, w := range tc.want {
+				if !strings.Contains(fmt.Sprint(err), w) {
+					t.Errorf("%q: %v, want %q in it", args, err, w)
 				}
 			}
-			_, se, err = queryRun(append([]string{"query", "--iface", "web1:eth1,eth7", "-w", "-"}, src...)...)
-			if err != nil || strings.Contains(se, "WARN") {
-				t.Errorf("an --iface that matches: %v, stderr %q", err, se)
+			if n := countStream(t, so); tc.code == 3 && n != 0 || tc.code == 0 && strings.Contains(tc.args[0], "port") && n != 0 {
+				t.Errorf("%q: %d packets written", args, n)
 			}
-		})
+		}
 	}
 }
 
@@ -213,7 +229,7 @@ func TestQueryLocalTime(t *testing.T) {
 		{"2026-11-27 09:15:50.010000000", "2026-11-27 09:15:50.020", 10},
 		{"2026-11-27T08:15:50.090Z", "", 10},
 		{"2026-11-27 10:15:50.090+02:00", "", 10},
-		{"2026-11-27 09:15:51", "", 0},
+		{"2026-11-27 09:15:51", "", -3}, // after the last packet kept: exit 3
 	} {
 		for _, src := range [][]string{{"--dir", dir}, {"--from", addr, "--insecure"}} {
 			args := []string{"query", "-w", "-", "--since", tc.since}
@@ -221,6 +237,9 @@ func TestQueryLocalTime(t *testing.T) {
 				args = append(args, "--until", tc.until)
 			}
 			so, se, err := queryRun(append(args, src...)...)
+			if tc.want < 0 && exitCode(err) == -tc.want {
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%q: %v (stderr %s)", args, err, se)
 			}

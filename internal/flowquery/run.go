@@ -13,6 +13,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -52,6 +53,15 @@ type Result struct {
 	// all known: without a flow file, with one that did not verify, or
 	// being written (.part: a flow's record comes only as it ends).
 	Unflowed []string
+	// Agents counts the agents selected. Kept spans the packets their
+	// data files keep, whatever the range, as far as known: from
+	// retention's index (layout.FileInfo's times) or, for a file it
+	// does not list, from the flow records of its flow file (read
+	// anyway); TimesUnknown counts the files whose times are known
+	// neither way (Uncovered).
+	Agents       int
+	Kept         layout.TimeRange
+	TimesUnknown int
 }
 
 // Run selects the flows of cfg, joined, sorted by first time, then agent
@@ -177,6 +187,7 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 	if err != nil {
 		return err
 	}
+	s.res.Agents++
 	if s.pending == nil {
 		s.pending = map[joinKey]*Flow{}
 	}
@@ -185,6 +196,10 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 			return err
 		}
 		s.res.Files++
+		if fi.Times {
+			s.res.Kept.Add(fi.First)
+			s.res.Kept.Add(fi.Last)
+		}
 		if err := s.file(agent, fi); err != nil {
 			return err
 		}
@@ -205,6 +220,9 @@ func (s *selector) file(agent string, fi layout.FileInfo) error {
 		s.res.Unflowed = append(s.res.Unflowed, fi.Path)
 	}
 	d, n, need, err := s.readFlowFile(fi)
+	if err != nil && !fi.Times {
+		s.res.TimesUnknown++ // no retention times, no flow records to tell them
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if !fi.Part {
 			s.res.Missing++
@@ -223,6 +241,10 @@ func (s *selector) file(agent string, fi layout.FileInfo) error {
 	unnamed := agent + ":"
 	for i := 0; i < n && d.Next(&s.rec); i++ {
 		r := &s.rec
+		if !fi.Times { // the times kept, from the records
+			s.res.Kept.Add(r.First)
+			s.res.Kept.Add(r.Last)
+		}
 		name := unnamed
 		if int(r.Key.Iface) < len(names) && names[r.Key.Iface] != "" {
 			name = names[r.Key.Iface]
@@ -465,4 +487,40 @@ func Group(flows []Flow) [][]Flow {
 		groups = append(groups, []Flow{f})
 	}
 	return groups
+}
+
+// Uncovered is why the flows query cfg, which gave r and n flows, had
+// nothing to answer from, for people: no agent of the root matches its
+// --agent (the agents there named, up to 8), or its range is outside
+// what the selected agents keep (r.Kept). "" when it had something:
+// flows, or an agent whose kept data overlaps the range or whose files'
+// times are not all known.
+func Uncovered(cfg Config, r Result, n int) string {
+	since, until := cfg.bounds()
+	switch {
+	case n > 0 || r.TimesUnknown > 0:
+		return ""
+	case r.Agents == 0:
+		there, _ := layout.Agents(cfg.Dir)
+		if len(there) > 8 {
+			there = append(there[:8], "...")
+		}
+		msg := "no agent of " + cfg.Dir + " matches"
+		if len(cfg.Agents) > 0 {
+			msg += " --agent " + strings.Join(cfg.Agents, ",")
+		}
+		if len(msg) > 1<<10 {
+			msg = strings.ToValidUTF8(msg[:1<<10], "") + fmt.Sprintf("... (%d patterns)", len(cfg.Agents))
+		}
+		if len(there) == 0 {
+			return msg + "; it holds no agent"
+		}
+		return msg + "; agents there: " + strings.Join(there, ",")
+	case !r.Kept.OK:
+		return "the agents selected keep no packet"
+	case r.Kept.Min < until && r.Kept.Max >= since:
+		return ""
+	}
+	return fmt.Sprintf("the range is outside the data kept of the agents selected: they keep %s to %s",
+		time.Unix(0, r.Kept.Min).UTC().Format(time.RFC3339Nano), time.Unix(0, r.Kept.Max).UTC().Format(time.RFC3339Nano))
 }

@@ -11,7 +11,7 @@
 // Agents lists the agent directories, AgentFiles an agent's files.
 // Root/RetainDir holds retention's saved index of closed files, one
 // document per agent (IndexDoc), which AgentFiles uses for the files'
-// times. Names at the top of the root starting with OwnPrefix are the
+// times, and ListAgent for what retention removed (Removed). Names at the top of the root starting with OwnPrefix are the
 // writer's own (state, reserve, locks); agent names cannot start with
 // '.'.
 //

@@ -60,21 +60,53 @@ func Agents(dir string) ([]string, error) {
 // (retention) or renamed (a .part published) before the caller opens
 // them.
 func AgentFiles(dir, agent string) ([]FileInfo, error) {
+	l, err := ListAgent(dir, agent)
+	return l.Files, err
+}
+
+// Listing is an agent's data files as ListAgent finds them.
+type Listing struct {
+	Files []FileInfo // as AgentFiles lists them
+	// Removed is what retention's saved index records it removed of
+	// the agent's files (zero: nothing, or no saved index).
+	Removed Removed
+	// IndexErr is why retention's saved index could not be read or
+	// held invalid entries (nil: read, or there is none): the files
+	// it would have given times for have none.
+	IndexErr error
+	// NotRegular names the entries named as data files (a .part
+	// included) that are not regular files (a link, a FIFO): not
+	// listed, never opened.
+	NotRegular []string
+}
+
+// ListAgent is AgentFiles that also returns what retention's saved
+// index records of removals and the entries left out.
+func ListAgent(dir, agent string) (Listing, error) {
 	if err := safefs.Dir(filepath.Join(dir, agent)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return Listing{}, err
 		}
-		return nil, fmt.Errorf("agent %q: %w: %w", agent, ErrAgentDir, err)
+		return Listing{}, fmt.Errorf("agent %q: %w: %w", agent, ErrAgentDir, err)
 	}
 	ents, err := os.ReadDir(filepath.Join(dir, agent))
 	if err != nil {
-		return nil, err
+		return Listing{}, err
 	}
-	idx, _ := ReadIndex(dir, agent) // a cache: without it, the files are read
+	ix, ierr := ReadIndexDoc(dir, agent) // a cache: without it, the files are read
+	if errors.Is(ierr, fs.ErrNotExist) {
+		ierr = nil
+	}
+	idx := ix.Files
 	var out []FileInfo
+	var odd []string
 	for _, e := range ents {
 		name, part := strings.CutSuffix(e.Name(), PartSuffix)
-		if !e.Type().IsRegular() || !IsDataFile(agent, name) {
+		if !IsDataFile(agent, name) {
+			continue
+		}
+		if !e.Type().IsRegular() {
+			odd = append(odd, e.Name())
 			continue
 		}
 		info, err := e.Info()
@@ -82,7 +114,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 			continue // gone since the listing: as if listed a moment later
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", agent, err)
+			return Listing{}, fmt.Errorf("listing %s: %w", agent, err)
 		}
 		fi := FileInfo{Path: filepath.Join(dir, agent, e.Name()), Size: info.Size(), Part: part}
 		// Retention counts a file with its index (sidecar) bytes.
@@ -94,7 +126,7 @@ func AgentFiles(dir, agent string) ([]FileInfo, error) {
 	slices.SortFunc(out, func(a, b FileInfo) int {
 		return strings.Compare(strings.TrimSuffix(a.Path, PartSuffix), strings.TrimSuffix(b.Path, PartSuffix))
 	})
-	return out, nil
+	return Listing{Files: out, Removed: ix.Removed, IndexErr: ierr, NotRegular: odd}, nil
 }
 
 // CompleteLength reads the data file at path (plain, gzip or zstd, by

@@ -15,6 +15,60 @@ import (
 type IndexDoc struct {
 	Version int           `json:"version"` // 1
 	Files   []IndexedFile `json:"files"`
+	// Removed is what retention has removed of the agent's files since
+	// the record began (optional: readers before it ignore it, and a
+	// document without it records nothing removed).
+	Removed *Removed `json:"removed,omitempty"`
+}
+
+// Removed is what retention has removed of an agent's files, kept
+// across restarts in its saved index: how many files and bytes (with
+// their indexes), and the oldest and newest packet among them (Unix
+// ns). The zero value records nothing removed.
+type Removed struct {
+	Files   int64 `json:"files"`
+	Bytes   int64 `json:"bytes"`
+	From    int64 `json:"from"`    // the oldest packet of the files removed
+	Through int64 `json:"through"` // the newest: packets up to it may be gone
+}
+
+// Add records f removed.
+func (r *Removed) Add(f IndexedFile) {
+	if r.Files == 0 {
+		r.From, r.Through = f.First, f.Last
+	}
+	r.Files++
+	r.Bytes += f.Bytes
+	r.From = min(r.From, f.First)
+	r.Through = max(r.Through, f.Last)
+}
+
+// Merge merges o, another process's record of the same agent's
+// removals (a shared root): the larger counts, the wider times, so the
+// result is at least what either saw.
+func (r *Removed) Merge(o Removed) {
+	if o.Files == 0 {
+		return
+	}
+	if r.Files == 0 {
+		*r = o
+		return
+	}
+	r.Files, r.Bytes = max(r.Files, o.Files), max(r.Bytes, o.Bytes)
+	r.From, r.Through = min(r.From, o.From), max(r.Through, o.Through)
+}
+
+// Valid reports whether r can be a record of removals: none, or at
+// least one file, bytes not negative, From not after Through.
+func (r Removed) Valid() bool {
+	return r == Removed{} || r.Files > 0 && r.Bytes >= 0 && r.From <= r.Through
+}
+
+// Index is a saved index parsed: the valid entries by name and the
+// record of removals (zero when there is none or it is not valid).
+type Index struct {
+	Files   map[string]IndexedFile
+	Removed Removed
 }
 
 // IndexedFile is a closed data file as retention's index lists it.
@@ -43,20 +97,28 @@ const (
 // a file: its user checks that the file has its size and modification
 // time before it trusts its times.
 func ParseIndex(b []byte, agent string) (m map[string]IndexedFile, bad int, err error) {
+	ix, bad, err := ParseIndexDoc(b, agent)
+	return ix.Files, bad, err
+}
+
+// ParseIndexDoc is ParseIndex that also returns the record of
+// removals: one that is not Valid is dropped (counted in bad) and the
+// Index's is zero.
+func ParseIndexDoc(b []byte, agent string) (ix Index, bad int, err error) {
 	if len(b) > maxIndexDoc {
-		return nil, 0, fmt.Errorf("saved index of %d bytes, limit %d", len(b), maxIndexDoc)
+		return Index{}, 0, fmt.Errorf("saved index of %d bytes, limit %d", len(b), maxIndexDoc)
 	}
 	var doc IndexDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, 0, fmt.Errorf("saved index: %w", err)
+		return Index{}, 0, fmt.Errorf("saved index: %w", err)
 	}
 	switch {
 	case doc.Version != 1:
-		return nil, 0, fmt.Errorf("saved index: version %d, want 1", doc.Version)
+		return Index{}, 0, fmt.Errorf("saved index: version %d, want 1", doc.Version)
 	case len(doc.Files) > maxIndexFiles:
-		return nil, 0, fmt.Errorf("saved index: %d files, limit %d", len(doc.Files), maxIndexFiles)
+		return Index{}, 0, fmt.Errorf("saved index: %d files, limit %d", len(doc.Files), maxIndexFiles)
 	}
-	m = make(map[string]IndexedFile, len(doc.Files))
+	m := make(map[string]IndexedFile, len(doc.Files))
 	for _, f := range doc.Files {
 		if _, dup := m[f.Name]; dup || !validEntry(agent, f) {
 			bad++
@@ -64,7 +126,15 @@ func ParseIndex(b []byte, agent string) (m map[string]IndexedFile, bad int, err 
 		}
 		m[f.Name] = f
 	}
-	return m, bad, nil
+	ix.Files = m
+	if doc.Removed != nil {
+		if doc.Removed.Valid() {
+			ix.Removed = *doc.Removed
+		} else {
+			bad++
+		}
+	}
+	return ix, bad, nil
 }
 
 // validEntry reports whether f can describe a closed data file of agent.
@@ -77,18 +147,25 @@ func validEntry(agent string, f IndexedFile) bool {
 // is not a link, of at most maxIndexDoc bytes. A missing one is an
 // error matching fs.ErrNotExist.
 func ReadIndex(root, agent string) (map[string]IndexedFile, error) {
+	ix, err := ReadIndexDoc(root, agent)
+	return ix.Files, err
+}
+
+// ReadIndexDoc is ReadIndex that also returns the record of removals
+// (ParseIndexDoc).
+func ReadIndexDoc(root, agent string) (Index, error) {
 	if err := safefs.Dir(filepath.Join(root, RetainDir)); err != nil {
-		return nil, err
+		return Index{}, err
 	}
 	b, err := safefs.ReadFile(filepath.Join(root, RetainDir, agent+".json"), maxIndexDoc)
 	if err != nil {
-		return nil, err
+		return Index{}, err
 	}
-	m, bad, err := ParseIndex(b, agent)
+	ix, bad, err := ParseIndexDoc(b, agent)
 	if err == nil && bad > 0 {
 		err = fmt.Errorf("saved index of %q: %d entries invalid, ignored: %w", agent, bad, errBadEntries)
 	}
-	return m, err
+	return ix, err
 }
 
 // RetainIndexReadable reports whether agent's saved retention index

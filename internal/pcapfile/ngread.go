@@ -305,6 +305,10 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 			ifc.Name = trimNUL(v)
 		case optIfDescription:
 			ifc.Description = trimNUL(v)
+		case optComment:
+			if ifc.Comment == "" {
+				ifc.Comment = trimNUL(v)
+			}
 		case optIfTsresol:
 			if olen != 1 {
 				return formatErr(start, ErrMalformed, "if_tsresol option length %d, want 1", olen)

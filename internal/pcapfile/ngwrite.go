@@ -99,6 +99,7 @@ func (w *NgWriter) AddInterface(ifc Interface) (int, error) {
 	b, err = appendStringOpts(b, []stringOpt{
 		{optIfName, ifc.Name},
 		{optIfDescription, ifc.Description},
+		{optComment, ifc.Comment},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pcapfile: writing interface description: %w", err)
@@ -322,7 +323,7 @@ func EPBSize(caplen int) int64 {
 // InterfaceSize is the number of bytes AddInterface writes for ifc.
 func InterfaceSize(ifc Interface) int64 {
 	n := int64(minIDBLen) + 8 + 4 // if_tsresol, opt_endofopt
-	for _, s := range []string{ifc.Name, ifc.Description} {
+	for _, s := range []string{ifc.Name, ifc.Description, ifc.Comment} {
 		if s != "" {
 			n += 4 + int64(len(s)+(-len(s)&3))
 		}

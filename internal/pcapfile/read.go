@@ -61,6 +61,7 @@ const (
 type Interface struct {
 	Name        string // if_name; empty if the file has none
 	Description string // if_description
+	Comment     string // opt_comment (pcapng only; the first, if several)
 	LinkType    uint16 // LINKTYPE_* value
 	SnapLen     uint32 // 0 in pcapng means "no limit"
 }

@@ -311,6 +311,7 @@ func (s *stream) relist() error {
 	}
 	s.files = append(s.files[:0], files[i:]...)
 	s.next = 0
+	s.cov.listed += len(s.files)
 	if len(s.files) > 0 && s.cur != nil && s.cur.tail != nil && s.newerAt.IsZero() {
 		s.newerAt = s.q.now
 	}

@@ -211,3 +211,47 @@ func runQuery(t *testing.T, cfg Config) ([]byte, Result, error) {
 
 // ts returns base+ns as a time.
 func ts(ns int64) time.Time { return time.Unix(0, base+ns) }
+
+// withoutComments returns the pcapng b (little-endian, as Run writes
+// it) with the comments of its section header and interface blocks
+// left out: the coverage they carry is what the query knew when it
+// wrote them, which differs between an indexed read and a scan.
+// Everything else stays byte for byte.
+func withoutComments(t *testing.T, b []byte) []byte {
+	t.Helper()
+	le := binary.LittleEndian
+	var out []byte
+	for len(b) > 0 {
+		if len(b) < 12 {
+			t.Fatalf("withoutComments: %d trailing bytes", len(b))
+		}
+		typ, n := le.Uint32(b), int(le.Uint32(b[4:]))
+		if n < 12 || n > len(b) {
+			t.Fatalf("withoutComments: block of %d bytes, %d left", n, len(b))
+		}
+		fixed := map[uint32]int{0x0A0D0D0A: 16, 1: 8}[typ]
+		if fixed == 0 {
+			out = append(out, b[:n]...)
+			b = b[n:]
+			continue
+		}
+		body := slices.Clone(b[8 : 8+fixed])
+		for o := b[8+fixed : n-4]; len(o) >= 4; {
+			code, l := le.Uint16(o), int(le.Uint16(o[2:]))
+			pad := l + (-l & 3)
+			if code != 1 {
+				body = append(body, o[:4+pad]...)
+			}
+			if code == 0 {
+				break
+			}
+			o = o[4+pad:]
+		}
+		out = le.AppendUint32(out, typ)
+		out = le.AppendUint32(out, uint32(len(body)+12))
+		out = append(out, body...)
+		out = le.AppendUint32(out, uint32(len(body)+12))
+		b = b[n:]
+	}
+	return out
+}

@@ -58,6 +58,16 @@ type Result struct {
 	// Interfaces 0, what the patterns might have meant.
 	Interfaces int    `json:"interfaces"`
 	Unselected string `json:"ifaces_unselected,omitempty"`
+	// IfacesUnmatched: interface patterns were given and matched none
+	// of the interfaces with packets in the range, while others
+	// (Unselected) had some: the query had nothing to answer from.
+	IfacesUnmatched bool `json:"ifaces_unmatched,omitempty"`
+	// AgentsUnselected names up to MaxUnselected agents of the root
+	// that the selection left out, comma-separated by name.
+	AgentsUnselected string `json:"agents_unselected,omitempty"`
+	// Coverage is what each selected agent had to answer from, by
+	// agent name (coverage.go); Covered sums it up.
+	Coverage []AgentCoverage `json:"coverage"`
 }
 
 // MaxUnselected bounds the names in Result.Unselected.
@@ -199,7 +209,7 @@ func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
 		q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
 			OS:       "Linux",
 			UserAppl: "pcapsync query",
-			Comment:  q.describe(),
+			Comment:  q.sectionComment(),
 		})
 		if err != nil {
 			return err
@@ -242,6 +252,7 @@ func (p *Prepared) do(ctx context.Context, body func(*query) error) (Result, err
 	if err == nil {
 		err = body(q)
 	}
+	q.finish()
 	return q.res, err
 }
 
@@ -284,23 +295,28 @@ func (q *query) streams() ([]*stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("output root: %w", err)
 	}
-	var names []string
+	var names, others []string
 	for _, name := range agents { // sorted by name
-		if q.agentSelected(name) {
+		switch {
+		case q.agentSelected(name):
 			names = append(names, name)
+		case len(others) < MaxUnselected:
+			others = append(others, name)
 		}
 	}
+	q.res.AgentsUnselected = strings.Join(others, ",")
 	limit := q.streamLimit(len(names))
 	var out []*stream
 	warned := q.cfg.Logger == nil
 	for _, name := range names {
-		files, err := layout.AgentFiles(q.cfg.Dir, name)
+		l, err := layout.ListAgent(q.cfg.Dir, name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // removed since the listing: it has nothing
 		}
 		if err != nil {
 			return nil, err
 		}
+		files := l.Files
 		if !warned {
 			if err := layout.RetainIndexReadable(q.cfg.Dir, name); err != nil {
 				q.cfg.Logger.Warn("query: retention's index of file times cannot be read: files are opened for their times instead (slower)",
@@ -310,6 +326,13 @@ func (q *query) streams() ([]*stream, error) {
 		}
 		s := newStream(q, name, len(out), files, limit)
 		s.lastRead = q.now
+		s.cov.removed = l.Removed
+		for _, n := range l.NotRegular {
+			s.cov.note(n, errNotRegular)
+		}
+		if l.IndexErr != nil {
+			s.cov.note(filepath.Join(layout.RetainDir, name+".json"), fmt.Errorf("retention's index of file times: %w", l.IndexErr))
+		}
 		out = append(out, s)
 	}
 	q.res.Agents = len(out)
@@ -359,12 +382,14 @@ func (q *query) ifaceSelected(full string) bool {
 	return layout.MatchIface(q.cfg.Ifaces, full)
 }
 
-// output returns the index in q.outs of ifc, an interface of agent's
-// files, adding it; -1 if the query does not select it. A file's
-// interface without a name is named after the agent.
-func (q *query) output(agent string, ifc pcapfile.Interface) int {
+// output returns the index in q.outs of ifc, an interface of the files
+// of s's agent, adding it; -1 if the query does not select it. A file's
+// interface without a name is named after the agent. An interface Run
+// writes carries its agent's coverage as known now as its comment
+// (ifaceComment).
+func (q *query) output(s *stream, ifc pcapfile.Interface) int {
 	if ifc.Name == "" {
-		ifc.Name = agent + ":"
+		ifc.Name = s.agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
 		q.res.noteUnselected(ifc.Name)
@@ -374,6 +399,10 @@ func (q *query) output(agent string, ifc pcapfile.Interface) int {
 		if o.ifc.Name == ifc.Name && o.ifc.LinkType == ifc.LinkType && o.ifc.SnapLen == ifc.SnapLen {
 			return i
 		}
+	}
+	ifc.Comment = ""
+	if q.w != nil {
+		ifc.Comment = ifaceComment(s.coverage(true))
 	}
 	q.outs = append(q.outs, outIface{ifc: ifc, w: -1})
 	q.res.Interfaces = len(q.outs)
@@ -544,8 +573,8 @@ func isbSize(st pcapfile.InterfaceStats) int64 {
 // most 65535 bytes): a longer selection is cut, the cut said.
 const maxDescribe = 4 << 10
 
-// describe is the section's comment: the query in words, at most
-// maxDescribe bytes of valid UTF-8.
+// describe is the query in words, at most maxDescribe bytes of valid
+// UTF-8: the first line of the section's comment (sectionComment).
 func (q *query) describe() string {
 	s := q.describeAll()
 	if len(s) <= maxDescribe {

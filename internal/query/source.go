@@ -36,6 +36,9 @@ type fileSource struct {
 	indexBytes   int64 // of the index file, read whole, and of the data to verify it
 	scanBytes    int64 // of a .part, read whole for its last complete batch
 	indexProblem error // why an index present was not used
+	// times: of the packets of the index's blocks (when indexed and
+	// the blocks hold some; else OK false).
+	times layout.TimeRange
 
 	// A followed .part (tail set) is read up to limit, which advance
 	// moves as the tail finds more complete batches; r is made once
@@ -223,6 +226,7 @@ func openFile(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int,
 	if ix != nil {
 		src.indexed = true
 		src.blocksTotal = len(ix.All)
+		blockTimes(ix, &src.times)
 		src.sp = newSplice(f, k, ix.Codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
 			return sel.plan(ix, head, limit, f, src)
 		})

@@ -88,6 +88,11 @@ type stream struct {
 	lastKey  string
 	newerAt  time.Time // when a file newer than the followed one was first listed
 
+	// cov is the agent's coverage so far (coverage.go); curKnown: the
+	// times of cur are known without reading its packets.
+	cov      covAcc
+	curKnown bool
+
 	p    pcapfile.Packet
 	free [33][][]byte // data buffers by size class
 	kit  kit          // what its files are read with, one after the other
@@ -95,7 +100,7 @@ type stream struct {
 
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
 	return &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
-		h: minHeap[pkt]{less: pktLess}}
+		h: minHeap[pkt]{less: pktLess}, cov: covAcc{listed: len(files)}}
 }
 
 // empty reports whether the stream has nothing more to give.
@@ -154,7 +159,11 @@ func (s *stream) fill(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
+			s.cov.note(filepath.Base(s.path), errFile(s.path, err))
 			return fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		if !s.curKnown {
+			s.cov.kept.Add(s.p.Timestamp)
 		}
 		if s.reads++; s.reads&1023 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -179,8 +188,15 @@ func (s *stream) open(ctx context.Context) error {
 		fi := s.files[s.next]
 		s.next++
 		s.lastKey = strings.TrimSuffix(fi.Path, layout.PartSuffix)
+		if fi.Times {
+			s.cov.kept.Add(fi.First)
+			s.cov.kept.Add(fi.Last)
+		}
 		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) || s.q.sel.skipFile(fi) {
 			s.q.res.FilesSkipped++
+			if !fi.Times {
+				s.cov.later = append(s.cov.later, fi)
+			}
 			continue
 		}
 		var src *fileSource
@@ -192,10 +208,16 @@ func (s *stream) open(ctx context.Context) error {
 			src, err = openFile(ctx, fi, &s.kit, s.onStats, s.q.sel)
 		}
 		if err != nil {
+			s.cov.note(filepath.Base(fi.Path), errFile(fi.Path, err))
 			return fmt.Errorf("agent %s: %w", s.agent, err)
 		}
 		if src == nil {
 			continue // a .part without a complete batch yet
+		}
+		s.curKnown = fi.Times || src.indexed && !fi.Part
+		if !fi.Times && src.times.OK {
+			s.cov.kept.Add(src.times.Min) // the index's blocks
+			s.cov.kept.Add(src.times.Max)
 		}
 		s.q.res.FilesRead++
 		s.q.res.BytesRead += src.indexBytes + src.scanBytes
@@ -334,7 +356,7 @@ func (s *stream) outIface(i int) (int, error) {
 	if i >= len(ifcs) {
 		return -1, errors.New("packet on an undeclared interface")
 	}
-	o := s.q.output(s.agent, ifcs[i])
+	o := s.q.output(s, ifcs[i])
 	s.ifmap[i] = o
 	return o, nil
 }

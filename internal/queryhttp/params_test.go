@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func TestLongSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.Bytes(), want) || res != wantRes {
+	if !bytes.Equal(got.Bytes(), want) || !reflect.DeepEqual(res, wantRes) {
 		t.Errorf("remote: %d bytes, %+v; local %d bytes, %+v", got.Len(), res, len(want), wantRes)
 	}
 	// Beyond MaxParamBytes, the client refuses before sending.

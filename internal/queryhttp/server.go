@@ -334,6 +334,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *query.Prepared
 		fmt.Fprintln(w, s.public(err))
 		return
 	}
+	for i := range res.Coverage { // the reasons without the server's paths
+		for j, u := range res.Coverage[i].Unusable {
+			res.Coverage[i].Unusable[j].Reason = s.public(errors.New(u.Reason))
+		}
+	}
 	if b, jerr := json.Marshal(res); jerr == nil {
 		h.Set(TrailerResult, string(b))
 	}

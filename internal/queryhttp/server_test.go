@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
@@ -55,7 +57,7 @@ func TestRemoteMatchesLocal(t *testing.T) {
 			if !bytes.Equal(got.Bytes(), want) {
 				t.Errorf("remote output (%d bytes) differs from the local one (%d bytes)", got.Len(), len(want))
 			}
-			if res != wantRes {
+			if !reflect.DeepEqual(res, wantRes) {
 				t.Errorf("remote result %+v, local %+v", res, wantRes)
 			}
 		})
@@ -267,5 +269,43 @@ func TestFailures(t *testing.T) {
 	}
 	if err := <-fetched; !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "the server is stopping") {
 		t.Errorf("query at shutdown: %v", err)
+	}
+}
+
+// TestResultCoverage: the Result in the trailer of GET /query carries
+// each selected agent's coverage, as the local query's; a selection
+// that matches no agent of the server is still a 200 with an empty
+// pcapng, its Result not Covered (a federated query asks servers that
+// may not hold an agent).
+func TestResultCoverage(t *testing.T) {
+	dir := writeFixture(t, 20, "a1", "b1")
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir})
+	for _, c := range []struct {
+		agents  []string
+		covered bool
+		want    []string // agents in the coverage
+	}{
+		{agents: []string{"a1"}, covered: true, want: []string{"a1"}},
+		{agents: nil, covered: true, want: []string{"a1", "b1"}},
+		{agents: []string{"zz"}, covered: false, want: nil},
+	} {
+		var out bytes.Buffer
+		res, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr(), Params: Params{Agents: c.agents}}, &out)
+		if err != nil {
+			t.Fatalf("%v: %v", c.agents, err)
+		}
+		if res.Covered() != c.covered || res.Coverage == nil || len(res.Coverage) != len(c.want) {
+			t.Fatalf("%v: covered %v, coverage %+v; want %v for %v", c.agents, res.Covered(), res.Coverage, c.covered, c.want)
+		}
+		for i, a := range c.want {
+			cv := res.Coverage[i]
+			first := time.Unix(0, base) // the agents interleaved: theirs within the first ms
+			if cv.Agent != a || cv.Oldest.Before(first) || !cv.Oldest.Before(first.Add(time.Millisecond)) || !cv.Newest.After(cv.Oldest) || !cv.Overlaps || cv.Files == 0 {
+				t.Errorf("%v: coverage of %s: %+v, want its packets from %v", c.agents, a, cv, first.UTC())
+			}
+		}
+		if _, err := pcapfile.NewReader(&out, nil); err != nil {
+			t.Errorf("%v: the answer is not pcapng: %v", c.agents, err)
+		}
 	}
 }

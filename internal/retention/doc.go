@@ -39,6 +39,12 @@
 // index, at start, every goneCheckInterval and when a deletion finds
 // one of its files gone (dropGone, forgetAgent).
 //
+// The saved index also records what retention deleted of the agent's
+// files (layout.Removed: files, bytes, oldest and newest packet),
+// loaded at start and grown at each deletion, so that a query can say
+// that packets of its range were removed; in Shared mode the holder's
+// save merges its record with the saved one's.
+//
 // # Policy and enforcer
 //
 // The policy (policy.go: Watermarks, which file goes first) is a set of

@@ -125,7 +125,14 @@ func (r *Enforcer) loadAgent(ctx context.Context, name string, young time.Time) 
 		r.forgetAgent(name)
 		return 0, 0, 0
 	}
-	saved := r.savedIndex(name)
+	savedDoc := r.savedIndex(name)
+	saved := savedDoc.Files
+	if savedDoc.Removed.Files > 0 {
+		a := r.agent(name)
+		r.mu.Lock()
+		a.removed.Merge(savedDoc.Removed)
+		r.mu.Unlock()
+	}
 	ents, err := os.ReadDir(adir)
 	if errors.Is(err, fs.ErrNotExist) {
 		r.forgetAgent(name)
@@ -196,12 +203,13 @@ func (r *Enforcer) loadAgent(ctx context.Context, name string, young time.Time) 
 	return added, scanned, bytes
 }
 
-// savedIndex returns agent name's saved index (layout.RetainDir/<name>.json)
-// by file name, its entries checked (layout.ParseIndex); empty when there is
-// none or it cannot be read, with a warning when it is not a regular
-// file of at most maxIndexDoc bytes or does not parse.
-func (r *Enforcer) savedIndex(name string) map[string]layout.IndexedFile {
-	m, err := layout.ReadIndex(r.dir, name)
+// savedIndex returns agent name's saved index (layout.RetainDir/<name>.json):
+// its entries by file name, checked (layout.ParseIndexDoc), and its
+// record of removals; empty when there is none or it cannot be read,
+// with a warning when it is not a regular file of at most maxIndexDoc
+// bytes or does not parse.
+func (r *Enforcer) savedIndex(name string) layout.Index {
+	m, err := layout.ReadIndexDoc(r.dir, name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Warn("retention: saved index ignored; the files are read instead", "agent", name, "err", err)
 	}
@@ -252,7 +260,7 @@ func (r *Enforcer) saveIndexes(force bool) {
 	for _, a := range r.agents {
 		if a.dirty && (!r.shared.on || a.shared.held.Load()) { // Shared: only the holder writes an agent's index
 			a.dirty = false
-			jobs = append(jobs, job{a, layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}})
+			jobs = append(jobs, job{a, a.doc()})
 		}
 	}
 	r.mu.Unlock()
@@ -266,7 +274,7 @@ func (r *Enforcer) saveIndexes(force bool) {
 	}
 	for _, j := range jobs {
 		if r.shared.on {
-			j.doc.Files = r.mergeIndex(j.a.name, j.doc.Files)
+			j.doc = r.mergeDoc(j.a.name, j.doc)
 		}
 		b, err := json.Marshal(&j.doc)
 		if err == nil {

@@ -93,3 +93,42 @@ func TestIndexRestart(t *testing.T) {
 		t.Errorf("no saved index: %d files scanned, want %d", n, len(want))
 	}
 }
+
+// TestRemovedRecord: the files retention deletes are recorded in the
+// agent's saved index (how many, their bytes, the oldest and newest
+// packet among them), and the record survives a restart and grows
+// from there.
+func TestRemovedRecord(t *testing.T) {
+	dir := t.TempDir()
+	files := writeDataFiles(t, dir, "rm", 4) // last packets at 9, 19, 29, 39 µs
+	cfg := Config{FreePercent: -1, MaxAge: time.Second}
+	round := func(cutoff int64) layout.Index {
+		t.Helper()
+		r := New(cfg, Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		r.Load(t.Context())
+		r.enforce(time.Unix(0, cutoff).Add(cfg.MaxAge))
+		r.Save()
+		ix, err := layout.ReadIndexDoc(dir, "rm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	for _, c := range []struct {
+		cutoff int64
+		want   layout.Removed
+	}{
+		{cutoff: 1, want: layout.Removed{}}, // older than 1 ns: none
+		{cutoff: 20000, want: layout.Removed{Files: 2, Bytes: files[0].Bytes + files[1].Bytes, From: files[0].First, Through: files[1].Last}},
+		// A restart: the record is loaded and grows.
+		{cutoff: 30000, want: layout.Removed{Files: 3, Bytes: files[0].Bytes + files[1].Bytes + files[2].Bytes, From: files[0].First, Through: files[2].Last}},
+	} {
+		ix := round(c.cutoff)
+		if ix.Removed != c.want {
+			t.Errorf("cutoff %d: removed %+v, want %+v", c.cutoff, ix.Removed, c.want)
+		}
+		if len(ix.Files) != 4-int(c.want.Files) {
+			t.Errorf("cutoff %d: %d files indexed, want %d", c.cutoff, len(ix.Files), 4-c.want.Files)
+		}
+	}
+}

@@ -89,6 +89,19 @@ type Agent struct {
 	files       []layout.IndexedFile // closed files, oldest first (by last, then name); guarded by Enforcer.mu
 	closedBytes int64                // their bytes; guarded by Enforcer.mu
 	dirty       bool                 // files changed since the index was saved; guarded by Enforcer.mu
+	// removed: what retention removed of the agent's files, saved in
+	// its index and loaded from it at start; guarded by Enforcer.mu.
+	removed layout.Removed
+}
+
+// doc is the agent's index to save; Enforcer.mu must be held.
+func (a *Agent) doc() layout.IndexDoc {
+	d := layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}
+	if a.removed.Files > 0 {
+		rem := a.removed
+		d.Removed = &rem
+	}
+	return d
 }
 
 func statfsDir(dir string) (size, avail int64, err error) {
@@ -509,6 +522,9 @@ func (r *Enforcer) delete(a *Agent, f layout.IndexedFile, rule Rule, skip map[st
 	}
 	r.mu.Lock()
 	a.remove(f.Name)
+	if err == nil {
+		a.removed.Add(f)
+	}
 	r.mu.Unlock()
 	if err != nil { // gone already: deleted by someone else
 		if safefs.Dir(filepath.Join(r.dir, a.name)) != nil {

@@ -220,6 +220,23 @@ func (r *Enforcer) prune(name string) {
 	}
 }
 
+// mergeDoc returns the index document to save for agent name in a
+// shared root: its files merged (mergeIndex), its record of removals
+// merged with the saved one's (layout.Removed.Merge).
+func (r *Enforcer) mergeDoc(name string, doc layout.IndexDoc) layout.IndexDoc {
+	doc.Files = r.mergeIndex(name, doc.Files)
+	saved, _ := layout.ReadIndexDoc(r.dir, name)
+	var rem layout.Removed
+	if doc.Removed != nil {
+		rem = *doc.Removed
+	}
+	rem.Merge(saved.Removed)
+	if rem.Files > 0 {
+		doc.Removed = &rem
+	}
+	return doc
+}
+
 // mergeIndex returns the index to save for agent name: files (this
 // Store's) and the files its saved index lists, of those still in its
 // directory (or, for this Store's, still .part: recorded just before
@@ -285,10 +302,10 @@ func (r *Enforcer) release(name string) {
 	r.mu.Lock()
 	dirty := a.dirty
 	a.dirty = false
-	doc := layout.IndexDoc{Version: 1, Files: append([]layout.IndexedFile(nil), a.files...)}
+	doc := a.doc()
 	r.mu.Unlock()
 	if dirty {
-		doc.Files = r.mergeIndex(name, doc.Files)
+		doc = r.mergeDoc(name, doc)
 		dir := filepath.Join(r.dir, layout.RetainDir)
 		b, err := json.Marshal(&doc)
 		if err == nil {

@@ -108,7 +108,7 @@ func TestQueryZstdFrames(t *testing.T) {
 		{"range", mid, mid2, nil, "", 500},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, got, want := queryAndReference(t, ctx, dir, merged, work, c.name, c.since, c.until, c.args, c.display)
+			_, _, got, want := queryAndReference(t, ctx, dir, merged, work, c.name, c.since, c.until, c.args, c.display, 0)
 			if len(want) == 0 || c.want >= 0 && len(want) != c.want {
 				t.Fatalf("the reference selects %d packets, want %d (-1: some)", len(want), c.want)
 			}
