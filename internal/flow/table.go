@@ -180,6 +180,11 @@ func (t *Table) Add(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 	if t.run.on && t.sum(iface, linkType, ts, wireLen, data, block) {
 		return
 	}
+	t.add(iface, linkType, ts, wireLen, data, block)
+}
+
+// add is Add for a packet the run did not take.
+func (t *Table) add(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) {
 	t.settle()
 	h, hok := headerOf(iface, linkType, data)
 	if hok && t.hdrOK && t.last >= 0 {

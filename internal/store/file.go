@@ -288,12 +288,15 @@ func (af *agentFile) writable(now time.Time) error {
 func (af *agentFile) write(ifIndex int, r *wire.Record) error {
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
+	lt := uint32(af.ifaces[ifIndex].ifc.LinkType)
+	var block uint32 // the index block the packet is in (0 without an index)
 	if af.ixLive {
-		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+		af.ix.Add(lt, r.Timestamp, r.Data)
+		block = uint32(af.ix.Blocks())
 	}
 	// After the index, which read the same headers: in the cache now.
 	if af.flLive {
-		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
+		af.ft.Add(uint32(ifIndex), lt, r.Timestamp, r.OrigLen, r.Data, block)
 	}
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
@@ -318,12 +321,15 @@ func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq 
 	b := layout.AppendMark(af.markBuf[:0], inst.id, seq)
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
+	lt := uint32(af.ifaces[ifIndex].ifc.LinkType)
+	var block uint32 // the index block the packet is in (0 without an index)
 	if af.ixLive {
-		af.ix.Add(uint32(af.ifaces[ifIndex].ifc.LinkType), r.Timestamp, r.Data)
+		af.ix.Add(lt, r.Timestamp, r.Data)
+		block = uint32(af.ix.Blocks())
 	}
 	// After the index, which read the same headers: in the cache now.
 	if af.flLive {
-		af.flowAdd(ifIndex, r.Timestamp, r.OrigLen, r.Data)
+		af.ft.Add(uint32(ifIndex), lt, r.Timestamp, r.OrigLen, r.Data, block)
 	}
 	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, b); err != nil {
 		return err

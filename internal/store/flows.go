@@ -52,15 +52,6 @@ func (af *agentFile) flowStart() {
 	af.flLive = true
 }
 
-// flowAdd feeds the flow table one packet written to interface ifIndex.
-func (af *agentFile) flowAdd(ifIndex int, ts int64, origLen uint32, data []byte) {
-	var block uint32
-	if af.ixLive {
-		block = uint32(af.ix.Blocks())
-	}
-	af.ft.Add(uint32(ifIndex), uint32(af.ifaces[ifIndex].ifc.LinkType), ts, origLen, data, block)
-}
-
 // flowEncode moves the records the table ended to the bytes waiting
 // for the flow file.
 func (af *agentFile) flowEncode() {
