@@ -38,10 +38,10 @@ type Service struct {
 	door  *frontdoor.Listener  // ln's front door, made once the core is
 	udp   *collector.UDPServer // nil without ListenUDP
 	uconn *net.UDPConn
-	tap   *tap.Tap          // nil without tap listeners
-	redis *redisfeed.Feed   // nil without a Redis URL
-	msrv  *metrics.Server   // nil without a metrics address
-	query *queryhttp.Server // nil without a query listener
+	tap   *tap.Tap            // nil without tap listeners
+	redis *redisfeed.Feed     // nil without a Redis URL
+	msrv  *metrics.Server     // nil without a metrics address
+	query *queryhttp.Server   // nil without a query listener
 	page  *metrics.StatusPage // GET /status of the metrics and query listeners; nil without either
 	m     *metrics.Collector
 
