@@ -16,8 +16,11 @@ import (
 var errUsage = errors.New("usage")
 
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errPartial):
+		return 4
 	}
 	return 1
 }
