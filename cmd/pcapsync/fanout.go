@@ -75,12 +75,19 @@ type serverFlags struct {
 }
 
 // define adds the flags to fs; what names what the command asks
-// ("flows", "status").
+// ("flows").
 func (f *serverFlags) define(fs *pflag.FlagSet, what string) {
-	fs.StringVar(&f.from, "from", "", "ask the "+what+" of the collectors or writers serving --query-listen at HOST:PORT, several separated by commas, over HTTPS")
-	fs.StringVar(&f.file, "servers", "", "ask the servers listed in FILE too, one HOST:PORT per line ('#' comments)")
+	f.defineFrom(fs, what)
 	fs.DurationVar(&f.timeout, "server-timeout", defaultServerTimeout, "give up a server that sends nothing for this long (connecting included)")
 	fs.BoolVar(&f.partial, "partial", false, "when a server fails, answer from the others (exit status 4) instead of failing")
+}
+
+// defineFrom adds --from, --servers and the TLS flags only: a command
+// that answers with what every server gave (status) has no --partial,
+// and sets timeout itself.
+func (f *serverFlags) defineFrom(fs *pflag.FlagSet, what string) {
+	fs.StringVar(&f.from, "from", "", "ask the "+what+" of the collectors or writers serving --query-listen at HOST:PORT, several separated by commas, over HTTPS")
+	fs.StringVar(&f.file, "servers", "", "ask the servers listed in FILE too, one HOST:PORT per line ('#' comments)")
 	f.tls = tapClientTLSFlags(fs, "--from")
 }
 
