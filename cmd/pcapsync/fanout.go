@@ -78,8 +78,13 @@ type serverFlags struct {
 // ("flows").
 func (f *serverFlags) define(fs *pflag.FlagSet, what string) {
 	f.defineFrom(fs, what)
-	fs.DurationVar(&f.timeout, "server-timeout", defaultServerTimeout, "give up a server that sends nothing for this long (connecting included)")
+	f.defineTimeout(fs)
 	fs.BoolVar(&f.partial, "partial", false, "when a server fails, answer from the others (exit status 4) instead of failing")
+}
+
+// defineTimeout adds --server-timeout.
+func (f *serverFlags) defineTimeout(fs *pflag.FlagSet) {
+	fs.DurationVar(&f.timeout, "server-timeout", defaultServerTimeout, "give up a server that sends nothing for this long (connecting included)")
 }
 
 // defineFrom adds --from, --servers and the TLS flags only: a command
@@ -126,14 +131,27 @@ func (f *serverFlags) clients(stderr io.Writer) ([]queryhttp.ClientConfig, error
 	return ccs, nil
 }
 
-// askAll calls ask for every server, at most maxParallel at once, and
+// stall gives a server up when it sends nothing for its timeout.
+type stall struct {
+	t *time.Timer
+	d time.Duration
+}
+
+// alive says the server sent something: its timeout starts again.
+func (s *stall) alive() { s.t.Reset(s.d) }
+
+// hold stops the clock while the command, not the server, is slow (a
+// merge waiting on another server): alive starts it again.
+func (s *stall) hold() { s.t.Stop() }
+
+// askAll calls ask for every server, at most parallel at once, and
 // returns their outcomes in the order of ccs. ask's context is cancelled
-// when its server sends nothing for timeout: ask calls progress for
+// when its server sends nothing for timeout: ask calls st.alive for
 // every item it receives, and returns how many it received.
-func askAll(ctx context.Context, ccs []queryhttp.ClientConfig, timeout time.Duration,
-	ask func(ctx context.Context, i int, progress func()) (int, error)) []serverOutcome {
+func askAll(ctx context.Context, ccs []queryhttp.ClientConfig, parallel int, timeout time.Duration,
+	ask func(ctx context.Context, i int, st *stall) (int, error)) []serverOutcome {
 	out := make([]serverOutcome, len(ccs))
-	sem := make(chan struct{}, maxParallel)
+	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
 	for i := range ccs {
 		wg.Go(func() {
@@ -141,9 +159,9 @@ func askAll(ctx context.Context, ccs []queryhttp.ClientConfig, timeout time.Dura
 			defer func() { <-sem }()
 			sctx, cancel := context.WithCancelCause(ctx)
 			defer cancel(nil)
-			stall := time.AfterFunc(timeout, func() { cancel(errStalled) })
-			defer stall.Stop()
-			n, err := ask(sctx, i, func() { stall.Reset(timeout) })
+			st := &stall{t: time.AfterFunc(timeout, func() { cancel(errStalled) }), d: timeout}
+			defer st.t.Stop()
+			n, err := ask(sctx, i, st)
 			out[i] = classify(ccs[i].Addr, n, err, context.Cause(sctx), timeout)
 		})
 	}

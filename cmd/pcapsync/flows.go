@@ -313,11 +313,11 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 	f.servers = len(ccs)
 	got := make([][]flowquery.Flow, len(ccs))
 	var held atomic.Int64
-	outs := askAll(ctx, ccs, f.srv.timeout, func(ctx context.Context, i int, progress func()) (int, error) {
+	outs := askAll(ctx, ccs, maxParallel, f.srv.timeout, func(ctx context.Context, i int, st *stall) (int, error) {
 		cc := ccs[i]
 		cc.Params = p
 		err := queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
-			progress()
+			st.alive()
 			if held.Add(1) > int64(f.cfg.MaxFlows) {
 				return fmt.Errorf("%w: more than %d from the servers together (--max-flows)", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
 			}

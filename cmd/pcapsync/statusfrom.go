@@ -37,7 +37,7 @@ func runStatusFrom(ctx context.Context, s streams, srv *serverFlags, raw bool) e
 	}
 	doc := statusDoc{Time: time.Now().UTC(), Servers: make([]serverStatus, len(ccs))}
 	rows := make([]metrics.ServerStatus, len(ccs))
-	outs := askAll(ctx, ccs, srv.timeout, func(ctx context.Context, i int, _ func()) (int, error) {
+	outs := askAll(ctx, ccs, maxParallel, srv.timeout, func(ctx context.Context, i int, _ *stall) (int, error) {
 		b, err := queryhttp.FetchStatus(ctx, ccs[i])
 		if err != nil {
 			return 0, err
