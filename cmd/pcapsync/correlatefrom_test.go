@@ -16,14 +16,14 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
-// TestCorrelateFrom: correlate --from three servers (agent a on one, b
-// on another, s on two) reports what correlate --dir reports over a
+// TestCorrelateFrom: correlate --from four servers (agent a on one, b
+// on another, s on two, none on the fourth) reports what correlate --dir reports over a
 // copy of the three roots, and writes the same unmatched packets; a
 // server down or stalling fails it, naming the server.
 func TestCorrelateFrom(t *testing.T) {
 	roots, merged := fedRoots(t)
 	var addrs []string
-	for _, r := range roots {
+	for _, r := range append(roots[:], t.TempDir()) { // and a server holding none of the agents
 		addrs = append(addrs, startQueryServer(t, r, "127.0.0.1:0", nil))
 	}
 	correlateJSON := func(args ...string) (correlate.Report, []string) {
