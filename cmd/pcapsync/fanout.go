@@ -41,15 +41,15 @@ const (
 
 // serverOutcome is what one server gave a command asking many.
 type serverOutcome struct {
-	Server  string `json:"server"`
-	Outcome string `json:"outcome"`          // ok, refused, unreachable, timed out, failed
-	Reason  string `json:"reason,omitempty"` // why, for all but ok
-	Items   int    `json:"items"`            // flows, agents or packets received
+	Server  string // HOST:PORT
+	Outcome string // ok, refused, unreachable, timed out, failed
+	Reason  string // why, for all but ok
+	Items   int    // flows received (0 where not counted)
 	err     error
 }
 
-// String is the outcome for a person: "a:7780: failed after 12 flows:
-// reason".
+// describe is the outcome for a person: "a:7780: ok, 12 flows",
+// "a:7780: failed after 12 flows: reason".
 func (o serverOutcome) describe(unit string) string {
 	s := o.Server + ": " + o.Outcome
 	if o.Outcome != outcomeOK && o.Items > 0 {
