@@ -21,11 +21,13 @@ var errUsage = errors.New("usage")
 var errUncovered = errors.New("nothing to answer from")
 
 // Exit statuses (docs/query.md): 0 answered (maybe empty), 1 failed,
-// 2 usage, 3 nothing to answer from.
+// 2 usage, 3 nothing to answer from, 4 a partial answer (--partial and
+// a server failed).
 const (
 	exitFailed    = 1
 	exitUsage     = 2
 	exitUncovered = 3
+	exitPartial   = 4
 )
 
 func exitCode(err error) int {
@@ -34,6 +36,8 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, errUncovered):
 		return exitUncovered
+	case errors.Is(err, errPartial):
+		return exitPartial
 	}
 	return exitFailed
 }

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +50,14 @@ JSON keys.
 
 --from HOST:PORT reads the flows of a collector or writer serving
 --query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
---tls-key, --token-file; plain HTTP with --insecure), as query --from.`
+--tls-key, --token-file; plain HTTP with --insecure), as query --from.
+--from A,B,C (and --servers FILE) asks every server at once and sorts,
+sums and gathers their flows together; each flow says its server (the
+JSON key "server", the CSV column "server", a SERVER column in the
+table when there are several). A server that fails fails the command,
+naming it; with --partial the others' flows are printed, each server's
+outcome on stderr, exit status 4. --server-timeout gives up a server
+that sends nothing for that long.`
 
 type flowsFlags struct {
 	cfg          flowquery.Config
@@ -57,14 +67,15 @@ type flowsFlags struct {
 	group, by    string
 	sort         string
 	same         bool
-	from         string
-	tls          *tapClientFlags
-	summary      *summaryFormat
+	srv          serverFlags
+	servers      int              // asked; the table has a SERVER column past one
+	partial      error            // errPartial: some servers failed, --partial given
+	summary      *summaryFormat   // --dir's summary on stderr
 	res          flowquery.Result // what --dir read
 }
 
 func flowsCommand(s streams) *cobra.Command {
-	c := leaf("flows (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) [--json|--csv] [--top N [--group host|pair|port|agent] [--by bytes|packets|flows]] [--same] [--sort KEY] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [FILTER]",
+	c := leaf("flows (--dir DIR | --from HOST:PORT[,HOST:PORT...] [--servers FILE] [--partial] [--server-timeout D] [TLS flags | --insecure]) [--json|--csv] [--top N [--group host|pair|port|agent] [--by bytes|packets|flows]] [--same] [--sort KEY] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [FILTER]",
 		"print the flow records (conversations) of many agents: who talked to whom, how much, when; top talkers",
 		flowsUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &flowsFlags{}
@@ -82,8 +93,7 @@ func flowsCommand(s streams) *cobra.Command {
 			fs.StringVar(&f.sort, "sort", "first", "order the flows by first, last, bytes, packets or duration")
 			fs.BoolVar(&f.same, "same", false, "gather the same conversation seen by several agents (by Community ID)")
 			fs.IntVar(&f.cfg.MaxFlows, "max-flows", flowquery.DefaultMaxFlows, "the most flows held to join and sort; more is an error")
-			fs.StringVar(&f.from, "from", "", "read the flows of the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
-			f.tls = tapClientTLSFlags(fs, "--from")
+			f.srv.define(fs, "flows")
 			f.summary = addSummaryFlag(fs)
 			return func(ctx context.Context, args []string) error {
 				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
@@ -92,7 +102,7 @@ func flowsCommand(s streams) *cobra.Command {
 				if err := f.check(fs); err != nil {
 					return err
 				}
-				if f.top > 0 && f.from == "" {
+				if f.top > 0 && !f.srv.given() {
 					return f.runTop(ctx, s)
 				}
 				flows, err := f.load(ctx, s)
@@ -105,7 +115,10 @@ func flowsCommand(s streams) *cobra.Command {
 				if ferr := f.finish(s); ferr != nil {
 					return ferr
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				return f.partial
 			}
 		})
 	annotate(c.Flags(), "filter", annPositional)
@@ -123,19 +136,17 @@ func (f *flowsFlags) check(fs *pflag.FlagSet) error {
 		return usageError("--top and --same exclude each other")
 	case f.top == 0 && (fs.Changed("group") || fs.Changed("by")):
 		return usageError("--group and --by go with --top")
-	case f.from == "" && f.tls.given(fs):
-		return usageError("the TLS flags, --token-file and --insecure go with --from")
-	case f.from != "" && f.cfg.Dir != "":
+	case f.srv.given() && f.cfg.Dir != "":
 		return usageError("--dir and --from exclude each other (--from reads the server's own root)")
-	case f.from == "" && f.cfg.Dir == "":
+	case !f.srv.given() && f.cfg.Dir == "":
 		return usageError("flows needs --dir (or --from)")
 	}
-	return nil
+	return f.srv.check(fs)
 }
 
 // load selects the flows, here or from --from.
 func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, error) {
-	if f.from != "" {
+	if f.srv.given() {
 		return f.loadRemote(ctx, s)
 	}
 	cfg, err := f.localConfig(s)
@@ -199,7 +210,7 @@ func localErr(err error) error {
 // finish prints the summary of --dir on stderr (--from has none: the
 // files are the server's).
 func (f *flowsFlags) finish(s streams) error {
-	if f.from != "" {
+	if f.srv.given() {
 		return nil
 	}
 	r := &f.res
@@ -261,9 +272,9 @@ func (f *flowsFlags) print(w io.Writer, flows []flowquery.Flow) error {
 	case f.json:
 		return printFlowsJSON(w, groups, f.same)
 	case f.csv:
-		return printFlowsCSV(w, groups)
+		return printFlowsCSV(w, groups, f.servers > 0)
 	}
-	return printFlowsTable(w, groups, f.same)
+	return printFlowsTable(w, groups, f.same, f.servers > 1)
 }
 
 func printFlowsJSON(w io.Writer, groups [][]flowquery.Flow, same bool) error {
@@ -295,21 +306,35 @@ func printFlowsJSON(w io.Writer, groups [][]flowquery.Flow, same bool) error {
 	return nil
 }
 
-func printFlowsCSV(w io.Writer, groups [][]flowquery.Flow) error {
+// printFlowsCSV writes the flows as CSV, with server a last column
+// "server".
+func printFlowsCSV(w io.Writer, groups [][]flowquery.Flow, server bool) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write(flowquery.CSVHeader)
+	head := flowquery.CSVHeader
+	if server {
+		head = append(slices.Clip(head), "server")
+	}
+	_ = cw.Write(head)
 	for _, g := range groups {
 		for i := range g {
-			_ = cw.Write(g[i].CSV())
+			row := g[i].CSV()
+			if server {
+				row = append(row, g[i].Server)
+			}
+			_ = cw.Write(row)
 		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
-// printFlowsTable writes a table for people: times in the local zone.
-func printFlowsTable(w io.Writer, groups [][]flowquery.Flow, same bool) error {
+// printFlowsTable writes a table for people: times in the local zone;
+// with server, a first column SERVER.
+func printFlowsTable(w io.Writer, groups [][]flowquery.Flow, same, server bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if server {
+		fmt.Fprint(tw, "SERVER\t")
+	}
 	fmt.Fprintln(tw, "FIRST\tDURATION\tIFACE\tPROTO\tSRC\t\tDST\tPACKETS\tBYTES\tEND")
 	for _, g := range groups {
 		for i := range g {
@@ -317,6 +342,9 @@ func printFlowsTable(w io.Writer, groups [][]flowquery.Flow, same bool) error {
 			ind := ""
 			if same && i > 0 {
 				ind = "  = "
+			}
+			if server {
+				fmt.Fprint(tw, fl.Server+"\t")
 			}
 			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t->\t%s\t%d/%d\t%d/%d\t%s\n", ind,
 				time.Unix(0, fl.First).In(localZone).Format("2006-01-02 15:04:05.000000"),
@@ -355,34 +383,60 @@ func (f *flowsFlags) printTop(w io.Writer, top []flowquery.Talker) error {
 	return tw.Flush()
 }
 
-// loadRemote is --from (GET /flows).
+// loadRemote is --from (GET /flows of every server): their flows
+// together, in the order of a local run (first time, agent, interface),
+// then the servers' order; at most --max-flows in all. With --partial,
+// the flows of the servers that answered in full (a server that failed
+// midway gives none: its answer is incomplete).
 func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flow, error) {
-	addr, err := serverAddr(f.from, *f.tls.insecure)
+	ccs, err := f.srv.clients(s.stderr)
 	if err != nil {
 		return nil, err
 	}
-	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter}}
+	p := queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter}
 	now := time.Now()
-	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
+	if p.Since, err = remoteTime("since", f.since, now); err != nil {
 		return nil, err
 	}
-	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
+	if p.Until, err = remoteTime("until", f.until, now); err != nil {
 		return nil, err
 	}
-	if cc.TLS, cc.Token, err = f.tls.config(warnLogger(s.stderr)); err != nil {
+	f.servers = len(ccs)
+	got := make([][]flowquery.Flow, len(ccs))
+	var held atomic.Int64
+	outs := askAll(ctx, ccs, maxParallel, f.srv.timeout, func(ctx context.Context, i int, st *stall) (int, error) {
+		cc := ccs[i]
+		cc.Params = p
+		err := queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
+			st.alive()
+			if held.Add(1) > int64(f.cfg.MaxFlows) {
+				return fmt.Errorf("%w: more than %d from the servers together (--max-flows)", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
+			}
+			fl, err := j.Flow()
+			fl.Server = cc.Addr
+			got[i] = append(got[i], fl)
+			return err
+		})
+		return len(got[i]), err
+	})
+	for _, o := range outs {
+		if errors.Is(o.err, flowquery.ErrTooManyFlows) {
+			return nil, o.err
+		}
+	}
+	if err := settle(outs, f.srv.partial, "flows", s.stderr); err != nil && !errors.Is(err, errPartial) {
 		return nil, err
+	} else if err != nil {
+		f.partial = err
 	}
 	var flows []flowquery.Flow
-	err = queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
-		if len(flows) >= f.cfg.MaxFlows {
-			return fmt.Errorf("%w: more than %d", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
+	for i, o := range outs {
+		if o.Outcome == outcomeOK {
+			flows = append(flows, got[i]...)
 		}
-		fl, err := j.Flow()
-		flows = append(flows, fl)
-		return err
-	})
-	if errors.Is(err, queryhttp.ErrBadRequest) {
-		err = fmt.Errorf("%w: %w", errUsage, err)
 	}
-	return flows, err
+	slices.SortStableFunc(flows, func(a, b flowquery.Flow) int {
+		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface))
+	})
+	return flows, nil
 }

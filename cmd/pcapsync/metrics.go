@@ -30,7 +30,16 @@ host. With --config FILE, the configuration file of a collector, writer
 or agent (/etc/pcapsync/collector.conf), it asks the address of the
 file's "metrics" line and skips the file's other settings of those
 commands; a name that is none of their settings is refused. The old name
-of --metrics, --collector-admin, is still accepted.`
+of --metrics, --collector-admin, is still accepted.
+
+--from A,B,C (and --servers FILE) asks the query listeners of many
+collectors and writers instead (their --query-listen: GET /status over
+HTTPS, with the TLS flags, --token-file or --insecure as query --from)
+and prints one table of every server's agents, a SERVER column first;
+a server that gives no status within --timeout is a row saying why.
+--json prints one document: every server with its outcome and its
+status as served. Exit status: 0 when every server answered, 4 when
+some did not (their rows say so), 1 when none did.`
 
 // annForeign names, space-separated, the commands whose settings a
 // command skips in its configuration file instead of refusing them
@@ -38,18 +47,29 @@ of --metrics, --collector-admin, is still accepted.`
 const annForeign = "pcapsync/foreign-settings"
 
 func statusCommand(s streams) *cobra.Command {
-	c := leaf("status [--metrics HOST:PORT | --config FILE] [--json]", "print the agents a collector knows", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
-		addr := fs.String("metrics", metrics.DefaultStatusAddr, "the HOST:PORT of the collector's (or writer's) metrics listener: its --metrics")
-		aliases(fs, map[string]string{"collector-admin": "metrics"})
-		raw := fs.Bool("json", false, "print the JSON as the collector serves it")
-		timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-		return func(ctx context.Context, _ []string) error {
-			if *addr == "" {
-				return usageError("status: --metrics is empty: give the collector's HOST:PORT")
+	c := leaf("status [--metrics HOST:PORT | --config FILE | --from HOST:PORT[,HOST:PORT...] [--servers FILE] [TLS flags | --insecure]] [--json]",
+		"print the agents a collector knows, or many collectors", statusUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			addr := fs.String("metrics", metrics.DefaultStatusAddr, "the HOST:PORT of the collector's (or writer's) metrics listener: its --metrics")
+			aliases(fs, map[string]string{"collector-admin": "metrics"})
+			raw := fs.Bool("json", false, "print the JSON as the collector serves it")
+			timeout := fs.Duration("timeout", 5*time.Second, "give up after this long (with --from: on each server)")
+			srv := &serverFlags{}
+			srv.defineFrom(fs, "status")
+			return func(ctx context.Context, _ []string) error {
+				switch {
+				case *timeout <= 0:
+					return usageError("--timeout %s: want a duration above 0", *timeout)
+				case srv.given() && fs.Changed("metrics"):
+					return usageError("--metrics and --from exclude each other (--metrics asks one metrics listener, --from query listeners)")
+				case srv.given():
+					srv.timeout = *timeout
+					return runStatusFrom(ctx, s, srv, *raw)
+				case *addr == "":
+					return usageError("status: --metrics is empty: give the collector's HOST:PORT")
+				}
+				return runStatus(ctx, s, *addr, *raw, *timeout)
 			}
-			return runStatus(ctx, s, *addr, *raw, *timeout)
-		}
-	})
+		})
 	c.Annotations = map[string]string{annForeign: "collector writer agent"}
 	return c
 }

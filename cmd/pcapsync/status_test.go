@@ -22,6 +22,7 @@ import (
 // listens on.
 type collectorAddrs struct {
 	agents, metrics string
+	query           string // "" without --query-listen
 }
 
 // startCollector runs "pcapsync collector" in-process on loopback, with
@@ -34,7 +35,8 @@ func startCollector(t *testing.T, metricsAddr string, security ...string) collec
 	}
 	stderr, done := runBackground(t, append([]string{"collector", "--listen", "127.0.0.1:0", "--dir", t.TempDir(),
 		"--metrics", metricsAddr, "--shutdown-timeout", "100ms"}, security...)...)
-	listening := regexp.MustCompile(`msg="collector listening" addr=(\S+)`)
+	listening := regexp.MustCompile(`msg="collector listening" addr=(\S+).*`)
+	queryListening := regexp.MustCompile(` query=(\S+)`)
 	metricsListening := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 	var a collectorAddrs
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -49,6 +51,9 @@ func startCollector(t *testing.T, metricsAddr string, security ...string) collec
 			return errors.New("the collector's listeners are not up yet")
 		}
 		a = collectorAddrs{agents: m[1], metrics: mm[1]}
+		if q := queryListening.FindStringSubmatch(m[0]); q != nil {
+			a.query = q[1]
+		}
 		return nil
 	})
 	return a

@@ -44,6 +44,13 @@ type Config struct {
 
 // Validate reports what is wrong with c.
 func (c *Config) Validate() error {
+	q := c.query()
+	return errors.Join(c.ValidateAgents(), q.Validate())
+}
+
+// ValidateAgents checks the agents and the window: Validate less the
+// query's fields (Dir, the selection), which RunSource does not read.
+func (c *Config) ValidateAgents() error {
 	var errs []error
 	if len(c.Agents) < 2 {
 		errs = append(errs, fielderr.Errorf("%d agents: correlate needs two or more ({correlate.Agents} A {correlate.Agents} B)", len(c.Agents)))
@@ -57,10 +64,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Window < 0 {
 		errs = append(errs, fmt.Errorf("window %v is negative", c.Window))
-	}
-	q := c.query()
-	if err := q.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

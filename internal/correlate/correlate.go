@@ -36,8 +36,33 @@ func Run(ctx context.Context, cfg Config, unmatched io.Writer) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	return runSource(ctx, cfg, qp, unmatched)
+}
+
+// Source gives the packets of a correlation, every agent's merged in
+// timestamp order, as *query.Prepared's Each does: each packet with its
+// Agent, its interface numbered from 0 in the order of first packets
+// (Iface) and described (Interface), Data valid until fn returns.
+type Source interface {
+	Each(ctx context.Context, fn func(*query.Packet) error) (query.Result, error)
+}
+
+// RunSource is Run over the packets src gives instead of cfg.Dir's
+// (pcapsync correlate --from: the servers' query listeners): cfg's
+// Agents, Window and selection (for the unmatched pcapng's comment)
+// apply; Dir, ReorderMem and Logger are unused, an agent without
+// packets counts none. A packet of an agent not in cfg.Agents is an
+// error.
+func RunSource(ctx context.Context, cfg Config, src Source, unmatched io.Writer) (Report, error) {
+	if err := cfg.ValidateAgents(); err != nil {
+		return Report{}, err
+	}
+	return runSource(ctx, cfg, src, unmatched)
+}
+
+func runSource(ctx context.Context, cfg Config, src Source, unmatched io.Writer) (Report, error) {
 	c := &run{cfg: cfg}
-	err = c.read(ctx, qp, unmatched)
+	err := c.read(ctx, src, unmatched)
 	return c.rep, err
 }
 
@@ -51,7 +76,7 @@ type run struct {
 }
 
 // read matches the query's packets and fills c.rep.
-func (c *run) read(ctx context.Context, qp *query.Prepared, unmatched io.Writer) error {
+func (c *run) read(ctx context.Context, qp Source, unmatched io.Writer) error {
 	var emit func(*packet) error
 	var bw *bufio.Writer
 	if unmatched != nil {

@@ -48,6 +48,7 @@ type JSON struct {
 	End         string   `json:"end"`
 	SYN         bool     `json:"syn"` // a SYN decided the initiator
 	Parts       int      `json:"parts"`
+	Server      string   `json:"server,omitempty"` // the server it came from (flows --from)
 }
 
 // CSVHeader are the columns CSV writes, the JSON keys.
@@ -62,7 +63,7 @@ func (f *Flow) JSON() JSON {
 		First: FormatTime(f.First), Last: FormatTime(f.Last),
 		SrcPackets: f.Packets[0], SrcBytes: f.Bytes[0], DstPackets: f.Packets[1], DstBytes: f.Bytes[1],
 		TCPFlags: TCPFlags(f.TCPFlags[0] | f.TCPFlags[1]), SrcTCPFlags: TCPFlags(f.TCPFlags[0]), DstTCPFlags: TCPFlags(f.TCPFlags[1]),
-		End: f.End.String(), SYN: f.Flags&flow.RecordSYN != 0, Parts: len(f.Parts)}
+		End: f.End.String(), SYN: f.Flags&flow.RecordSYN != 0, Parts: len(f.Parts), Server: f.Server}
 	switch k.Kind {
 	case flow.KindIPv4, flow.KindIPv6:
 		j.SrcIP, j.DstIP = k.SrcAddr().String(), k.DstAddr().String()
@@ -186,7 +187,7 @@ func Sort(fs []Flow, key string) error {
 // GET /flows): its key, times, counts, flags and end; Parts holds as
 // many parts as j says, without their files and blocks.
 func (j *JSON) Flow() (Flow, error) {
-	f := Flow{Agent: j.Agent, Iface: j.Iface, CommunityID: j.CommunityID, Parts: make([]Part, min(max(j.Parts, 0), 1<<16))}
+	f := Flow{Agent: j.Agent, Iface: j.Iface, CommunityID: j.CommunityID, Server: j.Server, Parts: make([]Part, min(max(j.Parts, 0), 1<<16))}
 	k := &f.Key
 	var err error
 	if f.First, err = parseTime(j.First); err != nil {

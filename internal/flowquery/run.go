@@ -34,6 +34,9 @@ type Flow struct {
 	Iface       string // "AGENT:IF" as the data file names it
 	CommunityID string // "" for flows that are not IP
 	Parts       []Part
+	// Server is the query listener the flow came from (pcapsync flows
+	// --from); "" for a flow read here.
+	Server string
 }
 
 // Part is where one record of a flow is: its data file and index blocks.

@@ -36,6 +36,8 @@ type ClientConfig struct {
 	// DialTimeout bounds connecting and the TLS handshake; 0 means
 	// DefaultDialTimeout. The query itself has no time limit but ctx.
 	DialTimeout time.Duration
+
+	path string // the URL path when not Path or FlowsPath (FetchStatus)
 }
 
 // URL returns the query's URL, its parameters in the query (as a GET
@@ -44,6 +46,9 @@ func (c ClientConfig) URL() string {
 	u := url.URL{Scheme: "https", Host: c.Addr, Path: Path, RawQuery: c.Params.Values().Encode()}
 	if c.Flows {
 		u.Path = FlowsPath
+	}
+	if c.path != "" {
+		u.Path, u.RawQuery = c.path, ""
 	}
 	if c.TLS == nil {
 		u.Scheme = "http"

@@ -70,7 +70,13 @@ type Config struct {
 	// answered 503 and the compile, which cannot be interrupted, goes
 	// on to its end unheeded.
 	CompileTimeout time.Duration
-	Logger         *slog.Logger // nil: slog.Default()
+	// Status, if set, is the process's status (the value its metrics
+	// listener serves at GET /status: a collector's or writer's agents),
+	// served as JSON at GET StatusPath to the clients the queries admit.
+	// It is called once per request and must be safe for concurrent
+	// use. nil: GET /status answers 404.
+	Status func() any
+	Logger *slog.Logger // nil: slog.Default()
 }
 
 // Validate reports the first unusable setting, naming its field

@@ -161,8 +161,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.URL.Path == StatusPath:
+		s.serveStatus(w, r, log)
+		return
 	case r.URL.Path != Path && r.URL.Path != FlowsPath:
-		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath)
+		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")

@@ -38,10 +38,11 @@ type Service struct {
 	door  *frontdoor.Listener  // ln's front door, made once the core is
 	udp   *collector.UDPServer // nil without ListenUDP
 	uconn *net.UDPConn
-	tap   *tap.Tap          // nil without tap listeners
-	redis *redisfeed.Feed   // nil without a Redis URL
-	msrv  *metrics.Server   // nil without a metrics address
-	query *queryhttp.Server // nil without a query listener
+	tap   *tap.Tap            // nil without tap listeners
+	redis *redisfeed.Feed     // nil without a Redis URL
+	msrv  *metrics.Server     // nil without a metrics address
+	query *queryhttp.Server   // nil without a query listener
+	page  *metrics.StatusPage // GET /status of the metrics and query listeners; nil without either
 	m     *metrics.Collector
 
 	kopts  []kgo.Opt           // the Kafka connection's options
@@ -100,9 +101,19 @@ func (s *Service) open() error {
 	if err != nil {
 		return err
 	}
+	if s.msrv != nil || s.query != nil {
+		s.page = metrics.NewStatusPage(s.core, s.udp)
+		if s.writer != nil {
+			s.page.WatchWriter(s.writer)
+		}
+	}
 	s.watch()
 	return nil
 }
+
+// status is the query listener's GET /status: what the metrics
+// listener's serves.
+func (s *Service) status() any { return s.page.Status() }
 
 // openCollector assembles a collector: the feeds, the listeners (the
 // agents' TCP and UDP ones), the store and the core.
@@ -321,6 +332,7 @@ func (s *Service) bind(agents bool) error {
 	if c.Query.Listen != "" {
 		qc := c.Query
 		qc.Dir, qc.TLS, qc.Token, qc.Logger = c.Collector.Store.Dir, c.Collector.TLS, c.Collector.Token, c.Logger
+		qc.Status = s.status // s.page, made once the core is (open)
 		q, err := queryhttp.New(qc)
 		if err != nil {
 			return err
@@ -418,14 +430,12 @@ func (s *Service) Run(ctx context.Context) error {
 	tickCtx, stopTick := context.WithCancel(bg)
 	ticked := goRun(func() error { s.core.Run(tickCtx); return nil })
 	stopMetrics := func() {}
+	if s.page != nil {
+		go s.page.Run(tickCtx)
+	}
 	if s.msrv != nil {
-		page := metrics.NewStatusPage(s.core, s.udp)
-		if s.writer != nil {
-			page.WatchWriter(s.writer)
-		}
-		go page.Run(tickCtx)
 		mctx, cancel := context.WithCancel(bg)
-		done := goRun(func() error { return s.msrv.Run(mctx, s.msrv.Handler(s.m.Registry, page), s.log) })
+		done := goRun(func() error { return s.msrv.Run(mctx, s.msrv.Handler(s.m.Registry, s.page), s.log) })
 		stopMetrics = func() { cancel(); <-done }
 	}
 	stopRedis := func() {}

@@ -174,6 +174,10 @@ type Agent struct {
 	Name, Iface string
 	Keep        func(c int) bool
 	PerFile     int
+	// Names shifts the times of the data files' names (Base plus one
+	// second per file) by this much: the agent's files written into two
+	// roots have distinct names, for a copy of both in one.
+	Names time.Duration
 }
 
 // WriteRoot writes the data files, indexes and flow files of agents
@@ -192,7 +196,7 @@ func WriteRoot(t testing.TB, dir string, ps []Packet, agents []Agent, cfg *flow.
 			}
 		}
 		for i := 0; i < len(sel); i += a.PerFile {
-			name := fmt.Sprintf("%s_%sZ.pcapng", a.Name, time.Unix(0, Base).UTC().Add(time.Duration(i)*time.Second).Format("20060102T150405.000"))
+			name := fmt.Sprintf("%s_%sZ.pcapng", a.Name, time.Unix(0, Base).UTC().Add(a.Names+time.Duration(i)*time.Second).Format("20060102T150405.000"))
 			p := filepath.Join(dir, a.Name, name)
 			writePcapng(t, p, a.Iface, sel[i:min(i+a.PerFile, len(sel))])
 			files[a.Name] = append(files[a.Name], p)
