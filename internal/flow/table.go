@@ -134,14 +134,14 @@ type run struct {
 	hdr, rev header // its packets' headers: direction dir, and 1-dir
 	dir      int
 	block    uint32
-	left     uint64 // packets the run may sum before the one that splits
-	n        uint64 // summed, not yet in the entry
+	room     uint64 // packets the run may still sum: the next one after splits
+	safe     int64  // max(expireAt, now) when the run began: no idle check at or before
 	packets  [2]uint64
 	bytes    [2]uint64
 	captured [2]uint64
 	flags    [2]uint8
-	first    int64
-	last     int64
+	first    int64 // the earliest and latest time summed, or the
+	last     int64 // entry's Last (no new bound) before any
 }
 
 // NewTable returns an empty table. A nil config means the defaults.
@@ -223,9 +223,9 @@ func (t *Table) add(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 func (t *Table) sum(iface, linkType uint32, ts int64, wireLen uint32, data []byte, block uint32) bool {
 	r := &t.run
 	// tick would look for idle flows: the time moves past the latest
-	// and past expireAt.
-	expires := ts > t.expireAt && ts > max(t.now, r.last)
-	if block != r.block || expires || r.n+1 >= r.left || linkType != LinkEthernet || iface != r.hdr.iface || len(data) < 48 {
+	// (now, or the run's last) and past expireAt.
+	expires := ts > r.safe && ts > r.last
+	if block != r.block || expires || r.room == 0 || linkType != LinkEthernet || iface != r.hdr.iface || len(data) < 48 {
 		return false
 	}
 	// headerOf's test and compare on the words as they are: IPv4 in
@@ -252,11 +252,15 @@ func (t *Table) sum(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 		r.flags[dir] |= f
 	}
 	capLen := uint32(len(data))
-	r.n++
+	r.room--
 	r.packets[dir]++
 	r.bytes[dir] += uint64(max(wireLen, capLen))
 	r.captured[dir] += uint64(capLen)
-	r.first, r.last = min(r.first, ts), max(r.last, ts)
+	if ts >= r.last { // most often: in order
+		r.last = ts
+	} else if ts < r.first {
+		r.first = ts
+	}
 	return true
 }
 
@@ -282,8 +286,8 @@ func (t *Table) startRun(h header, i int32, swapped bool, block uint32) {
 	}
 	// Headers equal both ways (one address, one port) match hdr first:
 	// the same direction, as Add's header check takes them.
-	t.run = run{on: true, i: i, hdr: h, rev: h.reverse(), dir: dir, block: block, left: left,
-		first: math.MaxInt64, last: math.MinInt64}
+	t.run = run{on: true, i: i, hdr: h, rev: h.reverse(), dir: dir, block: block, room: left - 1,
+		safe: max(t.expireAt, t.now), first: e.rec.Last, last: e.rec.Last}
 }
 
 // settle adds the run's sums to its entry and ends the run: before
@@ -294,7 +298,8 @@ func (t *Table) settle() {
 		return
 	}
 	r.on = false
-	if r.n == 0 {
+	n := r.packets[0] + r.packets[1]
+	if n == 0 {
 		return
 	}
 	rec := &t.entries[r.i].rec
@@ -305,10 +310,9 @@ func (t *Table) settle() {
 		rec.TCPFlags[d] |= r.flags[d]
 	}
 	rec.First, rec.Last = min(rec.First, r.first), max(rec.Last, r.last)
-	t.c.Packets += r.n
+	t.c.Packets += n
 	// What tick does for each packet: none of them made it expire.
 	t.now = max(t.now, r.last)
-	r.n = 0
 }
 
 // header is what Decode reads of the headers of an Ethernet frame of
