@@ -15,9 +15,16 @@ import (
 // variable (exit 2, like a flag parser's own errors).
 var errUsage = errors.New("usage")
 
+// exitCode is the exit status of err: 2 usage, 3 nothing to answer
+// from, 4 a partial answer (docs/query.md), 1 any other failure.
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errQueryUncovered):
+		return 3
+	case errors.Is(err, errQueryPartial):
+		return 4
 	}
 	return 1
 }

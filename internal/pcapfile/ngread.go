@@ -149,7 +149,8 @@ func (c tsConv) ns(ts uint64) uint64 {
 // readSHB reads a Section Header Block at the current offset and starts a
 // new section. For the first block of the file a bad byte-order magic means
 // the input is not pcapng (ErrUnknownFormat); later it is ErrMalformed.
-// SHB options are not interpreted.
+// Its comments are kept (SectionComments); its other options are not
+// interpreted.
 func (r *Reader) readSHB(first bool) error {
 	start := r.off
 	if err := r.fill(12); err != nil {
@@ -172,6 +173,21 @@ func (r *Reader) readSHB(first bool) error {
 	}
 	if major, minor := r.u16(b[12:]), r.u16(b[14:]); major != 1 {
 		return formatErr(start, ErrMalformed, "unsupported pcapng version %d.%d", major, minor)
+	}
+	r.comments = nil
+	for opts := b[24 : len(b)-4]; len(opts) >= 4; {
+		code, olen := r.u16(opts), int(r.u16(opts[2:]))
+		if code == optEndOfOpt {
+			break
+		}
+		padded := (olen + 3) &^ 3
+		if padded > len(opts)-4 {
+			return formatErr(start, ErrMalformed, "section header block option %d length %d overruns block", code, olen)
+		}
+		if code == optComment {
+			r.comments = append(r.comments, trimNUL(opts[4:4+olen]))
+		}
+		opts = opts[4+padded:]
 	}
 	r.sectionBase = len(r.ifaces)
 	r.sectionCount = 0
@@ -287,6 +303,9 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 	b, err := r.readBlock(start, blockIDB, total, minIDBLen)
 	if err != nil {
 		return err
+	}
+	if r.maxIfaces > 0 && len(r.ifaces) >= r.maxIfaces {
+		return formatErr(start, ErrTooLarge, "interface description block: more than %d interfaces", r.maxIfaces)
 	}
 	ifc := Interface{LinkType: r.u16(b[8:]), SnapLen: r.u32(b[12:])}
 	info := ifaceInfo{conv: newTSConv(6)}

@@ -329,3 +329,20 @@ func InterfaceSize(ifc Interface) int64 {
 	}
 	return n
 }
+
+// StatsSize is the number of bytes WriteStats writes for st.
+func StatsSize(st InterfaceStats) int64 {
+	n := int64(minISBLen)
+	if c := len(st.Comment); c > 0 {
+		n += 4 + int64(c+(-c&3))
+	}
+	for _, h := range []bool{st.HaveIfRecv, st.HaveIfDrop, st.HaveOsDrop, st.HaveUsrDeliv} {
+		if h {
+			n += 12
+		}
+	}
+	if n > minISBLen {
+		n += 4 // opt_endofopt
+	}
+	return n
+}
