@@ -131,6 +131,11 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 		wg.Go(func() { srcs[i].open(ctx) })
 	}
 	wg.Wait()
+	return mergeSources(ctx, cfg, srcs, w)
+}
+
+// mergeSources merges the answers of srcs, opened, to w.
+func mergeSources(ctx context.Context, cfg Config, srcs []*source, w io.Writer) (Result, error) {
 	m := &merger{cfg: cfg, srcs: srcs}
 	defer m.close()
 	err := m.run(ctx, w)

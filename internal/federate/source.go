@@ -38,6 +38,8 @@ type source struct {
 	cancel  context.CancelCauseFunc
 	stall   *time.Timer
 	ans     *queryhttp.Answer
+	body    io.Reader                     // ans.Body
+	result  func() (query.Result, error) // ans.Result
 	r       *pcapfile.Reader
 	p       pcapfile.Packet
 	agent   string // of p
@@ -71,7 +73,9 @@ func (s *source) ask(ctx context.Context) error {
 	}
 	ans, err := queryhttp.Open(s.ctx, cc)
 	s.stall.Stop()
-	s.ans = ans
+	if err == nil {
+		s.ans, s.body, s.result = ans, ans.Body, ans.Result
+	}
 	return err
 }
 
@@ -81,6 +85,11 @@ func (s *source) open(ctx context.Context) {
 		s.fail(err)
 		return
 	}
+	s.start()
+}
+
+// start reads the answer up to its first packet.
+func (s *source) start() {
 	var err error
 	s.r, err = pcapfile.NewReader(s, &pcapfile.ReaderConfig{OnStats: s.onStats, MaxInterfaces: MaxInterfaces})
 	if err != nil {
@@ -94,7 +103,7 @@ func (s *source) open(ctx context.Context) {
 // Read reads the answer's pcapng, the stall deadline running.
 func (s *source) Read(b []byte) (int, error) {
 	s.stall.Reset(s.d)
-	n, err := s.ans.Body.Read(b)
+	n, err := s.body.Read(b)
 	s.stall.Stop()
 	return n, err
 }
@@ -125,7 +134,7 @@ func (s *source) advance() {
 
 // finish takes the server's Result once its stream ended.
 func (s *source) finish() {
-	res, err := s.ans.Result()
+	res, err := s.result()
 	if err == nil && res.Packets != s.got {
 		err = fmt.Errorf("%w: the server's result says %d packets, its stream held %d", ErrStream, res.Packets, s.got)
 	}
@@ -159,7 +168,7 @@ func (s *source) fail(err error) {
 		s.out.Reason = s.err.Error()
 	case errors.Is(err, queryhttp.ErrRefused) || errors.Is(err, queryhttp.ErrBadRequest):
 		s.out.Outcome = OutcomeRefused
-	case s.ans == nil && unreachable(err):
+	case s.body == nil && unreachable(err):
 		s.out.Outcome = OutcomeUnreachable
 	default:
 		s.out.Outcome = OutcomeFailed
@@ -197,7 +206,7 @@ func Fetch(ctx context.Context, cc queryhttp.ClientConfig, timeout time.Duration
 		}
 		return query.Result{}, fmt.Errorf("%w: the stream was cut off: %w", queryhttp.ErrFailed, err)
 	}
-	return s.ans.Result()
+	return s.result()
 }
 
 // WriteTo copies the answer to w, its errors marked apart from the
