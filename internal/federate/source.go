@@ -38,7 +38,7 @@ type source struct {
 	cancel  context.CancelCauseFunc
 	stall   *time.Timer
 	ans     *queryhttp.Answer
-	body    io.Reader                     // ans.Body
+	body    io.Reader                    // ans.Body
 	result  func() (query.Result, error) // ans.Result
 	r       *pcapfile.Reader
 	p       pcapfile.Packet
