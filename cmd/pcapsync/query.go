@@ -57,6 +57,16 @@ plain HTTP with --insecure): the same selection flags, the same output;
 relative times are the server's, a date and time without a zone is
 this system's.
 
+--from a:7780,b:7780 (several, or --servers FILE, one per line) runs
+the query on every server at once and writes their packets merged by
+time, as the agents are merged (ties: agent name, then server order):
+each interface keeps its name, its description names the server. A
+server that fails (refused, unreachable, timed out, cut off) fails the
+query, naming it; --partial writes what the others gave (exit status
+4). --server-timeout gives up a server that sends nothing that long.
+Exit statuses: 0 answered, 1 failed, 2 usage, 3 nothing to answer
+from, 4 partial (docs/query.md).
+
 --follow goes on live once the files are read, as the collector writes
 (| wireshark -k -i -): until every agent's packets are past --until,
 --count or --max-bytes, or Ctrl-C (the output stays a whole pcapng). A
@@ -82,7 +92,7 @@ type queryFlags struct {
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) [-w FILE|- [--print]] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
+	c := leaf("query (--dir DIR | --from HOST:PORT[,HOST:PORT...] [--servers FILE] [--partial] [--server-timeout D] [TLS flags | --insecure]) [-w FILE|- [--print]] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
 		"print or write the captured packets of many agents, by time, interface and filter, as lines or one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
