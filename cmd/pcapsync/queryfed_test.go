@@ -287,3 +287,21 @@ func TestQueryFederatedUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryFederatedUncovered: servers none of which holds an agent of
+// the selection: exit 3, an empty pcapng written.
+func TestQueryFederatedUncovered(t *testing.T) {
+	a := startQueryServer(t, t.TempDir(), "127.0.0.1:0", nil)
+	b := startQueryServer(t, writeRoot(t, 5, "web1"), "127.0.0.1:0", nil)
+	out := filepath.Join(t.TempDir(), "out")
+	_, se, err := queryRun("query", "--from", a+","+b, "--insecure", "--agent", "nosuch", "-w", out)
+	if exitCode(err) != 3 || !strings.Contains(err.Error(), "nothing to answer from") {
+		t.Errorf("exit %d, %v; stderr %s", exitCode(err), err, se)
+	}
+	if pkts, _ := readFedPackets(t, out); len(pkts) != 0 {
+		t.Errorf("%d packets", len(pkts))
+	}
+	if _, _, err := queryRun("query", "--from", a+","+b, "--insecure", "-w", out); err != nil {
+		t.Errorf("with web1: %v", err)
+	}
+}
