@@ -35,15 +35,17 @@
 // merged its agents), so the merge holds one packet per server: the
 // packet at the head of each server's pcapfile.Reader, in that
 // Reader's buffer (256 KiB, grown to at most MaxPacket+BlockSlack,
-// about 1.1 MiB, for a larger block), plus net/http's and TLS's
-// buffers of the connection (tens of KiB), at most MaxInterfaces
-// interfaces per server and MaxStatsBytes of statistics blocks kept
-// for the end in all. So memory is about 1.2 MiB per server at most,
-// whatever the size of the answer.
+// about 1.1 MiB, for a larger block). Each server's answer is read
+// ahead by a goroutine of its own into at most 4 chunks of 256 KiB, so
+// that a server goes on sending while the merge waits on another; then
+// net/http's and TLS's buffers of the connection (tens of KiB), at
+// most MaxInterfaces interfaces per server and MaxStatsBytes of
+// statistics blocks kept for the end in all. So memory is about
+// 2.2 MiB per server at most, whatever the size of the answer.
 //
 // # Concurrency
 //
-// Run asks every server at once (a goroutine each until its answer
-// begins), then merges on the caller's goroutine. Run is safe to call
+// Run asks every server at once (a goroutine each: it asks, then reads
+// the answer ahead), and merges on the caller's goroutine. Run is safe to call
 // from many goroutines; a Config is not changed by it.
 package federate

@@ -40,6 +40,7 @@ type source struct {
 	ans     *queryhttp.Answer
 	body    io.Reader                    // ans.Body
 	result  func() (query.Result, error) // ans.Result
+	ahead   *readahead                   // the merge's reads of body
 	r       *pcapfile.Reader
 	p       pcapfile.Packet
 	agent   string // of p
@@ -88,10 +89,11 @@ func (s *source) open(ctx context.Context) {
 	s.start()
 }
 
-// start reads the answer up to its first packet.
+// start reads the answer up to its first packet, read ahead.
 func (s *source) start() {
+	s.ahead = newReadahead(s.Read)
 	var err error
-	s.r, err = pcapfile.NewReader(s, &pcapfile.ReaderConfig{OnStats: s.onStats, MaxInterfaces: MaxInterfaces})
+	s.r, err = pcapfile.NewReader(s.ahead, &pcapfile.ReaderConfig{OnStats: s.onStats, MaxInterfaces: MaxInterfaces})
 	if err != nil {
 		s.fail(streamErr(err))
 		return
@@ -255,6 +257,10 @@ func (s *source) close() {
 	if s.cancel != nil {
 		s.cancel(nil)
 		s.stall.Stop()
+	}
+	if s.ahead != nil {
+		s.ahead.close()
+		s.ahead = nil
 	}
 }
 
