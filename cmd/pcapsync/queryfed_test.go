@@ -15,6 +15,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/federate"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
 )
 
@@ -303,5 +305,28 @@ func TestQueryFederatedUncovered(t *testing.T) {
 	}
 	if _, _, err := queryRun("query", "--from", a+","+b, "--insecure", "-w", out); err != nil {
 		t.Errorf("with web1: %v", err)
+	}
+}
+
+// TestQueryFederatedTLS: the TLS flags apply to every server, each
+// checked against its own host; a server whose certificate does not
+// verify fails the query naming it, with the hint a single --from gives.
+func TestQueryFederatedTLS(t *testing.T) {
+	p := pkitest.New(t)
+	cert, key := p.Issue(t, p.CA, "listener", pki.Leaf{CommonName: "collector", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
+	stc, err := pki.ServerConfig(cert, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startQueryServer(t, writeRoot(t, 5, "web1"), "127.0.0.1:0", stc)
+	b := startQueryServer(t, writeRoot(t, 7, "db1"), "127.0.0.1:0", stc)
+	so, se, err := queryRun("query", "--from", a+","+b, "--tls-ca", p.CAFile, "-w", "-")
+	if err != nil || countStream(t, so) != 12 {
+		t.Errorf("%v, stderr %s", err, se)
+	}
+	other := pkitest.New(t)
+	_, _, err = queryRun("query", "--from", a+","+b, "--tls-ca", other.CAFile, "-w", "-")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Errorf("another CA: exit %d, %v", exitCode(err), err)
 	}
 }

@@ -94,18 +94,24 @@ func (r Result) String() string {
 // String is the server's line: "b:7780: ok, 12 packets: ..." or
 // "b:7780: failed after 12 packets: reason".
 func (v Server) String() string {
+	s := v.head()
+	if v.Reason != "" {
+		s += ": " + v.Reason
+	}
+	if v.Result != nil {
+		s += "; " + v.Result.String()
+	}
+	return s
+}
+
+// head is the server's line without its reason and Result.
+func (v Server) head() string {
 	s := v.Server + ": " + v.Outcome
 	switch {
 	case v.Outcome == OutcomeOK:
 		s += fmt.Sprintf(", %d packets", v.Packets)
 	case v.Packets > 0:
 		s += fmt.Sprintf(" after %d packets", v.Packets)
-	}
-	if v.Reason != "" {
-		s += ": " + v.Reason
-	}
-	if v.Result != nil {
-		s += "; " + v.Result.String()
 	}
 	return s
 }
@@ -162,7 +168,7 @@ func (m *merger) close() {
 func (m *merger) failed() error {
 	for _, s := range m.srcs {
 		if s.err != nil {
-			return fmt.Errorf("%w: server %s", ErrServer, s.out.String())
+			return fmt.Errorf("%w: server %s: %w", ErrServer, s.out.head(), s.err)
 		}
 	}
 	return nil
@@ -173,7 +179,11 @@ func (m *merger) run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	if !slices.ContainsFunc(m.srcs, func(s *source) bool { return s.err == nil }) {
-		return fmt.Errorf("%w: %w", ErrNoServer, m.failed())
+		var errs []error
+		for _, s := range m.srcs {
+			errs = append(errs, fmt.Errorf("server %s: %w", s.out.head(), s.err))
+		}
+		return fmt.Errorf("%w: %w", ErrNoServer, errors.Join(errs...))
 	}
 	m.res.Partial = m.failed() != nil
 	bw := bufio.NewWriterSize(w, 256<<10)
