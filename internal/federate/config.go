@@ -15,6 +15,10 @@ const DefaultServerTimeout = 30 * time.Second
 // MaxInterfaces bounds the interfaces one server's stream may describe.
 const MaxInterfaces = 16384
 
+// MaxInterfaceBytes bounds the bytes of the interface names and
+// descriptions of one server's stream.
+const MaxInterfaceBytes = 4 << 20
+
 // MaxStatsBytes bounds the statistics blocks kept for the end of the
 // output, all servers together; those beyond are dropped and counted
 // (Result.StatsDropped).

@@ -41,7 +41,9 @@
 // net/http's and TLS's buffers of the connection (tens of KiB), at
 // most MaxInterfaces interfaces per server and MaxStatsBytes of
 // statistics blocks kept for the end in all. So memory is about
-// 2.2 MiB per server at most, whatever the size of the answer.
+// 2.2 MiB per server, whatever the size of the answer; a hostile
+// server can add at most MaxInterfaceBytes of interface names and
+// descriptions, and all of them together MaxStatsBytes of statistics.
 //
 // # Concurrency
 //

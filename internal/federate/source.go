@@ -93,12 +93,18 @@ func (s *source) open(ctx context.Context) {
 func (s *source) start() {
 	s.ahead = newReadahead(s.Read)
 	var err error
-	s.r, err = pcapfile.NewReader(s.ahead, &pcapfile.ReaderConfig{OnStats: s.onStats, MaxInterfaces: MaxInterfaces})
+	s.r, err = pcapfile.NewReader(s.ahead, &pcapfile.ReaderConfig{OnStats: s.onStats, MaxInterfaces: MaxInterfaces, MaxInterfaceBytes: MaxInterfaceBytes})
 	if err != nil {
 		s.fail(streamErr(err))
 		return
 	}
-	s.comments = append([]string(nil), s.r.SectionComments()...)
+	kept := 0 // the section comment is at most maxComment: keep no more
+	for _, c := range s.r.SectionComments() {
+		if kept += len(c); kept > maxComment {
+			break
+		}
+		s.comments = append(s.comments, strings.Clone(c))
+	}
 	s.advance()
 }
 

@@ -337,6 +337,9 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 		}
 		opts = opts[4+padded:]
 	}
+	if r.meta += len(ifc.Name) + len(ifc.Description); r.maxMeta > 0 && r.meta > r.maxMeta {
+		return formatErr(start, ErrTooLarge, "interface description block: names and descriptions of more than %d bytes", r.maxMeta)
+	}
 	r.ifaces = append(r.ifaces, ifc)
 	r.ifx = append(r.ifx, info)
 	r.sectionCount++

@@ -103,6 +103,10 @@ type ReaderConfig struct {
 	// describe (all its sections together): one more is ErrTooLarge,
 	// so a hostile stream cannot grow the Reader's table without end.
 	MaxInterfaces int
+	// MaxInterfaceBytes, if above zero, bounds the bytes of the
+	// interfaces' names and descriptions kept (all sections together):
+	// a block beyond it is ErrTooLarge.
+	MaxInterfaceBytes int
 }
 
 type fileFormat uint8
@@ -129,6 +133,8 @@ type Reader struct {
 	maxBlock  int64 // pcapng: largest parsed block
 	onStats   func(int, InterfaceStats)
 	maxIfaces int
+	maxMeta   int // MaxInterfaceBytes
+	meta      int // bytes of the names and descriptions kept
 
 	comments []string // opt_comment of the current section's header
 
@@ -159,11 +165,12 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		maxPacket = cfg.MaxPacket
 	}
 	var onStats func(int, InterfaceStats)
-	var maxIfaces int
+	var maxIfaces, maxMeta int
 	var buf []byte
 	if cfg != nil {
 		onStats = cfg.OnStats
 		maxIfaces = cfg.MaxInterfaces
+		maxMeta = cfg.MaxInterfaceBytes
 		if len(cfg.Buffer) >= minBufSize {
 			buf = cfg.Buffer
 		}
@@ -174,6 +181,7 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 	r := &Reader{
 		onStats:   onStats,
 		maxIfaces: maxIfaces,
+		maxMeta:   maxMeta,
 		src:       src,
 		buf:       buf,
 		maxPacket: maxPacket,

@@ -29,7 +29,8 @@ func TestSectionComments(t *testing.T) {
 	}
 }
 
-// TestMaxInterfaces: one interface beyond the limit is ErrTooLarge.
+// TestMaxInterfaces: one interface beyond the limit, or whose name
+// takes the names beyond theirs, is ErrTooLarge.
 func TestMaxInterfaces(t *testing.T) {
 	var b bytes.Buffer
 	w, _ := NewNgWriter(&b, SectionInfo{})
@@ -39,10 +40,10 @@ func TestMaxInterfaces(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		max  int
-		want error
-	}{{0, io.EOF}, {3, io.EOF}, {2, ErrTooLarge}} {
-		r, err := NewReader(bytes.NewReader(b.Bytes()), &ReaderConfig{MaxInterfaces: tc.max})
+		max, bytes int
+		want       error
+	}{{0, 0, io.EOF}, {3, 9, io.EOF}, {2, 0, ErrTooLarge}, {0, 8, ErrTooLarge}} {
+		r, err := NewReader(bytes.NewReader(b.Bytes()), &ReaderConfig{MaxInterfaces: tc.max, MaxInterfaceBytes: tc.bytes})
 		if err != nil {
 			t.Fatal(err)
 		}
