@@ -90,6 +90,8 @@ func runFederated(ctx context.Context, s streams, f *queryFlags, cc queryhttp.Cl
 		err = perr
 	}
 	switch {
+	case errors.Is(err, queryhttp.ErrBadRequest): // the servers refused the selection
+		return fmt.Errorf("%w: %w", errUsage, err)
 	case err != nil:
 		return tlsHint(err, "--from")
 	case !res.Covered():

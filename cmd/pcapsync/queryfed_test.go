@@ -273,6 +273,7 @@ func TestQueryFromStall(t *testing.T) {
 // TestQueryFederatedUsage: the flags of several servers, wrong.
 func TestQueryFederatedUsage(t *testing.T) {
 	dir := t.TempDir()
+	srvs := startQueryServer(t, dir, "127.0.0.1:0", nil) + "," + startQueryServer(t, dir, "127.0.0.1:0", nil)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -282,6 +283,7 @@ func TestQueryFederatedUsage(t *testing.T) {
 		{[]string{"--from", "a:1,b:1", "--server-timeout", "0s", "--insecure"}, "--server-timeout 0s"},
 		{[]string{"--from", "a:1,b:1", "--tls-server-name", "x", "--tls-ca", "/dev/null"}, "--tls-server-name"},
 		{[]string{"--from", "a:1,a:1", "--insecure"}, "named twice"},
+		{[]string{"--from", srvs, "--insecure", "--filter", "udp and ("}, "filter"},
 	} {
 		_, _, err := queryRun(append([]string{"query", "-w", "-"}, tc.args...)...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
