@@ -18,9 +18,10 @@
 // server ("server b:7780"), so one agent on two servers stays two
 // interfaces. Each server's statistics blocks follow the packets, their
 // interfaces mapped, in time order. A server that failed once the
-// output began (Partial) gets one statistics block on each of its
-// interfaces, at the end, whose comment says the server's packets were
-// cut there and why.
+// output began (Partial) is named in a comment of the next packet
+// written ("cut here: ..."), and gets one statistics block on each of
+// its interfaces, at the end, whose comment says the server's packets
+// were cut there and why.
 //
 // # Deadline
 //

@@ -155,7 +155,8 @@ type merger struct {
 	w      *pcapfile.NgWriter
 	res    Result
 	order  srcHeap
-	lastTS int64 // the latest timestamp written
+	lastTS int64    // the latest timestamp written
+	cuts   []string // servers failed since the last packet written
 }
 
 func (m *merger) close() {
@@ -227,6 +228,9 @@ func (m *merger) merge(ctx context.Context) error {
 			if s.err != nil {
 				s.started = true
 				m.res.Partial = true
+				if len(m.cuts) < 64 {
+					m.cuts = append(m.cuts, limit("cut here: "+s.cutNote(), 1<<10))
+				}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -260,7 +264,13 @@ func (m *merger) write(s *source) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := m.w.WritePacket(o, s.p.Timestamp, s.p.OrigLen, s.p.Data); err != nil {
+	if len(m.cuts) > 0 { // the first packet after a server's failure says so
+		c := limit(strings.Join(m.cuts, "\n"), maxComment)
+		m.cuts = m.cuts[:0]
+		if err := m.w.WritePacketComment(o, s.p.Timestamp, s.p.OrigLen, s.p.Data, c); err != nil {
+			return false, err
+		}
+	} else if err := m.w.WritePacket(o, s.p.Timestamp, s.p.OrigLen, s.p.Data); err != nil {
 		return false, err
 	}
 	if m.res.Packets > 0 && s.p.Timestamp < m.lastTS {
@@ -333,6 +343,12 @@ func (m *merger) writeStats() error {
 	return nil
 }
 
+// cutNote says that s failed and its later packets are missing.
+func (s *source) cutNote() string {
+	return fmt.Sprintf("server %s %s after %d packets: %s: its packets after this time are missing",
+		s.cc.Addr, s.out.Outcome, s.out.Packets, s.out.Reason)
+}
+
 // markCut writes, for each server that failed once the output began, a
 // statistics block on each of its interfaces written, whose comment
 // says its packets were cut there and why (MaxBytes does not hold
@@ -342,8 +358,7 @@ func (m *merger) markCut() error {
 		if !s.started {
 			continue
 		}
-		c := limit(fmt.Sprintf("cut: server %s %s after %d packets: %s: its packets after this time are missing",
-			s.cc.Addr, s.out.Outcome, s.out.Packets, s.out.Reason), 4<<10)
+		c := limit("cut: "+s.cutNote(), 4<<10)
 		for _, o := range s.outs {
 			if o < 0 {
 				continue

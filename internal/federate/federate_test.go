@@ -350,6 +350,9 @@ func TestFailures(t *testing.T) {
 				}
 				marked := strings.Contains(strings.Join(shb, "\n"), "partial: server "+bad) ||
 					slices.ContainsFunc(stats, func(s string) bool { return strings.Contains(s, "cut: server "+bad) })
+				if s.Packets > 0 && !bytes.Contains(out.Bytes(), []byte("cut here: server "+bad)) {
+					t.Errorf("partial: no packet comment says where %s was cut", bad)
+				}
 				if n != 3 || !marked {
 					t.Errorf("partial: %d packets of the good server, section %q, statistics %q", n, shb, stats)
 				}

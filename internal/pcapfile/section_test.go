@@ -69,3 +69,29 @@ func TestStatsSize(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePacketComment: a packet with a comment reads back whole,
+// the comment in its block.
+func TestWritePacketComment(t *testing.T) {
+	var b bytes.Buffer
+	w, _ := NewNgWriter(&b, SectionInfo{})
+	w.AddInterface(Interface{LinkType: 1})
+	for _, c := range []string{"", "cut", "four"} {
+		if err := w.WritePacketComment(0, 7, 9, []byte("abcde"), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Contains(b.Bytes(), []byte("cut\x00")) || !bytes.Contains(b.Bytes(), []byte("four")) {
+		t.Error("comments not written")
+	}
+	r, err := NewReader(&b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var p Packet
+		if err := r.ReadInto(&p); err != nil || string(p.Data) != "abcde" || p.Timestamp != 7 || p.OrigLen != 9 {
+			t.Fatalf("packet %d: %v %+v", i, err, p)
+		}
+	}
+}
