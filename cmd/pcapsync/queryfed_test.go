@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
 )
 
@@ -144,6 +146,31 @@ func TestQueryFederated(t *testing.T) {
 				t.Errorf("web1:eth0 described %q: want one interface per server", d)
 			}
 		})
+	}
+}
+
+// TestQueryOneServerMerged: one server through the merge gives the
+// packets of its byte-for-byte copy (query --from one server).
+func TestQueryOneServerMerged(t *testing.T) {
+	addrs, _ := fedRoots(t, 40)
+	dir := t.TempDir()
+	copied, merged := filepath.Join(dir, "copied"), filepath.Join(dir, "merged")
+	if _, se, err := queryRun("query", "--from", addrs[1], "--insecure", "-w", copied); err != nil {
+		t.Fatalf("%v %s", err, se)
+	}
+	f, err := os.Create(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = federate.Run(context.Background(), federate.Config{Servers: []queryhttp.ClientConfig{{Addr: addrs[1]}}}, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readFedPackets(t, copied)
+	got, _ := readFedPackets(t, merged)
+	if len(want) != 80 || !slices.Equal(got, want) {
+		t.Errorf("merged %d packets, copied %d: first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
 }
 

@@ -370,3 +370,25 @@ func TestAllFail(t *testing.T) {
 		t.Errorf("%v, %d bytes", err, out.Len())
 	}
 }
+
+// TestOneServer: one server through the merge gives its packets, in
+// its order (disorder kept, counted late), on its interfaces.
+func TestOneServer(t *testing.T) {
+	s := stream{pkts: []pk{{iface: "b:e", ts: 5}, {iface: "a:e", ts: 5}, {iface: "a:e", ts: 3}, {iface: "a:x", ts: 8, lt: 101}}}
+	addr := serve(t, s.bytes(t), 4)
+	var out bytes.Buffer
+	res, err := Run(context.Background(), configOf(addr), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, _, _ := readBack(t, out.Bytes())
+	for i, p := range s.pkts {
+		want := got{p.iface, "server " + addr, cmp.Or(p.lt, 1), p.ts, string(packetData(p, i))}
+		if i >= len(pkts) || pkts[i] != want {
+			t.Fatalf("packet %d: %+v, want %+v", i, pkts, want)
+		}
+	}
+	if len(pkts) != 4 || res.Late != 1 {
+		t.Errorf("%d packets, result %+v", len(pkts), res)
+	}
+}
