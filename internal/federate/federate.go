@@ -227,7 +227,7 @@ func (m *merger) merge(ctx context.Context) error {
 			heap.Pop(&m.order)
 			if s.err != nil {
 				s.started = true
-				m.res.Partial = true
+				m.res.Partial = m.cfg.Partial
 				if len(m.cuts) < 64 {
 					m.cuts = append(m.cuts, limit("cut here: "+s.cutNote(), 1<<10))
 				}
@@ -250,8 +250,15 @@ func (m *merger) write(s *source) (bool, error) {
 		return false, nil
 	}
 	o := s.outs[s.p.Interface]
+	var note string // the first packet after a server's failure says so
+	if len(m.cuts) > 0 {
+		note = limit(strings.Join(m.cuts, "\n"), maxComment)
+	}
 	if m.cfg.MaxBytes > 0 {
 		need := pcapfile.EPBSize(len(s.p.Data))
+		if note != "" {
+			need += 8 + int64(len(note)+(-len(note)&3))
+		}
 		if o < 0 {
 			need += pcapfile.InterfaceSize(s.iface(s.p.Interface))
 		}
@@ -264,10 +271,9 @@ func (m *merger) write(s *source) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(m.cuts) > 0 { // the first packet after a server's failure says so
-		c := limit(strings.Join(m.cuts, "\n"), maxComment)
+	if note != "" {
 		m.cuts = m.cuts[:0]
-		if err := m.w.WritePacketComment(o, s.p.Timestamp, s.p.OrigLen, s.p.Data, c); err != nil {
+		if err := m.w.WritePacketComment(o, s.p.Timestamp, s.p.OrigLen, s.p.Data, note); err != nil {
 			return false, err
 		}
 	} else if err := m.w.WritePacket(o, s.p.Timestamp, s.p.OrigLen, s.p.Data); err != nil {

@@ -172,7 +172,7 @@ func (s *source) fail(err error) {
 	switch {
 	case s.stalled():
 		s.out.Outcome = OutcomeTimedOut
-		s.err = fmt.Errorf("%w: sent nothing for %s", ErrTimedOut, s.d)
+		s.err = stallError{s.d}
 		s.out.Reason = s.err.Error()
 	case errors.Is(err, queryhttp.ErrRefused) || errors.Is(err, queryhttp.ErrBadRequest):
 		s.out.Outcome = OutcomeRefused
@@ -183,6 +183,13 @@ func (s *source) fail(err error) {
 	}
 	s.close()
 }
+
+// stallError is a server's silence for its deadline: ErrTimedOut,
+// its text saying how long (the outcome says "timed out").
+type stallError struct{ d time.Duration }
+
+func (e stallError) Error() string        { return fmt.Sprintf("sent nothing for %s", e.d) }
+func (e stallError) Is(target error) bool { return target == ErrTimedOut }
 
 // stalled reports whether the server's deadline ended it.
 func (s *source) stalled() bool {
