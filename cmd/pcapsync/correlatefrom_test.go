@@ -21,7 +21,7 @@ import (
 // copy of the three roots, and writes the same unmatched packets; a
 // server down or stalling fails it, naming the server.
 func TestCorrelateFrom(t *testing.T) {
-	roots, merged := fedRoots(t)
+	roots, merged := flowRoots3(t)
 	var addrs []string
 	for _, r := range append(roots[:], t.TempDir()) { // and a server holding none of the agents
 		addrs = append(addrs, startQueryServer(t, r, "127.0.0.1:0", nil))

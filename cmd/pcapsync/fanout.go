@@ -12,12 +12,13 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/federate"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 // defaultServerTimeout is --server-timeout: how long a server may say
-// nothing before it is given up.
-const defaultServerTimeout = 30 * time.Second
+// nothing before it is given up (the federated query's).
+const defaultServerTimeout = federate.DefaultServerTimeout
 
 // maxParallel bounds the servers asked at once; the others wait.
 const maxParallel = 16

@@ -16,11 +16,11 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
 )
 
-// fedRoots writes three roots, agent s on two of them (as after a
+// flowRoots3 writes three roots, agent s on two of them (as after a
 // failover: its conversations split between them, its files named
 // apart), and a fourth holding a copy of all three; it returns the
 // three roots and the copy.
-func fedRoots(t *testing.T) ([3]string, string) {
+func flowRoots3(t *testing.T) ([3]string, string) {
 	t.Helper()
 	ps := flowtest.GenPackets(flowtest.GenConvs(11, 40))
 	split := &flow.Config{SplitPackets: 10}
@@ -103,7 +103,7 @@ func withoutServer(t *testing.T, out string, isCSV bool) ([]string, map[string]i
 // (agent s's flows by the server that holds them), in every output
 // form; --top sums over all of them.
 func TestFlowsFromMany(t *testing.T) {
-	roots, merged := fedRoots(t)
+	roots, merged := flowRoots3(t)
 	var addrs []string
 	for _, r := range roots {
 		addrs = append(addrs, startQueryServer(t, r, "127.0.0.1:0", nil))
@@ -189,7 +189,7 @@ func stoppedServer(t *testing.T) string {
 // printed, the outcomes on stderr, exit 4. The stall is cut at
 // --server-timeout.
 func TestFlowsFromFailedServer(t *testing.T) {
-	roots, _ := fedRoots(t)
+	roots, _ := flowRoots3(t)
 	good := startQueryServer(t, roots[0], "127.0.0.1:0", nil)
 	want := strings.Count(runFlows(t, "--json", "--dir", roots[0]), "\n")
 	for _, tc := range []struct {

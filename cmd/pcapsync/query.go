@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/federate"
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/query"
@@ -63,6 +64,16 @@ plain HTTP with --insecure): the same selection flags, the same output;
 relative times are the server's, a date and time without a zone is
 this system's.
 
+--from a:7780,b:7780 (several, or --servers FILE, one per line) runs
+the query on every server at once and writes their packets merged by
+time, as the agents are merged (ties: agent name, then server order):
+each interface keeps its name, its description names the server. A
+server that fails (refused, unreachable, timed out, cut off) fails the
+query, naming it; --partial writes what the others gave (exit status
+4). --server-timeout gives up a server that sends nothing that long.
+Exit statuses: 0 answered, 1 failed, 2 usage, 3 nothing to answer
+from, 4 partial (docs/query.md).
+
 --follow goes on live once the files are read, as the collector writes
 (| wireshark -k -i -): until every agent's packets are past --until,
 --count or --max-bytes, or Ctrl-C (the output stays a whole pcapng). A
@@ -80,12 +91,15 @@ type queryFlags struct {
 	out          string
 	print        bool // --print: lines on stdout beside -w FILE
 	summary      *summaryFormat
-	from         string          // a server's query listener, instead of --dir
+	from         string          // the servers' query listeners, instead of --dir
+	servers      string          // --servers FILE: more of them
+	partial      bool            // --partial: the others' answer when a server fails
+	timeout      time.Duration   // --server-timeout
 	tls          *tapClientFlags // --from's TLS and token
 }
 
 func queryCommand(s streams) *cobra.Command {
-	c := leaf("query (--dir DIR | --from HOST:PORT [TLS flags | --insecure]) [-w FILE|- [--print]] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
+	c := leaf("query (--dir DIR | --from HOST:PORT[,HOST:PORT...] [--servers FILE] [--partial] [--server-timeout D] [TLS flags | --insecure]) [-w FILE|- [--print]] [--agent GLOB] [--iface GLOB] [--since T] [--until T] [--count N] [--max-bytes SIZE] [--follow] [FILTER]",
 		"print or write the captured packets of many agents, by time, interface and filter, as lines or one pcapng",
 		queryUsage, cobra.ArbitraryArgs, func(fs *pflag.FlagSet) runFunc {
 			f := &queryFlags{}
@@ -107,7 +121,10 @@ func queryCommand(s streams) *cobra.Command {
 			f.cfg.FollowDelay = query.DefaultFollowDelay
 			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")
 			f.summary = addSummaryFlag(fs)
-			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS")
+			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS; several separated by commas: on all at once, their packets merged")
+			fs.StringVar(&f.servers, "servers", "", "run the query on the servers listed in FILE too, one HOST:PORT per line ('#' comments)")
+			fs.BoolVar(&f.partial, "partial", false, "when a server fails, write what the others gave (exit status 4) instead of failing")
+			fs.DurationVar(&f.timeout, "server-timeout", federate.DefaultServerTimeout, "give up a server that sends nothing (no answer, no byte) for this long; a long answer that keeps sending is not cut")
 			f.tls = tapClientTLSFlags(fs, "--from")
 			return func(ctx context.Context, args []string) error {
 				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
@@ -116,17 +133,17 @@ func queryCommand(s streams) *cobra.Command {
 				if f.print && (f.out == "" || f.out == "-") {
 					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
-				if f.from != "" {
+				if f.from != "" || f.servers != "" {
 					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
 						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
 					if f.cfg.Follow || fs.Changed("follow-delay") {
 						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
 					}
-					return runRemoteQuery(ctx, s, f)
+					return runRemoteQueries(ctx, s, f, fs)
 				}
-				if f.tls.given(fs) {
-					return usageError("the TLS flags, --token-file and --insecure go with --from")
+				if f.tls.given(fs) || fs.Changed("partial") || fs.Changed("server-timeout") {
+					return usageError("the TLS flags, --token-file, --insecure, --partial and --server-timeout go with --from or --servers")
 				}
 				return runQuery(ctx, s, f)
 			}
@@ -277,34 +294,14 @@ func (o *output) close(err error) error {
 	return err
 }
 
-// runRemoteQuery runs the query on the server at --from and writes
-// what it streams.
-func runRemoteQuery(ctx context.Context, s streams, f *queryFlags) error {
-	if f.cfg.Dir != "" {
-		return usageError("--dir and --from exclude each other (--from queries the server's own root)")
-	}
-	addr, err := serverAddr(f.from, *f.tls.insecure)
-	if err != nil {
-		return err
-	}
-	cc := queryhttp.ClientConfig{Addr: addr, Params: queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces,
-		Filter: f.cfg.Filter, CommunityID: f.cfg.CommunityID, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes}}
-	now := time.Now()
-	if cc.Params.Since, err = remoteTime("since", f.since, now); err != nil {
-		return err
-	}
-	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if cc.TLS, cc.Token, err = f.tls.config(log); err != nil {
-		return err
-	}
+// runRemoteQuery runs the query cc on one server and writes what it
+// streams, byte for byte.
+func runRemoteQuery(ctx context.Context, s streams, f *queryFlags, cc queryhttp.ClientConfig) error {
 	out, err := f.openOutput(s)
 	if err != nil {
 		return err
 	}
-	res, err := queryhttp.Fetch(ctx, cc, out.w)
+	res, err := federate.Fetch(ctx, cc, f.timeout, out.w)
 	streamed := err == nil || errors.Is(err, queryhttp.ErrFailed) // not refused
 	err = out.close(tlsHint(err, "--from"))
 	if errors.Is(err, queryhttp.ErrBadRequest) {

@@ -149,7 +149,8 @@ func (c tsConv) ns(ts uint64) uint64 {
 // readSHB reads a Section Header Block at the current offset and starts a
 // new section. For the first block of the file a bad byte-order magic means
 // the input is not pcapng (ErrUnknownFormat); later it is ErrMalformed.
-// SHB options are not interpreted.
+// Its comments are kept (SectionComments); its other options are not
+// interpreted.
 func (r *Reader) readSHB(first bool) error {
 	start := r.off
 	if err := r.fill(12); err != nil {
@@ -172,6 +173,21 @@ func (r *Reader) readSHB(first bool) error {
 	}
 	if major, minor := r.u16(b[12:]), r.u16(b[14:]); major != 1 {
 		return formatErr(start, ErrMalformed, "unsupported pcapng version %d.%d", major, minor)
+	}
+	r.comments = nil
+	for opts := b[24 : len(b)-4]; len(opts) >= 4; {
+		code, olen := r.u16(opts), int(r.u16(opts[2:]))
+		if code == optEndOfOpt {
+			break
+		}
+		padded := (olen + 3) &^ 3
+		if padded > len(opts)-4 {
+			return formatErr(start, ErrMalformed, "section header block option %d length %d overruns block", code, olen)
+		}
+		if code == optComment {
+			r.comments = append(r.comments, trimNUL(opts[4:4+olen]))
+		}
+		opts = opts[4+padded:]
 	}
 	r.sectionBase = len(r.ifaces)
 	r.sectionCount = 0
@@ -288,6 +304,9 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 	if err != nil {
 		return err
 	}
+	if r.maxIfaces > 0 && len(r.ifaces) >= r.maxIfaces {
+		return formatErr(start, ErrTooLarge, "interface description block: more than %d interfaces", r.maxIfaces)
+	}
 	ifc := Interface{LinkType: r.u16(b[8:]), SnapLen: r.u32(b[12:])}
 	info := ifaceInfo{conv: newTSConv(6)}
 	for opts := b[16 : len(b)-4]; len(opts) >= 4; {
@@ -321,6 +340,9 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 			info.offsetNs = r.u64(v) * 1e9
 		}
 		opts = opts[4+padded:]
+	}
+	if r.meta += len(ifc.Name) + len(ifc.Description) + len(ifc.Comment); r.maxMeta > 0 && r.meta > r.maxMeta {
+		return formatErr(start, ErrTooLarge, "interface description block: names, descriptions and comments of more than %d bytes", r.maxMeta)
 	}
 	r.ifaces = append(r.ifaces, ifc)
 	r.ifx = append(r.ifx, info)

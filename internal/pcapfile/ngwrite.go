@@ -149,6 +149,21 @@ func (w *NgWriter) WritePacketCustom(ifIndex int, ts int64, origLen uint32, data
 	return w.writeEPB(ifIndex, ts, origLen, data, o)
 }
 
+// WritePacketComment is WritePacket with a comment (opt_comment), as
+// Wireshark shows a packet's comment (frame.comment); at most 65535
+// bytes (ErrTooLarge).
+func (w *NgWriter) WritePacketComment(ifIndex int, ts int64, origLen uint32, data []byte, comment string) error {
+	o, err := appendStringOpts(w.meta[:0], []stringOpt{{optComment, comment}})
+	if err != nil {
+		return fmt.Errorf("pcapfile: writing packet comment: %w", err)
+	}
+	if len(o) > 0 {
+		o = appendEndOfOpt(o)
+	}
+	w.meta = o[:0]
+	return w.writeEPB(ifIndex, ts, origLen, data, o)
+}
+
 // writeEPB writes an Enhanced Packet Block with the already encoded
 // options opts (ending in opt_endofopt), or none.
 func (w *NgWriter) writeEPB(ifIndex int, ts int64, origLen uint32, data, opts []byte) error {
@@ -327,6 +342,23 @@ func InterfaceSize(ifc Interface) int64 {
 		if s != "" {
 			n += 4 + int64(len(s)+(-len(s)&3))
 		}
+	}
+	return n
+}
+
+// StatsSize is the number of bytes WriteStats writes for st.
+func StatsSize(st InterfaceStats) int64 {
+	n := int64(minISBLen)
+	if c := len(st.Comment); c > 0 {
+		n += 4 + int64(c+(-c&3))
+	}
+	for _, h := range []bool{st.HaveIfRecv, st.HaveIfDrop, st.HaveOsDrop, st.HaveUsrDeliv} {
+		if h {
+			n += 12
+		}
+	}
+	if n > minISBLen {
+		n += 4 // opt_endofopt
 	}
 	return n
 }

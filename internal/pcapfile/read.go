@@ -100,6 +100,14 @@ type ReaderConfig struct {
 	// It is the Reader's until the Reader is no longer used; the
 	// packets ReadInto returns point into it.
 	Buffer []byte
+	// MaxInterfaces, if above zero, bounds the interfaces a stream may
+	// describe (all its sections together): one more is ErrTooLarge,
+	// so a hostile stream cannot grow the Reader's table without end.
+	MaxInterfaces int
+	// MaxInterfaceBytes, if above zero, bounds the bytes of the
+	// interfaces' names, descriptions and comments kept (all sections together):
+	// a block beyond it is ErrTooLarge.
+	MaxInterfaceBytes int
 }
 
 type fileFormat uint8
@@ -125,6 +133,11 @@ type Reader struct {
 	maxPacket uint32
 	maxBlock  int64 // pcapng: largest parsed block
 	onStats   func(int, InterfaceStats)
+	maxIfaces int
+	maxMeta   int // MaxInterfaceBytes
+	meta      int // bytes of the names and descriptions kept
+
+	comments []string // opt_comment of the current section's header
 
 	format fileFormat
 	be     bool // current byte order is big-endian
@@ -153,9 +166,12 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		maxPacket = cfg.MaxPacket
 	}
 	var onStats func(int, InterfaceStats)
+	var maxIfaces, maxMeta int
 	var buf []byte
 	if cfg != nil {
 		onStats = cfg.OnStats
+		maxIfaces = cfg.MaxInterfaces
+		maxMeta = cfg.MaxInterfaceBytes
 		if len(cfg.Buffer) >= minBufSize {
 			buf = cfg.Buffer
 		}
@@ -165,6 +181,8 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 	}
 	r := &Reader{
 		onStats:   onStats,
+		maxIfaces: maxIfaces,
+		maxMeta:   maxMeta,
 		src:       src,
 		buf:       buf,
 		maxPacket: maxPacket,
@@ -276,6 +294,11 @@ func (r *Reader) ReadPacket() (Packet, error) {
 func (r *Reader) Interfaces() []Interface {
 	return r.ifaces[:len(r.ifaces):len(r.ifaces)]
 }
+
+// SectionComments returns the comments (opt_comment) of the current
+// pcapng section's header, in the order written; none for classic
+// pcap. The slice must not be modified.
+func (r *Reader) SectionComments() []string { return r.comments }
 
 // Offset returns the number of bytes of the file consumed so far: after a
 // successful ReadInto, the offset just past the packet's record or block.

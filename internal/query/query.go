@@ -534,7 +534,7 @@ func (q *query) writeStats() error {
 	for _, s := range q.stats {
 		o := &q.outs[s.out]
 		if q.cfg.MaxBytes > 0 {
-			need := isbSize(s.st)
+			need := pcapfile.StatsSize(s.st)
 			if o.w < 0 {
 				need += pcapfile.InterfaceSize(o.ifc)
 			}
@@ -550,23 +550,6 @@ func (q *query) writeStats() error {
 		}
 	}
 	return nil
-}
-
-// isbSize is the size of the statistics block WriteStats writes for st.
-func isbSize(st pcapfile.InterfaceStats) int64 {
-	n := int64(24)
-	if c := len(st.Comment); c > 0 {
-		n += 4 + int64(c+(-c&3))
-	}
-	for _, h := range []bool{st.HaveIfRecv, st.HaveIfDrop, st.HaveOsDrop, st.HaveUsrDeliv} {
-		if h {
-			n += 12
-		}
-	}
-	if n > 24 {
-		n += 4
-	}
-	return n
 }
 
 // maxDescribe bounds the section's comment (a pcapng option holds at

@@ -83,34 +83,71 @@ func (c ClientConfig) request(ctx context.Context) (*http.Request, error) {
 // (w then holds a valid pcapng of what was written, as a local query's
 // output does), as does a stream cut off before its end.
 func Fetch(ctx context.Context, cfg ClientConfig, w io.Writer) (query.Result, error) {
-	var res query.Result
-	resp, done, err := cfg.do(ctx, ContentType)
+	a, err := Open(ctx, cfg)
 	if err != nil {
-		return res, err
+		return query.Result{}, err
 	}
-	defer done()
-	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
-		return res, fmt.Errorf("query %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, ContentType)
-	}
-	if _, err := io.Copy(errWriter{w}, resp.Body); err != nil {
+	defer a.Close()
+	if _, err := io.Copy(errWriter{w}, a.Body); err != nil {
 		var we *writeError
 		if errors.As(err, &we) {
-			return res, we.err
+			return query.Result{}, we.err
 		}
-		return res, fmt.Errorf("%w: the stream was cut off: %w", ErrFailed, err)
+		return query.Result{}, fmt.Errorf("%w: the stream was cut off: %w", ErrFailed, err)
 	}
-	if msg := resp.Trailer.Get(TrailerError); msg != "" {
+	return a.Result()
+}
+
+// Answer is a query's answer as it streams: Body the pcapng, then
+// Result. Close it.
+type Answer struct {
+	// Body is the pcapng the server streams; an error reading it is
+	// the stream cut off (or ctx's end).
+	Body io.Reader
+	resp *http.Response
+	done func()
+}
+
+// Open runs the query cfg on the server and returns its answer once
+// the server accepted it (its headers came), refusals as Fetch's.
+func Open(ctx context.Context, cfg ClientConfig) (*Answer, error) {
+	resp, done, err := cfg.do(ctx, ContentType)
+	if err != nil {
+		return nil, err
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
+		done()
+		return nil, fmt.Errorf("query %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, ContentType)
+	}
+	return &Answer{Body: resp.Body, resp: resp, done: done}, nil
+}
+
+// Result returns the server's Result once Body is read to its end:
+// its Pcapsync-Result trailer, as decoded. A query that failed on the
+// server (its Pcapsync-Error trailer), and an answer without a result
+// or with one that does not decode, wrap ErrFailed.
+func (a *Answer) Result() (query.Result, error) {
+	var res query.Result
+	var err error
+	if msg := a.resp.Trailer.Get(TrailerError); msg != "" {
 		err = fmt.Errorf("%w: %s", ErrFailed, msg)
 	}
-	rj := resp.Trailer.Get(TrailerResult)
+	rj := a.resp.Trailer.Get(TrailerResult)
 	if rj == "" {
 		return res, errors.Join(err, fmt.Errorf("%w: the stream ended without the server's result", ErrFailed))
 	}
 	if jerr := json.Unmarshal([]byte(rj), &res); jerr != nil {
+		if len(rj) > 256 {
+			rj = rj[:256] + "..."
+		}
 		return res, errors.Join(err, fmt.Errorf("%w: the server's result %q: %w", ErrFailed, rj, jerr))
 	}
 	return res, err
 }
+
+// Close ends the answer (the connection closed if Body is not read to
+// its end).
+func (a *Answer) Close() { a.done() }
 
 // errWriter marks the errors of w.
 type errWriter struct{ w io.Writer }
