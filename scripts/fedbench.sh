@@ -10,7 +10,8 @@
 # for the whole range and for a needle (FILTER, default "udp port 53"),
 # with their peak RSS (GNU time), and checks that both wrote the same
 # packets (capinfos -c). Then the federated query's peak RSS with 10
-# servers, each serving all of ROOT (every agent ten times over).
+# servers, each serving all of TENROOT (default ROOT; every agent ten
+# times over).
 # Prints medians, ratios and the load average.
 set -euo pipefail
 root=$(cd "$1" && pwd)
@@ -126,8 +127,12 @@ for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 servers_list=
+if [ -n "${TENROOT:-}" ]; then
+	root=$(cd "$TENROOT" && pwd)
+	mapfile -t agents < <(cd "$root" && find . -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' | sort)
+fi
 for i in $(seq 0 9); do serve "ten$i" "${agents[@]}"; done
 ready "$servers_list"
 timed fed10 query --insecure --from "$servers_list" -w /dev/null
-echo "10 servers, every agent on each ($(tail -1 "$t/fed10.err" | cut -c1-120)): wall $(median "$t/fed10") s, peak RSS $(maxrss "$t/fed10") MiB"
+echo "10 servers, every agent of $root on each ($(tail -1 "$t/fed10.err" | cut -c1-120)): wall $(median "$t/fed10") s, peak RSS $(maxrss "$t/fed10") MiB"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
