@@ -19,8 +19,10 @@ import (
 	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
 )
 
-// readPackets reads a pcapng's packets as "time len hex" lines.
-func readPackets(t *testing.T, path string) []string {
+// eachPacket calls fn with every packet of the pcapng (or pcap) file
+// path, in file order, with the interfaces described so far, and
+// returns every interface of the file.
+func eachPacket(t *testing.T, path string, fn func(ifaces []pcapfile.Interface, p *pcapfile.Packet)) []pcapfile.Interface {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -31,17 +33,25 @@ func readPackets(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
 	for {
-		p, err := r.ReadPacket()
-		if errors.Is(err, io.EOF) {
-			return out
+		var p pcapfile.Packet
+		if err := r.ReadInto(&p); errors.Is(err, io.EOF) {
+			return r.Interfaces()
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%d %d %x", p.Timestamp, p.OrigLen, p.Data))
+		fn(r.Interfaces(), &p)
 	}
+}
+
+// readPackets reads a pcapng's packets as "time len hex" lines.
+func readPackets(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	eachPacket(t, path, func(_ []pcapfile.Interface, p *pcapfile.Packet) {
+		out = append(out, fmt.Sprintf("%d %d %x", p.Timestamp, p.OrigLen, p.Data))
+	})
+	return out
 }
 
 // byCommunityID groups packets as readPackets gives them (Ethernet) by

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,25 +64,10 @@ func TestCorrelateFrom(t *testing.T) {
 // at two agents may come in either order).
 func unmatchedPackets(t *testing.T, p string) []string {
 	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for {
-		pk, err := r.ReadPacket()
-		if err == io.EOF {
-			slices.Sort(out)
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%s %d %x", r.Interfaces()[pk.Interface].Name, pk.Timestamp, pk.Data))
-	}
+	eachPacket(t, p, func(ifaces []pcapfile.Interface, pk *pcapfile.Packet) {
+		out = append(out, fmt.Sprintf("%s %d %x", ifaces[pk.Interface].Name, pk.Timestamp, pk.Data))
+	})
+	slices.Sort(out)
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
 )
 
@@ -34,27 +35,12 @@ type fedPacket struct {
 // met for each interface name.
 func readFedPackets(t *testing.T, file string) ([]fedPacket, map[string][]string) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []fedPacket
-	for {
-		var p pcapfile.Packet
-		if err := r.ReadInto(&p); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		out = append(out, fedPacket{r.Interfaces()[p.Interface].Name, p.Timestamp, string(p.Data)})
-	}
+	ifaces := eachPacket(t, file, func(ifaces []pcapfile.Interface, p *pcapfile.Packet) {
+		out = append(out, fedPacket{ifaces[p.Interface].Name, p.Timestamp, string(p.Data)})
+	})
 	descs := map[string][]string{}
-	for _, ifc := range r.Interfaces() {
+	for _, ifc := range ifaces {
 		descs[ifc.Name] = append(descs[ifc.Name], ifc.Description)
 	}
 	return out, descs
@@ -83,35 +69,11 @@ func fedRoots(t *testing.T, n int) (addrs []string, merged string) {
 		roottest.Write(t, dir, r.base, 0, n, r.agents...)
 		last = time.Now().UnixMilli()
 		for _, a := range r.agents {
-			copyAgent(t, filepath.Join(dir, a), filepath.Join(merged, a))
+			testutil.CopyFiles(t, filepath.Join(dir, a), filepath.Join(merged, a))
 		}
 		addrs = append(addrs, startQueryServer(t, dir, "127.0.0.1:0", nil))
 	}
 	return addrs, merged
-}
-
-// copyAgent copies an agent's files into dst (made if need be).
-func copyAgent(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(filepath.Join(dst, e.Name())); err == nil {
-			t.Fatalf("%s twice", e.Name())
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // TestQueryFederated: query --from over three servers gives the

@@ -71,7 +71,7 @@ func TestFederatedQuery(t *testing.T) {
 		waitNoPart(t, s.dir, 10*time.Second)
 		agents, _ := filepath.Glob(filepath.Join(s.dir, "[a-z]*"))
 		for _, a := range agents {
-			copyDir(t, a, filepath.Join(merged, filepath.Base(a)))
+			testutil.CopyFiles(t, a, filepath.Join(merged, filepath.Base(a)))
 		}
 	}
 	run := func(want int, args ...string) *proc { // pcapsync args, its exit status want
@@ -186,30 +186,6 @@ func sameQueryPackets(t *testing.T, got, want string, n int) {
 		a, b := g[i], w[i]
 		if gi[a.Interface].Name != wi[b.Interface].Name || a.Timestamp != b.Timestamp || !slices.Equal(a.Data, b.Data) {
 			t.Fatalf("packet %d: %s at %d, want %s at %d", i, gi[a.Interface].Name, a.Timestamp, wi[b.Interface].Name, b.Timestamp)
-		}
-	}
-}
-
-// copyDir copies the files of src into dst.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if _, err := os.Stat(filepath.Join(dst, e.Name())); err == nil {
-			t.Fatalf("%s in two roots", e.Name())
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
 }
