@@ -91,11 +91,7 @@ type queryFlags struct {
 	out          string
 	print        bool // --print: lines on stdout beside -w FILE
 	summary      *summaryFormat
-	from         string          // the servers' query listeners, instead of --dir
-	servers      string          // --servers FILE: more of them
-	partial      bool            // --partial: the others' answer when a server fails
-	timeout      time.Duration   // --server-timeout
-	tls          *tapClientFlags // --from's TLS and token
+	srv          serverFlags // --from, --servers and theirs, instead of --dir
 }
 
 func queryCommand(s streams) *cobra.Command {
@@ -121,11 +117,7 @@ func queryCommand(s streams) *cobra.Command {
 			f.cfg.FollowDelay = query.DefaultFollowDelay
 			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")
 			f.summary = addSummaryFlag(fs)
-			fs.StringVar(&f.from, "from", "", "run the query on the collector or writer serving --query-listen at HOST:PORT, over HTTPS; several separated by commas: on all at once, their packets merged")
-			fs.StringVar(&f.servers, "servers", "", "run the query on the servers listed in FILE too, one HOST:PORT per line ('#' comments)")
-			fs.BoolVar(&f.partial, "partial", false, "when a server fails, write what the others gave (exit status 4) instead of failing")
-			fs.DurationVar(&f.timeout, "server-timeout", federate.DefaultServerTimeout, "give up a server that sends nothing (no answer, no byte) for this long; a long answer that keeps sending is not cut")
-			f.tls = tapClientTLSFlags(fs, "--from")
+			f.srv.define(fs, "packets")
 			return func(ctx context.Context, args []string) error {
 				if err := filterArgs(fs, args, &f.cfg.Filter); err != nil {
 					return err
@@ -133,7 +125,10 @@ func queryCommand(s streams) *cobra.Command {
 				if f.print && (f.out == "" || f.out == "-") {
 					return usageError("--print goes with -w FILE (without -w the lines are printed; -w - is the pcapng on stdout)")
 				}
-				if f.from != "" || f.servers != "" {
+				if err := f.srv.check(fs); err != nil {
+					return err
+				}
+				if f.srv.given() {
 					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
 						return usageError("--reorder-mem and --no-index are the server's with --from")
 					}
@@ -141,9 +136,6 @@ func queryCommand(s streams) *cobra.Command {
 						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
 					}
 					return runRemoteQueries(ctx, s, f, fs)
-				}
-				if f.tls.given(fs) || fs.Changed("partial") || fs.Changed("server-timeout") {
-					return usageError("the TLS flags, --token-file, --insecure, --partial and --server-timeout go with --from or --servers")
 				}
 				return runQuery(ctx, s, f)
 			}
@@ -301,7 +293,7 @@ func runRemoteQuery(ctx context.Context, s streams, f *queryFlags, cc queryhttp.
 	if err != nil {
 		return err
 	}
-	res, err := federate.Fetch(ctx, cc, f.timeout, out.w)
+	res, err := federate.Fetch(ctx, cc, f.srv.timeout, out.w)
 	streamed := err == nil || errors.Is(err, queryhttp.ErrFailed) // not refused
 	err = out.close(tlsHint(err, "--from"))
 	if errors.Is(err, queryhttp.ErrBadRequest) {

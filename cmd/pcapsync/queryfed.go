@@ -21,10 +21,7 @@ func runRemoteQueries(ctx context.Context, s streams, f *queryFlags, fs *pflag.F
 	if f.cfg.Dir != "" {
 		return usageError("--dir and --from exclude each other (--from queries the server's own root)")
 	}
-	if f.timeout <= 0 {
-		return usageError("--server-timeout %s: want a duration above 0", f.timeout)
-	}
-	addrs, err := serverList(f.from, f.servers, *f.tls.insecure)
+	addrs, err := serverList(f.srv.from, f.srv.file, *f.srv.tls.insecure)
 	if err != nil {
 		return err
 	}
@@ -55,14 +52,14 @@ func (f *queryFlags) remoteConfig(stderr io.Writer) (queryhttp.ClientConfig, err
 	if cc.Params.Until, err = remoteTime("until", f.until, now); err != nil {
 		return cc, err
 	}
-	cc.TLS, cc.Token, err = f.tls.config(warnLogger(stderr))
+	cc.TLS, cc.Token, err = f.srv.tls.config(warnLogger(stderr))
 	return cc, err
 }
 
 // runFederated runs the query cc on every server at once and writes
 // their packets merged; the summary lists each server.
 func runFederated(ctx context.Context, s streams, f *queryFlags, cc queryhttp.ClientConfig, addrs []string) error {
-	fc := federate.Config{Timeout: f.timeout, Partial: f.partial, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes,
+	fc := federate.Config{Timeout: f.srv.timeout, Partial: f.srv.partial, Count: f.cfg.Count, MaxBytes: f.cfg.MaxBytes,
 		Query: remoteDescribe(cc.Params)}
 	for _, a := range addrs {
 		c := cc
