@@ -1,0 +1,89 @@
+// The flows page: GET /api/flows with the form's selection, the flows
+// in a table sorted by a click on a heading, and the top talkers.
+import { getJSON, cell, say, markNav, selection, fillForm, fmtTime } from "./common.js";
+
+markNav("flows");
+const form = document.getElementById("selection");
+let rows = [];
+let sortKey = "first", sortDesc = false;
+
+function view(f) {
+  return {
+    first: f.first, last: f.last, iface: f.iface, proto: f.proto,
+    src: f.src_ip ? `${f.src_ip}:${f.src_port}` : f.src_mac || "",
+    dst: f.dst_ip ? `${f.dst_ip}:${f.dst_port}` : f.dst_mac || "",
+    packets: f.src_packets + f.dst_packets, bytes: f.src_bytes + f.dst_bytes,
+    tcp_flags: f.tcp_flags, community_id: f.community_id,
+  };
+}
+
+function render() {
+  const num = sortKey === "packets" || sortKey === "bytes";
+  rows.sort((a, b) => {
+    const x = a[sortKey], y = b[sortKey];
+    const c = num ? x - y : String(x).localeCompare(String(y));
+    return sortDesc ? -c : c;
+  });
+  const tbody = document.querySelector("#flows tbody");
+  tbody.replaceChildren();
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    tr.className = "flow";
+    for (const k of ["first", "last", "iface", "proto", "src", "dst", "packets", "bytes", "tcp_flags"]) cell(tr, r[k], k === "packets" || k === "bytes");
+    const td = cell(tr, "");
+    if (r.community_id) {
+      const a = document.createElement("a");
+      a.href = "/packets?community_id=" + encodeURIComponent(r.community_id);
+      a.textContent = r.community_id;
+      td.replaceChildren(a);
+    }
+    tbody.appendChild(tr);
+  }
+}
+
+for (const th of document.querySelectorAll("#flows th[data-key]")) {
+  th.addEventListener("click", () => {
+    sortDesc = sortKey === th.dataset.key ? !sortDesc : !!th.dataset.num;
+    sortKey = th.dataset.key;
+    render();
+  });
+}
+
+function coverageText(c, n) {
+  let t = `${n} flows of ${c.agents} agents, from ${c.files} data files`;
+  t += c.oldest ? `; the root keeps ${fmtTime(c.oldest)} – ${fmtTime(c.newest)}.` : "; the root keeps no packets of them.";
+  const miss = [];
+  if (c.missing) miss.push(`${c.missing} closed files without flow records`);
+  if (c.writing) miss.push(`${c.writing} files being written (their flows only as they end)`);
+  if (c.times_unknown) miss.push(`${c.times_unknown} files of unknown times`);
+  if (c.damaged.length) miss.push(`${c.damaged.length} damaged flow files: ${c.damaged.join("; ")}`);
+  return [t + (miss.length ? " Missing: " + miss.join(", ") + "." : " Nothing missing."), miss.length > 0];
+}
+
+async function load() {
+  const p = selection(form);
+  try {
+    const d = await getJSON("/api/flows?" + p.toString());
+    rows = d.flows.map(view);
+    render();
+    const tb = document.querySelector("#talkers tbody");
+    tb.replaceChildren();
+    for (const t of d.top_talkers || []) {
+      const tr = document.createElement("tr");
+      cell(tr, t.key); cell(tr, t.flows, true); cell(tr, t.packets, true); cell(tr, t.bytes, true);
+      tb.appendChild(tr);
+    }
+    const [text, warn] = coverageText(d.coverage, d.flows.length);
+    say(text, warn);
+  } catch (e) {
+    say("The flows could not be loaded: " + e.message, true);
+  }
+}
+
+form.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  history.replaceState(null, "", "?" + selection(form).toString());
+  load();
+});
+fillForm(form);
+load();
