@@ -1,0 +1,60 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestRefused: without a session every page redirects to the login and
+// every API answers 401; a wrong token sets no cookie; the right one
+// sets an HttpOnly, SameSite=Strict cookie that opens the API; nothing
+// but the login takes a POST; every answer carries the CSP.
+func TestRefused(t *testing.T) {
+	fx := newFixture(t)
+	for _, p := range []string{"/agents", "/flows", "/packets", "/"} {
+		resp, _ := fx.get(t, p)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+			t.Errorf("GET %s without a session: %s to %q; want 303 to /login", p, resp.Status, resp.Header.Get("Location"))
+		}
+	}
+	for _, p := range []string{"/api/agents", "/api/flows", "/api/packets", "/api/download"} {
+		resp, body := fx.get(t, p)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without a session: %s %q; want 401", p, resp.Status, body)
+		}
+		resp, _ = fx.get(t, p, &http.Cookie{Name: CookieName, Value: "forged"})
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with a forged session: %s; want 401", p, resp.Status)
+		}
+	}
+	if resp := fx.login(t, "wrong"); len(resp.Cookies()) != 0 || resp.Header.Get("Location") != "/login?failed=1" {
+		t.Errorf("wrong token: cookies %v, to %q", resp.Cookies(), resp.Header.Get("Location"))
+	}
+	resp := fx.login(t, testToken)
+	cs := resp.Cookies()
+	if len(cs) != 1 || cs[0].Name != CookieName || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || len(cs[0].Value) < 43 {
+		t.Fatalf("login: cookies %+v; want one HttpOnly SameSite=Strict session of 32 random bytes", cs)
+	}
+	resp, body := fx.get(t, "/api/agents", cs[0])
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"a"`) {
+		t.Errorf("GET /api/agents with the session: %s %s", resp.Status, body)
+	}
+	for _, h := range []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("no %s header", h)
+		}
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("CSP %q", csp)
+	}
+	req, _ := http.NewRequest(http.MethodPost, fx.base+"/api/agents", nil)
+	req.AddCookie(cs[0])
+	if r, err := noRedirect.Do(req); err != nil || r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /api/agents: %v %v; want 405", r, err)
+	}
+	resp, body = fx.get(t, "/api/flows?bogus=1", cs[0])
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `unknown parameter`) {
+		t.Errorf("GET /api/flows?bogus=1: %s %s; want GET /flows's 400", resp.Status, body)
+	}
+}
