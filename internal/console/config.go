@@ -23,12 +23,12 @@ type Config struct {
 	// it must be safe for concurrent use. nil: the agents are those of
 	// the root only.
 	Status func() any
-	// Token, if set, is what the login form takes for a session.
+	// Token, if set, is what the login form takes for a session. A
+	// request with a client certificate the front door verified
+	// (queryhttp.ClientOf) needs none. With no Token, a front door that
+	// asks for no client certificate of the request (plain HTTP, TLS
+	// without client CAs) admits it: the query listener's rule.
 	Token string
-	// CertAuth: clients may come with a client certificate the front
-	// door verifies (TLS with client CAs); without Token, such a
-	// listener admits no one else.
-	CertAuth bool
 	// SessionTTL is a session's life from its login; 0 means
 	// DefaultSessionTTL.
 	SessionTTL time.Duration

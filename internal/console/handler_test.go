@@ -1,9 +1,14 @@
 package console
 
 import (
+	"time"
+
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 )
 
 // TestRefused: without a session every page redirects to the login and
@@ -56,5 +61,45 @@ func TestRefused(t *testing.T) {
 	resp, body = fx.get(t, "/api/flows?bogus=1", cs[0])
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `unknown parameter`) {
 		t.Errorf("GET /api/flows?bogus=1: %s %s; want GET /flows's 400", resp.Status, body)
+	}
+}
+
+// TestClientCertificate: behind a TLS front door that asks for client
+// certificates, one signed by the collector's CA opens the console
+// without a login; none, or a foreign one, gets 401 and the login;
+// a login over TLS sets a Secure cookie.
+func TestClientCertificate(t *testing.T) {
+	p := pkitest.New(t)
+	fx := newFixtureTLS(t, p.Server(t, true))
+	own, ownKey := p.Issue(t, p.CA, "user", pki.Leaf{CommonName: "user", Client: true})
+	foreign, foreignKey := p.Issue(t, p.Foreign, "mallory", pki.Leaf{CommonName: "mallory", Client: true})
+	for _, c := range []struct {
+		name      string
+		cert, key string
+		want      int
+	}{
+		{"own CA", own, ownKey, http.StatusOK},
+		{"none", "", "", http.StatusUnauthorized},
+		{"foreign CA", foreign, foreignKey, http.StatusUnauthorized},
+	} {
+		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: p.RawClient(t, c.cert, c.key)}}
+		resp, err := cl.Get(fx.base + "/api/agents")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("client certificate %s: %s; want %d", c.name, resp.Status, c.want)
+		}
+	}
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: p.RawClient(t, "", "")},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Post(fx.base+"/login", "application/x-www-form-urlencoded", strings.NewReader("token="+testToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if cs := resp.Cookies(); len(cs) != 1 || !cs[0].Secure {
+		t.Errorf("login over TLS: cookies %+v; want one Secure", cs)
 	}
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,7 +27,10 @@ type fixture struct {
 	dir, base string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureTLS(t, nil) }
+
+// newFixtureTLS is newFixture's console with the front door's TLS tc.
+func newFixtureTLS(t *testing.T, tc *tls.Config) *fixture {
 	t.Helper()
 	fx := &fixture{dir: t.TempDir()}
 	convs := flowtest.GenConvs(7, 12)
@@ -45,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := queryhttp.New(queryhttp.Config{Listen: "127.0.0.1:0", Dir: fx.dir, Handler: h, Name: "console", Logger: log})
+	srv, err := queryhttp.New(queryhttp.Config{Listen: "127.0.0.1:0", Dir: fx.dir, TLS: tc, Handler: h, Name: "console", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +63,9 @@ func newFixture(t *testing.T) *fixture {
 		}
 	})
 	fx.base = "http://" + srv.Addr()
+	if tc != nil {
+		fx.base = "https://" + srv.Addr()
+	}
 	return fx
 }
 

@@ -222,7 +222,11 @@ func (c *Config) validateWriterSecurity() error {
 	case (tls || insecure || c.TokenFile != "" || c.Collector.Token != "") && !serves:
 		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
 	case (c.Query.Listen != "" || c.Console.Listen != "") && !tls && !insecure:
-		return fielderr.Errorf("{serve.Query.Listen} and {serve.Console.Listen}: no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require client certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain HTTP")
+		which := "{serve.Query.Listen}"
+		if c.Query.Listen == "" {
+			which = "{serve.Console.Listen}"
+		}
+		return fielderr.Errorf(which + ": no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require client certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain HTTP")
 	case tls && insecure:
 		return fielderr.Errorf("{serve.Collector.Insecure} and {serve.TLSCertFile}/{serve.TLSKeyFile} exclude each other")
 	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):

@@ -435,8 +435,7 @@ func (s *Service) bindConsole() error {
 		return nil
 	}
 	tc := c.Collector.TLS
-	h, err := console.New(console.Config{Dir: c.Collector.Store.Dir, Status: s.status, Token: c.Collector.Token,
-		CertAuth: tc != nil && tc.ClientCAs != nil, Logger: c.Logger})
+	h, err := console.New(console.Config{Dir: c.Collector.Store.Dir, Status: s.status, Token: c.Collector.Token, Logger: c.Logger})
 	if err != nil {
 		return err
 	}
