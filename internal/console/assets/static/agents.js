@@ -9,7 +9,7 @@ function row(tbody, a) {
   const tr = document.createElement("tr");
   tr.dataset.agent = a.name;
   cell(tr, a.name);
-  cell(tr, (s.interfaces || []).map((i) => i.name || i).join(", ") || (a.status ? "" : "not known to this server"));
+  cell(tr, a.status ? [s.host, s.address].filter(Boolean).join(" ") : "not known to this server");
   cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since) : "no") : "not since this server started");
   cell(tr, fmtRate(s.packets_per_second), true);
   cell(tr, fmtRate(s.bytes_per_second), true);
