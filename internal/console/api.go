@@ -27,6 +27,14 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 		h.bad(w, err)
 		return
 	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		h.json(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("too many requests reading the captures (%d): try again later", h.cfg.MaxQueries)})
+		return
+	}
 	switch r.URL.Path {
 	case "/api/agents":
 		h.agents(w, r)
@@ -196,7 +204,9 @@ func (h *Handler) packetQuery(ctx context.Context, v map[string][]string) (*quer
 			return nil, fmt.Errorf("%w: %w", queryhttp.ErrBadRequest, err)
 		}
 	}
-	q, err := query.Prepare(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, queryhttp.DefaultCompileTimeout) // as the query listener bounds a compile
+	q, err := query.Prepare(cctx, cfg)
+	cancel()
 	if errors.Is(err, query.ErrBadFilter) {
 		return nil, fmt.Errorf("%w: %w", queryhttp.ErrBadRequest, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 // Defaults for the zero fields of Config.
@@ -35,7 +37,11 @@ type Config struct {
 	// MaxSessions bounds the sessions held; a login beyond them, when
 	// none has expired, is refused. 0 means DefaultMaxSessions.
 	MaxSessions int
-	Logger      *slog.Logger // nil: slog.Default()
+	// MaxQueries bounds the API requests that read the root at once
+	// (agents, flows, packets, downloads); more are answered 503. 0
+	// means queryhttp.DefaultMaxQueries.
+	MaxQueries int
+	Logger     *slog.Logger // nil: slog.Default()
 }
 
 // Validate reports the first unusable setting.
@@ -45,6 +51,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: no output root", ErrConfig)
 	case c.SessionTTL < 0:
 		return fmt.Errorf("%w: session life %s is negative", ErrConfig, c.SessionTTL)
+	case c.MaxQueries < 0:
+		return fmt.Errorf("%w: max queries %d is negative", ErrConfig, c.MaxQueries)
 	case c.MaxSessions < 0:
 		return fmt.Errorf("%w: max sessions %d is negative", ErrConfig, c.MaxSessions)
 	}
@@ -57,6 +65,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxQueries == 0 {
+		c.MaxQueries = queryhttp.DefaultMaxQueries
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -42,6 +42,7 @@ type Handler struct {
 	cfg    Config
 	log    *slog.Logger
 	static http.Handler
+	slots  chan struct{} // a token per API request reading the root
 
 	mu       sync.Mutex
 	sessions map[string]time.Time // id -> expiry
@@ -58,7 +59,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	static := http.StripPrefix("/static", http.FileServerFS(sub))
-	return &Handler{cfg: cfg, log: cfg.Logger, static: static, sessions: map[string]time.Time{}}, nil
+	return &Handler{cfg: cfg, log: cfg.Logger, static: static, sessions: map[string]time.Time{},
+		slots: make(chan struct{}, cfg.MaxQueries)}, nil
 }
 
 // ServeHTTP answers one request: the security headers, then the login,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -101,5 +102,31 @@ func TestClientCertificate(t *testing.T) {
 	resp.Body.Close()
 	if cs := resp.Cookies(); len(cs) != 1 || !cs[0].Secure {
 		t.Errorf("login over TLS: cookies %+v; want one Secure", cs)
+	}
+}
+
+// TestBusy: an API request past MaxQueries reading the root at once is
+// answered 503 with Retry-After; the pages are not counted.
+func TestBusy(t *testing.T) {
+	h, err := New(Config{Dir: t.TempDir(), MaxQueries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.slots <- struct{}{} // one request reading
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/agents", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("second request: %d %q; want 503 with Retry-After", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/agents", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("the agents page while busy: %d", rec.Code)
+	}
+	<-h.slots
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/agents", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"agents":[]`) {
+		t.Errorf("an empty root's agents: %d %s", rec.Code, rec.Body)
 	}
 }

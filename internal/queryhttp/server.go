@@ -89,16 +89,16 @@ func New(cfg Config) (*Server, error) {
 	tcp, _ := raw.Addr().(*net.TCPAddr)
 	switch {
 	case tc == nil:
-		s.log.Warn("INSECURE: query listener in plain HTTP: anyone who reaches it reads the captures", "query", addr)
+		s.log.Warn("INSECURE: "+cfg.Name+" listener in plain HTTP: anyone who reaches it reads the captures", cfg.Name, addr)
 	case tcp != nil && tcp.IP.IsLoopback():
 		s.plain = true
 		if s.cas != nil && cfg.Token == "" {
-			s.log.Warn("query listener on loopback: plain HTTP clients on this host need no client certificate; add --token-file to require one there", "query", addr)
+			s.log.Warn(cfg.Name+" listener on loopback: plain HTTP clients on this host need no client certificate; add --token-file to require one there", cfg.Name, addr)
 		}
 	}
 	s.ln = newListener(raw, tc, s.plain, cfg.HandshakeTimeout, func(remote string, err error) {
 		s.Counters.TLS.Add(1)
-		s.tlsFails.Warn(s.log, "query client refused", "remote", remote, "query", addr, "status", "tls", "err", err)
+		s.tlsFails.Warn(s.log, cfg.Name+" client refused", "remote", remote, cfg.Name, addr, "status", "tls", "err", err)
 	})
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.srv = frontdoor.HTTPServer(s, frontdoor.HTTPConfig{HeaderTimeout: cfg.HandshakeTimeout})
@@ -152,7 +152,7 @@ func (s *Server) Close() error {
 // ServeHTTP answers one request: authentication, parameters (the
 // filter's limits), a slot, the filter compiled, then the query.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	log := s.log.With("remote", r.RemoteAddr, "query", s.Addr())
+	log := s.log.With("remote", r.RemoteAddr, s.cfg.Name, s.Addr())
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		log = log.With("cert_cn", r.TLS.PeerCertificates[0].Subject.CommonName)
 	}
