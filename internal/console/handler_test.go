@@ -1,10 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"time"
 
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -128,5 +131,31 @@ func TestBusy(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/agents", nil))
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"agents":[]`) {
 		t.Errorf("an empty root's agents: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestNoInline: the embedded pages carry no inline script, style
+// element, style attribute or event handler attribute: the CSP would
+// block them (TestBrowser sees that no violation happens).
+func TestNoInline(t *testing.T) {
+	bad := regexp.MustCompile(`(?i)<style|\sstyle\s*=|\son[a-z]+\s*=|javascript:`)
+	script := regexp.MustCompile(`(?is)<script([^>]*)>(.*?)</script>`)
+	pages, err := fs.Glob(assets, "assets/*.html")
+	if err != nil || len(pages) < 4 {
+		t.Fatalf("pages %v: %v", pages, err)
+	}
+	for _, p := range pages {
+		b, _ := assets.ReadFile(p)
+		if m := bad.Find(b); m != nil {
+			t.Errorf("%s: %q", p, m)
+		}
+		if bytes.Count(b, []byte("<script")) != len(script.FindAll(b, -1)) {
+			t.Errorf("%s: a script element not closed as <script ...></script>", p)
+		}
+		for _, m := range script.FindAllSubmatch(b, -1) {
+			if !bytes.Contains(m[1], []byte(" src=")) || len(bytes.TrimSpace(m[2])) > 0 {
+				t.Errorf("%s: inline script %q", p, m[0])
+			}
+		}
 	}
 }

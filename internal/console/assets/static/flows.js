@@ -1,6 +1,7 @@
 // The flows page: GET /api/flows with the form's selection, the flows
 // in a table sorted by a click on a heading, and the top talkers.
 import { getJSON, cell, say, markNav, selection, fillForm, fmtTime } from "./common.js";
+import uPlot from "/vendor/uplot-1.6.30/uPlot.esm.js";
 
 markNav("flows");
 const form = document.getElementById("selection");
@@ -60,12 +61,44 @@ function coverageText(c, n) {
   return [t + (miss.length ? " Missing: " + miss.join(", ") + "." : " Nothing missing."), miss.length > 0];
 }
 
+let plot = null;
+
+// chart draws the flows started and their bytes per time bucket (about
+// 60 buckets over the flows' span, at least 1 ms), from the flows'
+// first packets: what the selection's flow records say, not a packet
+// count.
+function chart(flows) {
+  const el = document.getElementById("chart");
+  if (plot) { plot.destroy(); plot = null; }
+  el.replaceChildren();
+  const ts = flows.map((f) => Date.parse(f.first)).filter((t) => !Number.isNaN(t));
+  if (ts.length === 0) { el.textContent = "No flows to chart."; return; }
+  const lo = Math.min(...ts), hi = Math.max(...ts);
+  const step = Math.max(1, Math.ceil((hi - lo + 1) / 60));
+  const n = Math.floor((hi - lo) / step) + 1;
+  const x = [], count = new Array(n).fill(0), bytes = new Array(n).fill(0);
+  for (let i = 0; i < n; i++) x.push((lo + i * step) / 1000);
+  flows.forEach((f) => {
+    const t = Date.parse(f.first);
+    if (Number.isNaN(t)) return;
+    const i = Math.floor((t - lo) / step);
+    count[i]++;
+    bytes[i] += f.src_bytes + f.dst_bytes;
+  });
+  plot = new uPlot({
+    width: Math.max(400, el.clientWidth || 800), height: 220,
+    series: [{}, { label: "flows started", stroke: "#36c" }, { label: "their bytes", stroke: "#c63", scale: "bytes" }],
+    axes: [{}, { label: "flows" }, { side: 1, scale: "bytes", label: "bytes" }],
+  }, [x, count, bytes], el);
+}
+
 async function load() {
   const p = selection(form);
   try {
     const d = await getJSON("/api/flows?" + p.toString());
     rows = d.flows.map(view);
     render();
+    chart(d.flows);
     const tb = document.querySelector("#talkers tbody");
     tb.replaceChildren();
     for (const t of d.top_talkers || []) {
