@@ -263,7 +263,21 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, v map[string]
 	}
 	w.Header().Set("Content-Type", queryhttp.ContentType)
 	w.Header().Set("Content-Disposition", `attachment; filename="pcapsync-query.pcapng"`)
-	if _, err := q.Run(r.Context(), w); err != nil {
+	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w)}
+	if _, err := q.Run(r.Context(), dw); err != nil {
 		h.log.Warn("console download failed", "err", err)
 	}
+}
+
+// deadlineWriter writes a download with a deadline renewed before each
+// write: a client that takes nothing for queryhttp.DefaultWriteTimeout
+// is cut off (its slot freed), a slow one that keeps taking is not.
+type deadlineWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	d.rc.SetWriteDeadline(time.Now().Add(queryhttp.DefaultWriteTimeout))
+	return d.w.Write(p)
 }
