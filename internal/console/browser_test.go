@@ -60,6 +60,31 @@ func problems(t *testing.T, ctx context.Context) []string {
 	return p
 }
 
+// wantLines is what pcapsync query prints of cfg (a community_id's
+// blocks found as the CLI finds them), in UTC.
+func wantLines(t *testing.T, cfg query.Config) []string {
+	t.Helper()
+	var err error
+	if cfg.CommunityID != "" {
+		if cfg.Blocks, err = flowquery.Blocks(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := query.Prepare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	if _, err := q.Each(context.Background(), func(p *query.Packet) error {
+		lines = append(lines, string(pktline.AppendLine(nil, &pktline.Packet{Timestamp: p.Timestamp, Iface: p.Interface.Name,
+			LinkType: p.Interface.LinkType, OrigLen: p.OrigLen, Data: p.Data}, time.UTC)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
 // TestBrowser: in headless Chromium, the console logs in with the
 // token; the agents page lists the agents of the status and of the
 // root, with a kept window; the flows page shows the root's flows as
@@ -137,20 +162,30 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("flows page: %d rows, coverage %q; flowquery selects %d flows", n, cov, len(flows))
 	}
 
-	var lines []string
-	q, err := query.Prepare(context.Background(), query.Config{Dir: fx.dir, Agents: []string{"a"}, Count: 20})
-	if err != nil {
+	// One flow's packets: its Community ID's link on the flows page.
+	cid, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#flows tbody a").textContent`))
+	if err != nil || cid == "" {
+		t.Fatalf("no Community ID link on the flows page: %v", err)
+	}
+	link, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#flows tbody a").href`))
+	if err := chromedp.Do(tctx, chromedp.Navigate(link)); err != nil {
 		t.Fatal(err)
 	}
-	q.Each(context.Background(), func(p *query.Packet) error {
-		lines = append(lines, string(pktline.AppendLine(nil, &pktline.Packet{Timestamp: p.Timestamp, Iface: p.Interface.Name,
-			LinkType: p.Interface.LinkType, OrigLen: p.OrigLen, Data: p.Data}, time.UTC)))
-		return nil
-	})
+	text, err := chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("packets") && document.getElementById("packets").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		t.Fatalf("one flow's packets: %v", err)
+	}
+	check("one flow's packets")
+	flowLines := wantLines(t, query.Config{Dir: fx.dir, CommunityID: cid, Count: 100})
+	if got := strings.TrimSpace(text); got != strings.Join(flowLines, "\n") || len(flowLines) == 0 {
+		t.Errorf("flow %s's packets:\n%s\nwant:\n%s", cid, got, strings.Join(flowLines, "\n"))
+	}
+
+	lines := wantLines(t, query.Config{Dir: fx.dir, Agents: []string{"a"}, Count: 20})
 	if err := chromedp.Do(tctx, chromedp.Navigate(fx.base+"/packets?agent=a&count=20")); err != nil {
 		t.Fatal(err)
 	}
-	text, err := chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("packets").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	text, err = chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("packets").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
 	if err != nil {
 		t.Fatalf("packets page: %v", err)
 	}
