@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,8 +99,18 @@ func TestBrowser(t *testing.T) {
 	fx := newFixture(t)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	shots := os.Getenv("PCAPSYNC_CONSOLE_SCREENSHOTS") // a directory: each page's screenshot, for docs/console/
 	check := func(what string) {
 		t.Helper()
+		if shots != "" {
+			b, err := chromedp.Run(tctx, chromedp.FullScreenshot(100)) // 100: PNG
+			if err == nil {
+				err = os.WriteFile(filepath.Join(shots, strings.Fields(what)[0]+".png"), b, 0o644)
+			}
+			if err != nil {
+				t.Errorf("screenshot of the %s: %v", what, err)
+			}
+		}
 		if p := problems(t, tctx); len(p) > 0 {
 			t.Errorf("%s: the page met %q", what, p)
 		}
@@ -175,7 +186,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("one flow's packets: %v", err)
 	}
-	check("one flow's packets")
+	check("flow packets")
 	flowLines := wantLines(t, query.Config{Dir: fx.dir, CommunityID: cid, Count: 100})
 	if got := strings.TrimSpace(text); got != strings.Join(flowLines, "\n") || len(flowLines) == 0 {
 		t.Errorf("flow %s's packets:\n%s\nwant:\n%s", cid, got, strings.Join(flowLines, "\n"))
