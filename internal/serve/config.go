@@ -220,7 +220,7 @@ func (c *Config) validateWriterSecurity() error {
 	serves := c.Query.Listen != "" || c.Console.Listen != "" || len(c.Tap.Listen) > 0
 	switch {
 	case (tls || insecure || c.TokenFile != "" || c.Collector.Token != "") && !serves:
-		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
+		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen}, {serve.Console.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
 	case (c.Query.Listen != "" || c.Console.Listen != "") && !tls && !insecure:
 		which := "{serve.Query.Listen}"
 		if c.Query.Listen == "" {

@@ -92,7 +92,7 @@ func TestValidate(t *testing.T) {
 			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
 			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca"
 		}, ""},
-		{"writer security without a listener", func(c *Config) { c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen and Tap.Listen"},
+		{"writer security without a listener", func(c *Config) { c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen, Console.Listen and Tap.Listen"},
 		{"collector with kafka", func(c *Config) { c.Kafka.Brokers = []string{"127.0.0.1:1"} }, "role collector: Kafka.Brokers set"},
 		{"ingest without kafka", func(c *Config) { c.Role, c.Collector.Store.Dir = RoleIngest, "" }, "role ingest collector: Kafka.Brokers required"},
 		{"ingest with a group", func(c *Config) {
