@@ -159,3 +159,33 @@ func TestNoInline(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsBounded: past MaxSessions live sessions a login is
+// refused (503); once one has expired, a login takes its place.
+func TestSessionsBounded(t *testing.T) {
+	h, err := New(Config{Dir: t.TempDir(), Token: testToken, MaxSessions: 1, SessionTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token="+testToken))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := login(); rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) != 1 {
+		t.Fatalf("first login: %d %v", rec.Code, rec.Result().Cookies())
+	}
+	if rec := login(); rec.Code != http.StatusServiceUnavailable || len(rec.Result().Cookies()) != 0 {
+		t.Errorf("login past MaxSessions: %d %v; want 503 without a cookie", rec.Code, rec.Result().Cookies())
+	}
+	h.mu.Lock()
+	for id := range h.sessions {
+		h.sessions[id] = time.Now().Add(-time.Second) // expired
+	}
+	h.mu.Unlock()
+	if rec := login(); rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) != 1 {
+		t.Errorf("login after the session expired: %d", rec.Code)
+	}
+}
