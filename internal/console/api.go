@@ -218,7 +218,10 @@ func (h *Handler) packetQuery(ctx context.Context, v map[string][]string) (*quer
 // pktline's lines, with the query's Result (its coverage).
 func (h *Handler) packets(w http.ResponseWriter, r *http.Request, v map[string][]string) {
 	n := int64(DefaultPackets)
-	if s := v["count"]; len(s) == 1 {
+	if s := v["count"]; len(s) > 1 {
+		h.bad(w, fmt.Errorf("count given %d times", len(s)))
+		return
+	} else if len(s) == 1 {
 		var err error
 		if n, err = strconv.ParseInt(s[0], 10, 64); err != nil || n < 1 || n > DefaultMaxPackets {
 			h.bad(w, fmt.Errorf("count %q: want 1..%d", s[0], DefaultMaxPackets))

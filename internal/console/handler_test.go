@@ -62,6 +62,12 @@ func TestRefused(t *testing.T) {
 	if r, err := noRedirect.Do(req); err != nil || r.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /api/agents: %v %v; want 405", r, err)
 	}
+	for _, q := range []string{"count=0", "count=10001", "count=x", "count=1&count=2", "since=yesterday", "agent=../etc", "a;b=1"} {
+		resp, body = fx.get(t, "/api/packets?"+q, cs[0])
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"error"`) {
+			t.Errorf("GET /api/packets?%s: %s %s; want 400 with the reason", q, resp.Status, body)
+		}
+	}
 	resp, body = fx.get(t, "/api/flows?bogus=1", cs[0])
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `unknown parameter`) {
 		t.Errorf("GET /api/flows?bogus=1: %s %s; want GET /flows's 400", resp.Status, body)
