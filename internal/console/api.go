@@ -17,7 +17,8 @@ import (
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
-// TopTalkers is how many hosts GET /api/flows ranks.
+// TopTalkers is how many hosts, conversations and services GET
+// /api/flows ranks (flowquery.Top by bytes).
 const TopTalkers = 10
 
 // api answers GET /api/...: JSON, or the pcapng of a download.
@@ -143,7 +144,8 @@ func coverage(ctx context.Context, dir string) ([]query.AgentCoverage, error) {
 }
 
 // flows answers GET /api/flows: the flows of a selection (GET /flows's
-// parameters), the top talkers by bytes, and what the selection covers.
+// parameters), the top talkers, conversations and services by bytes,
+// and what the selection covers.
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request, v map[string][]string) {
 	fc, err := queryhttp.ParseFlows(v, h.cfg.Dir, time.Now())
 	if err != nil {
@@ -160,16 +162,19 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request, v map[string][]s
 		h.failed(w, "flows", err)
 		return
 	}
-	top, err := flowquery.Top(flows, flowquery.GroupHost, flowquery.ByBytes, TopTalkers)
-	if err != nil {
-		h.failed(w, "top talkers", err)
-		return
+	tops := map[string][]flowquery.Talker{}
+	for key, group := range map[string]string{"top_talkers": flowquery.GroupHost, "top_conversations": flowquery.GroupPair, "top_services": flowquery.GroupPort} {
+		if tops[key], err = flowquery.Top(flows, group, flowquery.ByBytes, TopTalkers); err != nil {
+			h.failed(w, key, err)
+			return
+		}
 	}
 	js := make([]any, len(flows))
 	for i := range flows {
 		js[i] = flows[i].JSON()
 	}
-	h.json(w, http.StatusOK, map[string]any{"flows": js, "top_talkers": top, "coverage": flowCoverage(res, h.public)})
+	h.json(w, http.StatusOK, map[string]any{"flows": js, "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
+		"top_services": tops["top_services"], "coverage": flowCoverage(res, h.public)})
 }
 
 // flowCoverage is what a flows answer covers and misses, in words the

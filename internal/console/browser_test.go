@@ -166,6 +166,18 @@ func TestBrowser(t *testing.T) {
 	check("flows page")
 	n, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#flows tbody tr").length`))
 	cov, _ := chromedp.Run(tctx, chromedp.Text(chromedp.ID("coverage")))
+	for _, id := range []string{"talkers", "conversations", "services"} {
+		group := map[string]string{"talkers": flowquery.GroupHost, "conversations": flowquery.GroupPair, "services": flowquery.GroupPort}[id]
+		top, _ := flowquery.Top(flows, group, flowquery.ByBytes, TopTalkers)
+		got, _ := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#`+id+` tbody tr td:first-child")].map(td => td.textContent)`))
+		var want []string
+		for _, x := range top {
+			want = append(want, x.Key)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") || len(want) == 0 {
+			t.Errorf("top %s %q; flowquery.Top gives %q", id, got, want)
+		}
+	}
 	if c, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart canvas").length`)); c != 1 {
 		t.Errorf("flows page: %d chart canvases; want 1 (uPlot, vendored)", c)
 	}

@@ -99,12 +99,14 @@ async function load() {
     rows = d.flows.map(view);
     render();
     chart(d.flows);
-    const tb = document.querySelector("#talkers tbody");
-    tb.replaceChildren();
-    for (const t of d.top_talkers || []) {
-      const tr = document.createElement("tr");
-      cell(tr, t.key); cell(tr, t.flows, true); cell(tr, t.packets, true); cell(tr, t.bytes, true);
-      tb.appendChild(tr);
+    for (const [id, list] of [["talkers", d.top_talkers], ["conversations", d.top_conversations], ["services", d.top_services]]) {
+      const tb = document.querySelector(`#${id} tbody`);
+      tb.replaceChildren();
+      for (const t of list || []) {
+        const tr = document.createElement("tr");
+        cell(tr, t.key); cell(tr, t.flows, true); cell(tr, t.packets, true); cell(tr, t.bytes, true);
+        tb.appendChild(tr);
+      }
     }
     const [text, warn] = coverageText(d.coverage, d.flows.length);
     say(text, warn);
