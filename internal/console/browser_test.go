@@ -45,7 +45,7 @@ func browser(t *testing.T) context.Context {
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchScript})
 		return err
-	})); err != nil {
+	}), chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
 	return ctx
