@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +46,10 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 		h.packets(w, r, v)
 	case "/api/download":
 		h.download(w, r, v)
+	case "/api/packet":
+		h.packet(w, r, v)
 	default:
-		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/download", http.StatusNotFound)
+		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/packet, /api/download", http.StatusNotFound)
 	}
 }
 
@@ -253,6 +256,57 @@ func (h *Handler) packets(w http.ResponseWriter, r *http.Request, v map[string][
 	out := map[string]any{"lines": lines, "result": res}
 	if err != nil {
 		out["error"] = h.public(err)
+	}
+	h.json(w, http.StatusOK, out)
+}
+
+// packet answers GET /api/packet: the index-th packet (from 0, below
+// DefaultMaxPackets) of a selection (GET /api/packets's, no count): its
+// line and its captured bytes as a hex dump (encoding/hex.Dump: offset,
+// 16 bytes in hex, their printable characters).
+func (h *Handler) packet(w http.ResponseWriter, r *http.Request, v map[string][]string) {
+	s := v["index"]
+	i, err := int64(0), error(nil)
+	if len(s) == 1 {
+		i, err = strconv.ParseInt(s[0], 10, 64)
+	}
+	if len(s) != 1 || err != nil || i < 0 || i >= DefaultMaxPackets {
+		h.bad(w, fmt.Errorf("index: want one whole number 0..%d", DefaultMaxPackets-1))
+		return
+	}
+	delete(v, "index")
+	if _, ok := v["count"]; ok {
+		h.bad(w, errors.New("count: GET /api/packet takes index, not count"))
+		return
+	}
+	v["count"] = []string{strconv.FormatInt(i+1, 10)}
+	q, err := h.packetQuery(r.Context(), v)
+	if errors.Is(err, queryhttp.ErrBadRequest) {
+		h.bad(w, err)
+		return
+	} else if err != nil {
+		h.failed(w, "query", err)
+		return
+	}
+	var n int64
+	out := map[string]any{}
+	res, err := q.Each(r.Context(), func(p *query.Packet) error {
+		if n == i {
+			out["line"] = string(pktline.AppendLine(nil, &pktline.Packet{Timestamp: p.Timestamp, Iface: p.Interface.Name,
+				LinkType: p.Interface.LinkType, OrigLen: p.OrigLen, Data: p.Data}, time.UTC))
+			out["hex"] = hex.Dump(p.Data)
+			out["captured"], out["length"] = len(p.Data), p.OrigLen
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		h.failed(w, "query", err)
+		return
+	}
+	if n <= i {
+		h.json(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("the selection has %d packets, no packet %d", n, i), "result": res})
+		return
 	}
 	h.json(w, http.StatusOK, out)
 }

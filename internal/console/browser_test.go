@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +62,10 @@ func problems(t *testing.T, ctx context.Context) []string {
 	return p
 }
 
+// pktText is the packets page's lines, "" (falsy: Poll waits) until
+// they come.
+const pktText = `[...document.querySelectorAll("#packets .pkt")].map(e => e.textContent).join("\n")`
+
 // wantLines is what pcapsync query prints of cfg (a community_id's
 // blocks found as the CLI finds them), in UTC.
 func wantLines(t *testing.T, cfg query.Config) []string {
@@ -84,6 +89,20 @@ func wantLines(t *testing.T, cfg query.Config) []string {
 		t.Fatal(err)
 	}
 	return lines
+}
+
+// wantHex is hex.Dump of the last packet query cfg gives.
+func wantHex(t *testing.T, cfg query.Config) string {
+	t.Helper()
+	q, err := query.Prepare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []byte
+	if _, err := q.Each(context.Background(), func(p *query.Packet) error { last = bytes.Clone(p.Data); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return hex.Dump(last)
 }
 
 // TestBrowser: in headless Chromium, the console logs in with the
@@ -194,7 +213,7 @@ func TestBrowser(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Navigate(link)); err != nil {
 		t.Fatal(err)
 	}
-	text, err := chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("packets") && document.getElementById("packets").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	text, err := chromedp.Run(tctx, chromedp.Poll[string](pktText, chromedp.WithPollingTimeout(10*time.Second)))
 	if err != nil {
 		t.Fatalf("one flow's packets: %v", err)
 	}
@@ -208,7 +227,7 @@ func TestBrowser(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Navigate(fx.base+"/packets?agent=a&count=20")); err != nil {
 		t.Fatal(err)
 	}
-	text, err = chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("packets").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	text, err = chromedp.Run(tctx, chromedp.Poll[string](pktText, chromedp.WithPollingTimeout(10*time.Second)))
 	if err != nil {
 		t.Fatalf("packets page: %v", err)
 	}
@@ -216,6 +235,19 @@ func TestBrowser(t *testing.T) {
 	if got := strings.TrimSpace(text); got != strings.Join(lines, "\n") || len(lines) != 20 {
 		t.Errorf("packets page lines:\n%s\nwant:\n%s", got, strings.Join(lines, "\n"))
 	}
+	// One packet's bytes: a click on its line.
+	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS("#packets .pkt:nth-child(3)"))); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := chromedp.Run(tctx, chromedp.Poll[string](`document.getElementById("hex").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		t.Fatalf("packet bytes: %v", err)
+	}
+	if want := wantHex(t, query.Config{Dir: fx.dir, Agents: []string{"a"}, Count: 3}); dump != want {
+		t.Errorf("the third packet's bytes:\n%s\nwant:\n%s", dump, want)
+	}
+	check("packet bytes")
+
 	// The download, fetched in the page with its session, against
 	// query.Run of the same selection.
 	href, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("download").href`))

@@ -68,6 +68,15 @@ func TestRefused(t *testing.T) {
 			t.Errorf("GET /api/packets?%s: %s %s; want 400 with the reason", q, resp.Status, body)
 		}
 	}
+	for _, q := range []string{"", "index=-1", "index=x", "index=10000", "index=1&index=2", "index=1&count=2", "index=1&bogus=1"} {
+		resp, body = fx.get(t, "/api/packet?"+q, cs[0])
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"error"`) {
+			t.Errorf("GET /api/packet?%s: %s %s; want 400 with the reason", q, resp.Status, body)
+		}
+	}
+	if resp, body = fx.get(t, "/api/packet?index=9999&agent=a", cs[0]); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no packet 9999") {
+		t.Errorf("GET /api/packet past the selection: %s %s; want 404 saying so", resp.Status, body)
+	}
 	resp, body = fx.get(t, "/api/flows?bogus=1", cs[0])
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `unknown parameter`) {
 		t.Errorf("GET /api/flows?bogus=1: %s %s; want GET /flows's 400", resp.Status, body)

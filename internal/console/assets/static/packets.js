@@ -18,6 +18,25 @@ function coverageText(res, n) {
   return [t + (miss.length ? " Missing: " + miss.join("; ") + "." : ""), miss.length > 0];
 }
 
+// showPacket shows the i-th packet's bytes (GET /api/packet).
+async function showPacket(i) {
+  const p = selection(form);
+  p.delete("count");
+  p.set("index", String(i));
+  const line = document.getElementById("pktline");
+  const hex = document.getElementById("hex");
+  try {
+    const d = await getJSON("/api/packet?" + p.toString());
+    line.textContent = `Packet ${i + 1}: ${d.line} (${d.captured} of ${d.length} bytes captured)`;
+    line.classList.remove("warn");
+    hex.textContent = d.hex;
+  } catch (e) {
+    line.textContent = `Packet ${i + 1} could not be loaded: ${e.message}`;
+    line.classList.add("warn");
+    hex.textContent = "";
+  }
+}
+
 async function load() {
   const p = selection(form);
   const dl = new URLSearchParams(p);
@@ -25,8 +44,15 @@ async function load() {
   document.getElementById("download").href = "/api/download?" + dl.toString();
   try {
     const d = await getJSON("/api/packets?" + p.toString());
-    const pre = document.getElementById("packets");
-    pre.textContent = d.lines.join("\n");
+    const list = document.getElementById("packets");
+    list.replaceChildren();
+    d.lines.forEach((line, i) => {
+      const div = document.createElement("div");
+      div.className = "pkt";
+      div.textContent = line;
+      div.addEventListener("click", () => showPacket(i));
+      list.appendChild(div);
+    });
     let [text, warn] = coverageText(d.result, d.lines.length);
     if (d.error) { text += " The query failed: " + d.error; warn = true; }
     say(text, warn);
