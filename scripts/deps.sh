@@ -17,10 +17,11 @@
 # checks and unit-tests the alert rules of deploy/prometheus; the server is
 # not started by the tests), python3-venv and, in a venv under
 # ~/.cache/pcapsync/venv, the communityid package from PyPI (the Community
-# ID reference internal/flow's tests compare with). Installs only what is
-# missing.
+# ID reference internal/flow's tests compare with), chromium (the
+# console's browser tests drive it headless with chromedp). Installs only
+# what is missing.
 set -euo pipefail
-pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl zstd python3-venv)
+pkgs=(libpcap-dev gcc iproute2 nftables tshark tcpdump netcat-openbsd rsync protobuf-compiler redis-server prometheus systemd strace rpm curl zstd python3-venv chromium)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -161,12 +161,19 @@ func metricsFlagsOn(fs *pflag.FlagSet, m *metrics.Config, port int) {
 	fs.IntVar(&m.MaxAgents, "metrics-max-agents", metrics.DefaultMaxAgents, "agent names with their own \"agent\" label value in the metrics (the first in sorted order); the others are summed under \""+metrics.OtherAgents+"\"; -1 for no cap")
 }
 
+// consoleFlags defines --console-listen and --console-max-conns.
+func consoleFlags(fs *pflag.FlagSet, cfg *serve.Config) {
+	fs.StringVar(&cfg.Console.Listen, "console-listen", "", "serve the read-only browser console of the output root on `HOST:PORT` (agents, flows, packets, pcapng download): HTTPS with the collector's certificate, users log in with --token-file's token or a client certificate; plain HTTP with --insecure, or on a loopback address (see docs/console.md)")
+	fs.IntVar(&cfg.Console.MaxConns, "console-max-conns", 0, "with --console-listen: most connections open at once (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 16, at most "+strconv.Itoa(queryhttp.DefaultMaxConns))
+}
+
 // feedFlags defines the --tap, --redis and --query-listen flags; their
 // settings are given-only: each flag writes into a variable of its own,
 // copied into cfg only when the flag was given (apply).
 func feedFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	t, r, q := &cfg.Tap, &cfg.Redis, &cfg.Query
 	g := givenOnly{}
+	consoleFlags(fs, cfg)
 	fs.StringVar(&q.Listen, "query-listen", "", "serve pcapsync query over HTTPS on `HOST:PORT` (pcapsync query --from, curl): TLS, client certificates and token as for agents; plain HTTP with --insecure, or on a loopback address (see docs/query.md)")
 	fs.IntVar(given(g, "query-max", &q.MaxQueries, queryhttp.DefaultMaxQueries), "query-max", queryhttp.DefaultMaxQueries, "with --query-listen: queries running at once; more are refused (503)")
 	fs.IntVar(&q.MaxConns, "query-max-conns", 0, "with --query-listen: most connections open at once, handshakes and idle ones included (a quarter, at least 4, per address); 0: (RLIMIT_NOFILE - 256 - --max-open-files) / 8, at most "+strconv.Itoa(queryhttp.DefaultMaxConns))

@@ -68,6 +68,8 @@ func TestCollectorFlagDefaults(t *testing.T) {
 		"tap":                  "",
 		"tap-queue":            strconv.Itoa(tap.DefaultQueueSize),
 		"query-listen":         "",
+		"console-listen":       "",
+		"console-max-conns":    "0", // derived, at most queryhttp.DefaultMaxConns
 		"query-max":            strconv.Itoa(queryhttp.DefaultMaxQueries),
 		"redis":                "",
 		"redis-prefix":         redisfeed.DefaultPrefix,

@@ -63,6 +63,8 @@ var fieldFlags = map[string]string{
 	"redisfeed.MaxAge":                   "--redis-max-age",
 	"redisfeed.MaxLen":                   "--redis-maxlen",
 	"serve.Collector.Insecure":           "--insecure",
+	"serve.Console.Listen":               "--console-listen",
+	"serve.Console.MaxConns":             "--console-max-conns",
 	"serve.Collector.MaxConns":           "--max-conns",
 	"serve.Collector.Store.MaxOpenFiles": "--max-open-files",
 	"serve.Collector.Store.Dir":          "--dir",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/fielderr"
@@ -76,6 +77,15 @@ type Config struct {
 	// It is called once per request and must be safe for concurrent
 	// use. nil: GET /status answers 404.
 	Status func() any
+	// Handler, if set, makes the Server the front door of another
+	// read-only service (the console) instead of the queries: its caps,
+	// TLS and plain-HTTP rules apply as to queries, then every request
+	// goes to Handler, which authenticates it itself (ClientOf says
+	// whether it came with a verified client certificate; Token is
+	// Handler's to check).
+	Handler http.Handler
+	// Name names the listener in logs and errors; "" means "query".
+	Name   string
 	Logger *slog.Logger // nil: slog.Default()
 }
 
@@ -123,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Name == "" {
+		c.Name = "query"
 	}
 	return c
 }

@@ -56,4 +56,12 @@
 // memory bound (Config.ReorderMem).
 // Counters count requests by result, bytes and packets served and the
 // queries running; Run stops the running queries when its context ends.
+//
+// With Config.Handler set, a Server is the front door of another
+// read-only service instead (the console, internal/console): the same
+// listener, caps, TLS and plain-HTTP rules, then every request goes to
+// the Handler with what the door knows of its client (ClientOf: a
+// verified client certificate); the Handler authenticates it.
+// ParseQuery and ParseFlows give such a service GET /query's and GET
+// /flows's parameter rules.
 package queryhttp

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/units"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -250,4 +251,22 @@ func checkAgent(p string) error {
 		return fmt.Errorf("pattern %q: an agent glob matches names below the output root only (no '/', no leading '.')", p)
 	}
 	return nil
+}
+
+// ParseValues reads a URL query or a form body as GET /query does
+// (parseValues: strict, every error wrapping ErrBadRequest).
+func ParseValues(raw string) (url.Values, error) { return parseValues(raw) }
+
+// ParseQuery reads the parameters of GET /query into a query.Config
+// over dir, times relative to now, with GET /query's names, bounds and
+// checks: for other front ends of the same read side (the console).
+// Every error wraps ErrBadRequest.
+func ParseQuery(v url.Values, dir string, now time.Time) (query.Config, error) {
+	return parseQuery(v, dir, now)
+}
+
+// ParseFlows reads the parameters of GET /flows into a flowquery.Config
+// over dir, as ParseQuery. Every error wraps ErrBadRequest.
+func ParseFlows(v url.Values, dir string, now time.Time) (flowquery.Config, error) {
+	return parseFlows(v, dir, now)
 }

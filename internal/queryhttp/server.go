@@ -81,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		tc.NextProtos = []string{"http/1.1"}
 	}
-	raw, err := frontdoor.Listen(cfg.Listen, frontdoor.Config{Name: "query", MaxConns: cfg.MaxConns, Logger: s.log})
+	raw, err := frontdoor.Listen(cfg.Listen, frontdoor.Config{Name: cfg.Name, MaxConns: cfg.MaxConns, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("query listener: %w", err)
 	}
@@ -89,16 +89,16 @@ func New(cfg Config) (*Server, error) {
 	tcp, _ := raw.Addr().(*net.TCPAddr)
 	switch {
 	case tc == nil:
-		s.log.Warn("INSECURE: query listener in plain HTTP: anyone who reaches it reads the captures", "query", addr)
+		s.log.Warn("INSECURE: "+cfg.Name+" listener in plain HTTP: anyone who reaches it reads the captures", cfg.Name, addr)
 	case tcp != nil && tcp.IP.IsLoopback():
 		s.plain = true
 		if s.cas != nil && cfg.Token == "" {
-			s.log.Warn("query listener on loopback: plain HTTP clients on this host need no client certificate; add --token-file to require one there", "query", addr)
+			s.log.Warn(cfg.Name+" listener on loopback: plain HTTP clients on this host need no client certificate; add --token-file to require one there", cfg.Name, addr)
 		}
 	}
 	s.ln = newListener(raw, tc, s.plain, cfg.HandshakeTimeout, func(remote string, err error) {
 		s.Counters.TLS.Add(1)
-		s.tlsFails.Warn(s.log, "query client refused", "remote", remote, "query", addr, "status", "tls", "err", err)
+		s.tlsFails.Warn(s.log, cfg.Name+" client refused", "remote", remote, cfg.Name, addr, "status", "tls", "err", err)
 	})
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.srv = frontdoor.HTTPServer(s, frontdoor.HTTPConfig{HeaderTimeout: cfg.HandshakeTimeout})
@@ -152,9 +152,13 @@ func (s *Server) Close() error {
 // ServeHTTP answers one request: authentication, parameters (the
 // filter's limits), a slot, the filter compiled, then the query.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	log := s.log.With("remote", r.RemoteAddr, "query", s.Addr())
+	log := s.log.With("remote", r.RemoteAddr, s.cfg.Name, s.Addr())
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		log = log.With("cert_cn", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}
+	if s.cfg.Handler != nil {
+		s.front(w, r, log)
+		return
 	}
 	if code, reason := s.authenticate(r); code != 0 {
 		s.refuse(w, log, code, reason)
@@ -249,6 +253,56 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, cfg query.Confi
 	return nil
 }
 
+// Client is what the front door knows of a request it hands to
+// Config.Handler.
+type Client struct {
+	// Cert: the request came over TLS with a client certificate that
+	// verified against the TLS configuration's ClientCAs.
+	Cert bool
+	// CertRequired: the listener requires client certificates (TLS
+	// with ClientCAs) and the request came over TLS.
+	CertRequired bool
+}
+
+// clientKey keys a request's Client in its context.
+type clientKey struct{}
+
+// ClientOf returns what the front door knows of r (zero outside a
+// Handler's request).
+func ClientOf(r *http.Request) Client {
+	c, _ := r.Context().Value(clientKey{}).(Client)
+	return c
+}
+
+// front hands a request to Config.Handler: a plain one on a listener
+// that refuses plain clients is refused here; a client certificate is
+// verified, its result in ClientOf.
+func (s *Server) front(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
+	if refused, _ := r.Context().Value(connKey{}).(bool); refused {
+		s.refuse(w, log, http.StatusForbidden, "this "+s.cfg.Name+" listener requires HTTPS (TLS); plain HTTP only on a loopback listener")
+		return
+	}
+	var c Client
+	if r.TLS != nil && s.cas != nil {
+		c.CertRequired = true
+		c.Cert = s.verifyCert(r.TLS.PeerCertificates) == nil
+	}
+	s.cfg.Handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, c)))
+}
+
+// verifyCert verifies a client's chain against the client CAs.
+func (s *Server) verifyCert(certs []*x509.Certificate) error {
+	if len(certs) == 0 {
+		return errors.New("no client certificate")
+	}
+	opts := x509.VerifyOptions{Roots: s.cas, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range certs[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := certs[0].Verify(opts)
+	return err
+}
+
 // authenticate returns the status and reason of a refused request, or
 // 0: the rules of the agents and the tap.
 func (s *Server) authenticate(r *http.Request) (int, string) {
@@ -260,11 +314,7 @@ func (s *Server) authenticate(r *http.Request) (int, string) {
 		if len(certs) == 0 {
 			return http.StatusUnauthorized, "client certificate required"
 		}
-		opts := x509.VerifyOptions{Roots: s.cas, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-		for _, c := range certs[1:] {
-			opts.Intermediates.AddCert(c)
-		}
-		if _, err := certs[0].Verify(opts); err != nil {
+		if err := s.verifyCert(certs); err != nil {
 			return http.StatusForbidden, "client certificate refused: " + err.Error()
 		}
 	}

@@ -101,6 +101,12 @@ type Config struct {
 	// its Dir is Collector.Store.Dir, its TLS, Token and Logger the
 	// collector's.
 	Query queryhttp.Config
+	// Console serves the browser console (internal/console) when
+	// Console.Listen is set: its front door is a query listener's
+	// (queryhttp.Config.Handler; the same TLS, client certificates and
+	// plain-HTTP rules), its Dir Collector.Store.Dir, its login token
+	// the collector's. Only Listen and MaxConns are read.
+	Console queryhttp.Config
 
 	// Kafka connects RoleIngest and RoleWriter to the brokers
 	// (docs/scale-out.md); Group is RoleWriter's consumer group.
@@ -194,6 +200,14 @@ func (c *Config) validateParts() error {
 			return err
 		}
 	}
+	if c.Console.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Console.Listen); err != nil {
+			return fielderr.Errorf("console listener %q: want HOST:PORT ({serve.Console.Listen}): %w", c.Console.Listen, err)
+		}
+		if c.Console.MaxConns < 0 {
+			return fielderr.Errorf("console listener: max conns %d is negative ({serve.Console.MaxConns})", c.Console.MaxConns)
+		}
+	}
 	return c.Metrics.Validate()
 }
 
@@ -203,12 +217,16 @@ func (c *Config) validateParts() error {
 func (c *Config) validateWriterSecurity() error {
 	tls := c.Collector.TLS != nil || c.TLSCertFile != "" || c.TLSKeyFile != ""
 	insecure := c.Collector.Insecure
-	serves := c.Query.Listen != "" || len(c.Tap.Listen) > 0
+	serves := c.Query.Listen != "" || c.Console.Listen != "" || len(c.Tap.Listen) > 0
 	switch {
 	case (tls || insecure || c.TokenFile != "" || c.Collector.Token != "") && !serves:
-		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
-	case c.Query.Listen != "" && !tls && !insecure:
-		return fielderr.Errorf("{serve.Query.Listen}: no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require client certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain HTTP")
+		return fielderr.Errorf("{serve.TLSCertFile}, {serve.TokenFile} and {serve.Collector.Insecure} of a writer are for {serve.Query.Listen}, {serve.Console.Listen} and {serve.Tap.Listen}: give one of those, or drop them")
+	case (c.Query.Listen != "" || c.Console.Listen != "") && !tls && !insecure:
+		which := "{serve.Query.Listen}"
+		if c.Query.Listen == "" {
+			which = "{serve.Console.Listen}"
+		}
+		return fielderr.Errorf(which + ": no transport security chosen: give {serve.TLSCertFile} FILE and {serve.TLSKeyFile} FILE (with {serve.TLSClientCAFile} FILE to require client certificates, or {serve.TokenFile} FILE), or {serve.Collector.Insecure} for plain HTTP")
 	case tls && insecure:
 		return fielderr.Errorf("{serve.Collector.Insecure} and {serve.TLSCertFile}/{serve.TLSKeyFile} exclude each other")
 	case c.TLSClientCAFile != "" && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
@@ -229,6 +247,7 @@ func (c *Config) needs() error {
 		{t.QueueSize != 0, tapOn, "{serve.Tap.QueueSize} needs {serve.Tap.Listen}"},
 		{c.Query.MaxQueries != 0, queryOn, "{serve.Query.MaxQueries} needs {serve.Query.Listen}"},
 		{c.Query.MaxConns != 0, queryOn, "{serve.Query.MaxConns} needs {serve.Query.Listen}"},
+		{c.Console.MaxConns != 0, c.Console.Listen != "", "{serve.Console.MaxConns} needs {serve.Console.Listen}"},
 		{t.MaxConns != 0, tapOn, "{serve.Tap.MaxConns} needs {serve.Tap.Listen}"},
 		{c.Metrics.MaxConns != 0, metricsOn, "{serve.Metrics.MaxConns} needs {serve.Metrics.Addr}"},
 		{r.Prefix != "", redisOn, "{serve.Redis.Prefix} needs {serve.Redis.URL}"},
@@ -285,8 +304,8 @@ func (c *Config) validateKafka() error {
 	switch {
 	case c.Ingest() && c.Collector.Store.Dir != "":
 		return fielderr.Errorf("{serve.Collector.Store.Dir}: a collector with {serve.Kafka.Brokers} writes no files (the writers do, `pcapsync writer`): drop {serve.Collector.Store.Dir}")
-	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != "" || c.Query.Listen != ""):
-		return fielderr.Errorf("{serve.Tap.Listen}, {serve.Redis.URL} and {serve.Query.Listen} show what is written: with {serve.Kafka.Brokers} this collector writes nothing; give them to the writers")
+	case c.Ingest() && (len(c.Tap.Listen) > 0 || c.Redis.URL != "" || c.Query.Listen != "" || c.Console.Listen != ""):
+		return fielderr.Errorf("{serve.Tap.Listen}, {serve.Redis.URL}, {serve.Query.Listen} and {serve.Console.Listen} show what is written: with {serve.Kafka.Brokers} this collector writes nothing; give them to the writers")
 	case c.Ingest() && c.ListenUDP != "":
 		return fielderr.Errorf("{serve.ListenUDP}: a collector with {serve.Kafka.Brokers} takes agents over TCP only (UDP has no acknowledgement to wait for Kafka's)")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
+	"github.com/pcapsync/pcapsync/internal/console"
 	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/kafkaio"
@@ -42,6 +43,7 @@ type Service struct {
 	redis *redisfeed.Feed     // nil without a Redis URL
 	msrv  *metrics.Server     // nil without a metrics address
 	query *queryhttp.Server   // nil without a query listener
+	cons  *queryhttp.Server   // the console's front door; nil without one
 	page  *metrics.StatusPage // GET /status of the metrics and query listeners; nil without either
 	m     *metrics.Collector
 
@@ -101,7 +103,7 @@ func (s *Service) open() error {
 	if err != nil {
 		return err
 	}
-	if s.msrv != nil || s.query != nil {
+	if s.msrv != nil || s.query != nil || s.cons != nil {
 		s.page = metrics.NewStatusPage(s.core, s.udp)
 		if s.writer != nil {
 			s.page.WatchWriter(s.writer)
@@ -256,6 +258,9 @@ func (s *Service) budget(nofile uint64) error {
 	if c.Query.Listen != "" {
 		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Query.MaxConns"), Cap: &c.Query.MaxConns, Divisor: 8, Max: queryhttp.DefaultMaxConns})
 	}
+	if c.Console.Listen != "" {
+		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Console.MaxConns"), Cap: &c.Console.MaxConns, Divisor: 16, Max: queryhttp.DefaultMaxConns})
+	}
 	if c.Metrics.Addr != "" {
 		shares = append(shares, frontdoor.Share{Field: fielderr.Key("serve.Metrics.MaxConns"), Cap: &c.Metrics.MaxConns, Divisor: 16, Max: metrics.DefaultMaxConns})
 	}
@@ -343,6 +348,9 @@ func (s *Service) bind(agents bool) error {
 			s.m.WatchQuery(&q.Counters)
 		}
 	}
+	if err := s.bindConsole(); err != nil {
+		return err
+	}
 	if !agents {
 		return nil
 	}
@@ -395,6 +403,9 @@ func (s *Service) watchDoors() {
 	if s.query != nil {
 		metrics.WatchListener(reg, "query", s.query.Addr(), s.query.Conns())
 	}
+	if s.cons != nil {
+		metrics.WatchListener(reg, "console", s.cons.Addr(), s.cons.Conns())
+	}
 	if s.msrv != nil {
 		metrics.WatchListener(reg, "metrics", s.msrv.Addr(), s.msrv.Conns())
 	}
@@ -414,6 +425,33 @@ func (s *Service) Tap() *tap.Tap { return s.tap }
 
 // Redis returns the Redis feed, nil without a Redis URL.
 func (s *Service) Redis() *redisfeed.Feed { return s.redis }
+
+// bindConsole opens the console's listener: the query listener's front
+// door (TLS, client certificates, plain HTTP on loopback) before
+// console.Handler, which takes the collector's token at its login.
+func (s *Service) bindConsole() error {
+	c := &s.cfg
+	if c.Console.Listen == "" {
+		return nil
+	}
+	tc := c.Collector.TLS
+	h, err := console.New(console.Config{Dir: c.Collector.Store.Dir, Status: s.status, Token: c.Collector.Token, Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	srv, err := queryhttp.New(queryhttp.Config{Listen: c.Console.Listen, MaxConns: c.Console.MaxConns, Dir: c.Collector.Store.Dir,
+		TLS: tc, Handler: h, Name: "console", Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	s.cons = srv
+	s.closers = append(s.closers, func() { srv.Close() })
+	return nil
+}
+
+// Console returns the console's listener, nil without
+// Config.Console.Listen.
+func (s *Service) Console() *queryhttp.Server { return s.cons }
 
 // Query returns the query listener, nil without Config.Query.Listen.
 func (s *Service) Query() *queryhttp.Server { return s.query }
@@ -450,6 +488,12 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return s.query.Run(ctx)
 	})
+	consDone := goRun(func() error {
+		if s.cons == nil {
+			return nil
+		}
+		return s.cons.Run(ctx)
+	})
 	stopTap := func() error { return nil }
 	if s.tap != nil {
 		tctx, cancel := context.WithCancel(bg)
@@ -464,7 +508,7 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	serr := s.intake(ctx)
 	uerr := <-udpDone
-	qerr := <-queryDone
+	qerr := errors.Join(<-queryDone, <-consDone)
 	terr := stopTap() // after the last batch was written
 	stopTick()
 	<-ticked
@@ -486,9 +530,7 @@ func (s *Service) logStart() {
 	if s.cfg.Role == RoleWriter {
 		attrs := []any{"brokers", strings.Join(s.cfg.Kafka.Brokers, ","), "topic", s.cfg.Kafka.Topic,
 			"group", s.cfg.Group, "dir", c.Store.Dir}
-		if s.query != nil {
-			attrs = append(attrs, "query", s.query.Addr())
-		}
+		attrs = s.listenerAttrs(attrs)
 		s.log.Info("writer consuming", attrs...)
 		return
 	}
@@ -500,10 +542,19 @@ func (s *Service) logStart() {
 	if s.tap != nil {
 		attrs = append(attrs, "tap", strings.Join(s.tap.Addrs(), ","))
 	}
+	attrs = s.listenerAttrs(attrs)
+	s.log.Info("collector listening", attrs...)
+}
+
+// listenerAttrs adds the query and console listeners' addresses.
+func (s *Service) listenerAttrs(attrs []any) []any {
 	if s.query != nil {
 		attrs = append(attrs, "query", s.query.Addr())
 	}
-	s.log.Info("collector listening", attrs...)
+	if s.cons != nil {
+		attrs = append(attrs, "console", s.cons.Addr())
+	}
+	return attrs
 }
 
 // openKafka connects an ingest collector or a writer to Kafka: it

@@ -73,6 +73,18 @@ func TestValidate(t *testing.T) {
 		{"writer query without security", func(c *Config) {
 			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
 		}, "Query.Listen: no transport security chosen"},
+		{"writer console without security", func(c *Config) {
+			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Console.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
+		}, "Console.Listen: no transport security chosen"},
+		{"writer console insecure", func(c *Config) {
+			c.Role, c.Kafka.Brokers, c.Group, c.Console.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", ":0"
+		}, ""},
+		{"console", func(c *Config) { c.Console.Listen = "127.0.0.1:0" }, ""},
+		{"console bad address", func(c *Config) { c.Console.Listen = "nowhere" }, "(Console.Listen)"},
+		{"console conns without console", func(c *Config) { c.Console.MaxConns = 5 }, "Console.MaxConns needs Console.Listen"},
+		{"console on an ingest collector", func(c *Config) {
+			c.Role, c.Collector.Store.Dir, c.Kafka.Brokers, c.Console.Listen = RoleIngest, "", []string{"127.0.0.1:1"}, ":0"
+		}, "give them to the writers"},
 		{"writer query insecure", func(c *Config) {
 			c.Role, c.Kafka.Brokers, c.Group, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", ":0"
 		}, ""},
@@ -80,7 +92,7 @@ func TestValidate(t *testing.T) {
 			c.Role, c.Kafka.Brokers, c.Group, c.Collector.Insecure, c.Query.Listen = RoleWriter, []string{"127.0.0.1:1"}, "g", false, ":0"
 			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca"
 		}, ""},
-		{"writer security without a listener", func(c *Config) { c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen and Tap.Listen"},
+		{"writer security without a listener", func(c *Config) { c.Role, c.Kafka.Brokers, c.Group = RoleWriter, []string{"127.0.0.1:1"}, "g" }, "are for Query.Listen, Console.Listen and Tap.Listen"},
 		{"collector with kafka", func(c *Config) { c.Kafka.Brokers = []string{"127.0.0.1:1"} }, "role collector: Kafka.Brokers set"},
 		{"ingest without kafka", func(c *Config) { c.Role, c.Collector.Store.Dir = RoleIngest, "" }, "role ingest collector: Kafka.Brokers required"},
 		{"ingest with a group", func(c *Config) {

@@ -116,7 +116,7 @@ var farRules = []struct {
 		why:   "an agent captures and sends; the files are the collector's",
 	},
 	{
-		pkgs:  []string{"internal/query", "internal/correlate", "internal/queryhttp", "internal/flowquery", "internal/federate"},
+		pkgs:  []string{"internal/query", "internal/correlate", "internal/queryhttp", "internal/flowquery", "internal/federate", "internal/console"},
 		never: []string{"internal/store", "internal/collector", "internal/tap", "internal/agent", "internal/serve", "internal/kafkaio", "internal/kafkarec", "internal/kafkaconn", "internal/redisfeed"},
 		why:   "the read side meets the ingest side only in the store's files, read through internal/layout without a Store",
 	},

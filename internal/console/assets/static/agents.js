@@ -1,0 +1,41 @@
+// The agents page: GET /api/agents, one row per agent.
+import { getJSON, cell, say, markNav, fmtTime, fmtRate } from "./common.js";
+
+markNav("agents");
+
+function row(tbody, a) {
+  const s = a.status || {};
+  const c = a.coverage || {};
+  const tr = document.createElement("tr");
+  tr.dataset.agent = a.name;
+  cell(tr, a.name);
+  cell(tr, a.status ? [s.host, s.address].filter(Boolean).join(" ") : "not known to this server");
+  cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since) : "no") : "not since this server started");
+  cell(tr, fmtRate(s.packets_per_second), true);
+  cell(tr, fmtRate(s.bytes_per_second), true);
+  cell(tr, a.status ? `${s.kernel_drops} / ${s.agent_drops} / ${s.lost_batches}` : "", true);
+  cell(tr, fmtTime(s.last_batch || c.newest));
+  let kept = c.oldest ? fmtTime(c.oldest) + " – " + fmtTime(c.newest) : "nothing kept";
+  if (c.times_unknown) kept += ` (${c.times_unknown} files of unknown times)`;
+  if (c.unusable_total) kept += ` (${c.unusable_total} files unusable)`;
+  cell(tr, kept);
+  tbody.appendChild(tr);
+}
+
+async function load() {
+  const tbody = document.querySelector("#agents tbody");
+  try {
+    const d = await getJSON("/api/agents");
+    tbody.replaceChildren();
+    for (const a of d.agents) row(tbody, a);
+    let text = `${d.agents.length} agents as of ${fmtTime(d.time)}: `;
+    text += d.has_status ? "state from this server's status, kept window from the output root." : "this server gives no status: kept window from the output root only.";
+    if (d.coverage_error) text += " The root could not be read whole: " + d.coverage_error;
+    if (d.agents.length === 0) text = "No agent: none connected and the output root keeps nothing.";
+    say(text, !!d.coverage_error);
+  } catch (e) {
+    say("The agents could not be loaded: " + e.message, true);
+  }
+}
+
+load();

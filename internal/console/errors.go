@@ -1,0 +1,6 @@
+package console
+
+import "errors"
+
+// ErrConfig is wrapped by Config.Validate's errors.
+var ErrConfig = errors.New("console: bad configuration")
