@@ -45,8 +45,10 @@ At exit a summary on stderr (--summary text or json) counts the flows
 and the data files read, and says which flows are not shown: data
 files without flow records (written with --flows=false or before flow
 records: run pcapsync index DIR) and flow files that do not verify
-(skipped, each with a warning). docs/flows.md has examples and the
-JSON keys.
+(skipped, each with a warning), and the data the agents keep. When
+there was nothing to answer from (no agent matches --agent, or the
+range is outside the data kept) the exit status is 3, with the reason.
+docs/flows.md has examples and the JSON keys.
 
 --from HOST:PORT reads the flows of a collector or writer serving
 --query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
@@ -55,9 +57,11 @@ JSON keys.
 sums and gathers their flows together; each flow says its server (the
 JSON key "server", the CSV column "server", a SERVER column in the
 table when there are several). A server that fails fails the command,
-naming it; with --partial the others' flows are printed, each server's
-outcome on stderr, exit status 4. --server-timeout gives up a server
-that sends nothing for that long.`
+naming it; with --partial the others' flows are printed, exit status
+4. The summary gives each server's outcome and what it read (its
+flows, data files, files without flow records, the data kept); exit
+status 3 when no server had anything to answer from. --server-timeout
+gives up a server that sends nothing for that long.`
 
 type flowsFlags struct {
 	cfg          flowquery.Config
