@@ -161,5 +161,5 @@ func (f *correlateFlags) correlate(ctx context.Context, cfg correlate.Config, w,
 	for i := range ccs {
 		ccs[i].Params = p
 	}
-	return correlate.RunSource(ctx, cfg, &remoteSource{ccs: ccs, timeout: f.srv.timeout, stderr: stderr}, w)
+	return correlate.RunSource(ctx, cfg, &remoteSource{ccs: ccs, timeout: f.srv.timeout}, w)
 }

@@ -141,10 +141,6 @@ type stall struct {
 // alive says the server sent something: its timeout starts again.
 func (s *stall) alive() { s.t.Reset(s.d) }
 
-// hold stops the clock while the command, not the server, is slow (a
-// merge waiting on another server): alive starts it again.
-func (s *stall) hold() { s.t.Stop() }
-
 // askAll calls ask for every server, at most parallel at once, and
 // returns their outcomes in the order of ccs. ask's context is cancelled
 // when its server sends nothing for timeout: ask calls st.alive for

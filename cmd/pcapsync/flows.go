@@ -45,8 +45,10 @@ At exit a summary on stderr (--summary text or json) counts the flows
 and the data files read, and says which flows are not shown: data
 files without flow records (written with --flows=false or before flow
 records: run pcapsync index DIR) and flow files that do not verify
-(skipped, each with a warning). docs/flows.md has examples and the
-JSON keys.
+(skipped, each with a warning), and the data the agents keep. When
+there was nothing to answer from (no agent matches --agent, or the
+range is outside the data kept) the exit status is 3, with the reason.
+docs/flows.md has examples and the JSON keys.
 
 --from HOST:PORT reads the flows of a collector or writer serving
 --query-listen (GET /flows), over HTTPS (--tls-ca, --tls-cert,
@@ -55,9 +57,11 @@ JSON keys.
 sums and gathers their flows together; each flow says its server (the
 JSON key "server", the CSV column "server", a SERVER column in the
 table when there are several). A server that fails fails the command,
-naming it; with --partial the others' flows are printed, each server's
-outcome on stderr, exit status 4. --server-timeout gives up a server
-that sends nothing for that long.`
+naming it; with --partial the others' flows are printed, exit status
+4. The summary gives each server's outcome and what it read (its
+flows, data files, files without flow records, the data kept); exit
+status 3 when no server had anything to answer from. --server-timeout
+gives up a server that sends nothing for that long.`
 
 type flowsFlags struct {
 	cfg          flowquery.Config
@@ -68,10 +72,11 @@ type flowsFlags struct {
 	sort         string
 	same         bool
 	srv          serverFlags
-	servers      int              // asked; the table has a SERVER column past one
-	partial      error            // errPartial: some servers failed, --partial given
-	summary      *summaryFormat   // --dir's summary on stderr
-	res          flowquery.Result // what --dir read
+	servers      int               // asked; the table has a SERVER column past one
+	partial      error             // errPartial: some servers failed, --partial given
+	summary      *summaryFormat    // the summary on stderr
+	local        flowquery.Summary // what --dir read
+	remote       []serverFlows     // what each server of --from gave
 }
 
 func flowsCommand(s streams) *cobra.Command {
@@ -157,9 +162,9 @@ func (f *flowsFlags) load(ctx context.Context, s streams) ([]flowquery.Flow, err
 	if err = localErr(err); err != nil {
 		return nil, err
 	}
-	f.res = res
-	if msg := flowquery.Uncovered(cfg, res, len(flows)); msg != "" {
-		return nil, fmt.Errorf("%w: %s", errUncovered, msg)
+	f.local = flowquery.Summarize(cfg, res, len(flows))
+	if f.local.Uncovered != "" {
+		return nil, fmt.Errorf("%w: %s", errUncovered, f.local.Uncovered)
 	}
 	return flows, nil
 }
@@ -175,15 +180,15 @@ func (f *flowsFlags) runTop(ctx context.Context, s streams) error {
 	if err = localErr(err); err != nil {
 		return err
 	}
-	f.res = res
+	f.local = flowquery.Summarize(cfg, res, res.Flows)
 	if err := f.printTop(s.stdout, top); err != nil {
 		return err
 	}
 	if err := f.finish(s); err != nil {
 		return err
 	}
-	if msg := flowquery.Uncovered(cfg, res, res.Flows); msg != "" {
-		return fmt.Errorf("%w: %s", errUncovered, msg)
+	if f.local.Uncovered != "" {
+		return fmt.Errorf("%w: %s", errUncovered, f.local.Uncovered)
 	}
 	return nil
 }
@@ -207,26 +212,26 @@ func localErr(err error) error {
 	return err
 }
 
-// finish prints the summary of --dir on stderr (--from has none: the
-// files are the server's).
+// finish prints the summary on stderr: of --dir, or of each server of
+// --from.
 func (f *flowsFlags) finish(s streams) error {
 	if f.srv.given() {
-		return nil
+		fs := flowsFromSummary{Servers: f.remote}
+		for _, v := range f.remote {
+			if v.Result != nil { // printed
+				fs.Flows += v.Flows
+			}
+		}
+		return f.summary.print(s.stderr, fs)
 	}
-	r := &f.res
-	return f.summary.print(s.stderr, flowsSummary{Flows: r.Flows, Files: r.Files, NoFlows: r.Missing,
-		Damaged: len(r.Damaged), Writing: r.Writing, dir: f.cfg.Dir})
+	return f.summary.print(s.stderr, flowsSummary{f.local, f.cfg.Dir})
 }
 
 // flowsSummary is pcapsync flows --dir's summary: the flows selected,
 // the data files looked at, and those whose flows are not (all) known.
 type flowsSummary struct {
-	Flows   int    `json:"flows"`
-	Files   int    `json:"files"`
-	NoFlows int    `json:"files_without_flows"` // closed, without a flow file: not shown
-	Damaged int    `json:"flow_files_damaged"`  // skipped whole
-	Writing int    `json:"files_being_written"` // flows shown as far as they ended
-	dir     string // the root, for the advice
+	flowquery.Summary
+	dir string // the root, for the advice
 }
 
 func (s flowsSummary) writeText(w io.Writer) error {
@@ -403,11 +408,13 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 	}
 	f.servers = len(ccs)
 	got := make([][]flowquery.Flow, len(ccs))
+	results := make([]queryhttp.FlowsResult, len(ccs))
 	var held atomic.Int64
 	outs := askAll(ctx, ccs, maxParallel, f.srv.timeout, func(ctx context.Context, i int, st *stall) (int, error) {
 		cc := ccs[i]
 		cc.Params = p
-		err := queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
+		var err error
+		results[i], err = queryhttp.FetchFlows(ctx, cc, func(j *flowquery.JSON) error {
 			st.alive()
 			if held.Add(1) > int64(f.cfg.MaxFlows) {
 				return fmt.Errorf("%w: more than %d from the servers together (--max-flows)", flowquery.ErrTooManyFlows, f.cfg.MaxFlows)
@@ -424,19 +431,97 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 			return nil, o.err
 		}
 	}
-	if err := settle(outs, f.srv.partial, "flows", s.stderr); err != nil && !errors.Is(err, errPartial) {
+	if err := settle(outs, f.srv.partial, "flows", io.Discard); err != nil && !errors.Is(err, errPartial) {
 		return nil, err
 	} else if err != nil {
-		f.partial = err
+		f.partial = err // each server's outcome in the summary
 	}
 	var flows []flowquery.Flow
 	for i, o := range outs {
+		v := serverFlows{Server: o.Server, Outcome: o.Outcome, Reason: o.Reason, Flows: o.Items}
 		if o.Outcome == outcomeOK {
 			flows = append(flows, got[i]...)
+			v.Result = &results[i]
 		}
+		f.remote = append(f.remote, v)
 	}
 	slices.SortStableFunc(flows, func(a, b flowquery.Flow) int {
 		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface))
 	})
-	return flows, nil
+	return flows, remoteUncovered(f.remote, len(flows))
+}
+
+// remoteUncovered is errUncovered with each server's reason when no
+// server that answered had anything to answer from (its result's
+// Uncovered set: flowquery.Uncovered's rule) and none sent a flow; else
+// nil.
+func remoteUncovered(servers []serverFlows, n int) error {
+	var why []string
+	for _, v := range servers {
+		switch {
+		case v.Result == nil: // failed (--partial)
+		case v.Result.Uncovered == "":
+			return nil
+		default:
+			why = append(why, v.Server+": "+v.Result.Uncovered)
+		}
+	}
+	if n > 0 || len(why) == 0 {
+		return nil
+	}
+	if len(servers) == 1 {
+		return fmt.Errorf("%w: %s", errUncovered, servers[0].Result.Uncovered)
+	}
+	return fmt.Errorf("%w: no server holds flows of the selection in the range: %s", errUncovered, strings.Join(why, "; "))
+}
+
+// serverFlows is what one server of flows --from gave: its outcome, the
+// flows received and, when ok, its result.
+type serverFlows struct {
+	Server  string                 `json:"server"`
+	Outcome string                 `json:"outcome"`
+	Reason  string                 `json:"reason,omitempty"`
+	Flows   int                    `json:"flows"`
+	Result  *queryhttp.FlowsResult `json:"result,omitempty"`
+}
+
+// flowsFromSummary is flows --from's summary: the flows of the servers
+// printed, and each server's outcome and result.
+type flowsFromSummary struct {
+	Flows   int           `json:"flows"`
+	Servers []serverFlows `json:"servers"`
+}
+
+func (s flowsFromSummary) writeText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pcapsync flows: %d flows from %d servers\n", s.Flows, len(s.Servers))
+	for _, v := range s.Servers {
+		fmt.Fprintf(&b, "pcapsync flows: server %s: %s", v.Server, v.Outcome)
+		if r := v.Result; r != nil {
+			fmt.Fprintf(&b, ", %d flows from %d data files", v.Flows, r.Files)
+			for _, c := range []struct {
+				n    int
+				what string
+			}{{r.Writing, "being written"}, {r.NoFlows, "data files without flow records (their flows not shown)"},
+				{r.Damaged, "flow files that did not verify (skipped)"}, {r.TimesUnknown, "data files of times not known"}} {
+				if c.n > 0 {
+					fmt.Fprintf(&b, "; %d %s", c.n, c.what)
+				}
+			}
+			if r.Oldest != "" {
+				fmt.Fprintf(&b, "; keeps %s to %s", r.Oldest, r.Newest)
+			}
+			if r.Uncovered != "" {
+				b.WriteString("; nothing to answer from: " + r.Uncovered)
+			}
+		} else {
+			if v.Flows > 0 {
+				fmt.Fprintf(&b, " after %d flows", v.Flows)
+			}
+			b.WriteString(": " + v.Reason)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -217,5 +219,87 @@ func TestFlowsFromFailedServer(t *testing.T) {
 	}
 	if _, se, code := execFlows("--json", "--insecure", "--partial", "--server-timeout", "300ms", "--from", stoppedServer(t)); code != 1 {
 		t.Errorf("--partial, every server failed: exit %d (%s), want 1", code, se)
+	}
+}
+
+// TestFlowsFromCoverage: flows --from prints each server's result in
+// the summary (flows, data files, those without flow records, the
+// data kept), text and JSON, and exits 3 with each server's reason when
+// no server had anything to answer from (an --agent matching nothing
+// anywhere, a range before every server's data), for one server as for
+// many; one server covering is an answer (exit 0), however empty.
+func TestFlowsFromCoverage(t *testing.T) {
+	roots, _ := flowRoots3(t)
+	flowFiles, _ := filepath.Glob(filepath.Join(roots[0], "a", "*"+flow.Suffix))
+	if len(flowFiles) < 3 {
+		t.Fatalf("root 0 has %d flow files", len(flowFiles))
+	}
+	for _, p := range flowFiles[:2] {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var addrs []string
+	for _, r := range roots {
+		addrs = append(addrs, startQueryServer(t, r, "127.0.0.1:0", nil))
+	}
+	from := []string{"--insecure", "--from", strings.Join(addrs, ",")}
+	so, se, code := execFlows(append(slices.Clone(from), "--json", "--summary", "json")...)
+	var sum struct {
+		Flows   int `json:"flows"`
+		Servers []struct {
+			Server  string `json:"server"`
+			Outcome string `json:"outcome"`
+			Flows   int    `json:"flows"`
+			Result  struct {
+				Flows   int    `json:"flows"`
+				Files   int    `json:"files"`
+				NoFlows int    `json:"files_without_flows"`
+				Oldest  string `json:"oldest"`
+			} `json:"result"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(se), &sum); code != 0 || err != nil {
+		t.Fatalf("exit %d, summary %q: %v", code, se, err)
+	}
+	if sum.Flows != strings.Count(so, "\n") || len(sum.Servers) != 3 {
+		t.Fatalf("summary %+v, want %d flows from 3 servers", sum, strings.Count(so, "\n"))
+	}
+	base := time.Unix(0, flowtest.Base).UTC()
+	for i, v := range sum.Servers {
+		r := v.Result
+		oldest, err := time.Parse(time.RFC3339Nano, r.Oldest)
+		if v.Server != addrs[i] || v.Outcome != "ok" || v.Flows == 0 || r.Flows != v.Flows || r.Files == 0 ||
+			err != nil || oldest.Before(base) || (r.NoFlows == 2) != (i == 0) {
+			t.Errorf("server %d: %+v, want %s ok, its flows, files and kept range, 2 files without flows on the first only", i, v, addrs[i])
+		}
+	}
+	_, se, _ = execFlows(from...)
+	if want := "pcapsync flows: server " + addrs[0] + ": ok, "; !strings.Contains(se, want) ||
+		!strings.Contains(se, "; 2 data files without flow records") || !strings.Contains(se, "; keeps "+base.Format(time.RFC3339Nano)) {
+		t.Errorf("text summary %q: want each server's line, the files without flow records and the kept range", se)
+	}
+	before := base.Add(-time.Hour).Format(time.RFC3339)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{append(slices.Clone(from), "--agent", "zz"), 3, addrs[2] + ": no agent of the root matches --agent zz; agents there: s"},
+		// The first server's files without flow records: their times not
+		// known, it may hold flows of any range; not of agent s.
+		{append(slices.Clone(from), "--until", before), 0, ""},
+		{append(slices.Clone(from), "--agent", "s", "--until", before), 3, addrs[1] + ": the range is outside the data kept of the agents selected"},
+		{[]string{"--insecure", "--from", addrs[0], "--agent", "zz"}, 3, "nothing to answer from: no agent of the root matches --agent zz; agents there: a\n"},
+		{append(slices.Clone(from), "--agent", "a"), 0, ""},         // one server covers
+		{append(slices.Clone(from), "--json", "tcp port 9"), 0, ""}, // covered, no such flow
+	} {
+		so, se, code := execFlows(tc.args...)
+		if code != tc.code || !strings.Contains(se, tc.want) || strings.Contains(se, roots[0]) {
+			t.Errorf("flows %q: exit %d, stderr %q; want exit %d with %q, no server path", tc.args, code, se, tc.code, tc.want)
+		}
+		if tc.code == 3 && strings.Contains(so, "{") {
+			t.Errorf("flows %q: printed %q", tc.args, so)
+		}
 	}
 }

@@ -148,6 +148,37 @@ func mergeSources(ctx context.Context, cfg Config, srcs []*source, w io.Writer) 
 	return m.result(), err
 }
 
+// Each is Run giving the merged packets to fn instead of writing them
+// (pcapsync correlate --from): the servers' packets in Run's order,
+// each on one interface per server and interface (Iface numbered from
+// 0 in the order of first packets, Interface as Run's output describes
+// it: the server's name, "server ADDR" in the description; Agent the
+// part of the name before ':'), Data valid until fn returns. cfg.Count
+// bounds the packets given; MaxBytes and the statistics blocks do not
+// apply. A server's failure is as Run's (ErrServer naming it, unless
+// cfg.Partial; ErrNoServer); an error of fn ends the merge and is
+// returned as it is.
+func Each(ctx context.Context, cfg Config, fn func(*query.Packet) error) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	srcs := make([]*source, len(cfg.Servers))
+	var wg sync.WaitGroup
+	for i, cc := range cfg.Servers {
+		srcs[i] = newSource(i, cc, cfg.timeout(), &atomic.Int64{}) // no statistics kept
+		wg.Go(func() { srcs[i].open(ctx) })
+	}
+	wg.Wait()
+	m := &merger{cfg: cfg, srcs: srcs, each: fn}
+	defer m.close()
+	err := m.check()
+	if err == nil {
+		m.heads()
+		err = m.merge(ctx)
+	}
+	return m.result(), err
+}
+
 // merger is one Run's merge.
 type merger struct {
 	cfg    Config
@@ -157,6 +188,10 @@ type merger struct {
 	order  srcHeap
 	lastTS int64    // the latest timestamp written
 	cuts   []string // servers failed since the last packet written
+
+	each   func(*query.Packet) error // Each's: the packets to it, not to w
+	ifaces []*pcapfile.Interface     // Each's interfaces, by Iface
+	pk     query.Packet
 }
 
 func (m *merger) close() {
@@ -175,7 +210,9 @@ func (m *merger) failed() error {
 	return nil
 }
 
-func (m *merger) run(ctx context.Context, w io.Writer) error {
+// check fails the merge before it begins: a server failed (but with
+// Partial), or every server did.
+func (m *merger) check() error {
 	if err := m.failed(); err != nil && !m.cfg.Partial {
 		return err
 	}
@@ -187,17 +224,29 @@ func (m *merger) run(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("%w: %w", ErrNoServer, errors.Join(errs...))
 	}
 	m.res.Partial = m.failed() != nil
-	bw := bufio.NewWriterSize(w, 256<<10)
-	var err error
-	if m.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{OS: "Linux", UserAppl: "pcapsync query", Comment: m.describe()}); err != nil {
-		return err
-	}
+	return nil
+}
+
+// heads orders the servers that have a packet.
+func (m *merger) heads() {
 	for _, s := range m.srcs {
 		if s.has {
 			m.order = append(m.order, s)
 		}
 	}
 	heap.Init(&m.order)
+}
+
+func (m *merger) run(ctx context.Context, w io.Writer) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var err error
+	if m.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{OS: "Linux", UserAppl: "pcapsync query", Comment: m.describe()}); err != nil {
+		return err
+	}
+	m.heads()
 	err = m.merge(ctx)
 	if err == nil {
 		err = m.writeStats()
@@ -249,6 +298,9 @@ func (m *merger) write(s *source) (bool, error) {
 		m.res.Stopped = "count"
 		return false, nil
 	}
+	if m.each != nil {
+		return true, m.give(s)
+	}
 	o := s.outs[s.p.Interface]
 	var note string // the first packet after a server's failure says so
 	if len(m.cuts) > 0 {
@@ -279,6 +331,12 @@ func (m *merger) write(s *source) (bool, error) {
 	} else if err := m.w.WritePacket(o, s.p.Timestamp, s.p.OrigLen, s.p.Data); err != nil {
 		return false, err
 	}
+	m.count(s)
+	return true, nil
+}
+
+// count counts s's head as written.
+func (m *merger) count(s *source) {
 	if m.res.Packets > 0 && s.p.Timestamp < m.lastTS {
 		m.res.Late++
 	} else {
@@ -287,7 +345,24 @@ func (m *merger) write(s *source) (bool, error) {
 	s.last = s.p.Timestamp
 	s.out.Packets++
 	m.res.Packets++
-	return true, nil
+}
+
+// give gives s's head to Each's fn, on its interface (numbered as it
+// first comes).
+func (m *merger) give(s *source) error {
+	i := s.p.Interface
+	if s.outs[i] < 0 {
+		ifc := s.iface(i)
+		s.outs[i] = len(m.ifaces)
+		m.ifaces = append(m.ifaces, &ifc)
+	}
+	o := s.outs[i]
+	m.pk = query.Packet{Agent: s.agent, Iface: o, Interface: m.ifaces[o], Timestamp: s.p.Timestamp, OrigLen: s.p.OrigLen, Data: s.p.Data}
+	if err := m.each(&m.pk); err != nil {
+		return err
+	}
+	m.count(s)
+	return nil
 }
 
 // iface is the output's description of the server's interface i.

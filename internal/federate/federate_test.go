@@ -392,3 +392,46 @@ func TestOneServer(t *testing.T) {
 		t.Errorf("%d packets, result %+v", len(pkts), res)
 	}
 }
+
+// TestEach (correlate --from's merge, once correlate.MergeStreams): the
+// servers' packets given to fn in Run's order (time, then agent name,
+// then server), each server's interfaces numbered in the order of first
+// packets, named as the server names them and described by the server,
+// with their agent; a server whose answer is empty, not pcapng, or cut
+// off fails it, naming the server; fn's error ends the merge as it is.
+func TestEach(t *testing.T) {
+	a := stream{pkts: []pk{{iface: "a:eth0", ts: 10}, {iface: "a:eth0", ts: 30}, {iface: "a:eth0", ts: 50}}}.bytes(t)
+	b := stream{pkts: []pk{{iface: "b:eth0", ts: 10}, {iface: "b:eth1", ts: 20}, {iface: "b:eth0", ts: 60}}}.bytes(t)
+	z := stream{pkts: []pk{{iface: "z:eth0", ts: 10}}}.bytes(t) // tied with a and b, before them in server order
+	collect := func(fn func(*query.Packet) error, servers ...string) (string, error) {
+		var got []string
+		_, err := Each(context.Background(), configOf(servers...), func(p *query.Packet) error {
+			got = append(got, fmt.Sprintf("%d:%s/%d:%s@%s", p.Timestamp, p.Agent, p.Iface, p.Interface.Name, p.Interface.Description))
+			if fn != nil {
+				return fn(p)
+			}
+			return nil
+		})
+		return strings.Join(got, " "), err
+	}
+	sa, sb, sz := serve(t, a, 3), serve(t, b, 3), serve(t, z, 1)
+	got, err := collect(nil, sz, sa, sb)
+	want := fmt.Sprintf("10:a/0:a:eth0@server %[2]s 10:b/1:b:eth0@server %[3]s 10:z/2:z:eth0@server %[1]s 20:b/3:b:eth1@server %[3]s "+
+		"30:a/0:a:eth0@server %[2]s 50:a/0:a:eth0@server %[2]s 60:b/1:b:eth0@server %[3]s", sz, sa, sb)
+	if err != nil || got != want {
+		t.Errorf("merge:\n%s (%v)\nwant\n%s", got, err, want)
+	}
+	for _, bad := range []struct {
+		name string
+		body []byte
+	}{{"empty", []byte{}}, {"not pcapng", []byte("not a pcapng at all")}, {"cut off", b[:len(b)-5]}} {
+		addr := serve(t, bad.body, 3)
+		if _, err := collect(nil, sa, addr); !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "server "+addr+": failed") {
+			t.Errorf("%s second server: %v, want ErrServer naming %s", bad.name, err, addr)
+		}
+	}
+	stop := errors.New("stop")
+	if got, err := collect(func(*query.Packet) error { return stop }, sa, sb); !errors.Is(err, stop) || errors.Is(err, ErrServer) || strings.Count(got, "@") != 1 {
+		t.Errorf("fn's error: %v after %q, want it as it is after one packet", err, got)
+	}
+}

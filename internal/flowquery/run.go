@@ -527,3 +527,36 @@ func Uncovered(cfg Config, r Result, n int) string {
 	return fmt.Sprintf("the range is outside the data kept of the agents selected: they keep %s to %s",
 		time.Unix(0, r.Kept.Min).UTC().Format(time.RFC3339Nano), time.Unix(0, r.Kept.Max).UTC().Format(time.RFC3339Nano))
 }
+
+// Summary is a Result for people and scripts (pcapsync flows's summary,
+// GET /flows's result): its counts, the data kept and Uncovered's
+// reason.
+type Summary struct {
+	Flows   int `json:"flows"`
+	Files   int `json:"files"`
+	NoFlows int `json:"files_without_flows"` // closed, without a flow file: not shown
+	Damaged int `json:"flow_files_damaged"`  // skipped whole
+	Writing int `json:"files_being_written"` // flows shown as far as they ended
+	Agents  int `json:"agents"`              // selected
+	// Oldest and Newest are the oldest and newest packet the selected
+	// agents keep, whatever the range (RFC 3339, UTC; "" when none is
+	// known); TimesUnknown counts the files whose times are not known.
+	Oldest       string `json:"oldest,omitempty"`
+	Newest       string `json:"newest,omitempty"`
+	TimesUnknown int    `json:"times_unknown,omitempty"`
+	// Uncovered is Uncovered's reason: "" when there was something to
+	// answer from.
+	Uncovered string `json:"uncovered,omitempty"`
+}
+
+// Summarize is the Summary of r, what the flows query cfg read, which
+// gave n flows.
+func Summarize(cfg Config, r Result, n int) Summary {
+	s := Summary{Flows: r.Flows, Files: r.Files, NoFlows: r.Missing, Damaged: len(r.Damaged),
+		Writing: r.Writing, Agents: r.Agents, TimesUnknown: r.TimesUnknown, Uncovered: Uncovered(cfg, r, n)}
+	if r.Kept.OK {
+		s.Oldest = time.Unix(0, r.Kept.Min).UTC().Format(time.RFC3339Nano)
+		s.Newest = time.Unix(0, r.Kept.Max).UTC().Format(time.RFC3339Nano)
+	}
+	return s
+}

@@ -219,31 +219,45 @@ func (cfg ClientConfig) do(ctx context.Context, ctype string) (*http.Response, f
 }
 
 // FetchFlows asks the server's GET /flows for cfg's selection (cfg.Flows
-// is implied) and calls fn with each flow, in the server's order. A
-// refusal is as Fetch's; an answer cut off, or a line that is not a flow,
-// wraps ErrFailed.
-func FetchFlows(ctx context.Context, cfg ClientConfig, fn func(*flowquery.JSON) error) error {
+// is implied), calls fn with each flow, in the server's order, and
+// returns the server's result (its Pcapsync-Result trailer). A refusal
+// is as Fetch's; an answer cut off, a line that is not a flow, and an
+// answer without a result that decodes (or one over MaxFlowsResult
+// bytes) wrap ErrFailed.
+func FetchFlows(ctx context.Context, cfg ClientConfig, fn func(*flowquery.JSON) error) (FlowsResult, error) {
+	var res FlowsResult
 	cfg.Flows = true
 	resp, done, err := cfg.do(ctx, FlowsType)
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer done()
 	if ct := resp.Header.Get("Content-Type"); ct != FlowsType {
-		return fmt.Errorf("flows %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, FlowsType)
+		return res, fmt.Errorf("flows %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, FlowsType)
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var j flowquery.JSON
 		err := dec.Decode(&j)
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
-			return fmt.Errorf("%w: flows: %w", ErrFailed, err)
+			return res, fmt.Errorf("%w: flows: %w", ErrFailed, err)
 		}
 		if err := fn(&j); err != nil {
-			return err
+			return res, err
 		}
 	}
+	rj := resp.Trailer.Get(TrailerResult)
+	switch {
+	case rj == "":
+		return res, fmt.Errorf("%w: flows: the stream ended without the server's result", ErrFailed)
+	case len(rj) > MaxFlowsResult:
+		return res, fmt.Errorf("%w: flows: the server's result is %d bytes, at most %d", ErrFailed, len(rj), MaxFlowsResult)
+	}
+	if err := json.Unmarshal([]byte(rj), &res); err != nil {
+		return res, fmt.Errorf("%w: flows: the server's result: %w", ErrFailed, err)
+	}
+	return res, nil
 }

@@ -27,7 +27,10 @@
 // (application/x-pcapng), streamed as query.Run writes it, and the
 // query.Result as JSON in the trailer Pcapsync-Result; a query that
 // fails after its stream began ends with a valid pcapng of what was
-// written and the error in the trailer Pcapsync-Error. A bad parameter
+// written and the error in the trailer Pcapsync-Error. GET /flows
+// answers the flows as JSON lines, then FlowsResult (the counts, the
+// data kept, whether it had anything to answer from; no path of the
+// server) in the trailer Pcapsync-Result. A bad parameter
 // is 400 with the message the CLI gives; a refusal 401 or 403, too many
 // queries running 503, each with a one-line reason in a text/plain
 // body.

@@ -78,6 +78,7 @@ func (s *Server) serveFlows(w http.ResponseWriter, r *http.Request, fc flowquery
 	h := w.Header()
 	h.Set("Content-Type", FlowsType)
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Trailer", TrailerResult)
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, sent: &c.Bytes}
 	bw := bufio.NewWriterSize(out, 64<<10)
 	enc := json.NewEncoder(bw)
@@ -95,6 +96,31 @@ func (s *Server) serveFlows(w http.ResponseWriter, r *http.Request, fc flowquery
 		log.Info("flows canceled: the client went away", append(attrs, "err", err)...)
 		return
 	}
+	if b, jerr := json.Marshal(s.flowsResult(fc, res, len(flows))); jerr == nil {
+		h.Set(TrailerResult, string(b))
+	}
 	c.OK.Add(1)
 	log.Info("flows served", attrs...)
+}
+
+// FlowsResult is GET /flows's result, sent after the flows in the
+// trailer Pcapsync-Result: flowquery's summary of the selection, its
+// Uncovered without the server's paths.
+type FlowsResult = flowquery.Summary
+
+// MaxFlowsResult bounds the Pcapsync-Result trailer FetchFlows reads.
+const MaxFlowsResult = 4 << 10
+
+// flowsResult is the trailer of the flows selected by fc: res and the
+// n flows sent.
+func (s *Server) flowsResult(fc flowquery.Config, res flowquery.Result, n int) FlowsResult {
+	r := flowquery.Summarize(fc, res, n)
+	if r.Uncovered != "" {
+		msg := strings.Replace(r.Uncovered, "no agent of "+fc.Dir+" ", "no agent of the root ", 1)
+		if msg = s.public(errors.New(msg)); len(msg) > MaxFlowsResult/2 {
+			msg = strings.ToValidUTF8(msg[:MaxFlowsResult/2], "") + "..."
+		}
+		r.Uncovered = msg
+	}
+	return r
 }

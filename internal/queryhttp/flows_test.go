@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +59,7 @@ func TestFlowsRemoteMatchesLocal(t *testing.T) {
 				want = append(want, string(b))
 			}
 			var got []string
-			err = FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), TLS: clientTLS(t, certs, certs, "viewer"), Token: token, Params: tc.p},
+			_, err = FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), TLS: clientTLS(t, certs, certs, "viewer"), Token: token, Params: tc.p},
 				func(j *flowquery.JSON) error {
 					b, _ := json.Marshal(j)
 					got = append(got, string(b))
@@ -97,9 +99,67 @@ func TestFlowsRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Addr = s.Addr()
 			n := 0
-			err := FetchFlows(context.Background(), tc.cfg, func(*flowquery.JSON) error { n++; return nil })
+			_, err := FetchFlows(context.Background(), tc.cfg, func(*flowquery.JSON) error { n++; return nil })
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.reason) || n != 0 {
 				t.Errorf("err = %v (%d flows), want %v with %q", err, n, tc.is, tc.reason)
+			}
+		})
+	}
+}
+
+// TestFlowsResult: GET /flows ends with its result (the Pcapsync-Result
+// trailer): the local run's counts and kept range, and flowquery's
+// reason when there was nothing to answer from, without the server's
+// root; an answer without it, or with one that does not decode, is
+// ErrFailed.
+func TestFlowsResult(t *testing.T) {
+	dir := flowsFixture(t)
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir})
+	fc, err := parseFlows(nil, dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, local, err := flowquery.Run(context.Background(), fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		p         Params
+		uncovered string
+	}{
+		{"everything", Params{}, ""},
+		{"no agent", Params{Agents: []string{"zz"}}, "no agent of the root matches --agent zz; agents there: a1,a2"},
+		{"before", Params{Until: time.Unix(0, flowtest.Base-1e9).UTC().Format(time.RFC3339)}, "the range is outside the data kept of the agents selected: they keep " + time.Unix(0, flowtest.Base).UTC().Format(time.RFC3339Nano) + " to "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			res, err := FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), Params: tc.p}, func(*flowquery.JSON) error { n++; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(res.Uncovered, tc.uncovered) || (tc.uncovered == "") != (res.Uncovered == "") || strings.Contains(res.Uncovered, dir) {
+				t.Errorf("uncovered %q, want %q", res.Uncovered, tc.uncovered)
+			}
+			if tc.uncovered == "" && (res.Flows != n || n != local.Flows || res.Files != local.Files || res.Agents != 2 ||
+				res.Oldest != time.Unix(0, local.Kept.Min).UTC().Format(time.RFC3339Nano)) {
+				t.Errorf("result %+v after %d flows, want the local run's %+v", res, n, local)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, trailer string }{{"none", ""}, {"not JSON", "{"}, {"too long", `{"uncovered":"` + strings.Repeat("x", MaxFlowsResult) + `"}`}} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", FlowsType)
+				w.Header().Set("Trailer", TrailerResult)
+				if tc.trailer != "" {
+					w.Header().Set(TrailerResult, tc.trailer)
+				}
+			}))
+			defer hs.Close()
+			_, err := FetchFlows(context.Background(), ClientConfig{Addr: strings.TrimPrefix(hs.URL, "http://")}, func(*flowquery.JSON) error { return nil })
+			if !errors.Is(err, ErrFailed) {
+				t.Errorf("trailer %.20q: %v, want ErrFailed", tc.trailer, err)
 			}
 		})
 	}
