@@ -275,6 +275,15 @@ func TestBrowserTimeline(t *testing.T) {
 	if p := problems(t, tctx); len(p) > 0 {
 		t.Errorf("timeline page: the page met %q", p)
 	}
+	if shots := os.Getenv("PCAPSYNC_CONSOLE_SCREENSHOTS"); shots != "" { // as TestBrowser's
+		b, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(shots, "timeline.png"), b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("screenshot of the timeline page: %v", err)
+		}
+	}
 	// a's series: packets/s, bytes/s, drops (markers where they grew).
 	drops, err := chromedp.Run(tctx, chromedp.Evaluate[[]float64](`[window.pcapsyncTimeline.series.length, window.pcapsyncTimeline.data[1][0], window.pcapsyncTimeline.data[3][1], window.pcapsyncTimeline.data[3][10]]`))
 	if err != nil || len(drops) != 4 || drops[0] != 7 || drops[1] != 100 || drops[2] != 7 || drops[3] != 3 {

@@ -44,6 +44,9 @@ function rangeLinks(lo, hi) {
   }
 }
 
+// fromZero ranges a y scale from 0 to a little over its largest value.
+const fromZero = (u, min, max) => [0, max > 0 ? max * 1.1 : 1];
+
 function chart(d) {
   const el = document.getElementById("chart");
   if (plot) { plot.destroy(); plot = null; }
@@ -66,7 +69,7 @@ function chart(d) {
   plot = new uPlot({
     width: Math.max(400, el.clientWidth || 900), height: 320,
     cursor: { drag: { x: true, y: false, setScale: false } },
-    scales: { x: { time: true } },
+    scales: { x: { time: true }, pps: { range: fromZero }, bps: { range: fromZero }, drops: { range: fromZero } },
     series,
     axes: [{}, { scale: "pps", label: "packets/s" }, { scale: "bps", side: 1, label: "bytes/s" }],
     hooks: {
