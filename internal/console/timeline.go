@@ -282,10 +282,10 @@ func (b *binner) blocks(ix *index.Index, pk, by []int64, kept []bool) {
 		b.spread(bl.First, bl.Last+1, int64(bl.Packets), pk)
 		b.spread(bl.First, bl.Last+1, bl.RawEnd-bl.Raw, by)
 	}
-	if lo > hi {
+	if lo > hi || hi < b.since {
 		return
 	}
-	for i := b.bin(lo); i >= 0 && i < b.n && b.since+int64(i)*b.step <= hi; i++ {
+	for i := max(b.bin(lo), 0); i < b.n && b.since+int64(i)*b.step <= hi; i++ {
 		kept[i] = true
 	}
 }

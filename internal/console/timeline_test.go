@@ -188,6 +188,14 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("a's packets in 10–10.25 s: %d, want 25 (±1: a block's share by time)", got)
 	}
 
+	// A range starting within a's first file: its part of the file.
+	if code, tl, body = ts.getTimeline(t, ck, rng(500*time.Millisecond, 2500*time.Millisecond, "1s")); code != http.StatusOK || tl.Points != 2 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if p := tl.Agents[0].Packets; p[0] == nil || *p[0] < 49 || *p[0] > 51 || p[1] != nil {
+		t.Errorf("a from 0.5 s: %v, want about 50 in the first interval, a gap in the second", p)
+	}
+
 	// The default step: at most MaxPoints over a day.
 	if code, tl, body = ts.getTimeline(t, ck, rng(0, 24*time.Hour, "")); code != http.StatusOK || tl.Points > MaxPoints || tl.Step != "1m0s" || sumPtr(tl.Agents[0].Packets) != 150 {
 		t.Fatalf("a day: %d %s", code, body[:min(len(body), 300)])
@@ -325,4 +333,18 @@ func TestBrowserTimeline(t *testing.T) {
 	if s, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector('input[name="since"]').value`)); s != u.Query().Get("since") {
 		t.Errorf("flows page's since %q, want %q", s, u.Query().Get("since"))
 	}
+}
+
+// FuzzParseISBs: a file's tail is hostile; parseISBs never panics and
+// takes no more blocks than the bytes can hold.
+func FuzzParseISBs(f *testing.F) {
+	isb := []byte{5, 0, 0, 0, 44, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 7, 0, 8, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0xff, 0xff, 0, 0, 0, 0, 44, 0, 0, 0}
+	f.Add(isb)
+	f.Add(isb[:30])
+	f.Add(append(append([]byte{}, isb...), isb...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got := parseISBs(b); len(got) > len(b)/28 {
+			t.Errorf("%d blocks of %d bytes", len(got), len(b))
+		}
+	})
 }
