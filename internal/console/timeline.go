@@ -16,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
@@ -73,7 +76,7 @@ type TimelineCoverage struct {
 	Unindexed int      `json:"unindexed"`
 	Named     []string `json:"unindexed_files"`
 	// NoDrops: files whose drops are not known: still being written
-	// (the statistics are written at close) or compressed (not read).
+	// (the statistics are written at close) or zstd of one frame.
 	NoDrops   int    `json:"no_drops"`
 	IndexRead int64  `json:"index_bytes"` // index and statistics bytes read
 	Error     string `json:"error,omitempty"`
@@ -325,25 +328,22 @@ func (b *binner) spread(from, to, v int64, dst []int64) {
 	}
 }
 
-// drops adds the drops a closed plain file's interface statistics
+// drops adds the drops a closed file's interface statistics
 // count (the writer's, at its close: kernel drops per interface and
 // the agent's queue drops, counters since the agent started) less
 // those of the file before, at the statistics' time.
 func (b *binner) drops(f layout.FileInfo, ix *index.Index, dst []int64, prev map[uint32]uint64, prevAgent *uint64) {
-	if f.Part || !ix.Final || index.CodecOf(f.Path) != index.CodecNone {
+	c := index.CodecOf(f.Path) // the index says whether a zstd file is of a frame per block
+	if c == index.CodecZstd && ix.Codec == index.CodecZstdFrames {
+		c = ix.Codec
+	}
+	if f.Part || !ix.Final || !(c == index.CodecNone || c.Framed()) {
 		if dst != nil {
 			b.cov.NoDrops++
 		}
 		return
 	}
-	var end int64
-	if len(ix.All) > 0 {
-		end = ix.All[len(ix.All)-1].RawEnd
-	}
-	if ix.DataSize-end <= 0 || ix.DataSize-end > maxStatsTail {
-		return
-	}
-	tail, err := readAt(f.Path, end, ix.DataSize-end)
+	tail, err := statsTail(f.Path, ix, c)
 	if err != nil {
 		if dst != nil {
 			b.cov.NoDrops++
@@ -373,18 +373,52 @@ func delta(now, was uint64) uint64 {
 	return now - was
 }
 
-func readAt(p string, off, n int64) ([]byte, error) {
+// maxStatsBlock bounds the last block a compressed file's statistics
+// are decoded after.
+const maxStatsBlock = 64 << 20
+
+// statsTail returns what of a closed file follows its last block in
+// the decoded stream (its interface statistics), at most maxStatsTail
+// bytes: of a plain file read at its offset; of a file of gzip members
+// or zstd frames decoded from its last block's member or frame.
+func statsTail(p string, ix *index.Index, c index.Codec) ([]byte, error) {
+	var seek, raw, end int64
+	if n := len(ix.All); n > 0 {
+		last := &ix.All[n-1]
+		seek, raw, end = last.Seek, last.Raw, last.RawEnd
+	}
+	if ix.RawSize <= end || end-raw > maxStatsBlock || seek > ix.DataSize {
+		return nil, nil
+	}
 	f, err := safefs.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, n)
-	_, err = f.ReadAt(buf, off)
-	if err == io.EOF {
-		err = nil
+	var r io.Reader = io.NewSectionReader(f, seek, ix.DataSize-seek)
+	switch c {
+	case index.CodecNone:
+		r = io.NewSectionReader(f, end, ix.DataSize-end)
+		raw = end
+	case index.CodecGzip:
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
+	default: // zstd, a frame per block
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxStatsBlock+maxStatsTail))
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
 	}
-	return buf, err
+	if _, err := io.CopyN(io.Discard, r, end-raw); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(r, min(ix.RawSize-end, maxStatsTail)))
 }
 
 // isb is what a timeline takes of an Interface Statistics Block.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -41,8 +42,14 @@ type tlFile struct {
 // 3 more); and agent "b": 30 packets at 3–3.29 s. It returns the
 // captured bytes per agent and each packet's pcapng bytes (EPB).
 func writeTimelineRoot(t *testing.T, dir string) (epb map[string]int64) {
+	return writeTimelineRootWith(t, store.Config{Dir: dir})
+}
+
+// writeTimelineRootWith is writeTimelineRoot with the store's cfg.
+func writeTimelineRootWith(t *testing.T, cfg store.Config) (epb map[string]int64) {
 	t.Helper()
-	st, err := store.Open(store.Config{Dir: dir, Fsync: store.FsyncNever})
+	cfg.Fsync = store.FsyncNever
+	st, err := store.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +253,35 @@ func newServer(t *testing.T, h http.Handler) *fixture {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{base: srv.URL}
+}
+
+// TestTimelineCompressed: the drops of files of gzip members and of
+// zstd frames per block are decoded from their last block; those of a
+// zstd file of one frame are not known, and said so.
+func TestTimelineCompressed(t *testing.T) {
+	for _, c := range []struct {
+		spec    string
+		frames  store.ZstdFrames
+		noDrops int
+	}{{"gzip", 0, 0}, {"zstd", store.ZstdFramePerBlock, 0}, {"zstd", store.ZstdFramePerFile, 3}} {
+		dir := t.TempDir()
+		sp, err := compress.ParseSpec(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeTimelineRootWith(t, store.Config{Dir: dir, FileCompress: sp, ZstdFrames: c.frames})
+		tl, err := BuildTimeline(context.Background(), dir, nil, tlBase, tlBase.Add(20*time.Second), time.Second)
+		if err != nil || len(tl.Agents) != 2 {
+			t.Fatalf("%s %v: %v", c.spec, c.frames, err)
+		}
+		drops := int64(10)
+		if c.noDrops > 0 {
+			drops = 0
+		}
+		if a := tl.Agents[0]; sumPtr(a.Packets) != 150 || sum(a.Drops) != drops || tl.Coverage.NoDrops != c.noDrops || tl.Coverage.Files != 3 {
+			t.Errorf("%s %v: a's packets %d, drops %d (want 150, %d), coverage %+v", c.spec, c.frames, sumPtr(a.Packets), sum(a.Drops), drops, tl.Coverage)
+		}
+	}
 }
 
 // TestBrowserTimeline: in headless Chromium, after the login, the

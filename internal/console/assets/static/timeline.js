@@ -17,7 +17,7 @@ function coverageText(d) {
   t += ".";
   const miss = [];
   if (c.unindexed) miss.push(`${c.unindexed} files without a usable index, not counted (${c.unindexed_files.join("; ")}${c.unindexed > c.unindexed_files.length ? "; …" : ""})`);
-  if (c.no_drops) miss.push(`the drops of ${c.no_drops} files (being written or compressed)`);
+  if (c.no_drops) miss.push(`the drops of ${c.no_drops} files (being written, or zstd of one frame)`);
   if (c.error) miss.push(`an error: ${c.error}`);
   if (c.agents === 0) miss.push("no agent of the selection in the root");
   return [t + (miss.length ? " Missing: " + miss.join(", ") + "." : " Nothing missing.") +
