@@ -178,7 +178,7 @@ func BuildTimeline(ctx context.Context, dir string, pats []string, since, until 
 	if err != nil {
 		return t, err
 	}
-	b := &binner{since: since.UnixNano(), until: until.UnixNano(), step: int64(step), n: n, cov: &t.Coverage}
+	b := &binner{ctx: ctx, since: since.UnixNano(), until: until.UnixNano(), step: int64(step), n: n, cov: &t.Coverage}
 	for _, a := range names {
 		if len(pats) > 0 && !slices.ContainsFunc(pats, func(p string) bool { ok, _ := path.Match(p, a); return ok }) {
 			continue
@@ -198,6 +198,7 @@ func BuildTimeline(ctx context.Context, dir string, pats []string, since, until 
 
 // binner spreads one agent's blocks and drops over the intervals.
 type binner struct {
+	ctx                context.Context
 	since, until, step int64
 	n                  int
 	cov                *TimelineCoverage
@@ -217,6 +218,9 @@ func (b *binner) agent(dir, a string) (Series, error) {
 	var prevAgent uint64
 	before := -1 // the last file skipped before the range: its counters seed prev
 	for fi, f := range files {
+		if err := b.ctx.Err(); err != nil {
+			return s, err
+		}
 		if f.Times && (f.Last < b.since || f.First >= b.until) {
 			if f.Last < b.since {
 				before = fi
