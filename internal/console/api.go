@@ -48,8 +48,10 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 		h.download(w, r, v)
 	case "/api/packet":
 		h.packet(w, r, v)
+	case "/api/timeline":
+		h.timeline(w, r, v)
 	default:
-		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/packet, /api/download", http.StatusNotFound)
+		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/packet, /api/download, /api/timeline", http.StatusNotFound)
 	}
 }
 

@@ -32,9 +32,10 @@ var assets embed.FS
 
 // pages are the pages behind the login, by path.
 var pages = map[string]string{
-	"/agents":  "agents.html",
-	"/flows":   "flows.html",
-	"/packets": "packets.html",
+	"/agents":   "agents.html",
+	"/flows":    "flows.html",
+	"/packets":  "packets.html",
+	"/timeline": "timeline.html",
 }
 
 // Handler serves the console (package doc).

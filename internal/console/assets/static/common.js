@@ -49,3 +49,15 @@ export function fillForm(form) {
 export function fmtTime(t) { return t ? String(t).replace("T", " ").replace("Z", " UTC") : ""; }
 
 export function fmtRate(x) { return x === undefined || x === null ? "" : Number(x).toFixed(1); }
+
+// runForm fills form from the page's URL, runs load, and runs it again
+// on each submit, the URL showing the selection.
+export function runForm(form, load) {
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    history.replaceState(null, "", "?" + selection(form).toString());
+    load();
+  });
+  fillForm(form);
+  load();
+}

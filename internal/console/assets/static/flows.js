@@ -1,6 +1,6 @@
 // The flows page: GET /api/flows with the form's selection, the flows
 // in a table sorted by a click on a heading, and the top talkers.
-import { getJSON, cell, say, markNav, selection, fillForm, fmtTime } from "./common.js";
+import { getJSON, cell, say, markNav, selection, runForm, fmtTime } from "./common.js";
 import uPlot from "/vendor/uplot-1.6.30/uPlot.esm.js";
 
 markNav("flows");
@@ -115,10 +115,4 @@ async function load() {
   }
 }
 
-form.addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  history.replaceState(null, "", "?" + selection(form).toString());
-  load();
-});
-fillForm(form);
-load();
+runForm(form, load);

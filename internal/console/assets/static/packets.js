@@ -1,6 +1,6 @@
 // The packets page: the first packets of a selection as lines
 // (GET /api/packets), and the download of all of it.
-import { getJSON, say, markNav, selection, fillForm } from "./common.js";
+import { getJSON, say, markNav, selection, runForm } from "./common.js";
 
 markNav("packets");
 const form = document.getElementById("selection");
@@ -61,10 +61,4 @@ async function load() {
   }
 }
 
-form.addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  history.replaceState(null, "", "?" + selection(form).toString());
-  load();
-});
-fillForm(form);
-load();
+runForm(form, load);
