@@ -116,7 +116,7 @@ func TestFederatedQuery(t *testing.T) {
 	// stopped process), then killed: the query fails naming it.
 	servers[2].coll.signal(syscall.SIGSTOP)
 	q = startProc(t, ctx, "query", "", "query", "--from", from, "--insecure", "-w", fed)
-	if err := testutil.Poll(10*time.Second, func() error { return established(servers[2].query) }); err != nil {
+	if err := testutil.Poll(10*time.Second, func() error { return established(servers[2].coll.cmd.Process.Pid, servers[2].query) }); err != nil {
 		t.Fatal(err)
 	}
 	servers[2].coll.signal(syscall.SIGKILL)
@@ -134,12 +134,15 @@ func TestFederatedQuery(t *testing.T) {
 }
 
 // established reports nil once a TCP connection to the listener at
-// addr is established (the kernel accepts for a stopped process too).
-func established(addr string) error {
+// addr of process pid is established (the kernel accepts for a stopped
+// process too). It reads the process's own view (/proc/PID/net): the
+// test's /proc/self/net is its main thread's, which a namespace test
+// may have left elsewhere.
+func established(pid int, addr string) error {
 	_, port, _ := strings.Cut(addr, ":")
 	p, _ := strconv.Atoi(port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, _ := os.ReadFile(f)
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
 		for line := range strings.Lines(string(b)) {
 			// sl local_address rem_address st ...: st 01 is ESTABLISHED.
 			if fs := strings.Fields(line); len(fs) > 3 && fs[3] == "01" && strings.HasSuffix(fs[1], fmt.Sprintf(":%04X", p)) {
