@@ -201,6 +201,21 @@ func flowCoverage(res flowquery.Result, public func(error) string) map[string]an
 	return c
 }
 
+// preparedQuery is packetQuery for a request: a bad selection answered
+// 400, a failure to prepare 500, and false then.
+func (h *Handler) preparedQuery(w http.ResponseWriter, r *http.Request, v map[string][]string) (*query.Prepared, bool) {
+	q, err := h.packetQuery(r.Context(), v)
+	switch {
+	case errors.Is(err, queryhttp.ErrBadRequest):
+		h.bad(w, err)
+		return nil, false
+	case err != nil:
+		h.failed(w, "query", err)
+		return nil, false
+	}
+	return q, true
+}
+
 // packetQuery reads a selection of GET /query's parameters, a
 // community_id's blocks found as GET /query finds them.
 func (h *Handler) packetQuery(ctx context.Context, v map[string][]string) (*query.Prepared, error) {
@@ -239,12 +254,8 @@ func (h *Handler) packets(w http.ResponseWriter, r *http.Request, v map[string][
 		}
 	}
 	v["count"] = []string{strconv.FormatInt(n, 10)}
-	q, err := h.packetQuery(r.Context(), v)
-	if errors.Is(err, queryhttp.ErrBadRequest) {
-		h.bad(w, err)
-		return
-	} else if err != nil {
-		h.failed(w, "query", err)
+	q, ok := h.preparedQuery(w, r, v)
+	if !ok {
 		return
 	}
 	lines := []string{}
@@ -282,12 +293,8 @@ func (h *Handler) packet(w http.ResponseWriter, r *http.Request, v map[string][]
 		return
 	}
 	v["count"] = []string{strconv.FormatInt(i+1, 10)}
-	q, err := h.packetQuery(r.Context(), v)
-	if errors.Is(err, queryhttp.ErrBadRequest) {
-		h.bad(w, err)
-		return
-	} else if err != nil {
-		h.failed(w, "query", err)
+	q, ok := h.preparedQuery(w, r, v)
+	if !ok {
 		return
 	}
 	var n int64
@@ -317,12 +324,8 @@ func (h *Handler) packet(w http.ResponseWriter, r *http.Request, v map[string][]
 // GET /query streams it (query.Prepared.Run, the coverage in its
 // section comment), for Wireshark.
 func (h *Handler) download(w http.ResponseWriter, r *http.Request, v map[string][]string) {
-	q, err := h.packetQuery(r.Context(), v)
-	if errors.Is(err, queryhttp.ErrBadRequest) {
-		h.bad(w, err)
-		return
-	} else if err != nil {
-		h.failed(w, "query", err)
+	q, ok := h.preparedQuery(w, r, v)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", queryhttp.ContentType)
