@@ -42,6 +42,7 @@ var pages = map[string]string{
 type Handler struct {
 	cfg    Config
 	log    *slog.Logger
+	src    Source        // Config.Source, or the local root's
 	static http.Handler  // assets/static at /static/
 	vendor http.Handler  // assets/vendor (third-party, pinned) at /vendor/
 	slots  chan struct{} // a token per API request reading the root
@@ -66,7 +67,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	vendor := http.StripPrefix("/vendor", http.FileServerFS(vsub))
-	return &Handler{cfg: cfg, log: cfg.Logger, static: static, vendor: vendor, sessions: map[string]time.Time{},
+	src := cfg.Source
+	if src == nil {
+		src = &local{dir: cfg.Dir, status: cfg.Status, log: cfg.Logger}
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger, src: src, static: static, vendor: vendor, sessions: map[string]time.Time{},
 		slots: make(chan struct{}, cfg.MaxQueries)}, nil
 }
 

@@ -168,8 +168,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == StatusPath:
 		s.serveStatus(w, r, log)
 		return
-	case r.URL.Path != Path && r.URL.Path != FlowsPath:
-		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath)
+	case r.URL.Path != Path && r.URL.Path != FlowsPath && r.URL.Path != TimelinePath:
+		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath+
+			", the timeline GET "+TimelinePath)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")
@@ -182,6 +183,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With("selection", selection(v))
+	if r.URL.Path == TimelinePath {
+		s.serveTimeline(w, r, v, log)
+		return
+	}
 	var cfg query.Config
 	var fc flowquery.Config
 	if r.URL.Path == FlowsPath {
