@@ -13,8 +13,8 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/store"
-	"github.com/pcapsync/pcapsync/internal/timeline"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
+	"github.com/pcapsync/pcapsync/internal/timeline"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 

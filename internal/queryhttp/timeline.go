@@ -71,7 +71,6 @@ func ParseTimeline(v url.Values, dir string, now time.Time) (agents []string, si
 	return cfg.Agents, since, until, step, nil
 }
 
-
 // serveTimeline answers GET /timeline (authenticated already, its
 // parameters read): the timeline of the root over them
 // (timeline.BuildTimeline), as the console's GET /api/timeline answers

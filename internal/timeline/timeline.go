@@ -21,7 +21,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
-
 // Bounds of GET /api/timeline.
 const (
 	// MaxPoints bounds the intervals of a timeline; the default step
