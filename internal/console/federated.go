@@ -227,8 +227,24 @@ func (f *federated) eachPacket(ctx context.Context, v url.Values, fn func(*query
 		a := badRequest(err)
 		return federate.Result{}, &a
 	}
-	count := p.Count
-	fr, err := federate.Each(ctx, f.fedConfig(p, count, ""), fn)
+	// Each server stops at count itself (Params.Count) and is read to
+	// its end, so that its Result (the coverage) comes; the merge gives
+	// fn the first count.
+	var given int64
+	fr, err := federate.Each(ctx, f.fedConfig(p, 0, ""), func(pk *query.Packet) error {
+		if given++; given > p.Count {
+			return nil
+		}
+		return fn(pk)
+	})
+	if given > p.Count {
+		fr.Packets = p.Count
+	}
+	for _, s := range fr.Servers {
+		if given > p.Count || s.Result != nil && s.Result.Stopped == "count" {
+			fr.Stopped = "count" // more than shown
+		}
+	}
 	if errors.Is(err, federate.ErrNoServer) {
 		var errs []error
 		for _, s := range fr.Servers {
