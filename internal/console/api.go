@@ -121,6 +121,10 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, v map[string]
 	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w)}
 	if err := run(dw); err != nil {
 		h.log.Warn("console download failed", "err", err)
+		if dw.n == 0 { // nothing sent yet: an answer that says why, not an empty file
+			w.Header().Del("Content-Disposition")
+			h.json(w, http.StatusBadGateway, map[string]string{"error": "the download failed: " + err.Error()})
+		}
 	}
 }
 
@@ -130,9 +134,12 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, v map[string]
 type deadlineWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	n  int64 // written
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	d.rc.SetWriteDeadline(time.Now().Add(queryhttp.DefaultWriteTimeout))
-	return d.w.Write(p)
+	n, err := d.w.Write(p)
+	d.n += int64(n)
+	return n, err
 }

@@ -280,8 +280,10 @@ func (l *local) Download(ctx context.Context, v url.Values) (func(io.Writer) err
 		return nil, *bad
 	}
 	return func(w io.Writer) error {
-		_, err := q.Run(ctx, w)
-		return err
+		if _, err := q.Run(ctx, w); err != nil {
+			return errors.New(l.public(err))
+		}
+		return nil
 	}, Answer{}
 }
 
