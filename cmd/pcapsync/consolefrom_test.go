@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,18 +35,6 @@ type consoleFrom struct {
 	token string
 }
 
-// stoppedAddr is a loopback address nothing listens on any more.
-func stoppedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // startConsoleFrom runs the command and waits for its listener.
 func startConsoleFrom(t *testing.T) *consoleFrom {
 	t.Helper()
@@ -58,7 +45,7 @@ func startConsoleFrom(t *testing.T) *consoleFrom {
 		flowtest.WriteRoot(t, cf.roots[i], ps, []flowtest.Agent{a}, &flow.Config{})
 		cf.addrs[i] = startQueryServer(t, cf.roots[i], "127.0.0.1:0", nil)
 	}
-	cf.addrs[2] = stoppedAddr(t)
+	cf.addrs[2] = stoppedServer(t)
 	tf := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tf, []byte(cf.token+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -198,11 +198,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, log, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
 		return
 	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		w.Header().Set("Retry-After", "1")
-		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+	if !s.takeSlot(w, log) {
 		return
 	}
 	defer func() { <-s.slots }()
@@ -213,6 +209,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
 	if q := s.prepare(w, r, cfg, log); q != nil {
 		s.serve(w, r, q, log)
+	}
+}
+
+// takeSlot takes a query slot (give it back: <-s.slots); false: none
+// free, answered 503.
+func (s *Server) takeSlot(w http.ResponseWriter, log *slog.Logger) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+		return false
 	}
 }
 

@@ -82,11 +82,7 @@ func (s *Server) serveTimeline(w http.ResponseWriter, r *http.Request, v url.Val
 		s.refuse(w, log, http.StatusBadRequest, err.Error())
 		return
 	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		w.Header().Set("Retry-After", "1")
-		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+	if !s.takeSlot(w, log) {
 		return
 	}
 	defer func() { <-s.slots }()
