@@ -118,18 +118,15 @@ func (f *federated) client(i int, p queryhttp.Params) queryhttp.ClientConfig {
 	return cc
 }
 
-// noneAnswered is the Answer when no server answered: 502 with their
-// reasons, or 400 when every server refused the selection as bad (its
-// reason, as one server's would be).
+// noneAnswered is the Answer when no server answered: 400 when a
+// server refused the selection as bad (its reason: the selection is
+// the same for all), else 502 with every server's reason.
 func noneAnswered(servers []Server, errs []error) Answer {
-	bad := len(errs) > 0
-	for _, err := range errs {
-		bad = bad && errors.Is(err, queryhttp.ErrBadRequest)
-	}
-	if bad {
-		a := badRequest(errors.New(strings.TrimPrefix(oneLine(errs[0]), "bad request (400 Bad Request): ")))
-		a.Body.(map[string]string)["error"] = "every server refused the selection: " + a.Body.(map[string]string)["error"]
-		return a
+	for i, err := range errs {
+		if errors.Is(err, queryhttp.ErrBadRequest) {
+			return Answer{http.StatusBadRequest, map[string]any{"error": "server " + servers[i].Server + " refused the selection: " + servers[i].Reason,
+				"servers": servers}}
+		}
 	}
 	var why []string
 	for _, s := range servers {

@@ -260,6 +260,15 @@ func TestFederatedRefused(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 400", path, code, body)
 		}
 	}
+	// A filter every server refuses: 400 with a server's reason.
+	for _, path := range []string{"/api/flows?filter=" + url.QueryEscape("tcp port ((("), "/api/packets?filter=" + url.QueryEscape("tcp port (((")} {
+		var out struct {
+			Error string `json:"error"`
+		}
+		if code, body := fx.get(t, path, &out); code != http.StatusBadRequest || !strings.Contains(out.Error, "refused the selection") {
+			t.Errorf("GET %s: %d %s, want 400 with a server's reason", path, code, body)
+		}
+	}
 	down, err := NewFederated(FederatedConfig{Servers: []queryhttp.ClientConfig{{Addr: fx.addrs[2]}}, Timeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
