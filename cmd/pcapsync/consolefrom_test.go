@@ -149,19 +149,22 @@ func TestConsoleFrom(t *testing.T) {
 // TestConsoleFromUsage: what pcapsync console cannot serve is a usage
 // error (exit status 2), before anything is asked.
 func TestConsoleFromUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"--listen", "127.0.0.1:0", "--insecure"},
-		{"--from", "127.0.0.1:1", "--insecure"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "0.0.0.0:0"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--listen-cert", "x"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--listen-client-ca", "x"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "nonsense"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--server-timeout", "0s"},
-		{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--login-token-file", "/nonexistent"},
+	for _, tc := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"--listen", "127.0.0.1:0", "--insecure"}, "--from or --servers"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure"}, "--listen HOST:PORT"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "0.0.0.0:0"}, "--listen-insecure"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--listen-cert", "x"}, "go together"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--listen-client-ca", "x"}, "--listen-client-ca needs"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "nonsense"}, "want HOST:PORT"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--server-timeout", "0s"}, "--server-timeout"},
+		{[]string{"--from", "127.0.0.1:1", "--insecure", "--listen", "127.0.0.1:0", "--login-token-file", "/nonexistent"}, "--login-token-file"},
 	} {
 		var so, se bytes.Buffer
-		if code := execute(context.Background(), append([]string{"console"}, args...), &so, &se); code != 2 {
-			t.Errorf("console %q: exit %d, want 2: %s", args, code, se.String())
+		if code := execute(context.Background(), append([]string{"console"}, tc.args...), &so, &se); code != 2 || !strings.Contains(se.String(), tc.want) {
+			t.Errorf("console %q: exit %d, %q; want 2 and %q", tc.args, code, se.String(), tc.want)
 		}
 	}
 }
