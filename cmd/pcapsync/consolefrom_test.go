@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
@@ -190,6 +192,22 @@ func TestBrowserConsoleFrom(t *testing.T) {
 	defer bcancel()
 	ctx, cancel := context.WithTimeout(bctx, 45*time.Second)
 	defer cancel()
+	watch := `window.__problems = [];
+document.addEventListener("securitypolicyviolation", e => window.__problems.push("CSP violation: " + e.violatedDirective));
+window.addEventListener("error", e => window.__problems.push("error: " + e.message));
+window.addEventListener("unhandledrejection", e => window.__problems.push("rejection: " + e.reason));`
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watch})
+		return err
+	})); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	noProblems := func(where string) {
+		t.Helper()
+		if p, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__problems`)); err != nil || len(p) > 0 {
+			t.Errorf("%s: %q %v", where, p, err)
+		}
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(cf.base+"/agents"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), cf.token), chromedp.Submit(chromedp.ID("login")),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tbody tr.down`))); err != nil {
@@ -203,6 +221,7 @@ func TestBrowserConsoleFrom(t *testing.T) {
 		!strings.Contains(rows[2], cf.addrs[2]) || !strings.Contains(rows[2], "server down: unreachable") {
 		t.Errorf("agents rows %q: want a on %s, b on %s, %s down", rows, cf.addrs[0], cf.addrs[1], cf.addrs[2])
 	}
+	noProblems("agents page")
 	banner, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("servers")))
 	if err != nil || !strings.Contains(banner, "2 of 3 servers answered") || !strings.Contains(banner, cf.addrs[2]+" unreachable") {
 		t.Errorf("agents banner %q (%v): want 2 of 3 and %s unreachable", banner, err, cf.addrs[2])
@@ -221,19 +240,21 @@ func TestBrowserConsoleFrom(t *testing.T) {
 	if len(ifaces) != len(flows) || len(flows) == 0 {
 		t.Errorf("flows page: %d flows, want server %s's %d", len(ifaces), cf.addrs[1], len(flows))
 	}
+	noProblems("flows page")
 	for _, s := range ifaces {
 		if s != "b:eth1 on "+cf.addrs[1] {
 			t.Errorf("flows page: a flow of %q, want b:eth1 on %s", s, cf.addrs[1])
 			break
 		}
 	}
-	for _, page := range []string{"/timeline?since=2026-11-24T10:00:00Z&until=2026-11-24T10:01:00Z", "/packets?count=5"} {
-		if err := chromedp.Do(ctx, chromedp.Navigate(cf.base+page), chromedp.WaitVisible(chromedp.ID("servers"))); err != nil {
-			t.Errorf("%s: %v", page, err)
+	for _, pg := range []string{"/timeline?since=2026-11-24T10:00:00Z&until=2026-11-24T10:01:00Z", "/packets?count=5"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(cf.base+pg), chromedp.WaitVisible(chromedp.ID("servers"))); err != nil {
+			t.Errorf("%s: %v", pg, err)
 			continue
 		}
 		if b, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("servers"))); !strings.Contains(b, cf.addrs[2]) {
-			t.Errorf("%s: servers line %q, want %s down", page, b, cf.addrs[2])
+			t.Errorf("%s: servers line %q, want %s down", pg, b, cf.addrs[2])
 		}
+		noProblems(pg)
 	}
 }
