@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,6 +24,8 @@ import (
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/pki"
+	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
@@ -37,23 +40,28 @@ type consoleFrom struct {
 	token string
 }
 
-// startConsoleFrom runs the command and waits for its listener.
-func startConsoleFrom(t *testing.T) *consoleFrom {
+// startConsoleFrom writes the two roots, serves them (with the TLS
+// configuration tc, nil: plain) and runs pcapsync console --from them
+// and a stopped server, with the server flags of args (its
+// --login-token-file added when args has no --listen-cert).
+func startConsoleFrom(t *testing.T, tc *tls.Config, args ...string) *consoleFrom {
 	t.Helper()
 	cf := &consoleFrom{token: "console-from-token-0123456789"}
 	ps := flowtest.GenPackets(flowtest.GenConvs(4, 10))
 	for i, a := range []flowtest.Agent{{Name: "a", Iface: "a:eth0", PerFile: 50}, {Name: "b", Iface: "b:eth1", PerFile: 30}} {
 		cf.roots[i] = t.TempDir()
 		flowtest.WriteRoot(t, cf.roots[i], ps, []flowtest.Agent{a}, &flow.Config{})
-		cf.addrs[i] = startQueryServer(t, cf.roots[i], "127.0.0.1:0", nil)
+		cf.addrs[i] = startQueryServer(t, cf.roots[i], "127.0.0.1:0", tc)
 	}
 	cf.addrs[2] = stoppedServer(t)
-	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(cf.token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if len(args) == 0 {
+		tf := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tf, []byte(cf.token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = []string{"--insecure", "--listen", "127.0.0.1:0", "--login-token-file", tf}
 	}
-	stderr, done := runBackground(t, "console", "--from", strings.Join(cf.addrs[:], ","), "--insecure", "--server-timeout", "5s",
-		"--listen", "127.0.0.1:0", "--login-token-file", tf)
+	stderr, done := runBackground(t, append([]string{"console", "--from", strings.Join(cf.addrs[:], ","), "--server-timeout", "5s"}, args...)...)
 	re := regexp.MustCompile(`msg="console serving" url=(\S+)/ `)
 	testutil.Eventually(t, 10*time.Second, func() error {
 		select {
@@ -71,6 +79,45 @@ func startConsoleFrom(t *testing.T) *consoleFrom {
 	return cf
 }
 
+// TestConsoleFromTLS: pcapsync console --from servers that require a
+// client certificate (--tls-ca, --tls-cert, --tls-key), serving HTTPS
+// (--listen-cert, --listen-key) to browsers with a client certificate
+// of --listen-client-ca, admitted without a login; one without is
+// refused (401).
+func TestConsoleFromTLS(t *testing.T) {
+	p := pkitest.New(t)
+	viewer, viewerKey := p.Issue(t, p.CA, "viewer", pki.Leaf{CommonName: "viewer", Client: true})
+	user, userKey := p.Issue(t, p.CA, "user", pki.Leaf{CommonName: "user", Client: true})
+	cf := startConsoleFrom(t, p.Server(t, true), "--tls-ca", p.CAFile, "--tls-cert", viewer, "--tls-key", viewerKey,
+		"--listen", "127.0.0.1:0", "--listen-cert", p.ServerCert, "--listen-key", p.ServerKey, "--listen-client-ca", p.CAFile)
+	if !strings.HasPrefix(cf.base, "https://") {
+		t.Fatalf("console at %s, want HTTPS", cf.base)
+	}
+	for _, tc := range []struct {
+		name       string
+		cert, key  string
+		code, want int // status, agents
+	}{
+		{"client certificate", user, userKey, http.StatusOK, 2},
+		{"none", "", "", http.StatusUnauthorized, 0},
+	} {
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: p.Client(t, p.CAFile, tc.cert, tc.key, "127.0.0.1")}}
+		resp, err := c.Get(cf.base + "/api/agents")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var ag struct {
+			Agents []json.RawMessage `json:"agents"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		json.Unmarshal(b, &ag)
+		if resp.StatusCode != tc.code || len(ag.Agents) != tc.want {
+			t.Errorf("%s: %s, %d agents (%s); want %d and %d agents", tc.name, resp.Status, len(ag.Agents), b, tc.code, tc.want)
+		}
+	}
+}
+
 // TestConsoleFrom: pcapsync console --from over two servers and a
 // third stopped refuses a request without credentials (401 for the
 // API, the login page for a page), logs in with --login-token-file's
@@ -78,7 +125,7 @@ func startConsoleFrom(t *testing.T) *consoleFrom {
 // servers and the stopped one down, a download of both servers'
 // packets saying the stopped one is missing.
 func TestConsoleFrom(t *testing.T) {
-	cf := startConsoleFrom(t)
+	cf := startConsoleFrom(t, nil)
 	c := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, ck *http.Cookie) (*http.Response, []byte) {
 		t.Helper()
@@ -185,7 +232,7 @@ func TestBrowserConsoleFrom(t *testing.T) {
 		}
 		t.Skip("chromium missing: scripts/deps.sh installs it")
 	}
-	cf := startConsoleFrom(t)
+	cf := startConsoleFrom(t, nil)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox)...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
