@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/federate"
+	"github.com/pcapsync/pcapsync/internal/frontdoor"
 	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
@@ -52,8 +53,9 @@ type Server struct {
 // internal/federate, GET /timeline) and merges what they answer; a
 // server that fails is in the answer's servers, the others answer.
 type federated struct {
-	cfg FederatedConfig
-	log *slog.Logger
+	cfg  FederatedConfig
+	log  *slog.Logger
+	down frontdoor.RateLog // one line per interval for each server down
 }
 
 // NewFederated returns the Source of a console over cfg's servers.
@@ -102,7 +104,7 @@ func (f *federated) each(ctx context.Context, ask func(ctx context.Context, i in
 	wg.Wait()
 	for _, s := range out {
 		if s.Outcome != federate.OutcomeOK {
-			f.log.Warn("console: server down", "server", s.Server, "outcome", s.Outcome, "reason", s.Reason)
+			f.down.WarnKey(f.log, s.Server, "console: server down", "server", s.Server, "outcome", s.Outcome, "reason", s.Reason)
 		}
 	}
 	return out
