@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ func pktLine(p *query.Packet) []byte {
 // Flows answers GET /api/flows from every server (GET /flows, as
 // pcapsync flows --from asks them): their flows together, sorted by
 // first time (each with its server), at most flowquery.DefaultMaxFlows
-// in all; the top lists of them all; the coverage summed over the
+// in all (a line that is no flow left out); the top lists of them all; the coverage summed over the
 // servers that answered; the servers' outcomes.
 func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
 	fc, err := queryhttp.ParseFlows(v, ".", time.Now())
@@ -65,18 +66,28 @@ func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
 	if down(srv) {
 		return noneAnswered(srv, errs)
 	}
-	var all []flowquery.JSON
+	type both struct {
+		j  flowquery.JSON
+		fl flowquery.Flow
+	}
+	var got []both
 	for i, s := range srv {
-		if s.Outcome == federate.OutcomeOK {
-			all = append(all, per[i]...)
+		if s.Outcome != federate.OutcomeOK {
+			continue
+		}
+		for _, j := range per[i] {
+			if fl, err := j.Flow(); err == nil { // a line that is no flow is left out
+				got = append(got, both{j, fl})
+			}
 		}
 	}
-	slices.SortStableFunc(all, func(a, b flowquery.JSON) int { return cmp.Compare(a.First, b.First) })
-	flows := make([]flowquery.Flow, 0, len(all))
-	for i := range all {
-		if fl, err := all[i].Flow(); err == nil {
-			flows = append(flows, fl)
-		}
+	slices.SortStableFunc(got, func(a, b both) int { // as flowquery.Run sorts, then by server
+		return cmp.Or(cmp.Compare(a.fl.First, b.fl.First), strings.Compare(a.fl.Agent, b.fl.Agent), strings.Compare(a.fl.Iface, b.fl.Iface))
+	})
+	all := make([]flowquery.JSON, len(got))
+	flows := make([]flowquery.Flow, len(got))
+	for i := range got {
+		all[i], flows[i] = got[i].j, got[i].fl
 	}
 	tops, err := topLists(flows)
 	if err != nil {
