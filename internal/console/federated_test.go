@@ -169,13 +169,13 @@ func TestFederated(t *testing.T) {
 			t.Errorf("flows of server %d: %d, want %d", i, n, len(flows))
 		}
 	}
-	var last time.Time
+	var prev time.Time
 	for i, f := range fl.Flows {
 		first, err := time.Parse(time.RFC3339Nano, f.First)
-		if err != nil || first.Before(last) {
-			t.Fatalf("flow %d first %q (%v): not in time order after %s", i, f.First, err, last)
+		if err != nil || first.Before(prev) {
+			t.Fatalf("flow %d first %q (%v): not in time order after %s", i, f.First, err, prev)
 		}
-		last = first
+		prev = first
 	}
 	if len(fl.Flows) != want || len(fl.TopTalkers) == 0 || fl.Coverage["flows"] != float64(want) {
 		t.Errorf("flows: %d (top talkers %d, coverage %v), want %d", len(fl.Flows), len(fl.TopTalkers), fl.Coverage, want)
