@@ -58,13 +58,22 @@ type federated struct {
 	down frontdoor.RateLog // one line per interval for each server down
 }
 
-// NewFederated returns the Source of a console over cfg's servers.
-func NewFederated(cfg FederatedConfig) (Source, error) {
+// Validate reports the first unusable setting.
+func (c FederatedConfig) Validate() error {
 	switch {
-	case len(cfg.Servers) == 0:
-		return nil, fmt.Errorf("%w: no server to ask", ErrConfig)
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("%w: server timeout %s is negative", ErrConfig, cfg.Timeout)
+	case len(c.Servers) == 0:
+		return fmt.Errorf("%w: no server to ask", ErrConfig)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: server timeout %s is negative", ErrConfig, c.Timeout)
+	}
+	return nil
+}
+
+// NewFederated validates cfg and returns the Source of a console over
+// its servers.
+func NewFederated(cfg FederatedConfig) (Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = federate.DefaultServerTimeout
