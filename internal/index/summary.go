@@ -8,11 +8,17 @@ import (
 	"hash/crc32"
 	"io"
 	"strings"
+	"sync"
 )
 
 // summaryBuf is the read buffer of OpenSummary: the index is read in
-// order, in reads of this size.
-const summaryBuf = 256 << 10
+// order, in reads of this size; a record that fits it is checked
+// where it lies, a larger one (a filter of over 8000 words) through
+// it.
+const summaryBuf = 64 << 10
+
+// summaryBufs keeps OpenSummary's read buffers between calls.
+var summaryBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, summaryBuf) }}
 
 // OpenSummary reads the index of the data file at dataPath for its
 // blocks' times, packet counts and offsets only (a summary), without
@@ -38,7 +44,11 @@ func OpenSummary(dataPath string) (*Index, error) {
 	ipath := Path(dataPath)
 	// The file may grow after the Stat: read at most limit+1 bytes.
 	lr := &io.LimitedReader{R: f, N: limit + 1}
-	ix, err := readSummary(bufio.NewReaderSize(lr, summaryBuf), strings.HasSuffix(dataPath, partSuffix))
+	br := summaryBufs.Get().(*bufio.Reader)
+	br.Reset(lr)
+	ix, err := readSummary(br, strings.HasSuffix(dataPath, partSuffix))
+	br.Reset(nil)
+	summaryBufs.Put(br)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
@@ -126,13 +136,27 @@ func readSummary(r *bufio.Reader, partial bool) (*Index, error) {
 // is read for the checksum only), and its checksum. ok is false for a
 // record cut short or whose checksum does not verify.
 func readRecord(r *bufio.Reader, buf []byte, crc uint32) (rec []byte, next uint32, ok bool, err error) {
-	if _, err := io.ReadFull(r, buf[:recHead]); err != nil {
+	le := binary.LittleEndian
+	h, err := r.Peek(recHead)
+	if len(h) < recHead {
 		return nil, 0, false, endErr(err)
 	}
-	n := int64(binary.LittleEndian.Uint32(buf[1:]))
+	n := int64(le.Uint32(h[1:]))
 	keep := min(n, int64(len(buf)-recHead))
 	rec = buf[:recHead+keep]
-	if _, err := io.ReadFull(r, rec[recHead:]); err != nil {
+	if whole := recHead + n + 4; whole <= int64(r.Size()) {
+		// The common case: the record fits the buffer, read at once.
+		b, err := r.Peek(int(whole))
+		if int64(len(b)) < whole {
+			return nil, 0, false, endErr(err)
+		}
+		copy(rec, b)
+		next = crc32.Update(crc, castagnoli, b[:recHead+n])
+		ok = le.Uint32(b[recHead+n:]) == next
+		_, err = r.Discard(int(whole))
+		return rec, next, ok, err
+	}
+	if _, err := io.ReadFull(r, rec); err != nil {
 		return nil, 0, false, endErr(err)
 	}
 	next = crc32.Update(crc, castagnoli, rec)
@@ -149,7 +173,7 @@ func readRecord(r *bufio.Reader, buf []byte, crc uint32) (rec []byte, next uint3
 	if _, err := io.ReadFull(r, sum[:]); err != nil {
 		return nil, 0, false, endErr(err)
 	}
-	return rec, next, binary.LittleEndian.Uint32(sum[:]) == next, nil
+	return rec, next, le.Uint32(sum[:]) == next, nil
 }
 
 // isEnd reports whether err is the end of the input.
