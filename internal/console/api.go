@@ -148,10 +148,17 @@ func coverage(ctx context.Context, dir string) ([]query.AgentCoverage, error) {
 	return res.Coverage, err
 }
 
-// flows answers GET /api/flows: the flows of a selection (GET /flows's
-// parameters), the top talkers, conversations and services by bytes,
-// and what the selection covers.
+// flows answers GET /api/flows: of the flows of a selection (GET
+// /flows's parameters), one page of rows sorted by a column
+// (pageParams) and their total, the chart of their starts (chartOf),
+// the top talkers, conversations and services by bytes, and what the
+// selection covers.
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request, v map[string][]string) {
+	pg, err := pageParams(v)
+	if err != nil {
+		h.bad(w, err)
+		return
+	}
 	fc, err := queryhttp.ParseFlows(v, h.cfg.Dir, time.Now())
 	if err != nil {
 		h.bad(w, err)
@@ -174,11 +181,9 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request, v map[string][]s
 			return
 		}
 	}
-	js := make([]any, len(flows))
-	for i := range flows {
-		js[i] = flows[i].JSON()
-	}
-	h.json(w, http.StatusOK, map[string]any{"flows": js, "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
+	chart := chartOf(flows)
+	h.json(w, http.StatusOK, map[string]any{"flows": pg.page(flows), "total": len(flows), "page": pg, "chart": chart,
+		"top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
 		"top_services": tops["top_services"], "coverage": flowCoverage(res, h.public)})
 }
 
