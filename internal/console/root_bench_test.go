@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
@@ -125,25 +129,45 @@ func spread(ds []time.Duration) (med, lo, hi time.Duration) {
 // mbps is n bytes in d as MB/s.
 func mbps(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
 
+// cpuSelf is the CPU time (user and system) this process used so far.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// timed runs name with args, its stdout to /dev/null, and returns the
+// time it took and the CPU time it used.
+func timed(b *testing.B, name string, args ...string) (took, cpu time.Duration) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "PCAPSYNC_BENCH_") })
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s %v: %v %s", name, args, err, out)
+	}
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
 // BenchmarkDownload: GET /api/download of a whole root
 // (PCAPSYNC_BENCH_ROOT) through the console's front door on loopback,
-// read by the benchmark, alternated in rounds with `pcapsync query
-// --dir ROOT -w -` (PCAPSYNC_BENCH_CLI) read from its stdout: the same
-// pcapng but for the section comment's times. BENCHMARKS.md, Issue 29.
+// fetched by curl into /dev/null, alternated in rounds with `pcapsync
+// query --dir ROOT -w /dev/null` (PCAPSYNC_BENCH_CLI); the bytes are
+// those of `query -w -` (the same pcapng but for the section comment's
+// times). Each side's CPU time: the console's process (this one: the
+// server) and curl's; the CLI's.
 func BenchmarkDownload(b *testing.B) {
 	root, cli, rounds := benchRoot(b)
 	base := serveConsole(b, root)
+	n, _, _ := runCLI(b, cli, false, "query", "--dir", root, "-w", "-")
 	var web, cl []time.Duration
-	var n int64
 	for b.Loop() {
 		for r := range rounds {
-			wn, _, wd := fetch(b, base+"/api/download", false)
-			cn, _, cd := runCLI(b, cli, false, "query", "--dir", root, "-w", "-")
-			if d := wn - cn; d < -4096 || d > 4096 {
-				b.Fatalf("the download is %d bytes, the CLI's %d", wn, cn)
-			}
-			web, cl, n = append(web, wd), append(cl, cd), wn
-			b.Logf("round %d: console %v (%.0f MB/s), CLI %v (%.0f MB/s), %d bytes", r+1, wd, mbps(wn, wd), cd, mbps(cn, cd), wn)
+			c0 := cpuSelf()
+			wd, curlCPU := timed(b, "curl", "-sf", "-o", "/dev/null", base+"/api/download")
+			wc := cpuSelf() - c0 + curlCPU
+			cd, cc := timed(b, cli, "query", "--dir", root, "-w", "/dev/null")
+			web, cl = append(web, wd), append(cl, cd)
+			b.Logf("round %d: console %v (%.0f MB/s, CPU %v), CLI %v (%.0f MB/s, CPU %v), %d bytes", r+1, wd, mbps(n, wd), wc, cd, mbps(n, cd), cc, n)
 		}
 	}
 	wm, wl, wh := spread(web)
@@ -151,4 +175,55 @@ func BenchmarkDownload(b *testing.B) {
 	b.Logf("console: median %.0f MB/s (%v; %v to %v); CLI: median %.0f MB/s (%v; %v to %v)", mbps(n, wm), wm, wl, wh, mbps(n, cm), cm, clo, chi)
 	b.ReportMetric(mbps(n, wm), "console-MB/s")
 	b.ReportMetric(mbps(n, cm), "cli-MB/s")
+}
+
+// BenchmarkFlowsPage: of a whole root (PCAPSYNC_BENCH_ROOT), in
+// alternated rounds: GET /api/flows (its first page of 100 flows, the
+// total, the top lists and the chart; time to its last byte), the flows
+// page in headless Chromium (from the navigation to the page showing
+// its rows and coverage), and the CLI (PCAPSYNC_BENCH_CLI): `pcapsync
+// flows --dir ROOT --top 10 --by bytes` and `pcapsync flows --dir ROOT
+// --json` (every flow, a line each). BENCHMARKS.md, Issue 29.
+func BenchmarkFlowsPage(b *testing.B) {
+	root, cli, rounds := benchRoot(b)
+	base := serveConsole(b, root)
+	ctx := browser(b)
+	var api, pg, top, js []time.Duration
+	var total int
+	for b.Loop() {
+		for r := range rounds {
+			_, body, ad := fetch(b, base+"/api/flows", true)
+			var a struct {
+				Total int `json:"total"`
+			}
+			if err := json.Unmarshal(body, &a); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/flows")); err != nil {
+				b.Fatal(err)
+			}
+			rows, err := chromedp.Run(ctx, chromedp.Poll[int](`(c => c.includes("flows of") && document.querySelectorAll("#flows tbody tr").length)(document.getElementById("coverage").textContent)`,
+				chromedp.WithPollingTimeout(2*time.Minute), chromedp.WithPollingInterval(5*time.Millisecond)))
+			pd := time.Since(start)
+			if err != nil || rows != min(a.Total, DefaultFlowRows) {
+				b.Fatalf("flows page: %d rows (%v)", rows, err)
+			}
+			_, _, td := runCLI(b, cli, false, "flows", "--dir", root, "--top", "10", "--by", "bytes")
+			_, lines, jd := runCLI(b, cli, true, "flows", "--dir", root, "--json")
+			if n := strings.Count(string(lines), "\n"); n != a.Total {
+				b.Fatalf("flows --json: %d lines; the console's total %d", n, a.Total)
+			}
+			api, pg, top, js, total = append(api, ad), append(pg, pd), append(top, td), append(js, jd), a.Total
+			b.Logf("round %d: API %v (%d bytes), page %v, CLI --top %v, CLI --json %v (%d flows)", r+1, ad, len(body), pd, td, jd, a.Total)
+		}
+	}
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"api", api}, {"page", pg}, {"cli-top", top}, {"cli-json", js}} {
+		med, lo, hi := spread(m.ds)
+		b.Logf("%s: median %v, %v to %v (%d flows)", m.name, med, lo, hi, total)
+		b.ReportMetric(float64(med.Milliseconds()), m.name+"-ms")
+	}
 }
