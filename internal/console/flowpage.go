@@ -135,18 +135,24 @@ const DefaultMaxFlowsShown = flowquery.DefaultMaxFlows
 // returns p's rows of them as JSON.
 func (p flowPage) page(flows []flowquery.Flow) []flowquery.JSON {
 	by := flowSorts[p.Sort]
+	perm := make([]int32, len(flows))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
 	if p.Sort != "first" || p.Desc {
-		slices.SortStableFunc(flows, func(a, b flowquery.Flow) int {
+		// A permutation, ties by place: the sort moves indexes, not Flows.
+		slices.SortFunc(perm, func(i, j int32) int {
+			c := by(&flows[i], &flows[j])
 			if p.Desc {
-				return by(&b, &a)
+				c = -c
 			}
-			return by(&a, &b)
+			return cmp.Or(c, cmp.Compare(i, j))
 		})
 	}
 	lo := min(p.Offset, len(flows))
 	hi := min(lo+p.Limit, len(flows))
 	out := make([]flowquery.JSON, 0, hi-lo)
-	for i := lo; i < hi; i++ {
+	for _, i := range perm[lo:hi] {
 		out = append(out, flows[i].JSON())
 	}
 	return out

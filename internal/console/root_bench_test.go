@@ -192,7 +192,9 @@ func BenchmarkFlowsPage(b *testing.B) {
 	var total int
 	for b.Loop() {
 		for r := range rounds {
+			c0 := cpuSelf()
 			_, body, ad := fetch(b, base+"/api/flows", true)
+			ac := cpuSelf() - c0
 			var a struct {
 				Total int `json:"total"`
 			}
@@ -209,13 +211,13 @@ func BenchmarkFlowsPage(b *testing.B) {
 			if err != nil || rows != min(a.Total, DefaultFlowRows) {
 				b.Fatalf("flows page: %d rows (%v)", rows, err)
 			}
-			_, _, td := runCLI(b, cli, false, "flows", "--dir", root, "--top", "10", "--by", "bytes")
+			td, tc := timed(b, cli, "flows", "--dir", root, "--top", "10", "--by", "bytes")
 			_, lines, jd := runCLI(b, cli, true, "flows", "--dir", root, "--json")
 			if n := strings.Count(string(lines), "\n"); n != a.Total {
 				b.Fatalf("flows --json: %d lines; the console's total %d", n, a.Total)
 			}
 			api, pg, top, js, total = append(api, ad), append(pg, pd), append(top, td), append(js, jd), a.Total
-			b.Logf("round %d: API %v (%d bytes), page %v, CLI --top %v, CLI --json %v (%d flows)", r+1, ad, len(body), pd, td, jd, a.Total)
+			b.Logf("round %d: API %v (CPU %v, %d bytes), page %v, CLI --top %v (CPU %v), CLI --json %v (%d flows)", r+1, ad, ac, len(body), pd, td, tc, jd, a.Total)
 		}
 	}
 	for _, m := range []struct {
