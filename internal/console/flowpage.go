@@ -26,13 +26,17 @@ const (
 // numeric ones (packets, bytes) sort largest first by default, the
 // others smallest (earliest, A to Z) first.
 var flowSorts = map[string]func(a, b *flowquery.Flow) int{
-	"first":        func(a, b *flowquery.Flow) int { return cmp.Compare(a.First, b.First) },
-	"last":         func(a, b *flowquery.Flow) int { return cmp.Compare(a.Last, b.Last) },
-	"iface":        func(a, b *flowquery.Flow) int { return strings.Compare(a.Iface, b.Iface) },
-	"proto":        func(a, b *flowquery.Flow) int { return strings.Compare(flowquery.ProtoName(&a.Key), flowquery.ProtoName(&b.Key)) },
-	"src":          func(a, b *flowquery.Flow) int { return compareEnd(&a.Key, &b.Key, 0) },
-	"dst":          func(a, b *flowquery.Flow) int { return compareEnd(&a.Key, &b.Key, 1) },
-	"packets":      func(a, b *flowquery.Flow) int { return cmp.Compare(a.Packets[0]+a.Packets[1], b.Packets[0]+b.Packets[1]) },
+	"first": func(a, b *flowquery.Flow) int { return cmp.Compare(a.First, b.First) },
+	"last":  func(a, b *flowquery.Flow) int { return cmp.Compare(a.Last, b.Last) },
+	"iface": func(a, b *flowquery.Flow) int { return strings.Compare(a.Iface, b.Iface) },
+	"proto": func(a, b *flowquery.Flow) int {
+		return strings.Compare(flowquery.ProtoName(&a.Key), flowquery.ProtoName(&b.Key))
+	},
+	"src": func(a, b *flowquery.Flow) int { return compareEnd(&a.Key, &b.Key, 0) },
+	"dst": func(a, b *flowquery.Flow) int { return compareEnd(&a.Key, &b.Key, 1) },
+	"packets": func(a, b *flowquery.Flow) int {
+		return cmp.Compare(a.Packets[0]+a.Packets[1], b.Packets[0]+b.Packets[1])
+	},
 	"bytes":        func(a, b *flowquery.Flow) int { return cmp.Compare(a.Bytes[0]+a.Bytes[1], b.Bytes[0]+b.Bytes[1]) },
 	"tcp_flags":    func(a, b *flowquery.Flow) int { return strings.Compare(tcpFlags(a), tcpFlags(b)) },
 	"community_id": func(a, b *flowquery.Flow) int { return strings.Compare(a.CommunityID, b.CommunityID) },

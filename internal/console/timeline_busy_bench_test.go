@@ -2,9 +2,9 @@ package console
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,8 +23,8 @@ import (
 const (
 	busyBlocks     = 2000
 	busyBlockBytes = 512 << 10
-	busyFlows      = 50  // packets of other flows per block: a filter of about 300 bytes, as the query benchmark's root's
-	busyHead       = 48  // section header and one interface
+	busyFlows      = 50 // packets of other flows per block: a filter of about 300 bytes, as the query benchmark's root's
+	busyHead       = 48 // section header and one interface
 )
 
 // busyData writes, at path, a plain data file of busyBlocks blocks of
