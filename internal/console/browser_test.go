@@ -30,7 +30,7 @@ window.addEventListener("unhandledrejection", e => window.__problems.push("rejec
 
 // browser starts headless Chromium for t (skipped without it unless
 // PCAPSYNC_E2E_REQUIRE=1) and returns its context, ended with t.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	exe, err := exec.LookPath("chromium")
 	if err != nil {
@@ -53,7 +53,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // problems returns what watchScript recorded in the page shown.
-func problems(t *testing.T, ctx context.Context) []string {
+func problems(t testing.TB, ctx context.Context) []string {
 	t.Helper()
 	p, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__problems`))
 	if err != nil {

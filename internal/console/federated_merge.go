@@ -32,6 +32,10 @@ func pktLine(p *query.Packet) []byte {
 // in all (a line that is no flow left out); the top lists of them all; the coverage summed over the
 // servers that answered; the servers' outcomes.
 func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
+	pg, err := pageParams(v)
+	if err != nil {
+		return badRequest(err)
+	}
 	fc, err := queryhttp.ParseFlows(v, ".", time.Now())
 	if err != nil {
 		return badRequest(err)
@@ -84,16 +88,20 @@ func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
 	slices.SortStableFunc(got, func(a, b both) int { // as flowquery.Run sorts, then by server
 		return cmp.Or(cmp.Compare(a.fl.First, b.fl.First), strings.Compare(a.fl.Agent, b.fl.Agent), strings.Compare(a.fl.Iface, b.fl.Iface))
 	})
-	all := make([]flowquery.JSON, len(got))
 	flows := make([]flowquery.Flow, len(got))
 	for i := range got {
-		all[i], flows[i] = got[i].j, got[i].fl
+		flows[i] = got[i].fl
+	}
+	rows := pg.rows(flows)
+	page := make([]flowquery.JSON, len(rows))
+	for k, i := range rows {
+		page[k] = got[i].j
 	}
 	tops, err := topLists(flows)
 	if err != nil {
 		return Answer{http.StatusInternalServerError, map[string]string{"error": "top lists failed: " + err.Error()}}
 	}
-	return ok(map[string]any{"flows": all, "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
+	return ok(map[string]any{"flows": page, "total": len(flows), "page": pg, "chart": chartOf(flows), "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
 		"top_services": tops["top_services"], "coverage": flowsCoverage(srv, sums), "servers": srv})
 }
 

@@ -121,6 +121,10 @@ func coverage(ctx context.Context, dir string) ([]query.AgentCoverage, error) {
 // parameters), the top talkers, conversations and services by bytes,
 // and what the selection covers.
 func (l *local) Flows(ctx context.Context, v url.Values) Answer {
+	pg, err := pageParams(v)
+	if err != nil {
+		return badRequest(err)
+	}
 	fc, err := queryhttp.ParseFlows(v, l.dir, time.Now())
 	if err != nil {
 		return badRequest(err)
@@ -137,11 +141,8 @@ func (l *local) Flows(ctx context.Context, v url.Values) Answer {
 	if err != nil {
 		return l.failed("top lists", err)
 	}
-	js := make([]any, len(flows))
-	for i := range flows {
-		js[i] = flows[i].JSON()
-	}
-	return ok(map[string]any{"flows": js, "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
+	return ok(map[string]any{"flows": pg.page(flows), "total": len(flows), "page": pg, "chart": chartOf(flows),
+		"top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
 		"top_services": tops["top_services"], "coverage": flowCoverage(res, l.public)})
 }
 

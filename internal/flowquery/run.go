@@ -78,10 +78,26 @@ func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
 	if err != nil {
 		return nil, res, err
 	}
-	slices.SortStableFunc(out, func(a, b Flow) int {
-		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface))
+	return sortedRun(out), res, nil
+}
+
+// sortedRun returns out sorted by first time, then agent and
+// interface, stably: a permutation sorted (ties by place), then applied,
+// so that the sort moves indexes, not Flows.
+func sortedRun(out []Flow) []Flow {
+	perm := make([]int32, len(out))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortFunc(perm, func(i, j int32) int {
+		a, b := &out[i], &out[j]
+		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface), cmp.Compare(i, j))
 	})
-	return out, res, nil
+	sorted := make([]Flow, len(out))
+	for k, i := range perm {
+		sorted[k] = out[i]
+	}
+	return sorted
 }
 
 // RunTop returns Top of the flows Run would select, summed as they are

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -42,6 +43,10 @@ type Index struct {
 	// Probed: the data file bytes Open read to verify the index
 	// (Verify).
 	Probed int64
+	// Summary: read by OpenSummary, without the blocks' filters:
+	// Select and MayMatch take every block as matching every key,
+	// Verify refuses it, and Append does not give the file back.
+	Summary bool
 }
 
 // KeysARP reports whether the filters hold the IPv4 addresses of ARP
@@ -76,32 +81,13 @@ func (ix *Index) KeysWide() bool { return ix.Version >= WideVersion }
 // plain file) must agree with the data at their offsets. The data read
 // to verify it is counted in Probed.
 func Open(dataPath string) (*Index, error) {
-	ipath := Path(dataPath)
-	df, err := safefs.Open(dataPath)
+	df, f, limit, err := openPair(dataPath)
 	if err != nil {
 		return nil, err
 	}
 	defer df.Close()
-	dst, err := df.Stat()
-	if err != nil {
-		return nil, err
-	}
-	f, err := safefs.Open(ipath)
-	if err != nil {
-		return nil, err
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := trusted(st, dst); err != nil {
-		return nil, fmt.Errorf("index %s: %w", ipath, err)
-	}
-	limit := MaxSize(dst.Size(), CodecOf(dataPath))
-	if st.Size() > limit {
-		return nil, fmt.Errorf("index %s: %d bytes for a %d-byte data file, at most %d: %w", ipath, st.Size(), dst.Size(), limit, ErrDamaged)
-	}
+	ipath := Path(dataPath)
 	// The file may grow after the Stat: read at most limit+1 bytes.
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -115,19 +101,67 @@ func Open(dataPath string) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
-	// The data of a file being written is written before its index:
-	// its size now covers what the index read describes.
-	if dst, err = df.Stat(); err != nil {
+	dsize, err := checkData(df, dataPath, ix)
+	if err != nil {
 		return nil, err
 	}
-	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
-		return nil, fmt.Errorf("index %s: %w", ipath, err)
-	}
-	ix.Probed, err = ix.Verify(df, dst.Size())
+	ix.Probed, err = ix.Verify(df, dsize)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ipath, err)
 	}
 	return ix, nil
+}
+
+// openPair opens the data file at dataPath and its index, and checks
+// that the index may be believed (trusted) and is not larger than
+// MaxSize allows (limit).
+func openPair(dataPath string) (df, f *os.File, limit int64, err error) {
+	ipath := Path(dataPath)
+	if df, err = safefs.Open(dataPath); err != nil {
+		return nil, nil, 0, err
+	}
+	fail := func(e error) (*os.File, *os.File, int64, error) {
+		df.Close()
+		if f != nil {
+			f.Close()
+		}
+		return nil, nil, 0, e
+	}
+	dst, err := df.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if f, err = safefs.Open(ipath); err != nil {
+		return fail(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if err := trusted(st, dst); err != nil {
+		return fail(fmt.Errorf("index %s: %w", ipath, err))
+	}
+	limit = MaxSize(dst.Size(), CodecOf(dataPath))
+	if st.Size() > limit {
+		return fail(fmt.Errorf("index %s: %d bytes for a %d-byte data file, at most %d: %w", ipath, st.Size(), dst.Size(), limit, ErrDamaged))
+	}
+	return df, f, limit, nil
+}
+
+// checkData checks ix against its data file df at dataPath (Check) and
+// returns the data file's size.
+func checkData(df *os.File, dataPath string, ix *Index) (int64, error) {
+	// The data of a file being written is written before its index:
+	// its size now covers what the index read describes.
+	dst, err := df.Stat()
+	if err != nil {
+		return 0, err
+	}
+	live := strings.HasSuffix(dataPath, partSuffix)
+	if err := ix.Check(filepath.Base(strings.TrimSuffix(dataPath, partSuffix)), dst.Size(), live); err != nil {
+		return 0, fmt.Errorf("index %s: %w", Path(dataPath), err)
+	}
+	return dst.Size(), nil
 }
 
 // MaxSize is the largest index Open reads for a data file of dataSize
@@ -211,27 +245,15 @@ const (
 // The returned Index keeps no reference to b.
 func Parse(b []byte, partial bool) (*Index, error) {
 	le := binary.LittleEndian
-	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
-		return nil, fmt.Errorf("no index header: %w", ErrDamaged)
-	}
-	if b[4] < MinVersion || b[4] > Version {
-		return nil, fmt.Errorf("version %d: %w", b[4], ErrVersion)
-	}
-	name, ok := headerName(b)
-	if !ok {
-		return nil, fmt.Errorf("header: %w", ErrDamaged)
-	}
-	h := headerFixed + len(name)
-	crc := le.Uint32(b[h:])
-	ix := &Index{Version: int(b[4]), Name: name, Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
-	if ix.Codec > CodecZstdFrames || ix.Codec == CodecZstdFrames && ix.Version < 3 {
-		return nil, fmt.Errorf("codec %d in version %d: %w", ix.Codec, ix.Version, ErrDamaged)
+	ix, crc, hl, err := parseHeader(b)
+	if err != nil {
+		return nil, err
 	}
 	words := 0
 	type span struct{ off, n int }
 	var filters []span
-	p := b[h+4:]
-	off := h + 4
+	p := b[hl:]
+	off := hl
 	torn := func(what string) error {
 		if partial {
 			return nil
@@ -269,36 +291,16 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		pl := rec[recHead:]
 		switch p[0] {
 		case kindBlock:
-			if len(pl) < blockFixed {
-				return nil, fmt.Errorf("block record of %d bytes: %w", len(pl), ErrDamaged)
-			}
-			w := int(le.Uint32(pl[52:]))
-			if w > maxWords || len(pl) != blockFixed+8*w {
-				return nil, fmt.Errorf("block record of %d bytes with %d filter words: %w", len(pl), w, ErrDamaged)
-			}
-			blk := Block{
-				Seek: int64(le.Uint64(pl[0:])), Raw: int64(le.Uint64(pl[8:])), RawEnd: int64(le.Uint64(pl[16:])),
-				First: int64(le.Uint64(pl[24:])), Last: int64(le.Uint64(pl[32:])),
-				Packets: int(le.Uint32(pl[40:])), Ifaces: int(le.Uint32(pl[44:])), Keys: int(le.Uint32(pl[48:])),
-			}
-			if blk.Seek < 0 || blk.Raw < 0 || blk.RawEnd < blk.Raw || blk.First > blk.Last {
-				return nil, fmt.Errorf("block %d: offsets or times out of order: %w", len(ix.All), ErrDamaged)
-			}
-			if k := len(ix.All); k > 0 && blk.Raw < ix.All[k-1].RawEnd {
-				return nil, fmt.Errorf("block %d overlaps the one before: %w", k, ErrDamaged)
+			blk, w, err := decodeBlock(pl, len(pl), ix.All)
+			if err != nil {
+				return nil, err
 			}
 			filters = append(filters, span{off + recHead + blockFixed, w})
 			words += w
 			ix.All = append(ix.All, blk)
 		case kindEnd:
-			if len(pl) != endSize {
-				return nil, fmt.Errorf("end record of %d bytes: %w", len(pl), ErrDamaged)
-			}
-			ix.Final = true
-			ix.DataSize, ix.RawSize = int64(le.Uint64(pl[0:])), int64(le.Uint64(pl[8:]))
-			ix.Ifaces = int(le.Uint32(pl[20:]))
-			if int(le.Uint32(pl[16:])) != len(ix.All) {
-				return nil, fmt.Errorf("end record counts %d blocks, %d read: %w", le.Uint32(pl[16:]), len(ix.All), ErrDamaged)
+			if err := ix.decodeEnd(pl); err != nil {
+				return nil, err
 			}
 		default:
 			return nil, fmt.Errorf("record kind %#x: %w", p[0], ErrDamaged)
@@ -317,6 +319,70 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		ix.All[i].filter = f
 	}
 	return ix, nil
+}
+
+// parseHeader decodes the index header at the start of b: the Index
+// it starts, its checksum (the seed of the first record's) and its
+// length with the checksum.
+func parseHeader(b []byte) (*Index, uint32, int, error) {
+	le := binary.LittleEndian
+	if len(b) < headerFixed+4 || [4]byte(b[:4]) != magic {
+		return nil, 0, 0, fmt.Errorf("no index header: %w", ErrDamaged)
+	}
+	if b[4] < MinVersion || b[4] > Version {
+		return nil, 0, 0, fmt.Errorf("version %d: %w", b[4], ErrVersion)
+	}
+	name, ok := headerName(b)
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("header: %w", ErrDamaged)
+	}
+	h := headerFixed + len(name)
+	ix := &Index{Version: int(b[4]), Name: name, Codec: Codec(b[5]), HeadIfaces: int(le.Uint16(b[6:])), BlockBytes: int(le.Uint32(b[8:]))}
+	if ix.Codec > CodecZstdFrames || ix.Codec == CodecZstdFrames && ix.Version < 3 {
+		return nil, 0, 0, fmt.Errorf("codec %d in version %d: %w", ix.Codec, ix.Version, ErrDamaged)
+	}
+	return ix, le.Uint32(b[h:]), h + 4, nil
+}
+
+// decodeBlock decodes a block record's payload of n bytes, whose first
+// bytes (at least its fixed part, if n is) are pl, following the blocks
+// before: the block and its filter's size in words.
+func decodeBlock(pl []byte, n int, before []Block) (Block, int, error) {
+	le := binary.LittleEndian
+	if n < blockFixed {
+		return Block{}, 0, fmt.Errorf("block record of %d bytes: %w", n, ErrDamaged)
+	}
+	w := int(le.Uint32(pl[52:]))
+	if w > maxWords || n != blockFixed+8*w {
+		return Block{}, 0, fmt.Errorf("block record of %d bytes with %d filter words: %w", n, w, ErrDamaged)
+	}
+	blk := Block{
+		Seek: int64(le.Uint64(pl[0:])), Raw: int64(le.Uint64(pl[8:])), RawEnd: int64(le.Uint64(pl[16:])),
+		First: int64(le.Uint64(pl[24:])), Last: int64(le.Uint64(pl[32:])),
+		Packets: int(le.Uint32(pl[40:])), Ifaces: int(le.Uint32(pl[44:])), Keys: int(le.Uint32(pl[48:])),
+	}
+	if blk.Seek < 0 || blk.Raw < 0 || blk.RawEnd < blk.Raw || blk.First > blk.Last {
+		return Block{}, 0, fmt.Errorf("block %d: offsets or times out of order: %w", len(before), ErrDamaged)
+	}
+	if k := len(before); k > 0 && blk.Raw < before[k-1].RawEnd {
+		return Block{}, 0, fmt.Errorf("block %d overlaps the one before: %w", k, ErrDamaged)
+	}
+	return blk, w, nil
+}
+
+// decodeEnd decodes the end record's payload pl into ix.
+func (ix *Index) decodeEnd(pl []byte) error {
+	le := binary.LittleEndian
+	if len(pl) != endSize {
+		return fmt.Errorf("end record of %d bytes: %w", len(pl), ErrDamaged)
+	}
+	ix.Final = true
+	ix.DataSize, ix.RawSize = int64(le.Uint64(pl[0:])), int64(le.Uint64(pl[8:]))
+	ix.Ifaces = int(le.Uint32(pl[20:]))
+	if int(le.Uint32(pl[16:])) != len(ix.All) {
+		return fmt.Errorf("end record counts %d blocks, %d read: %w", le.Uint32(pl[16:]), len(ix.All), ErrDamaged)
+	}
+	return nil
 }
 
 // headerName returns the data file name of the index header at the
@@ -395,6 +461,9 @@ func (ix *Index) Blocks(since, until int64) []Span { return ix.Select(since, unt
 // protocols, or a negation) must be left out of it: the time
 // checkpoints alone then select the blocks.
 func (ix *Index) Select(since, until int64, m *Match) []Span {
+	if ix.Summary {
+		m = nil
+	}
 	keep := make([]bool, len(ix.All))
 	any := false
 	for i := range ix.All {
@@ -525,4 +594,4 @@ func (m *Match) may(b *Block) bool {
 }
 
 // MayMatch reports whether block i may hold packets matching m.
-func (ix *Index) MayMatch(i int, m *Match) bool { return m.may(&ix.All[i]) }
+func (ix *Index) MayMatch(i int, m *Match) bool { return ix.Summary || m.may(&ix.All[i]) }

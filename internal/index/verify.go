@@ -46,6 +46,9 @@ const (
 // frame does (its magic number at Seek). Verify allocates a decoder and
 // a few KiB; it is safe to call concurrently.
 func (ix *Index) Verify(r io.ReaderAt, size int64) (read int64, err error) {
+	if ix.Summary {
+		return 0, mismatch("a summary has no filters to verify")
+	}
 	if len(ix.All) == 0 {
 		return 0, nil
 	}

@@ -1,12 +1,14 @@
-// The flows page: GET /api/flows with the form's selection, the flows
-// in a table sorted by a click on a heading, and the top talkers.
+// The flows page: GET /api/flows with the form's selection: a page of
+// the flows, sorted by the server by a click on a heading, with links
+// to the pages before and after; the chart of their starts and the
+// top talkers, computed by the server.
 import { getJSON, cell, say, markNav, selection, runForm, fmtTime } from "./common.js";
 import uPlot from "/vendor/uplot-1.6.30/uPlot.esm.js";
 
 markNav("flows");
 const form = document.getElementById("selection");
 let rows = [];
-let sortKey = "first", sortDesc = false;
+let sortKey = "first", sortDesc = false, offset = 0, limit = 100, total = 0;
 
 function view(f) {
   return {
@@ -19,12 +21,6 @@ function view(f) {
 }
 
 function render() {
-  const num = sortKey === "packets" || sortKey === "bytes";
-  rows.sort((a, b) => {
-    const x = a[sortKey], y = b[sortKey];
-    const c = num ? x - y : String(x).localeCompare(String(y));
-    return sortDesc ? -c : c;
-  });
   const tbody = document.querySelector("#flows tbody");
   tbody.replaceChildren();
   for (const r of rows) {
@@ -46,8 +42,28 @@ for (const th of document.querySelectorAll("#flows th[data-key]")) {
   th.addEventListener("click", () => {
     sortDesc = sortKey === th.dataset.key ? !sortDesc : !!th.dataset.num;
     sortKey = th.dataset.key;
-    render();
+    offset = 0;
+    load();
   });
+}
+
+// pager shows which rows of the total the table holds, with buttons
+// to the pages before and after.
+function pager() {
+  const el = document.getElementById("pager");
+  el.replaceChildren();
+  const text = document.createElement("span");
+  text.textContent = total ? `Flows ${offset + 1}–${offset + rows.length} of ${total}, by ${sortKey} ${sortDesc ? "descending" : "ascending"}. ` : "No flows. ";
+  el.appendChild(text);
+  for (const [label, to, ok] of [["Previous", Math.max(0, offset - limit), offset > 0], ["Next", offset + limit, offset + limit < total]]) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.disabled = !ok;
+    b.id = "page-" + label.toLowerCase();
+    b.addEventListener("click", () => { offset = to; load(); });
+    el.appendChild(b);
+  }
 }
 
 function coverageText(c, n) {
@@ -63,42 +79,56 @@ function coverageText(c, n) {
 
 let plot = null;
 
-// chart draws the flows started and their bytes per time bucket (about
-// 60 buckets over the flows' span, at least 1 ms), from the flows'
-// first packets: what the selection's flow records say, not a packet
-// count.
-function chart(flows) {
+// chart draws the flows started and their bytes per time bucket, as
+// the server counted them (about 60 buckets over the flows' span, at
+// least 1 ms) from the flows' first packets: what the selection's flow
+// records say, not a packet count.
+function chart(c) {
   const el = document.getElementById("chart");
   if (plot) { plot.destroy(); plot = null; }
   el.replaceChildren();
-  const ts = flows.map((f) => Date.parse(f.first)).filter((t) => !Number.isNaN(t));
-  if (ts.length === 0) { el.textContent = "No flows to chart."; return; }
-  const lo = Math.min(...ts), hi = Math.max(...ts);
-  const step = Math.max(1, Math.ceil((hi - lo + 1) / 60));
-  const n = Math.floor((hi - lo) / step) + 1;
-  const x = [], count = new Array(n).fill(0), bytes = new Array(n).fill(0);
-  for (let i = 0; i < n; i++) x.push((lo + i * step) / 1000);
-  flows.forEach((f) => {
-    const t = Date.parse(f.first);
-    if (Number.isNaN(t)) return;
-    const i = Math.floor((t - lo) / step);
-    count[i]++;
-    bytes[i] += f.src_bytes + f.dst_bytes;
-  });
+  if (!c || c.t.length === 0) { el.textContent = "No flows to chart."; return; }
   plot = new uPlot({
     width: Math.max(400, el.clientWidth || 800), height: 220,
     series: [{}, { label: "flows started", stroke: "#36c" }, { label: "their bytes", stroke: "#c63", scale: "bytes" }],
     axes: [{}, { label: "flows" }, { side: 1, scale: "bytes", label: "bytes" }],
-  }, [x, count, bytes], el);
+  }, [c.t, c.flows, c.bytes], el);
+}
+
+// chartOf counts the chart's buckets in the browser, as the server
+// does (chartOf in flowpage.go), for a source that sends every flow
+// and no chart.
+function chartOf(flows) {
+  const ts = flows.map((f) => Date.parse(f.first)).filter((t) => !Number.isNaN(t));
+  const c = { t: [], flows: [], bytes: [] };
+  if (ts.length === 0) return c;
+  const lo = Math.min(...ts), hi = Math.max(...ts);
+  const step = Math.max(1, Math.ceil((hi - lo + 1) / 60));
+  const n = Math.floor((hi - lo) / step) + 1;
+  for (let i = 0; i < n; i++) { c.t.push((lo + i * step) / 1000); c.flows.push(0); c.bytes.push(0); }
+  flows.forEach((f) => {
+    const t = Date.parse(f.first);
+    if (Number.isNaN(t)) return;
+    const i = Math.floor((t - lo) / step);
+    c.flows[i]++;
+    c.bytes[i] += f.src_bytes + f.dst_bytes;
+  });
+  return c;
 }
 
 async function load() {
   const p = selection(form);
+  p.set("sort", sortKey);
+  p.set("order", sortDesc ? "desc" : "asc");
+  p.set("offset", String(offset));
+  p.set("limit", String(limit));
   try {
     const d = await getJSON("/api/flows?" + p.toString());
     rows = d.flows.map(view);
+    total = d.total ?? d.flows.length; // a source that does not page sends every flow
     render();
-    chart(d.flows);
+    pager();
+    chart(d.chart || chartOf(d.flows));
     for (const [id, list] of [["talkers", d.top_talkers], ["conversations", d.top_conversations], ["services", d.top_services]]) {
       const tb = document.querySelector(`#${id} tbody`);
       tb.replaceChildren();
@@ -108,11 +138,11 @@ async function load() {
         tb.appendChild(tr);
       }
     }
-    const [text, warn] = coverageText(d.coverage, d.flows.length);
+    const [text, warn] = coverageText(d.coverage, d.total);
     say(text, warn);
   } catch (e) {
     say("The flows could not be loaded: " + e.message, true);
   }
 }
 
-runForm(form, load);
+runForm(form, () => { offset = 0; return load(); });
