@@ -50,8 +50,12 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 		h.packet(w, r, v)
 	case "/api/timeline":
 		h.timeline(w, r, v)
+	case "/api/flow":
+		h.flowDetail(w, r, v)
+	case "/api/markers":
+		h.markers(w, r, v)
 	default:
-		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/packet, /api/download, /api/timeline", http.StatusNotFound)
+		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/flow, /api/packets, /api/packet, /api/download, /api/timeline, /api/markers", http.StatusNotFound)
 	}
 }
 
