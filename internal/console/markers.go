@@ -128,7 +128,7 @@ func BuildMarkers(ctx context.Context, dir string, pats []string, since, until t
 			if next-s.last <= int64(step) {
 				continue
 			}
-			text := fmt.Sprintf("capture stopped: the last packet of %s (closed)", s.name)
+			text := fmt.Sprintf("the last packet of %s (closed)", s.name)
 			if next == math.MaxInt64 {
 				text += "; nothing kept after it"
 			} else {

@@ -7,8 +7,9 @@
 export function bars(el, items, value, unit) {
   el.replaceChildren();
   if (!items || items.length === 0) { el.textContent = "Nothing to chart."; return null; }
-  const rowH = 22, pad = 6, labelW = 300, numW = 110;
-  const width = Math.max(420, Math.min(el.clientWidth || 640, 900));
+  const rowH = 22, pad = 6, numW = 100;
+  const width = Math.max(480, Math.min(el.clientWidth || 640, 900));
+  const labelW = Math.min(260, Math.floor(width * 0.4));
   const c = document.createElement("canvas");
   const ratio = window.devicePixelRatio || 1;
   const height = items.length * rowH + 2 * pad;
