@@ -8,62 +8,25 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/testutil/browsertest"
 )
 
-// watchScript records, in every page before its own scripts run, the
-// CSP violations and the uncaught errors the page meets.
-const watchScript = `window.__problems = [];
-document.addEventListener("securitypolicyviolation", e => window.__problems.push("CSP violation: " + e.violatedDirective + " " + e.blockedURI));
-window.addEventListener("error", e => window.__problems.push("error: " + e.message));
-window.addEventListener("unhandledrejection", e => window.__problems.push("rejection: " + e.reason));`
+// browser starts headless Chromium for t (browsertest.Start).
+func browser(t *testing.T) context.Context { return browsertest.Start(t, context.Background()) }
 
-// browser starts headless Chromium for t (skipped without it unless
-// PCAPSYNC_E2E_REQUIRE=1) and returns its context, ended with t.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	exe, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("PCAPSYNC_E2E_REQUIRE") == "1" {
-			t.Fatal("chromium missing (PCAPSYNC_E2E_REQUIRE=1 makes this a failure): scripts/deps.sh installs it")
-		}
-		t.Skip("chromium missing: scripts/deps.sh installs it (Debian's chromium); the console's browser tests are skipped")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchScript})
-		return err
-	}), chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return ctx
-}
-
-// problems returns what watchScript recorded in the page shown.
-func problems(t *testing.T, ctx context.Context) []string {
-	t.Helper()
-	p, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__problems`))
-	if err != nil {
-		t.Fatalf("reading the page's problems: %v", err)
-	}
-	return p
-}
+// problems returns what the watch recorded in the page shown.
+func problems(t *testing.T, ctx context.Context) []string { return browsertest.Problems(t, ctx) }
 
 // pktText is the packets page's lines, "" (falsy: Poll waits) until
 // they come.

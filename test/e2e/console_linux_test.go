@@ -13,46 +13,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/pcapsync/pcapsync/internal/testutil/browsertest"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
-
-// consoleWatch records, in every page, the CSP violations and uncaught
-// errors it meets (as internal/console's browser tests do).
-const consoleWatch = `window.__problems = [];
-document.addEventListener("securitypolicyviolation", e => window.__problems.push("CSP violation: " + e.violatedDirective + " " + e.blockedURI));
-window.addEventListener("error", e => window.__problems.push("error: " + e.message));
-window.addEventListener("unhandledrejection", e => window.__problems.push("rejection: " + e.reason));`
-
-// e2eBrowser starts headless Chromium (Debian's chromium) for t.
-func e2eBrowser(t *testing.T, ctx context.Context) context.Context {
-	t.Helper()
-	exe, err := exec.LookPath("chromium")
-	if err != nil {
-		missing(t, "chromium missing: scripts/deps.sh installs it (Debian's chromium)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(bctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: consoleWatch})
-		return err
-	}), chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return bctx
-}
 
 // udpDrain listens on 127.0.0.1:port and discards what arrives, so that
 // the generator's datagrams draw no ICMP port unreachable.
@@ -88,7 +59,7 @@ func udpDrain(t *testing.T, port int) {
 func TestConsoleBrowser(t *testing.T) {
 	requireRoot(t)
 	ctx := testContext(t)
-	bctx := e2eBrowser(t, ctx)
+	bctx := browsertest.Start(t, ctx)
 	dir, tmp := t.TempDir(), t.TempDir()
 	const token = "console-e2e-token-0123456789"
 	tf := filepath.Join(tmp, "token")
@@ -167,8 +138,8 @@ func TestConsoleBrowser(t *testing.T) {
 	defer cancel()
 	check := func(what string) {
 		t.Helper()
-		if p, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](`window.__problems`)); err != nil || len(p) > 0 {
-			t.Errorf("%s: the page met %q (%v)", what, p, err)
+		if p := browsertest.Problems(t, tctx); len(p) > 0 {
+			t.Errorf("%s: the page met %q", what, p)
 		}
 	}
 	// The agents page: the three, their interface, lossy's drops.
