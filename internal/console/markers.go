@@ -75,9 +75,11 @@ func matchAny(pats []string, name string) bool {
 }
 
 // BuildMarkers is the stops of the agents of dir matching pats in
-// [since, until): each closed file's last packet (retention's index's
-// times, else the file's own index) that the agent's next file does
-// not follow within step, or that no file follows. An error (the root
+// [since, until): the last packet of a closed file (retention's
+// index's times, else the file's own index) after which no file of
+// the agent keeps anything for more than step: the end of each run of
+// the agent's files, merged where they overlap or follow within step.
+// A file being written ends no run: capture goes on. An error (the root
 // unreadable, ctx done) comes with what was found.
 func BuildMarkers(ctx context.Context, dir string, pats []string, since, until time.Time, step time.Duration) (Markers, error) {
 	m := Markers{Since: since.UTC(), Until: until.UTC(), Markers: []Marker{}}
@@ -117,25 +119,35 @@ func BuildMarkers(ctx context.Context, dir string, pats []string, since, until t
 			spans = append(spans, s)
 		}
 		slices.SortStableFunc(spans, func(x, y span) int { return cmp.Compare(x.first, y.first) })
-		for i, s := range spans {
-			if s.part || s.last < lo || s.last >= hi {
-				continue
+		// The spans merged where they overlap or follow within a step:
+		// each merged run ends at a stop, its file the one whose packets
+		// end it.
+		var run *span
+		stop := func(next int64) {
+			if run == nil || run.part || run.last < lo || run.last >= hi {
+				return
 			}
-			next := int64(math.MaxInt64)
-			for _, t := range spans[i+1:] {
-				next = min(next, t.first)
-			}
-			if next-s.last <= int64(step) {
-				continue
-			}
-			text := fmt.Sprintf("the last packet of %s (closed)", s.name)
+			text := fmt.Sprintf("the last packet of %s (closed)", run.name)
 			if next == math.MaxInt64 {
 				text += "; nothing kept after it"
 			} else {
 				text += "; nothing kept until " + time.Unix(0, next).UTC().Format(time.RFC3339Nano)
 			}
-			m.Markers = append(m.Markers, Marker{Agent: a, Time: time.Unix(0, s.last).UTC(), Kind: MarkStop, Text: text})
+			m.Markers = append(m.Markers, Marker{Agent: a, Time: time.Unix(0, run.last).UTC(), Kind: MarkStop, Text: text})
 		}
+		for i := range spans {
+			s := &spans[i]
+			switch {
+			case run != nil && s.first-run.last <= int64(step):
+				if s.last >= run.last {
+					run = s
+				}
+			default:
+				stop(s.first)
+				run = s
+			}
+		}
+		stop(math.MaxInt64)
 	}
 	return m, nil
 }

@@ -121,6 +121,14 @@ func TestMarkers(t *testing.T) {
 	flowtest.WriteRoot(t, dir, ps, []flowtest.Agent{{Name: "a", Iface: "a:eth0", PerFile: 20}}, &flow.Config{})
 	flowtest.WriteRoot(t, dir, later, []flowtest.Agent{{Name: "a", Iface: "a:eth0", PerFile: 20, Names: time.Hour}}, &flow.Config{})
 	flowtest.WriteRoot(t, dir, ps, []flowtest.Agent{{Name: "b", Iface: "b:eth0", PerFile: 1000}}, &flow.Config{})
+	// c: a file and a second one (its name later) of a few packets
+	// within the first's span: one stop, at the end of the first.
+	shifted := slices.Clone(ps[:3])
+	for i := range shifted {
+		shifted[i].TS += int64(time.Millisecond)
+	}
+	flowtest.WriteRoot(t, dir, ps, []flowtest.Agent{{Name: "c", Iface: "c:eth0", PerFile: 1000}}, &flow.Config{})
+	flowtest.WriteRoot(t, dir, shifted, []flowtest.Agent{{Name: "c", Iface: "c:eth0", PerFile: 1000, Names: time.Minute}}, &flow.Config{})
 	last := func(agent string, until time.Time) time.Time {
 		var at int64
 		q, err := query.Prepare(context.Background(), query.Config{Dir: dir, Agents: []string{agent}, Until: until})
@@ -162,6 +170,7 @@ func TestMarkers(t *testing.T) {
 	}
 	want := []mk{
 		{"b", MarkStop, last("b", time.Time{})},
+		{"c", MarkStop, last("c", time.Time{})},
 		{"a", MarkStop, last("a", base.Add(time.Minute))}, // before the hour's gap
 		{"a", MarkDisconnect, disc},
 		{"b", MarkConnect, base.Add(time.Minute)},
