@@ -148,7 +148,7 @@ func newRoot(s streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %s: %w (see %s --help)", errUsage, c.CommandPath(), err, c.CommandPath())
 	})
-	cmds := []*cobra.Command{collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), flowsCommand(s), correlateCommand(s), statusCommand(s), genCommand(s), indexCommand(s)}
+	cmds := []*cobra.Command{collectorCommand(s), writerCommand(s), agentCommand(s), tailCommand(s), queryCommand(s), flowsCommand(s), correlateCommand(s), statusCommand(s), consoleCommand(s), genCommand(s), indexCommand(s)}
 	cmds = append(cmds, labCommands(s)...)
 	root.AddCommand(cmds...)
 	root.InitDefaultCompletionCmd() // now, not at Execute: the synopsis lists it

@@ -18,8 +18,11 @@ const (
 
 // Config configures a Handler.
 type Config struct {
-	// Dir is the output root the console reads.
+	// Dir is the output root the console reads, when Source is nil.
 	Dir string
+	// Source, if set, is what the console reads instead of Dir (a
+	// federated console: NewFederated).
+	Source Source
 	// Status, if set, is the process's status (a collector's or
 	// writer's agents, metrics.Status), called once per GET /api/agents;
 	// it must be safe for concurrent use. nil: the agents are those of
@@ -47,8 +50,10 @@ type Config struct {
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	switch {
-	case c.Dir == "":
-		return fmt.Errorf("%w: no output root", ErrConfig)
+	case c.Dir == "" && c.Source == nil:
+		return fmt.Errorf("%w: no output root and no source", ErrConfig)
+	case c.Dir != "" && c.Source != nil:
+		return fmt.Errorf("%w: an output root and a source: one or the other", ErrConfig)
 	case c.SessionTTL < 0:
 		return fmt.Errorf("%w: session life %s is negative", ErrConfig, c.SessionTTL)
 	case c.MaxQueries < 0:

@@ -1,9 +1,9 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"time"
@@ -38,40 +38,35 @@ type FlowDetail struct {
 	Coverage map[string]any `json:"coverage"`
 }
 
-// flowDetail answers GET /api/flow: community_id (required) and the
+// Flow answers GET /api/flow: community_id (required) and the
 // selection of GET /api/packets (agent, iface, since, until; no
 // filter, count or max_bytes), read by queryhttp.ParseQuery.
-func (h *Handler) flowDetail(w http.ResponseWriter, r *http.Request, v map[string][]string) {
+func (l *local) Flow(ctx context.Context, v url.Values) Answer {
 	for _, k := range []string{"filter", "count", "max_bytes"} {
 		if _, ok := v[k]; ok {
-			h.bad(w, fmt.Errorf("%s: GET /api/flow takes community_id, agent, iface, since and until", k))
-			return
+			return badRequest(fmt.Errorf("%s: GET /api/flow takes community_id, agent, iface, since and until", k))
 		}
 	}
 	if len(v["community_id"]) != 1 || v["community_id"][0] == "" {
-		h.bad(w, errors.New("community_id: GET /api/flow needs one flow's Community ID"))
-		return
+		return badRequest(errors.New("community_id: GET /api/flow needs one flow's Community ID"))
 	}
-	link := url.Values(v).Encode()
-	cfg, err := queryhttp.ParseQuery(v, h.cfg.Dir, time.Now())
+	link := v.Encode()
+	cfg, err := queryhttp.ParseQuery(v, l.dir, time.Now())
 	if err != nil {
-		h.bad(w, err)
-		return
+		return badRequest(err)
 	}
-	cfg.Logger = h.log
+	cfg.Logger = l.log
 	fc := flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until,
-		CommunityID: cfg.CommunityID, Logger: h.log}
-	flows, res, err := flowquery.Run(r.Context(), fc)
+		CommunityID: cfg.CommunityID, Logger: l.log}
+	flows, res, err := flowquery.Run(ctx, fc)
 	switch {
 	case errors.Is(err, flowquery.ErrConfig), errors.Is(err, flowquery.ErrTooManyFlows):
-		h.bad(w, errors.New(h.public(err)))
-		return
+		return badRequest(errors.New(l.public(err)))
 	case err != nil:
-		h.failed(w, "flows", err)
-		return
+		return l.failed("flows", err)
 	}
 	d := FlowDetail{CommunityID: cfg.CommunityID, Seen: []flowquery.JSON{}, Agents: []string{},
-		Packets: "/packets?" + link, Download: "/api/download?" + link, Coverage: flowCoverage(res, h.public)}
+		Packets: "/packets?" + link, Download: "/api/download?" + link, Coverage: flowCoverage(res, l.public)}
 	for i := range flows {
 		d.Seen = append(d.Seen, flows[i].JSON())
 		if !slices.Contains(d.Agents, flows[i].Agent) {
@@ -79,28 +74,28 @@ func (h *Handler) flowDetail(w http.ResponseWriter, r *http.Request, v map[strin
 		}
 	}
 	if len(d.Agents) >= 2 {
-		rep, err := h.correlateFlow(r, cfg, d.Agents)
+		rep, err := correlateFlow(ctx, cfg, d.Agents)
 		if err != nil {
-			d.CorrelateError = h.public(err)
+			d.CorrelateError = l.public(err)
 		} else {
 			d.Correlation = &rep
 		}
 	}
-	h.json(w, http.StatusOK, d)
+	return ok(d)
 }
 
 // correlateFlow is pcapsync correlate --agent agents over the packets
 // of cfg's Community ID (its blocks found as query --community-id
 // finds them): each pair's packets seen at one and never at the other.
-func (h *Handler) correlateFlow(r *http.Request, cfg query.Config, agents []string) (correlate.Report, error) {
+func correlateFlow(ctx context.Context, cfg query.Config, agents []string) (correlate.Report, error) {
 	cfg.Agents = agents
 	var err error
-	if cfg.Blocks, err = flowquery.Blocks(r.Context(), cfg); err != nil {
+	if cfg.Blocks, err = flowquery.Blocks(ctx, cfg); err != nil {
 		return correlate.Report{}, err
 	}
-	q, err := query.Prepare(r.Context(), cfg)
+	q, err := query.Prepare(ctx, cfg)
 	if err != nil {
 		return correlate.Report{}, err
 	}
-	return correlate.RunSource(r.Context(), correlate.Config{Agents: agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until}, q, nil)
+	return correlate.RunSource(ctx, correlate.Config{Agents: agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until}, q, nil)
 }

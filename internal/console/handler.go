@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,9 +44,11 @@ var pages = map[string]string{
 type Handler struct {
 	cfg    Config
 	log    *slog.Logger
+	src    Source        // Config.Source, or the local root's
 	static http.Handler  // assets/static at /static/
 	vendor http.Handler  // assets/vendor (third-party, pinned) at /vendor/
 	slots  chan struct{} // a token per API request reading the root
+	logins *loginLimiter // failed logins per source address
 
 	mu       sync.Mutex
 	sessions map[string]time.Time // id -> expiry
@@ -67,7 +70,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	vendor := http.StripPrefix("/vendor", http.FileServerFS(vsub))
-	return &Handler{cfg: cfg, log: cfg.Logger, static: static, vendor: vendor, sessions: map[string]time.Time{},
+	src := cfg.Source
+	if src == nil {
+		src = &local{dir: cfg.Dir, status: cfg.Status, log: cfg.Logger}
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger, src: src, static: static, vendor: vendor, sessions: map[string]time.Time{}, logins: newLoginLimiter(),
 		slots: make(chan struct{}, cfg.MaxQueries)}, nil
 }
 
@@ -170,6 +177,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the login is GET or POST /login", http.StatusMethodNotAllowed)
 		return
 	}
+	src := source(r.RemoteAddr)
+	if d := h.logins.wait(src); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
+		h.log.Warn("console login refused: too many failed logins from this address", "remote", r.RemoteAddr)
+		http.Error(w, "too many failed logins from your address: try again later", http.StatusTooManyRequests)
+		return
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLoginBody))
 	if err != nil {
 		http.Error(w, "login: a body of at most 4 KiB", http.StatusRequestEntityTooLarge)
@@ -178,6 +192,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	v, err := queryhttp.ParseValues(string(b))
 	tok := v.Get("token")
 	if err != nil || h.cfg.Token == "" || !frontdoor.TokenEqual(tok, h.cfg.Token) {
+		h.logins.failed(src)
 		h.log.Warn("console login refused", "remote", r.RemoteAddr)
 		http.Redirect(w, r, "/login?failed=1", http.StatusSeeOther)
 		return

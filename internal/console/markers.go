@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
+	"net/url"
 	"path"
 	"path/filepath"
 	"slices"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
 // Marker kinds of GET /api/markers.
@@ -50,23 +51,22 @@ type Markers struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// markers answers GET /api/markers: the timeline's parameters (agent,
+// Markers answers GET /api/markers: the timeline's parameters (agent,
 // since, until, step), the markers of its range by time, then agent.
-func (h *Handler) markers(w http.ResponseWriter, r *http.Request, v map[string][]string) {
-	pats, since, until, step, err := timelineParams(v, h.cfg.Dir, time.Now())
+func (l *local) Markers(ctx context.Context, v url.Values) Answer {
+	pats, since, until, step, err := queryhttp.ParseTimeline(v, l.dir, time.Now())
 	if err != nil {
-		h.bad(w, err)
-		return
+		return badRequest(err)
 	}
-	m, err := BuildMarkers(r.Context(), h.cfg.Dir, pats, since, until, step)
+	m, err := BuildMarkers(ctx, l.dir, pats, since, until, step)
 	if err != nil {
-		m.Error = h.public(err)
+		m.Error = l.public(err)
 	}
-	if h.cfg.Status != nil {
-		m.Markers = append(m.Markers, statusMarkers(h.cfg.Status(), pats, since, until)...)
+	if l.status != nil {
+		m.Markers = append(m.Markers, statusMarkers(l.status(), pats, since, until)...)
 	}
 	slices.SortStableFunc(m.Markers, func(a, b Marker) int { return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.Agent, b.Agent)) })
-	h.json(w, http.StatusOK, m)
+	return ok(m)
 }
 
 // matchAny reports whether name matches one of pats (none: all).

@@ -14,6 +14,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/testutil/roottest"
+	"github.com/pcapsync/pcapsync/internal/timeline"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkTimeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := "/api/timeline?since=" + base.Format(time.RFC3339) + "&until=" + base.Add(24*time.Hour).Format(time.RFC3339)
-	tl, err := BuildTimeline(ctx, dir, nil, base, base.Add(24*time.Hour), defaultStep(24*time.Hour))
+	tl, err := BuildTimeline(ctx, dir, nil, base, base.Add(24*time.Hour), timeline.DefaultStep(24*time.Hour))
 	if err != nil || len(tl.Agents) != agents || sumPtr(tl.Agents[0].Packets) != 24*720 || sum(tl.Agents[0].Drops) != 3*23 ||
 		tl.Coverage.Files != 24*agents {
 		b.Fatalf("the day's timeline: %v, %d agents, coverage %+v", err, len(tl.Agents), tl.Coverage)

@@ -293,3 +293,18 @@ func (s *source) onStats(i int, st pcapfile.InterfaceStats) {
 func covered(res query.Result) bool {
 	return res.Covered()
 }
+
+// OutcomeOf is the outcome of a request to a server that failed with
+// err before its answer began (queryhttp.FetchStatus, FetchFlows,
+// FetchTimeline, Open), as Run tells them: refused (4xx or 503),
+// unreachable (no connection), else failed. A server silent for its
+// deadline is the caller's to tell (OutcomeTimedOut).
+func OutcomeOf(err error) string {
+	switch {
+	case errors.Is(err, queryhttp.ErrRefused) || errors.Is(err, queryhttp.ErrBadRequest):
+		return OutcomeRefused
+	case unreachable(err):
+		return OutcomeUnreachable
+	}
+	return OutcomeFailed
+}

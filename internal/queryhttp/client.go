@@ -37,7 +37,8 @@ type ClientConfig struct {
 	// DefaultDialTimeout. The query itself has no time limit but ctx.
 	DialTimeout time.Duration
 
-	path string // the URL path when not Path or FlowsPath (FetchStatus)
+	path     string // the URL path when not Path or FlowsPath (FetchStatus, FetchTimeline)
+	rawQuery string // with path: its query (FetchTimeline)
 }
 
 // URL returns the query's URL, its parameters in the query (as a GET
@@ -48,7 +49,7 @@ func (c ClientConfig) URL() string {
 		u.Path = FlowsPath
 	}
 	if c.path != "" {
-		u.Path, u.RawQuery = c.path, ""
+		u.Path, u.RawQuery = c.path, c.rawQuery
 	}
 	if c.TLS == nil {
 		u.Scheme = "http"

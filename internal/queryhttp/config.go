@@ -35,7 +35,8 @@ const MaxMaxQueries = 1024
 type Config struct {
 	// Listen is the TCP address (HOST:PORT) New opens.
 	Listen string
-	// Dir is the output root queries read (query.Config.Dir).
+	// Dir is the output root queries read (query.Config.Dir); not
+	// needed with Handler.
 	Dir string
 	// TLS, if set, is the collector's configuration (pki.ServerConfig):
 	// the listener speaks TLS with its certificate, and with ClientCAs
@@ -93,7 +94,7 @@ type Config struct {
 // (fielderr).
 func (c *Config) Validate() error {
 	switch {
-	case c.Dir == "":
+	case c.Dir == "" && c.Handler == nil:
 		return fielderr.Errorf("query listener: no output root ({queryhttp.Dir})")
 	case c.MaxQueries < 0 || c.MaxQueries > MaxMaxQueries:
 		return fielderr.Errorf("query listener: %d concurrent queries out of range 1..%d ({queryhttp.MaxQueries})", c.MaxQueries, MaxMaxQueries)

@@ -168,8 +168,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == StatusPath:
 		s.serveStatus(w, r, log)
 		return
-	case r.URL.Path != Path && r.URL.Path != FlowsPath:
-		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath)
+	case r.URL.Path != Path && r.URL.Path != FlowsPath && r.URL.Path != TimelinePath:
+		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath+
+			", the timeline GET "+TimelinePath)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")
@@ -182,6 +183,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With("selection", selection(v))
+	if r.URL.Path == TimelinePath {
+		s.serveTimeline(w, r, v, log)
+		return
+	}
 	var cfg query.Config
 	var fc flowquery.Config
 	if r.URL.Path == FlowsPath {
@@ -193,11 +198,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, log, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
 		return
 	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		w.Header().Set("Retry-After", "1")
-		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+	if !s.takeSlot(w, log) {
 		return
 	}
 	defer func() { <-s.slots }()
@@ -208,6 +209,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
 	if q := s.prepare(w, r, cfg, log); q != nil {
 		s.serve(w, r, q, log)
+	}
+}
+
+// takeSlot takes a query slot (give it back: <-s.slots); false: none
+// free, answered 503.
+func (s *Server) takeSlot(w http.ResponseWriter, log *slog.Logger) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, log, http.StatusServiceUnavailable, fmt.Sprintf("too many queries running (%d): try again later", s.cfg.MaxQueries))
+		return false
 	}
 }
 

@@ -9,6 +9,7 @@ function row(tbody, a) {
   const tr = document.createElement("tr");
   tr.dataset.agent = a.name;
   cell(tr, a.name);
+  cell(tr, a.server || "this server");
   cell(tr, a.status ? [s.host, s.address].filter(Boolean).join(" ") : "not known to this server");
   cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since)
     : "no" + (s.disconnected_at ? ", since " + fmtTime(s.disconnected_at) : "")) : "not since this server started");
@@ -26,15 +27,31 @@ function row(tbody, a) {
   tbody.appendChild(tr);
 }
 
+// downRow is a row for a server that did not answer: its agents are
+// not known.
+function downRow(tbody, s) {
+  const tr = document.createElement("tr");
+  tr.className = "down";
+  tr.dataset.server = s.server;
+  cell(tr, "–");
+  cell(tr, s.server);
+  const td = cell(tr, `server down: ${s.outcome}: ${s.reason}`);
+  td.colSpan = 8;
+  tbody.appendChild(tr);
+}
+
 async function load() {
   const tbody = document.querySelector("#agents tbody");
   try {
     const d = await getJSON("/api/agents");
     tbody.replaceChildren();
     for (const a of d.agents) row(tbody, a);
+    const down = (d.servers || []).filter((s) => s.outcome !== "ok");
+    for (const s of down) downRow(tbody, s);
     let text = `${d.agents.length} agents as of ${fmtTime(d.time)}: `;
     text += d.has_status ? "state from this server's status, kept window from the output root." : "this server gives no status: kept window from the output root only.";
     if (d.coverage_error) text += " The root could not be read whole: " + d.coverage_error;
+    if (d.servers) text = `${d.agents.length} agents of ${d.servers.length - down.length} servers as of ${fmtTime(d.time)} (${down.length} down: their agents are missing): state from each server's status, kept window from its output root.`;
     if (d.agents.length === 0) text = "No agent: none connected and the output root keeps nothing.";
     say(text, !!d.coverage_error);
   } catch (e) {

@@ -6,6 +6,7 @@ export async function getJSON(path) {
   const r = await fetch(path, { credentials: "same-origin" });
   if (r.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
   const body = await r.json().catch(() => ({ error: r.statusText }));
+  if (body && body.servers) showServers(body.servers);
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
@@ -60,4 +61,23 @@ export function runForm(form, load) {
   });
   fillForm(form);
   load();
+}
+
+// showServers writes, in a federated console, the line that says which
+// servers answered and which are down (and why), above the coverage.
+export function showServers(servers) {
+  let p = document.getElementById("servers");
+  if (!p) {
+    p = document.createElement("p");
+    p.id = "servers";
+    const cov = document.getElementById("coverage");
+    if (!cov) return;
+    cov.parentNode.insertBefore(p, cov);
+  }
+  const down = servers.filter((s) => s.outcome !== "ok");
+  let t = `${servers.length - down.length} of ${servers.length} servers answered`;
+  if (down.length) t += ". Down (their agents are missing here): " + down.map((s) => `${s.server} ${s.outcome}: ${s.reason}`).join("; ");
+  p.textContent = t + ".";
+  p.className = "coverage servers" + (down.length ? " warn" : "");
+  p.dataset.down = down.map((s) => s.server).join(",");
 }

@@ -11,7 +11,7 @@ let sortKey = "first", sortDesc = false;
 
 function view(f) {
   return {
-    first: f.first, last: f.last, iface: f.iface, proto: f.proto,
+    first: f.first, last: f.last, iface: f.server ? `${f.iface} on ${f.server}` : f.iface, proto: f.proto,
     src: f.src_ip ? `${f.src_ip}:${f.src_port}` : f.src_mac || "",
     dst: f.dst_ip ? `${f.dst_ip}:${f.dst_port}` : f.dst_mac || "",
     packets: f.src_packets + f.dst_packets, bytes: f.src_bytes + f.dst_bytes,

@@ -61,10 +61,11 @@ function chart(d, m) {
   const rate = (v) => (v === null ? null : v / secs);
   d.agents.forEach((a, i) => {
     const c = colors[i % colors.length];
+    const name = a.server ? `${a.agent} on ${a.server}` : a.agent;
     data.push(a.packets.map(rate), a.bytes.map(rate), a.drops.map((v) => (v > 0 ? v : null)));
-    series.push({ label: `${a.agent} packets/s`, stroke: c, scale: "pps" },
-      { label: `${a.agent} bytes/s`, stroke: c, dash: [4, 4], scale: "bps" },
-      { label: `${a.agent} drops`, stroke: "#d00", fill: "#d00", scale: "drops", paths: () => null,
+    series.push({ label: `${name} packets/s`, stroke: c, scale: "pps" },
+      { label: `${name} bytes/s`, stroke: c, dash: [4, 4], scale: "bps" },
+      { label: `${name} drops`, stroke: "#d00", fill: "#d00", scale: "drops", paths: () => null,
         points: { show: true, size: 9, stroke: "#d00", fill: "#d00" } });
   });
   plot = new uPlot({

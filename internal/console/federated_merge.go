@@ -1,0 +1,166 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pcapsync/pcapsync/internal/federate"
+	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/pktline"
+	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/queryhttp"
+	"github.com/pcapsync/pcapsync/internal/timeline"
+)
+
+// pktLine is p's line as GET /api/packets lists it (pktline, UTC).
+func pktLine(p *query.Packet) []byte {
+	return pktline.AppendLine(nil, &pktline.Packet{Timestamp: p.Timestamp, Iface: p.Interface.Name,
+		LinkType: p.Interface.LinkType, OrigLen: p.OrigLen, Data: p.Data}, time.UTC)
+}
+
+// Flows answers GET /api/flows from every server (GET /flows, as
+// pcapsync flows --from asks them): their flows together, sorted by
+// first time (each with its server), at most flowquery.DefaultMaxFlows
+// in all (a line that is no flow left out); the top lists of them all; the coverage summed over the
+// servers that answered; the servers' outcomes.
+func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
+	fc, err := queryhttp.ParseFlows(v, ".", time.Now())
+	if err != nil {
+		return badRequest(err)
+	}
+	p := queryhttp.Params{Agents: fc.Agents, Ifaces: fc.Ifaces, Since: timeParam(fc.Since), Until: timeParam(fc.Until), Filter: fc.Filter}
+	per := make([][]flowquery.JSON, len(f.cfg.Servers))
+	sums := make([]queryhttp.FlowsResult, len(f.cfg.Servers))
+	errs := make([]error, len(f.cfg.Servers))
+	var mu sync.Mutex
+	held := 0
+	srv := f.each(ctx, func(ctx context.Context, i int, alive func()) error {
+		sums[i], errs[i] = queryhttp.FetchFlows(ctx, f.client(i, p), func(j *flowquery.JSON) error {
+			alive()
+			mu.Lock()
+			held++
+			n := held
+			mu.Unlock()
+			if n > flowquery.DefaultMaxFlows {
+				return fmt.Errorf("%w: more than %d flows from the servers together: narrow the selection", flowquery.ErrTooManyFlows, flowquery.DefaultMaxFlows)
+			}
+			j.Server = f.cfg.Servers[i].Addr
+			per[i] = append(per[i], *j)
+			return nil
+		})
+		return errs[i]
+	})
+	for _, err := range errs {
+		if errors.Is(err, flowquery.ErrTooManyFlows) {
+			return badRequest(err)
+		}
+	}
+	if down(srv) {
+		return noneAnswered(srv, errs)
+	}
+	type both struct {
+		j  flowquery.JSON
+		fl flowquery.Flow
+	}
+	var got []both
+	for i, s := range srv {
+		if s.Outcome != federate.OutcomeOK {
+			continue
+		}
+		for _, j := range per[i] {
+			if fl, err := j.Flow(); err == nil { // a line that is no flow is left out
+				got = append(got, both{j, fl})
+			}
+		}
+	}
+	slices.SortStableFunc(got, func(a, b both) int { // as flowquery.Run sorts, then by server
+		return cmp.Or(cmp.Compare(a.fl.First, b.fl.First), strings.Compare(a.fl.Agent, b.fl.Agent), strings.Compare(a.fl.Iface, b.fl.Iface))
+	})
+	all := make([]flowquery.JSON, len(got))
+	flows := make([]flowquery.Flow, len(got))
+	for i := range got {
+		all[i], flows[i] = got[i].j, got[i].fl
+	}
+	tops, err := topLists(flows)
+	if err != nil {
+		return Answer{http.StatusInternalServerError, map[string]string{"error": "top lists failed: " + err.Error()}}
+	}
+	return ok(map[string]any{"flows": all, "top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
+		"top_services": tops["top_services"], "coverage": flowsCoverage(srv, sums), "servers": srv})
+}
+
+// flowsCoverage sums the flows results of the servers that answered
+// into the coverage GET /api/flows gives (flowCoverage's fields).
+func flowsCoverage(srv []Server, sums []queryhttp.FlowsResult) map[string]any {
+	var agents, files, flows, missing, writing, unknown int
+	var oldest, newest string
+	damaged := []string{}
+	for i, s := range srv {
+		if s.Outcome != federate.OutcomeOK {
+			continue
+		}
+		r := sums[i]
+		agents, files, flows, missing, writing, unknown = agents+r.Agents, files+r.Files, flows+r.Flows, missing+r.NoFlows, writing+r.Writing, unknown+r.TimesUnknown
+		if r.Damaged > 0 {
+			damaged = append(damaged, fmt.Sprintf("%s: %d damaged flow files", s.Server, r.Damaged))
+		}
+		if r.Oldest != "" && (oldest == "" || r.Oldest < oldest) {
+			oldest = r.Oldest
+		}
+		if r.Newest > newest {
+			newest = r.Newest
+		}
+	}
+	c := map[string]any{"agents": agents, "files": files, "flows": flows, "missing": missing, "writing": writing,
+		"times_unknown": unknown, "damaged": damaged}
+	if oldest != "" {
+		c["oldest"], c["newest"] = oldest, newest
+	}
+	return c
+}
+
+// fedTimeline is a federated console's GET /api/timeline: the servers'
+// timelines merged (timeline.Merge), the servers' outcomes.
+type fedTimeline struct {
+	timeline.Timeline
+	Servers []Server `json:"servers"`
+}
+
+// Timeline answers GET /api/timeline from every server (GET /timeline
+// of the same range and step, its times made absolute here), their
+// series merged.
+func (f *federated) Timeline(ctx context.Context, v url.Values) Answer {
+	pats, since, until, step, err := queryhttp.ParseTimeline(v, ".", time.Now())
+	if err != nil {
+		return badRequest(err)
+	}
+	q := url.Values{"since": {timeParam(since)}, "until": {timeParam(until)}, "step": {stepParam(step)}}
+	if len(pats) > 0 {
+		q["agent"] = pats
+	}
+	parts := make([]timeline.Timeline, len(f.cfg.Servers))
+	errs := make([]error, len(f.cfg.Servers))
+	srv := f.each(ctx, func(ctx context.Context, i int, _ func()) error {
+		parts[i], errs[i] = queryhttp.FetchTimeline(ctx, f.client(i, queryhttp.Params{}), q)
+		return errs[i]
+	})
+	if down(srv) {
+		return noneAnswered(srv, errs)
+	}
+	var ok2 []timeline.Timeline
+	var names []string
+	for i, s := range srv {
+		if s.Outcome == federate.OutcomeOK {
+			ok2, names = append(ok2, parts[i]), append(names, s.Server)
+		}
+	}
+	return ok(fedTimeline{Timeline: timeline.Merge(ok2, names), Servers: srv})
+}
