@@ -152,6 +152,7 @@ type session struct {
 
 	peer  Peer      // set by begin, then read-only
 	since time.Time // when begin accepted it
+	ended time.Time // when end ran; guarded by Core.mu
 
 	maxPayload uint32 // the largest batch payload accepted (the Welcome's MaxFrame)
 	// onAck, if set before the first frame, is called (from another
@@ -413,6 +414,7 @@ func (s *session) end(clean bool) {
 	if ag.active == s {
 		ag.active = nil
 	}
+	s.ended = time.Now()
 	c.mu.Unlock()
 	close(s.done)
 }

@@ -207,6 +207,7 @@ func (a *storeAppender) end(s *session, clean bool) {
 func (a *storeAppender) fill(st *AgentStats) {
 	ws := a.w.Stats()
 	st.DiskBytes, st.AgentDrops, st.Captured, st.KernelDrops, st.ReportTime = ws.DiskBytes, ws.AgentDrops, ws.Captured, ws.KernelDrops, ws.ReportTime
+	st.Interfaces = ws.Interfaces
 }
 
 // storageFailed handles a failed write or commit (disk full, I/O error;

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcapsync/pcapsync/internal/store"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -17,6 +18,7 @@ type AgentStats struct {
 	Connected bool      // a session is up
 	Peer      Peer      // of the latest session
 	Since     time.Time // when the latest session began
+	Ended     time.Time // when the latest session ended; zero while it is up
 
 	Batches, Packets, Bytes uint64 // written and committed
 	DiskBytes               uint64 // bytes that reached its files on disk (compressed size with --file-compress)
@@ -37,6 +39,11 @@ type AgentStats struct {
 	// full, rate limit). ReportTime is zero before any report.
 	Captured, KernelDrops, AgentDrops uint64
 	ReportTime                        time.Time
+
+	// Interfaces are the agent's interfaces (its hello's and those it
+	// declared since) with their counters as its last Stats frame
+	// reported them; nil for an ingest collector's agent.
+	Interfaces []store.IfaceStats
 }
 
 // AgentStats returns every agent name seen since start, sorted by name.
@@ -49,11 +56,16 @@ func (c *Core) AgentStats() []AgentStats {
 		app    appender
 		active bool
 		last   *session
+		ended  time.Time
 	}
 	c.mu.Lock()
 	ents := make([]entry, 0, len(c.agents))
 	for _, ag := range c.agents {
-		ents = append(ents, entry{ag, ag.app, ag.active != nil, ag.last})
+		e := entry{ag: ag, app: ag.app, active: ag.active != nil, last: ag.last}
+		if e.last != nil {
+			e.ended = e.last.ended
+		}
+		ents = append(ents, e)
 	}
 	c.mu.Unlock()
 	out := make([]AgentStats, 0, len(ents))
@@ -67,7 +79,7 @@ func (c *Core) AgentStats() []AgentStats {
 			st.LastBatch = time.Unix(0, ns)
 		}
 		if s := e.last; s != nil {
-			st.Peer, st.Since, st.Host = s.peer, s.since, s.hello.Host
+			st.Peer, st.Since, st.Host, st.Ended = s.peer, s.since, s.hello.Host, e.ended
 			st.LastSeqAcked = s.app.durable()
 		}
 		if st.LastSeqReceived > st.LastSeqAcked {

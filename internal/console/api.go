@@ -45,8 +45,12 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 		h.packet(w, r, v)
 	case "/api/timeline":
 		h.answer(w, h.src.Timeline(ctx, v))
+	case "/api/flow":
+		h.answer(w, h.src.Flow(ctx, v))
+	case "/api/markers":
+		h.answer(w, h.src.Markers(ctx, v))
 	default:
-		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/packets, /api/packet, /api/download, /api/timeline", http.StatusNotFound)
+		http.Error(w, "no such API: GET /api/agents, /api/flows, /api/flow, /api/packets, /api/packet, /api/download, /api/timeline, /api/markers", http.StatusNotFound)
 	}
 }
 

@@ -5,62 +5,28 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pktline"
 	"github.com/pcapsync/pcapsync/internal/query"
+	"github.com/pcapsync/pcapsync/internal/testutil/browsertest"
 )
 
-// watchScript records, in every page before its own scripts run, the
-// CSP violations and the uncaught errors the page meets.
-const watchScript = `window.__problems = [];
-document.addEventListener("securitypolicyviolation", e => window.__problems.push("CSP violation: " + e.violatedDirective + " " + e.blockedURI));
-window.addEventListener("error", e => window.__problems.push("error: " + e.message));
-window.addEventListener("unhandledrejection", e => window.__problems.push("rejection: " + e.reason));`
+// browser starts headless Chromium for t (browsertest.Start).
+func browser(t testing.TB) context.Context { return browsertest.Start(t, context.Background()) }
 
-// browser starts headless Chromium for t (skipped without it unless
-// PCAPSYNC_E2E_REQUIRE=1) and returns its context, ended with t.
-func browser(t testing.TB) context.Context {
-	t.Helper()
-	exe, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("PCAPSYNC_E2E_REQUIRE") == "1" {
-			t.Fatal("chromium missing (PCAPSYNC_E2E_REQUIRE=1 makes this a failure): scripts/deps.sh installs it")
-		}
-		t.Skip("chromium missing: scripts/deps.sh installs it (Debian's chromium); the console's browser tests are skipped")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchScript})
-		return err
-	}), chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return ctx
-}
-
-// problems returns what watchScript recorded in the page shown.
-func problems(t testing.TB, ctx context.Context) []string {
-	t.Helper()
-	p, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__problems`))
-	if err != nil {
-		t.Fatalf("reading the page's problems: %v", err)
-	}
-	return p
-}
+// problems returns what the watch recorded in the page shown.
+func problems(t testing.TB, ctx context.Context) []string { return browsertest.Problems(t, ctx) }
 
 // pktText is the packets page's lines, "" (falsy: Poll waits) until
 // they come.
@@ -161,9 +127,12 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"a": "2026-11-24", "b": "not known to this server", "c": "nothing kept"}
+	want := map[string]string{"a": "eth0 (3), eth9 (no counters yet)", "b": "not known to this server", "c": "nothing kept"}
 	if len(rows) != len(want) || !strings.Contains(rows[0], "host-a") {
 		t.Errorf("agents page rows %q; want a, b, c", rows)
+	}
+	if !strings.Contains(rows[0], "2026-11-24") {
+		t.Errorf("agents row %q: want a's kept window", rows[0])
 	}
 	for _, r := range rows {
 		name := strings.Fields(r)[0]
@@ -196,6 +165,14 @@ func TestBrowser(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want, ",") || len(want) == 0 {
 			t.Errorf("top %s %q; flowquery.Top gives %q", id, got, want)
 		}
+		keys, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#`+id+`-chart canvas").dataset.keys`))
+		var chartKeys []string
+		if err == nil {
+			err = json.Unmarshal([]byte(keys), &chartKeys)
+		}
+		if err != nil || strings.Join(chartKeys, ",") != strings.Join(want, ",") {
+			t.Errorf("top %s chart's bars %q (%v); flowquery.Top gives %q", id, chartKeys, err, want)
+		}
 	}
 	if c, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart canvas").length`)); c != 1 {
 		t.Errorf("flows page: %d chart canvases; want 1 (uPlot, vendored)", c)
@@ -204,12 +181,37 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("flows page: %d rows, coverage %q; flowquery selects %d flows", n, cov, len(flows))
 	}
 
-	// One flow's packets: its Community ID's link on the flows page.
-	cid, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#flows tbody a").textContent`))
-	if err != nil || cid == "" {
-		t.Fatalf("no Community ID link on the flows page: %v", err)
+	// One flow's detail: its Community ID's link on the flows page, a
+	// flow that both a and b saw (b keeps the even conversations).
+	groups := flowquery.Group(flows)
+	var cid string
+	for _, g := range groups {
+		if len(g) == 2 && g[0].Agent == "a" && g[1].Agent == "b" {
+			cid = g[0].CommunityID
+			break
+		}
 	}
-	link, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#flows tbody a").href`))
+	if cid == "" {
+		t.Fatal("no flow seen by both a and b")
+	}
+	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(`#flows tbody a[href="/flow?community_id=`+url.QueryEscape(cid)+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pairs tbody tr[data-pair="a>b"]`))); err != nil {
+		t.Fatalf("one flow's detail: %v", err)
+	}
+	check("flowdetail page")
+	seen, _ := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#seen tbody tr")].map(r => r.dataset.agent)`))
+	pair, _ := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#pairs tbody tr td")].map(td => td.textContent)`))
+	n0 := strconv.FormatUint(groups[0][0].Packets[0]+groups[0][0].Packets[1], 10)
+	for _, g := range groups {
+		if g[0].CommunityID == cid {
+			n0 = strconv.FormatUint(g[0].Packets[0]+g[0].Packets[1], 10)
+		}
+	}
+	if strings.Join(seen, ",") != "a,b" || len(pair) < 7 || pair[2] != n0 || pair[3] != n0 || pair[4] != n0 || pair[5] != "0" || pair[6] != "0" {
+		t.Errorf("flow %s: seen at %q, pair a>b %q; want a and b, %s packets at each, all matched", cid, seen, pair, n0)
+	}
+	// Its packets: the detail's link.
+	link, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("flow-packets").href`))
 	if err := chromedp.Do(tctx, chromedp.Navigate(link)); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ var pages = map[string]string{
 	"/flows":    "flows.html",
 	"/packets":  "packets.html",
 	"/timeline": "timeline.html",
+	"/flow":     "flow.html",
 }
 
 // Handler serves the console (package doc).

@@ -34,6 +34,12 @@ type Source interface {
 	Download(ctx context.Context, v url.Values) (run func(io.Writer) error, refused Answer)
 	// Timeline answers GET /api/timeline.
 	Timeline(ctx context.Context, v url.Values) Answer
+	// Flow answers GET /api/flow: one Community ID's records at every
+	// agent and what was lost between them.
+	Flow(ctx context.Context, v url.Values) Answer
+	// Markers answers GET /api/markers: where capture stopped, and the
+	// status's connects and disconnects, over the timeline's range.
+	Markers(ctx context.Context, v url.Values) Answer
 }
 
 // Answer is a Source's answer to one API request: its HTTP status and

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,6 +328,13 @@ func TestBrowserTimeline(t *testing.T) {
 		if err != nil {
 			t.Errorf("screenshot of the timeline page: %v", err)
 		}
+	}
+	// The markers: where each agent's capture stopped (its last file's
+	// last packet, nothing kept after it), drawn and listed.
+	marks, err := chromedp.Run(tctx, chromedp.Poll[[]string](`(l => l.length > 0 && l)([...document.querySelectorAll("#markers li.marker")].map(l => l.dataset.agent + ":" + l.dataset.kind))`,
+		chromedp.WithPollingTimeout(5*time.Second)))
+	if err != nil || !slices.Contains(marks, "a:stop") || !slices.Contains(marks, "b:stop") {
+		t.Errorf("timeline markers %q (%v); want a stop of a and of b", marks, err)
 	}
 	// a's series: packets/s, bytes/s, drops (markers where they grew).
 	drops, err := chromedp.Run(tctx, chromedp.Evaluate[[]float64](`[window.pcapsyncTimeline.series.length, window.pcapsyncTimeline.data[1][0], window.pcapsyncTimeline.data[3][1], window.pcapsyncTimeline.data[3][10]]`))

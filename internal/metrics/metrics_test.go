@@ -165,6 +165,15 @@ func TestPipelineMetrics(t *testing.T) {
 		a.AckedSeq != a.LastSeq || a.Lag != 0 || a.Connected || a.Address == "" || a.PacketsPerSecond <= 0 {
 		t.Errorf("status row %+v: want web1, %d packets, tcp, last seq = acked seq = %v, disconnected, a rate", a, p.packets, batches)
 	}
+	// The agent's interfaces (its hello's) with its last counters, and
+	// when its session ended.
+	if len(a.Interfaces) != 1 || a.Interfaces[0].Name != "in.pcap" || !a.Interfaces[0].Reported ||
+		a.Interfaces[0].Captured != uint64(p.packets) || a.Interfaces[0].LinkType != 1 || a.Interfaces[0].SnapLen == 0 {
+		t.Errorf("status interfaces %+v: want in.pcap, Ethernet, its %d packets captured", a.Interfaces, p.packets)
+	}
+	if a.Disconnected.IsZero() || a.Disconnected.Before(a.Since) || a.Disconnected.After(st.Time) {
+		t.Errorf("status disconnected_at %v: want when the session (from %v) ended, before %v", a.Disconnected, a.Since, st.Time)
+	}
 	var out strings.Builder
 	if err := WriteTable(&out, st); err != nil {
 		t.Fatal(err)

@@ -88,6 +88,28 @@ type AgentStatus struct {
 	// their size, closed and open.
 	OldestPacket time.Time `json:"oldest_packet,omitzero"`
 	KeptBytes    int64     `json:"kept_bytes"`
+
+	// Disconnected is when the latest session ended; absent while it
+	// is up (and before any).
+	Disconnected time.Time `json:"disconnected_at,omitzero"`
+	// Interfaces are the agent's interfaces as its hello and later
+	// declarations gave them, with the counters of its last stats
+	// report (since the agent started); absent for an ingest
+	// collector's agents.
+	Interfaces []InterfaceStatus `json:"interfaces,omitempty"`
+}
+
+// InterfaceStatus is one interface of an agent in Status.
+type InterfaceStatus struct {
+	Name     string `json:"name"`
+	LinkType uint16 `json:"link_type"` // LINKTYPE_*
+	SnapLen  uint32 `json:"snaplen"`
+	// Reported: the agent sent counters for it; the counters are 0
+	// otherwise.
+	Reported    bool   `json:"reported"`
+	Received    uint64 `json:"received"` // seen by the kernel socket
+	KernelDrops uint64 `json:"kernel_drops"`
+	Captured    uint64 `json:"captured"` // read from the ring by the agent
 }
 
 // DefaultRateWindow is the span status rates are measured over.
@@ -172,7 +194,11 @@ func (p *StatusPage) Status() Status {
 			Connected: a.Connected, Since: a.Since.UTC(), Packets: a.Packets, Bytes: a.Bytes, DiskBytes: a.DiskBytes,
 			KernelDrops: a.KernelDrops, AgentDrops: a.AgentDrops, LostBatches: a.lost, Duplicates: a.Duplicates,
 			LastSeq: a.LastSeqReceived, AckedSeq: a.LastSeqAcked, Lag: a.Lag, LastBatch: a.LastBatch.UTC(),
-			OldestPacket: kept[a.Name].Oldest, KeptBytes: kept[a.Name].Bytes}
+			OldestPacket: kept[a.Name].Oldest, KeptBytes: kept[a.Name].Bytes, Disconnected: a.Ended.UTC()}
+		for _, ifc := range a.Interfaces {
+			row.Interfaces = append(row.Interfaces, InterfaceStatus{Name: ifc.Name, LinkType: ifc.LinkType, SnapLen: ifc.SnapLen,
+				Reported: ifc.HaveStats, Received: ifc.Received, KernelDrops: ifc.KernelDrops, Captured: ifc.Captured})
+		}
 		if prev := base.count[a.Name]; dt > 0 { // an agent new in the window started from 0
 			row.PacketsPerSecond = float64(a.Packets-prev[0]) / dt
 			row.BytesPerSecond = float64(a.Bytes-prev[1]) / dt

@@ -42,6 +42,20 @@ type WriterStats struct {
 	// counters were taken (zero before any).
 	Captured, KernelDrops, AgentDrops uint64
 	ReportTime                        time.Time
+
+	// Interfaces are the agent's interfaces as its file declares them
+	// (the hello's and those declared since), each with the counters
+	// its agent last reported for it.
+	Interfaces []IfaceStats
+}
+
+// IfaceStats is one interface of WriterStats.
+type IfaceStats struct {
+	wire.Interface
+	// HaveStats: the agent reported counters for it (since the agent
+	// started): Received, KernelDrops, Captured.
+	HaveStats                       bool
+	Received, KernelDrops, Captured uint64
 }
 
 // Name returns the agent name.
@@ -220,8 +234,11 @@ func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	st.AgentDrops = w.file.agentDrops
 	var latest int64
+	st.Interfaces = make([]IfaceStats, len(w.file.ifaces))
 	for i := range w.file.ifaces {
 		fi := &w.file.ifaces[i]
+		st.Interfaces[i] = IfaceStats{Interface: fi.ifc, HaveStats: fi.haveStats,
+			Received: fi.stats.Received, KernelDrops: fi.stats.KernelDrops, Captured: fi.stats.Captured}
 		if fi.haveStats {
 			st.Captured += fi.stats.Captured
 			st.KernelDrops += fi.stats.KernelDrops

@@ -11,7 +11,11 @@ function row(tbody, a) {
   cell(tr, a.name);
   cell(tr, a.server || "this server");
   cell(tr, a.status ? [s.host, s.address].filter(Boolean).join(" ") : "not known to this server");
-  cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since) : "no") : "not since this server started");
+  cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since)
+    : "no" + (s.disconnected_at ? ", since " + fmtTime(s.disconnected_at) : "")) : "not since this server started");
+  const ifs = cell(tr, a.status ? "" : "not known to this server");
+  ifs.className = "ifaces";
+  if (s.interfaces) ifs.textContent = s.interfaces.map((i) => i.name + (i.reported ? ` (${i.kernel_drops})` : " (no counters yet)")).join(", ");
   cell(tr, fmtRate(s.packets_per_second), true);
   cell(tr, fmtRate(s.bytes_per_second), true);
   cell(tr, a.status ? `${s.kernel_drops} / ${s.agent_drops} / ${s.lost_batches}` : "", true);
@@ -32,7 +36,7 @@ function downRow(tbody, s) {
   cell(tr, "–");
   cell(tr, s.server);
   const td = cell(tr, `server down: ${s.outcome}: ${s.reason}`);
-  td.colSpan = 7;
+  td.colSpan = 8;
   tbody.appendChild(tr);
 }
 

@@ -4,6 +4,7 @@
 // top talkers, computed by the server.
 import { getJSON, cell, say, markNav, selection, runForm, fmtTime } from "./common.js";
 import uPlot from "/vendor/uplot-1.6.30/uPlot.esm.js";
+import { bars } from "./bars.js";
 
 markNav("flows");
 const form = document.getElementById("selection");
@@ -30,7 +31,7 @@ function render() {
     const td = cell(tr, "");
     if (r.community_id) {
       const a = document.createElement("a");
-      a.href = "/packets?community_id=" + encodeURIComponent(r.community_id);
+      a.href = "/flow?community_id=" + encodeURIComponent(r.community_id); // its detail: where seen, what lost
       a.textContent = r.community_id;
       td.replaceChildren(a);
     }
@@ -137,6 +138,7 @@ async function load() {
         cell(tr, t.key); cell(tr, t.flows, true); cell(tr, t.packets, true); cell(tr, t.bytes, true);
         tb.appendChild(tr);
       }
+      bars(document.getElementById(id + "-chart"), list, (t) => t.bytes, "bytes");
     }
     const [text, warn] = coverageText(d.coverage, d.total);
     say(text, warn);

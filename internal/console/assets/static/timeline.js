@@ -3,6 +3,7 @@
 // chart; a brushed range zooms and links to its flows and packets.
 import { getJSON, say, markNav, selection, runForm, fmtTime } from "./common.js";
 import uPlot from "/vendor/uplot-1.6.30/uPlot.esm.js";
+import { fetchMarkers, markerPlugin, listMarkers } from "./markers.js";
 
 markNav("timeline");
 const form = document.getElementById("selection");
@@ -47,7 +48,7 @@ function rangeLinks(lo, hi) {
 // fromZero ranges a y scale from 0 to a little over its largest value.
 const fromZero = (u, min, max) => [0, max > 0 ? max * 1.1 : 1];
 
-function chart(d) {
+function chart(d, m) {
   const el = document.getElementById("chart");
   if (plot) { plot.destroy(); plot = null; }
   el.replaceChildren();
@@ -72,6 +73,7 @@ function chart(d) {
     cursor: { drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: true }, pps: { range: fromZero }, bps: { range: fromZero }, drops: { range: fromZero } },
     series,
+    plugins: [markerPlugin(m)],
     axes: [{}, { scale: "pps", label: "packets/s" }, { scale: "bps", side: 1, label: "bytes/s" }],
     hooks: {
       setSelect: [(u) => {
@@ -89,8 +91,9 @@ function chart(d) {
 
 async function load() {
   try {
-    const d = await getJSON("/api/timeline?" + selection(form).toString());
-    chart(d);
+    const [d, m] = await Promise.all([getJSON("/api/timeline?" + selection(form).toString()), fetchMarkers(selection(form))]);
+    chart(d, m);
+    listMarkers(document.getElementById("markers"), m);
     const [text, warn] = coverageText(d);
     say(text, warn);
   } catch (e) {
