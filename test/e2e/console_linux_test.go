@@ -149,14 +149,21 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("login and agents page: %v", err)
 	}
 	check("agents page")
-	rows, _ := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#agents tbody tr")].map(r => r.innerText)`))
+	// Each row's cells by their column's heading.
+	rows, _ := chromedp.Run(tctx, chromedp.Evaluate[[]map[string]string](`(h => [...document.querySelectorAll("#agents tbody tr")].map(r =>
+		Object.fromEntries([...r.cells].map((c, i) => [h[i], c.textContent]))))([...document.querySelectorAll("#agents thead th")].map(th => th.textContent))`))
 	if len(rows) != 3 {
 		t.Fatalf("agents page rows %q; want a, b, lossy", rows)
 	}
 	for i, name := range []string{"a", "b", "lossy"} {
-		if f := strings.Split(rows[i], "\t"); len(f) < 7 || f[0] != name || !strings.HasPrefix(f[3], "lo (") ||
-			(name == "lossy") != (f[6] == fmt.Sprintf("0 / %d / 0", lossyDrops)) {
-			t.Errorf("agents row %q: want %s, interface lo, drops 0 / %d / 0 for lossy only", rows[i], name, lossyDrops)
+		r := rows[i]
+		drops := "0 / 0 / 0"
+		if name == "lossy" {
+			drops = fmt.Sprintf("0 / %d / 0", lossyDrops)
+		}
+		if r["Agent"] != name || r["Interfaces (kernel drops)"] != "lo (0)" || r["Drops (kernel / agent / network: lost batches)"] != drops ||
+			!strings.HasPrefix(r["Connected"], "no, since ") {
+			t.Errorf("agents row %q: want %s, disconnected, interface lo, drops %s", r, name, drops)
 		}
 	}
 
