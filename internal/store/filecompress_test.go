@@ -430,3 +430,54 @@ func newGzipMember(r io.Reader) (*gzip.Reader, error) {
 	}
 	return zr, err
 }
+
+// TestMemberWriterChoice: a stream's compression is chosen from its
+// first bytes: random IMIX payloads are flat (zstd without Huffman
+// coding of literals, which there only costs time: huff0 gives up on
+// them, so the file is the same either way; gzip at level 1), text is
+// not, nor a stream too small to judge; each stream (file, or frame
+// with a frame per block) chooses anew.
+func TestMemberWriterChoice(t *testing.T) {
+	sample := func(text bool, size int) []byte {
+		var sent [][]byte
+		imixBatch(1, 0, size/50+12, text, &sent)
+		return bytes.Join(sent, nil)[:size]
+	}
+	for _, tc := range []struct {
+		spec   compress.Spec
+		frames ZstdFrames
+	}{
+		{compress.Spec{Codec: compress.Zstd}, ZstdFramePerFile},
+		{compress.Spec{Codec: compress.Zstd}, ZstdFramePerBlock},
+		{compress.Spec{Codec: compress.Gzip}, ZstdFramePerFile},
+	} {
+		mw, err := newMemberWriter(tc.spec, tc.frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw.reset(io.Discard)
+		for i, step := range []struct {
+			text bool
+			size int
+			want bool
+		}{
+			{false, 200 << 10, true},
+			{true, 200 << 10, false},
+			{false, minProbe / 2, false},
+			{false, probeBytes / 2, true}, // held until the commit, judged there
+		} {
+			if tc.spec.Codec == compress.Zstd && tc.frames == ZstdFramePerFile {
+				mw.reset(io.Discard) // a file is one stream
+			}
+			if _, err := mw.Write(sample(step.text, step.size)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mw.commit(true); err != nil {
+				t.Fatal(err)
+			}
+			if mw.flat != step.want {
+				t.Errorf("%s frames=%s step %d (text %v, %d bytes): flat %v, want %v", tc.spec, tc.frames, i, step.text, step.size, mw.flat, step.want)
+			}
+		}
+	}
+}
