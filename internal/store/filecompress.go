@@ -26,7 +26,9 @@ import (
 //     records, so a member holds about that much.
 //   - zstd, Config.ZstdFrames ZstdFramePerFile (the default): one zstd
 //     frame per file, flushed at every commit, without the optional
-//     content checksum. Every zstd reader reads it whole, Wireshark
+//     content checksum. The head is held with the first packets until
+//     the first commit (memberWriter chooses the file's compression from
+//     them), so until then the file is empty. Every zstd reader reads it whole, Wireshark
 //     4.0's own zstd reader too (it reads only the first frame of a
 //     file). A query decodes such a file from its start. A crash
 //     leaves a frame without its last block; the next start decodes
