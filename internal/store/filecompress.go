@@ -200,11 +200,12 @@ func zstdLevel(fc compress.Spec) zstd.EncoderLevel {
 // files").
 const DefaultZstdLevel = 1
 
-// reset starts writing a new file to w.
+// reset starts writing a new file to w, once the blocks of the last
+// one in flight are written (or dropped, their file abandoned).
 func (mw *memberWriter) reset(w io.Writer) {
+	mw.z.Reset(&mw.out) // zstd: waits for the encoder's goroutines
 	mw.out.w = w
 	mw.out.n.Store(0)
-	mw.z.Reset(&mw.out)
 	mw.open, mw.frameEnd = false, 0
 	mw.hold()
 }
