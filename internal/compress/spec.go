@@ -46,7 +46,7 @@ type Spec struct {
 	Codec Codec
 	// Level is the codec's level (zstd 1..22, gzip 1..9); 0 means the
 	// default of what uses it: the library's for batches and entries
-	// (zstd about 3), for files zstd 1 and gzip 6 (the store's). Other
+	// (zstd about 3), for files zstd 1 and gzip 5 (the store's). Other
 	// codecs take none.
 	Level int
 }
