@@ -153,7 +153,7 @@ func runPcapsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
 	if err := coll.wait(); err != nil {
 		return PipelineRun{}, fmt.Errorf("collector: %w: %s", err, coll.stderr.String())
 	}
-	files, err := filepath.Glob(filepath.Join(out, "bench", "*.pcapng"))
+	files, err := outputFiles(filepath.Join(out, "bench"))
 	if err != nil {
 		return PipelineRun{}, err
 	}
@@ -303,11 +303,26 @@ func dirSize(dir string) (int64, error) {
 	return n, err
 }
 
-// countPackets returns the packets in pcap or pcapng files.
+// outputFiles lists the collector's files in dir: plain, gzip and zstd
+// (--file-compress).
+func outputFiles(dir string) ([]string, error) {
+	var files []string
+	for _, ext := range []string{"", ".gz", ".zst"} {
+		m, err := filepath.Glob(filepath.Join(dir, "*.pcapng"+ext))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	return files, nil
+}
+
+// countPackets returns the packets in pcap or pcapng files, compressed
+// or not (pcapfile.Open).
 func countPackets(files ...string) (int, error) {
 	n := 0
 	for _, path := range files {
-		f, err := os.Open(path)
+		f, err := pcapfile.Open(path)
 		if err != nil {
 			return n, err
 		}

@@ -45,7 +45,9 @@ func (c Codec) String() string {
 type Spec struct {
 	Codec Codec
 	// Level is the codec's level (zstd 1..22, gzip 1..9); 0 means the
-	// library's default (zstd about 3, gzip 6). Other codecs take none.
+	// default of what uses it: the library's for batches and entries
+	// (zstd about 3), for files zstd 1 and gzip 5 (the store's). Other
+	// codecs take none.
 	Level int
 }
 

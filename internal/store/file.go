@@ -178,7 +178,7 @@ func (af *agentFile) open(now time.Time) error {
 		err = bw.Flush()
 	}
 	if err == nil && af.mw != nil {
-		err = af.mw.commit(true) // a frame per block: the head's own frame
+		err = af.mw.commitHead() // a frame per block: the head's own frame
 	}
 	if err != nil {
 		f.Close()
@@ -252,7 +252,7 @@ func (af *agentFile) create(now time.Time) (*os.File, string, error) {
 // compressed file, what the compressor has emitted.
 func (af *agentFile) onDisk() int64 {
 	if af.mw != nil {
-		return af.mw.out.n
+		return af.mw.written()
 	}
 	return af.w.Written()
 }

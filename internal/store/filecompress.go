@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"io"
+	"math"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -24,7 +26,9 @@ import (
 //     records, so a member holds about that much.
 //   - zstd, Config.ZstdFrames ZstdFramePerFile (the default): one zstd
 //     frame per file, flushed at every commit, without the optional
-//     content checksum. Every zstd reader reads it whole, Wireshark
+//     content checksum. The head is held with the first packets until
+//     the first commit (memberWriter chooses the file's compression from
+//     them), so until then the file is empty. Every zstd reader reads it whole, Wireshark
 //     4.0's own zstd reader too (it reads only the first frame of a
 //     file). A query decodes such a file from its start. A crash
 //     leaves a frame without its last block; the next start decodes
@@ -58,10 +62,71 @@ func fileExt(c compress.Codec) string {
 	return ""
 }
 
+// probeBytes is how much of a stream (a zstd file or frame, a gzip
+// member) memberWriter holds before it chooses how to compress it,
+// unless a commit comes first: the sample probeFlat judges.
+const probeBytes = 64 << 10
+
+// flatBits is the Shannon entropy of a sample's bytes (bits per byte) at
+// and above which probeFlat calls it incompressible by entropy coding:
+// random or encrypted payloads with their headers (IMIX with random
+// payloads: about 7.4), against text (HTTP, JSON: about 5.7).
+const flatBits = 6.5
+
+// minProbe is the smallest sample probeFlat judges; a smaller one
+// (a head, a tiny first batch) is compressed as configured.
+const minProbe = 4 << 10
+
+// probeFlat reports whether a sample (its parts, in order) looks
+// incompressible by entropy coding: its bytes are close to evenly
+// spread (at least flatBits of Shannon entropy a byte). Cheap: one pass
+// of counting.
+func probeFlat(parts ...[]byte) bool {
+	var hist [256]uint32
+	size := 0
+	for _, p := range parts {
+		for _, b := range p {
+			hist[b]++
+		}
+		size += len(p)
+	}
+	if size < minProbe {
+		return false
+	}
+	n := float64(size)
+	var h float64
+	for _, c := range hist {
+		if c != 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h >= flatBits
+}
+
 // memberWriter compresses a file as a sequence of members (gzip) or
 // frames (zstd): commit(true) completes the current one, so the bytes
 // so far are a complete stream. It counts the bytes written to the
 // file.
+//
+// It chooses how to compress each stream (a zstd file, or frame with a
+// frame per block; a gzip member) from its first bytes (probeFlat, on
+// up to probeBytes held back until then or the stream's first commit):
+// a stream whose bytes look incompressible by entropy coding (random or
+// encrypted payloads) is compressed without it, which costs half as
+// much and changes its size by under 1% there: zstd without Huffman
+// coding of literals (its matches, the headers, still found), gzip at
+// level 1 rather than a higher configured one. Other streams are
+// compressed as configured.
+//
+// zstd compresses off the caller's goroutine: the encoder's stream mode
+// with two goroutines, one finding the matches of a block (64 KiB at
+// level 1, 128 KiB from level 3) while the other codes and writes the
+// one before and the caller fills the next; at most those three blocks
+// per file are held, and commit waits for them all, so what a commit
+// returned is on disk as before. The handoffs cost CPU (20-35% more on
+// text than one goroutine at level 1) for a connection's compression
+// running on another core than its parsing and indexing.
 type memberWriter struct {
 	z interface {
 		io.WriteCloser
@@ -70,18 +135,27 @@ type memberWriter struct {
 	zstd     *zstd.Encoder // z, if the codec is zstd
 	frames   bool          // zstd: commit(true) ends the frame (ZstdFramePerBlock)
 	open     bool          // a member or frame was started and not ended (gzip; zstd with frames)
-	frameEnd int64         // out.n where the last zstd frame ended (frames)
+	frameEnd int64         // written() where the last zstd frame ended (frames)
 	out      countingWriter
+
+	// The choice per stream (see above).
+	held    []byte       // the stream's first bytes, not yet compressed
+	holding bool         // the stream is not started: Write appends to held
+	gzFast  *gzip.Writer // gzip level 1 for flat members; nil when the level is 1 anyway
+	gzConf  *gzip.Writer // gzip at the configured level
+	flat    bool         // the current stream is compressed as flat
 }
 
+// countingWriter counts what reaches the file. With zstd the count
+// moves on the encoder's goroutine: n is atomic, read with memberWriter.written.
 type countingWriter struct {
 	w io.Writer
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
@@ -97,15 +171,12 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 		if err != nil {
 			return nil, err
 		}
-		mw.z = z
-	case compress.Zstd:
-		lvl := zstd.SpeedDefault
-		if fc.Level != 0 {
-			lvl = zstd.EncoderLevelFromZstd(fc.Level)
+		mw.z, mw.gzConf = z, z
+		if lvl != gzip.BestSpeed {
+			mw.gzFast, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 		}
-		// One goroutine, a 1 MiB window: the encoder of each open file
-		// stays small when thousands of agents write at once.
-		z, err := newZstdFileEncoder(lvl)
+	case compress.Zstd:
+		z, err := newZstdFileEncoder(zstdLevel(fc), 2)
 		if err != nil {
 			return nil, err
 		}
@@ -116,16 +187,96 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 	return mw, nil
 }
 
-// reset starts writing a new file to w.
-func (mw *memberWriter) reset(w io.Writer) {
-	mw.out = countingWriter{w: w}
-	mw.z.Reset(&mw.out)
-	mw.open, mw.frameEnd = false, 0
+// zstdLevel is the encoder's level for fc: zstd's own 1-22 mapped to
+// the library's four, and DefaultZstdLevel for none.
+func zstdLevel(fc compress.Spec) zstd.EncoderLevel {
+	if fc.Level == 0 {
+		return zstd.EncoderLevelFromZstd(DefaultZstdLevel)
+	}
+	return zstd.EncoderLevelFromZstd(fc.Level)
 }
+
+// DefaultZstdLevel is the level of zstd files without one
+// (--file-compress zstd): 1, the encoder's fastest, which keeps up with
+// the collector and compresses text as well as its default level (3)
+// does with the 1 MiB window of files (BENCHMARKS.md "Issue 30: zstd
+// files").
+const DefaultZstdLevel = 1
+
+// reset starts writing a new file to w, once the blocks of the last
+// one in flight are written (or dropped, their file abandoned).
+func (mw *memberWriter) reset(w io.Writer) {
+	mw.z.Reset(&mw.out) // zstd: waits for the encoder's goroutines
+	mw.out.w = w
+	mw.out.n.Store(0)
+	mw.open, mw.frameEnd = false, 0
+	mw.hold()
+}
+
+// hold starts a stream: its first bytes are held until chosen.
+func (mw *memberWriter) hold() {
+	mw.held, mw.holding = mw.held[:0], true
+}
+
+// written is the number of bytes written to the file.
+func (mw *memberWriter) written() int64 { return mw.out.n.Load() }
 
 func (mw *memberWriter) Write(p []byte) (int, error) {
 	mw.open = true
+	if mw.holding {
+		if len(mw.held)+len(p) < probeBytes {
+			mw.held = append(mw.held, p...)
+			return len(p), nil
+		}
+		if err := mw.start(p[:probeBytes-len(mw.held)]); err != nil {
+			return 0, err
+		}
+	}
 	return mw.z.Write(p)
+}
+
+// start chooses how to compress the stream from what is held and the
+// first bytes to follow it (next), and compresses what is held.
+func (mw *memberWriter) start(next []byte) error {
+	mw.holding = false
+	flat := probeFlat(mw.held, next)
+	switch {
+	case mw.zstd != nil:
+		if flat != mw.flat {
+			// Options for the stream to come; the frame is not started.
+			if err := mw.zstd.ResetWithOptions(&mw.out, zstd.WithNoEntropyCompression(flat)); err != nil {
+				return err
+			}
+		}
+	case mw.gzFast != nil:
+		z := mw.gzConf
+		if flat {
+			z = mw.gzFast
+		}
+		if z != mw.z {
+			z.Reset(&mw.out)
+			mw.z = z
+		}
+	}
+	mw.flat = flat
+	if len(mw.held) == 0 {
+		return nil
+	}
+	_, err := mw.z.Write(mw.held)
+	mw.held = mw.held[:0]
+	return err
+}
+
+// commitHead commits a new file's head (section header, interfaces),
+// as commit(true); but a zstd file of one frame keeps it held with its
+// first packets, from which its compression is chosen: until the first
+// commit after, the file is empty (a crash leaves an empty .part,
+// which repair removes: it held nothing acknowledged).
+func (mw *memberWriter) commitHead() error {
+	if mw.zstd != nil && !mw.frames {
+		return nil
+	}
+	return mw.commit(true)
 }
 
 // commit makes everything written so far a readable stream on disk up
@@ -133,17 +284,23 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 // flushes a block, or, with end and a frame per block, ends the frame
 // (the next Write starts another).
 func (mw *memberWriter) commit(end bool) error {
+	if !mw.open && mw.holding {
+		return nil // a member or frame of nothing: none
+	}
+	if mw.holding {
+		if err := mw.start(nil); err != nil {
+			return err
+		}
+	}
 	if mw.zstd != nil && !(mw.frames && end) {
 		return mw.zstd.Flush()
-	}
-	if !mw.open {
-		return nil // a member or frame of nothing: none
 	}
 	err := mw.z.Close()
 	mw.z.Reset(&mw.out)
 	mw.open = false
+	mw.hold()
 	if err == nil && mw.zstd != nil {
-		mw.frameEnd = mw.out.n
+		mw.frameEnd = mw.written()
 	}
 	return err
 }
@@ -153,24 +310,35 @@ func (mw *memberWriter) finish() error {
 	if mw.zstd == nil || mw.frames {
 		return mw.commit(true)
 	}
+	if mw.holding {
+		if err := mw.start(nil); err != nil {
+			return err
+		}
+	}
 	return mw.zstd.Close()
 }
 
 // terminator is what the stream cut at end, a commit's end, needs
 // appended to be complete: inside a zstd frame, its empty last block (a
 // raw block of size 0; the frame carries no checksum); nothing at the
-// end of a gzip member or zstd frame.
+// end of a gzip member or zstd frame, nor in an empty file.
 func (mw *memberWriter) terminator(end int64) []byte {
-	if mw != nil && mw.zstd != nil && !(mw.frames && end == mw.frameEnd) {
+	if mw != nil && mw.zstd != nil && end > 0 && !(mw.frames && end == mw.frameEnd) {
 		return zstdLastBlock[:]
 	}
 	return nil
 }
 
-// newZstdFileEncoder: one goroutine, no content checksum (so that a
-// frame cut at a block can be ended), a 1 MiB window (the encoder of
-// each open file stays small when thousands of agents write at once).
-func newZstdFileEncoder(lvl zstd.EncoderLevel) (*zstd.Encoder, error) {
-	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+// newZstdFileEncoder: no content checksum (so that a frame cut at a
+// block can be ended), a 1 MiB window (the encoder of each agent stays
+// small when thousands of agents write at once: about 3 MiB with its
+// history of twice the window and its blocks' buffers); concurrency 1
+// compresses on the caller's goroutine, 2 on two of its own, a block
+// each (see memberWriter). Not the library's lower-memory mode: its
+// history of the window and one block is moved back every block (1 MiB
+// copied per 64 KiB compressed), which made level 1 a third slower for
+// 1 MiB less a file.
+func newZstdFileEncoder(lvl zstd.EncoderLevel, concurrency int) (*zstd.Encoder, error) {
+	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(concurrency),
+		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20))
 }

@@ -79,7 +79,7 @@ func (af *agentFile) ixSeek() int64 {
 	case af.mw.zstd != nil && !af.mw.frames:
 		return 0
 	}
-	return af.mw.out.n
+	return af.mw.written()
 }
 
 // ixCommit ends the index's block at a commit once it holds enough,

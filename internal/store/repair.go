@@ -272,10 +272,10 @@ func zstdTail(f *os.File, cut, raw int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out := countingWriter{w: io.Discard}
-		_, err = dec.WriteTo(&out)
+		out := &countingWriter{w: io.Discard}
+		_, err = dec.WriteTo(out)
 		dec.Close()
-		if err == nil && out.n == raw {
+		if err == nil && out.n.Load() == raw {
 			return tail, nil
 		}
 	}

@@ -205,12 +205,12 @@ func TestScanChunks(t *testing.T) {
 // file cut there plus an empty last block decodes to exactly that much.
 func TestZstdBlockOffsets(t *testing.T) {
 	var file bytes.Buffer
-	enc, err := newZstdFileEncoder(zstd.SpeedDefault)
+	enc, err := newZstdFileEncoder(zstd.SpeedDefault, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cw := countingWriter{w: &file}
-	enc.Reset(&cw)
+	cw := &countingWriter{w: &file}
+	enc.Reset(cw)
 	type point struct{ comp, raw int64 }
 	var flushes []point
 	var raw int64
@@ -226,7 +226,7 @@ func TestZstdBlockOffsets(t *testing.T) {
 		if err := enc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		flushes = append(flushes, point{cw.n, raw})
+		flushes = append(flushes, point{cw.n.Load(), raw})
 	}
 	cr := &readCounter{r: bytes.NewReader(file.Bytes())}
 	br := bufio.NewReaderSize(cr, layout.ScanBufSize)

@@ -1,0 +1,483 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/gen"
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/wire"
+)
+
+// imixBatch is batch seq of per IMIX UDP packets from packet first on,
+// with text payloads (gen.TextPayload) or the generator's pseudo-random
+// bytes; it appends the frames to sent.
+func imixBatch(seq uint64, first, per int, text bool, sent *[][]byte) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	buf := make([]byte, 1500)
+	for i := range per {
+		k := uint64(first + i)
+		n, _ := gen.MixIMIX.Size(k, nil)
+		p := gen.Frame(buf[:n], gen.LinkTypeEthernet, 1, k)
+		if text {
+			gen.TextPayload(p[42:], 1, k)
+		}
+		e.Append(int64(ixTS0+k*1000), 0, uint32(n), p)
+		*sent = append(*sent, bytes.Clone(p))
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// writeIMIX writes batches of per IMIX packets (text or random
+// payloads) as agent "fc" into a store of cfg, committing each, ends
+// the session and returns the file written and the packets sent.
+func writeIMIX(t *testing.T, cfg Config, text bool, batches, per int) (string, [][]byte) {
+	t.Helper()
+	c := newCore(t, cfg)
+	s, _, err := c.Begin(hello("fc", 1), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent [][]byte
+	for seq := uint64(1); seq <= uint64(batches); seq++ {
+		if _, err := s.Batch(0, imixBatch(seq, int(seq-1)*per, per, text, &sent)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.End(true)
+	return dataFile(t, filepath.Join(c.Dir(), "fc")), sent
+}
+
+// checkSent: the packets of the file at path, decompressed by
+// pcapfile.Open (the readers of query), are sent, byte for byte.
+func checkSent(t *testing.T, path string, sent [][]byte) {
+	t.Helper()
+	f, err := pcapfile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapfile.NewReader(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p pcapfile.Packet
+	n := 0
+	for ; ; n++ {
+		err := r.ReadInto(&p)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("packet %d: %v", n, err)
+		}
+		if n >= len(sent) || !bytes.Equal(p.Data, sent[n]) {
+			t.Fatalf("packet %d differs from the one sent", n)
+		}
+	}
+	if n != len(sent) {
+		t.Fatalf("%d packets read, %d sent", n, len(sent))
+	}
+}
+
+// tsharkCount: tshark reads want packets from the file at path itself
+// (Wireshark reads gzip files and zstd files of one frame) or, through
+// pipe (a command reading $1 to its standard output), from a pipe.
+// Skipped without tshark.
+func tsharkCount(t *testing.T, path, pipe string, want int) {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Log("tshark not installed; skipping")
+		return
+	}
+	script := `tshark -r "$1" -T fields -e frame.number | wc -l`
+	if pipe != "" {
+		script = pipe + ` | tshark -r - -T fields -e frame.number | wc -l`
+	}
+	out, err := exec.Command("sh", "-c", script, "sh", path).Output()
+	n, aerr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || aerr != nil || n != want {
+		t.Fatalf("%s: tshark read %q packets (%v), want %d", script, out, err, want)
+	}
+}
+
+// zstdLiterals counts the compressed blocks of the zstd stream b (every
+// frame) by how their literals are coded: Huffman (compressed or
+// treeless) or not (raw, RLE).
+func zstdLiterals(t *testing.T, b []byte) (huffman, plain int) {
+	t.Helper()
+	for len(b) > 0 {
+		if len(b) < 6 || binary.LittleEndian.Uint32(b) != 0xFD2FB528 {
+			t.Fatalf("no zstd frame at %d bytes from the end", len(b))
+		}
+		fhd := b[4]
+		n := 5
+		if fhd&0x20 == 0 {
+			n++ // window descriptor
+		}
+		n += []int{0, 1, 2, 4}[fhd&3]
+		fcs := []int{0, 2, 4, 8}[fhd>>6]
+		if fcs == 0 && fhd&0x20 != 0 {
+			fcs = 1
+		}
+		b = b[n+fcs:]
+		for last := false; !last; {
+			if len(b) < 3 {
+				t.Fatal("zstd block header cut")
+			}
+			h := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16
+			last = h&1 == 1
+			size := int(h >> 3)
+			switch (h >> 1) & 3 {
+			case 1: // RLE: one byte
+				size = 1
+			case 2:
+				if size > 0 && b[3]&3 >= 2 {
+					huffman++
+				} else {
+					plain++
+				}
+			}
+			b = b[3+size:]
+		}
+		if fhd&4 != 0 {
+			b = b[4:]
+		}
+	}
+	return huffman, plain
+}
+
+// gzipXFL returns the XFL byte of every gzip member of b: 4 where it
+// was compressed at level 1 (the fastest), 0 at the levels between.
+func gzipXFL(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var xfl []byte
+	br := bytes.NewReader(b)
+	for br.Len() > 0 {
+		off := len(b) - br.Len()
+		if b[off] != 0x1f || b[off+1] != 0x8b {
+			t.Fatalf("no gzip member at %d", off)
+		}
+		xfl = append(xfl, b[off+8])
+		zr, err := newGzipMember(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, zr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return xfl
+}
+
+// TestFileCompressChoice: every file, of each codec and level, random
+// or text payloads, holds exactly the packets sent, which the standard
+// tools read (zstd -t, gzip -t, tshark); and its compression was
+// chosen from its first bytes: a zstd file (or frame) of random
+// payloads codes no literal with Huffman (the cheap path, which finds
+// the headers' matches still), one of text does; gzip members of
+// random payloads are compressed at level 1 (XFL 4), of text at the
+// level configured. The default zstd level is 1: on text the default
+// compresses as well as zstd:1, better than zstd:3.
+func TestFileCompressChoice(t *testing.T) {
+	const batches, per = 24, 256 // about 2 MiB of pcapng
+	ratio := map[string]float64{}
+	for _, tc := range []struct {
+		name   string
+		spec   compress.Spec
+		frames ZstdFrames
+		tools  bool // read with zstd, gzip, tshark (the others' layout is zstd's or gzip's)
+	}{
+		{"zstd", compress.Spec{Codec: compress.Zstd}, ZstdFramePerFile, true},
+		{"zstd:1", compress.Spec{Codec: compress.Zstd, Level: 1}, ZstdFramePerFile, false},
+		{"zstd:3", compress.Spec{Codec: compress.Zstd, Level: 3}, ZstdFramePerFile, false},
+		{"zstd/frames", compress.Spec{Codec: compress.Zstd}, ZstdFramePerBlock, true},
+		{"gzip", compress.Spec{Codec: compress.Gzip}, ZstdFramePerFile, true},
+		{"gzip:1", compress.Spec{Codec: compress.Gzip, Level: 1}, ZstdFramePerFile, false},
+	} {
+		for _, text := range []bool{false, true} {
+			name := tc.name + map[bool]string{false: "/random", true: "/text"}[text]
+			t.Run(name, func(t *testing.T) {
+				path, sent := writeIMIX(t, Config{FileCompress: tc.spec, ZstdFrames: tc.frames, Fsync: FsyncNever}, text, batches, per)
+				checkSent(t, path, sent)
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw := 0
+				if tc.spec.Codec == compress.Zstd {
+					raw = len(decodeZstd(t, b))
+					if tc.tools {
+						checkZstdCLI(t, path, len(sent))
+					}
+					if tc.tools && tc.frames == ZstdFramePerFile {
+						tsharkCount(t, path, "", len(sent)) // Wireshark's own zstd reader: one frame
+					}
+					huff, plain := zstdLiterals(t, b)
+					t.Logf("%d bytes from %d: %d blocks with Huffman literals, %d without", len(b), raw, huff, plain)
+					small := 0 // the head's and the statistics' frames: too small to judge
+					if tc.frames == ZstdFramePerBlock {
+						small = 2
+					}
+					if text && huff == 0 || !text && (huff > small || plain == 0) {
+						t.Fatalf("%d blocks with Huffman literals, %d without: want them all with for text, without for random", huff, plain)
+					}
+				} else {
+					if out, err := exec.Command("gzip", "-t", path).CombinedOutput(); tc.tools && err != nil {
+						t.Fatalf("gzip -t: %v %s", err, out)
+					}
+					if tc.tools {
+						tsharkCount(t, path, "", len(sent))
+					}
+					xfl := gzipXFL(t, b)
+					want := byte(0)
+					if !text || tc.spec.Level == 1 {
+						want = 4
+					}
+					for i, x := range xfl[1 : len(xfl)-1] { // the head's and the statistics' members are small
+						if x != want {
+							t.Fatalf("member %d of %d: XFL %d, want %d (%v)", i+1, len(xfl), x, want, xfl)
+						}
+					}
+					zr, err := gzip.NewReader(bytes.NewReader(b))
+					if err != nil {
+						t.Fatal(err)
+					}
+					n, _ := io.Copy(io.Discard, zr)
+					raw = int(n)
+				}
+				ratio[name] = float64(raw) / float64(len(b))
+			})
+		}
+	}
+	t.Logf("ratios: %v", ratio)
+	if ratio["zstd/text"] < ratio["zstd:1/text"] || ratio["zstd/text"] < ratio["zstd:3/text"] {
+		t.Fatalf("zstd files of text compress %.3fx, zstd:1 %.3fx, zstd:3 %.3fx: want the default at least as good as both",
+			ratio["zstd/text"], ratio["zstd:1/text"], ratio["zstd:3/text"])
+	}
+}
+
+// blockingSink is a file that takes its first write (the zstd frame's
+// header) and then holds every write until released.
+type blockingSink struct {
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	writes   int
+	release  chan struct{}
+	arrived  chan struct{} // closed when a write is first held
+	arrivedO sync.Once
+}
+
+func (s *blockingSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.writes++
+	first := s.writes == 1
+	s.mu.Unlock()
+	if !first {
+		s.arrivedO.Do(func() { close(s.arrived) })
+		<-s.release
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+// TestZstdFileAsync: a zstd file is compressed off the writer's
+// goroutine, in order and with bounded memory: while the file does not
+// take what the compressor wrote (a slow disk), Write returns for the
+// first blocks, then holds the caller, having taken at most the
+// compressor's three blocks and what it held to choose; once the file
+// takes writes again, a commit returns with everything written, which
+// decodes to exactly what was written.
+func TestZstdFileAsync(t *testing.T) {
+	mw, err := newMemberWriter(compress.Spec{Codec: compress.Zstd}, ZstdFramePerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &blockingSink{release: make(chan struct{}), arrived: make(chan struct{})}
+	mw.reset(sink)
+	const block = 64 << 10 // the encoder's blocks at level 1 (128 KiB from level 3)
+	const total = 16 << 20
+	data := make([]byte, total)
+	var sent []byte
+	for k := uint64(0); len(sent) < total; k++ {
+		n, _ := gen.MixIMIX.Size(k, nil)
+		sent = append(sent, gen.Frame(data[:n], gen.LinkTypeEthernet, 1, k)...)
+	}
+	sent = sent[:total]
+	var taken atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for off := 0; off < total; off += 16 << 10 {
+			if _, err := mw.Write(sent[off : off+16<<10]); err != nil {
+				done <- err
+				return
+			}
+			taken.Add(16 << 10)
+		}
+		done <- nil
+	}()
+	// The compressor's first block reaches the file: held there.
+	select {
+	case <-sink.arrived:
+	case err := <-done:
+		t.Fatalf("all %d bytes written while the file took none (err %v): unbounded", total, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no block reached the file after %d bytes written: compressed on the caller's goroutine?", taken.Load())
+	}
+	// Writes go on past that block (off the caller's goroutine), and stop
+	// before the bound: the caller is held, the whole never written.
+	bound := int64(probeBytes + 4*128<<10)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := taken.Load(); n <= probeBytes+block {
+			return fmt.Errorf("%d bytes taken while the file held its first block: compressed on the caller's goroutine?", n)
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("all %d bytes written while the file took none (err %v): unbounded", total, err)
+	case <-time.After(200 * time.Millisecond): // a chance to pass the bound, which must hold at any time
+	}
+	if n := taken.Load(); n > bound {
+		t.Fatalf("%d bytes taken while the file took none; want at most %d", n, bound)
+	}
+	close(sink.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.commit(false); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	got := decodeZstd(t, append(bytes.Clone(sink.buf.Bytes()), zstdLastBlock[:]...))
+	n := int64(sink.buf.Len())
+	sink.mu.Unlock()
+	if !bytes.Equal(got, sent) || mw.written() != n {
+		t.Fatalf("the file decodes to %d bytes, %d written (counted %d of %d on disk)", len(got), len(sent), mw.written(), n)
+	}
+}
+
+// TestZstdFileMemory: writing a file through the parallel compressor
+// holds a bounded amount of memory: 64 MiB of IMIX pcapng through one
+// memberWriter, committed every 1 MiB, leave the heap within 8 MiB of
+// where it started, and allocate under 1 MiB per 64 MiB.
+func TestZstdFileMemory(t *testing.T) {
+	mw, err := newMemberWriter(compress.Spec{Codec: compress.Zstd}, ZstdFramePerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 0, 1<<20)
+	buf := make([]byte, 1500)
+	for k := uint64(0); len(chunk) < 1<<20-1500; k++ {
+		n, _ := gen.MixIMIX.Size(k, nil)
+		chunk = append(chunk, gen.Frame(buf[:n], gen.LinkTypeEthernet, 1, k)...)
+	}
+	write := func(mib int) {
+		for range mib {
+			if _, err := mw.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+			if err := mw.commit(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mw.reset(io.Discard)
+	write(4) // the encoder's buffers, made once
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	write(64)
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 8<<20 {
+		t.Fatalf("the heap grew by %d bytes writing 64 MiB", grew)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Fatalf("%d bytes allocated writing 64 MiB", alloc)
+	}
+	if err := mw.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newGzipMember reads one gzip member from r.
+func newGzipMember(r io.Reader) (*gzip.Reader, error) {
+	zr, err := gzip.NewReader(r)
+	if err == nil {
+		zr.Multistream(false)
+	}
+	return zr, err
+}
+
+// TestMemberWriterChoice: a stream's compression is chosen from its
+// first bytes: random IMIX payloads are flat (zstd without Huffman
+// coding of literals, which there only costs time: huff0 gives up on
+// them, so the file is the same either way; gzip at level 1), text is
+// not, nor a stream too small to judge; each stream (file, or frame
+// with a frame per block) chooses anew.
+func TestMemberWriterChoice(t *testing.T) {
+	sample := func(text bool, size int) []byte {
+		var sent [][]byte
+		imixBatch(1, 0, size/50+12, text, &sent)
+		return bytes.Join(sent, nil)[:size]
+	}
+	for _, tc := range []struct {
+		spec   compress.Spec
+		frames ZstdFrames
+	}{
+		{compress.Spec{Codec: compress.Zstd}, ZstdFramePerFile},
+		{compress.Spec{Codec: compress.Zstd}, ZstdFramePerBlock},
+		{compress.Spec{Codec: compress.Gzip}, ZstdFramePerFile},
+	} {
+		mw, err := newMemberWriter(tc.spec, tc.frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw.reset(io.Discard)
+		for i, step := range []struct {
+			text bool
+			size int
+			want bool
+		}{
+			{false, 200 << 10, true},
+			{true, 200 << 10, false},
+			{false, minProbe / 2, false},
+			{false, probeBytes / 2, true}, // held until the commit, judged there
+		} {
+			if tc.spec.Codec == compress.Zstd && tc.frames == ZstdFramePerFile {
+				mw.reset(io.Discard) // a file is one stream
+			}
+			if _, err := mw.Write(sample(step.text, step.size)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mw.commit(true); err != nil {
+				t.Fatal(err)
+			}
+			if mw.flat != step.want {
+				t.Errorf("%s frames=%s step %d (text %v, %d bytes): flat %v, want %v", tc.spec, tc.frames, i, step.text, step.size, mw.flat, step.want)
+			}
+		}
+	}
+}
