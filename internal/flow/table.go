@@ -283,16 +283,13 @@ func (r *run) take(dir int, ts int64, wireLen uint32, data []byte) bool {
 		r.flags[dir] |= f
 	}
 	r.ldir = dir
-	capLen := uint32(len(data))
+	capLen := uint64(len(data))
 	r.room--
 	r.packets[dir]++
-	r.bytes[dir] += uint64(max(wireLen, capLen))
-	r.captured[dir] += uint64(capLen)
-	if ts >= r.last { // most often: in order
-		r.last = ts
-	} else if ts < r.first {
-		r.first = ts
-	}
+	r.bytes[dir] += max(uint64(wireLen), capLen)
+	r.captured[dir] += capLen
+	r.last = max(r.last, ts)
+	r.first = min(r.first, ts)
 	return true
 }
 
