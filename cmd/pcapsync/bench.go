@@ -122,13 +122,15 @@ func benchFaninCommand(s streams) *cobra.Command {
 
 const benchPipelineUsage = `Replays a generated file through agent -> collector -> pcapng, through
 PCAP-over-IP (tcpdump -r F -w - | nc into nc -l > file) and through
-tcpdump -w then rsync, every process on its own, the methods alternating,
-and reports medians of packets/s, CPU and peak RSS per process and bytes
-written, the ratios and issue 4's goals. Needs tcpdump, nc and rsync.
-Prints every round on stderr as it goes.`
+tcpdump -w then rsync, and through the copy floor (the same bytes over
+one loopback TCP connection into a file, nothing parsed), every process
+on its own, the methods alternating, and reports medians of packets/s,
+CPU and peak RSS per process and bytes written, the ratios, issue 4's
+goals and the pipeline against the floor (issue 30). Needs tcpdump, nc
+and rsync. Prints every round on stderr as it goes.`
 
 func benchPipelineCommand(s streams) *cobra.Command {
-	return leaf("pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--vs-collector-args ARGS] [--exe FILE]", "agent -> collector -> pcapng against tcpdump, nc and rsync, or two collector configurations",
+	return leaf("pipeline [--packets N] [--mix 64,imix] [--rounds R] [--markdown] [--keep DIR] [--collector-args ARGS] [--vs-collector-args ARGS] [--exe FILE] [--vs-exe FILE]", "agent -> collector -> pcapng against tcpdump, nc, rsync and the copy floor, or two collector configurations or binaries",
 		benchPipelineUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
 			var c bench.PipelineConfig
 			fs.IntVar(&c.Packets, "packets", 1000000, "packets per input file")
@@ -138,7 +140,8 @@ func benchPipelineCommand(s streams) *cobra.Command {
 			md := fs.Bool("markdown", false, "print Markdown tables")
 			fs.StringVar(&c.Dir, "keep", "", "work in `DIR` and keep it: the inputs and the last round's outputs (default: a temporary directory, removed)")
 			collArgs := fs.String("collector-args", "", "more collector flags, space-separated (e.g. \"--fsync never\"), after --insecure")
-			vsArgs := fs.String("vs-collector-args", "", "compare two collector configurations in one run: only pcapsync runs, twice per round, with --collector-args and with these instead")
+			vsArgs := fs.String("vs-collector-args", "", "compare two collector configurations in one run: only pcapsync (twice per round, with --collector-args and with these instead) and the copy floor run")
+			fs.StringVar(&c.VsExe, "vs-exe", "", "compare two pcapsync binaries in one run: as --vs-collector-args, the second run of each round with this `FILE`")
 			agentArgs := fs.String("agent-args", "", "more agent flags, space-separated (e.g. \"--batch-size 256K --compress s2\")")
 			fs.Var(sizeFlag{&c.MemoryLimit}, "memory-limit", "run in a memory cgroup of this SIZE, page cache included (root): the steady state of a full page cache, where writing reclaims (default: none)")
 			return func(ctx context.Context, _ []string) error {

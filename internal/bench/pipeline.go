@@ -23,7 +23,11 @@ type PipelineConfig struct {
 	// in one run: only pcapsync runs, twice per round, with
 	// CollectorArgs (MethodPcapsync) and with these (MethodPcapsyncVs).
 	VsCollectorArgs []string
-	AgentArgs       []string // more agent flags (--batch-size, --compress ...)
+	// VsExe, when set, compares two binaries in one run the same way:
+	// MethodPcapsyncVs runs this one (with VsCollectorArgs when set, else
+	// CollectorArgs), MethodPcapsync Exe.
+	VsExe     string
+	AgentArgs []string // more agent flags (--batch-size, --compress ...)
 	// MemoryLimit, if above 0, runs the whole bench (inputs, agents,
 	// collectors) in a memory cgroup of this many bytes, page cache
 	// included, made for the run and removed after (root only): the
@@ -34,6 +38,9 @@ type PipelineConfig struct {
 	Dir         string    // work directory, kept afterwards; "" means a temporary one, removed
 	Log         io.Writer // every round's figures as they come; nil means none
 }
+
+// vs reports whether the run compares two pcapsync configurations.
+func (c PipelineConfig) vs() bool { return len(c.VsCollectorArgs) > 0 || c.VsExe != "" }
 
 func (c PipelineConfig) withDefaults() PipelineConfig {
 	if c.Packets == 0 {
@@ -54,14 +61,20 @@ const (
 	MethodPcapsyncVs = "pcapsync vs"
 	MethodPoIP       = "PCAP-over-IP"
 	MethodRsync      = "tcpdump -w + rsync"
+	MethodFloor      = "copy floor"
 )
+
+// FloorGoal is issue 30's goal: the pipeline's packets/s at least this
+// share of the copy floor's.
+const FloorGoal = 0.7
 
 // methodDesc says what each method runs.
 var methodDesc = map[string]string{
 	MethodPcapsync:   "pcapsync agent --read F -> loopback TCP -> pcapsync collector -> pcapng; both --insecure, the collector otherwise with its defaults (--fsync 1s) plus any --collector-args; time until the agent exits with every packet acknowledged",
-	MethodPcapsyncVs: "as pcapsync, the collector with --vs-collector-args instead of --collector-args",
+	MethodPcapsyncVs: "as pcapsync, the collector with --vs-collector-args instead of --collector-args, or the binary --vs-exe",
 	MethodPoIP:       "tcpdump -r F -w - | nc -N 127.0.0.1 PORT -> nc -l 127.0.0.1 PORT > file (three processes, a pipe between the first two); time until the receiver exits",
 	MethodRsync:      "tcpdump -r F -w LOCAL, then rsync -a LOCAL DEST/ (a local copy: no ssh); time = tcpdump + rsync = the delivery delay when rsync runs right after tcpdump ends",
+	MethodFloor:      "the input's bytes over one loopback TCP connection into a file, nothing parsed: a sender reading F and a receiver writing the file, each in copies of 1 MiB (read(2) and write(2), no sendfile or splice), two processes of this binary; time from the sender's start until the receiver exits",
 }
 
 // PipelineRun is one round of one method.
@@ -153,6 +166,28 @@ func (mr MixResult) Vs() (rateRatio, cpuRatio float64) {
 	return vs.PacketRate(mr.Packets) / base.PacketRate(mr.Packets), vs.CPUPerM(mr.Packets, -1) / base.CPUPerM(mr.Packets, -1)
 }
 
+// Floor returns the median packet rate of method name (MethodPcapsync
+// or MethodPcapsyncVs) over the copy floor's; 0 without both.
+func (mr MixResult) Floor(name string) float64 {
+	m, floor := mr.method(name), mr.method(MethodFloor)
+	if len(m.Runs) == 0 || len(floor.Runs) == 0 {
+		return 0
+	}
+	return m.PacketRate(mr.Packets) / floor.PacketRate(mr.Packets)
+}
+
+// floorLines says, for each pcapsync method of mr, its packets/s over
+// the copy floor's and whether that meets FloorGoal.
+func (mr MixResult) floorLines() []string {
+	var out []string
+	for _, name := range []string{MethodPcapsync, MethodPcapsyncVs} {
+		if r := mr.Floor(name); r > 0 {
+			out = append(out, fmt.Sprintf("mix %s: %s packets/s over the copy floor's: %.3fx (issue 30: at least %.1fx, %s)", mr.Mix, name, r, FloorGoal, metStr(r >= FloorGoal)))
+		}
+	}
+	return out
+}
+
 // WritePipeline writes, for every mix, a table per method (median
 // packet rate, time, CPU per million packets and peak RSS of every
 // process, bytes written), a table of the methods against pcapsync, and
@@ -166,6 +201,9 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 	}
 	if len(cfg.VsCollectorArgs) > 0 {
 		ew.printf("; against (%s) the same plus %s instead", MethodPcapsyncVs, strings.Join(cfg.VsCollectorArgs, " "))
+	}
+	if cfg.VsExe != "" {
+		ew.printf("; %s runs %s, %s runs %s", MethodPcapsync, cfg.Exe, MethodPcapsyncVs, cfg.VsExe)
 	}
 	if len(cfg.AgentArgs) > 0 {
 		ew.printf("; agent flags: %s", strings.Join(cfg.AgentArgs, " "))
@@ -188,21 +226,25 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 		if ew.err == nil {
 			ew.err = table(w, compareRows(mr), markdown)
 		}
-		if len(cfg.VsCollectorArgs) > 0 {
+		floor := mr.floorLines()
+		for _, line := range floor {
+			ew.printf("\n%s\n", line)
+		}
+		if cfg.vs() {
 			rate, cpu := mr.Vs()
 			line := fmt.Sprintf("mix %s: %s / %s: packets/s %.3fx, CPU per packet %.3fx", mr.Mix, MethodPcapsyncVs, MethodPcapsync, rate, cpu)
 			ew.printf("\n%s\n\n", line)
-			summary = append(summary, line)
+			summary = append(append(summary, line), floor...)
 			continue
 		}
 		rate, rateMet, cpu, cpuMet := mr.Goals()
 		g1 := fmt.Sprintf("mix %s: pcapsync packets/s >= 2x PCAP-over-IP: %.2fx, %s", mr.Mix, rate, metStr(rateMet))
 		g2 := fmt.Sprintf("mix %s: pcapsync CPU per packet < tcpdump -w + rsync: %.2fx, %s", mr.Mix, cpu, metStr(cpuMet))
 		ew.printf("\nGoal, %s\nGoal, %s\n\n", g1, g2)
-		summary = append(summary, g1, g2)
+		summary = append(append(summary, g1, g2), floor...)
 		allMet = allMet && rateMet && cpuMet
 	}
-	if len(cfg.VsCollectorArgs) > 0 {
+	if cfg.vs() {
 		ew.printf("Comparison, medians of rounds that alternate:\n")
 	} else {
 		ew.printf("Pipeline goals (issue 4) on every mix: %s\n", metStr(allMet))

@@ -34,13 +34,18 @@ func Pipeline(ctx context.Context, cfg PipelineConfig) ([]MixResult, error) {
 		name string
 		run  func(context.Context, pipelineEnv) (PipelineRun, error)
 	}
-	methods := []method{{MethodPcapsync, runPcapsync}, {MethodPoIP, runPoIP}, {MethodRsync, runTcpdumpRsync}}
+	methods := []method{{MethodPcapsync, runPcapsync}, {MethodPoIP, runPoIP}, {MethodRsync, runTcpdumpRsync}, {MethodFloor, runFloor}}
 	tools := []string{"tcpdump", "nc", "rsync"}
-	if len(cfg.VsCollectorArgs) > 0 {
+	if cfg.vs() {
 		methods = []method{{MethodPcapsync, runPcapsync}, {MethodPcapsyncVs, func(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
-			env.cfg.CollectorArgs = env.cfg.VsCollectorArgs
+			if len(env.cfg.VsCollectorArgs) > 0 {
+				env.cfg.CollectorArgs = env.cfg.VsCollectorArgs
+			}
+			if env.cfg.VsExe != "" {
+				env.cfg.Exe = env.cfg.VsExe
+			}
 			return runPcapsync(ctx, env)
-		}}}
+		}}, {MethodFloor, runFloor}}
 		tools = nil
 	}
 	for _, tool := range tools {
@@ -111,19 +116,29 @@ type pipelineEnv struct {
 	in  string // input file, in the page cache
 }
 
+// freshRound removes the output of the last round at out and returns a
+// process set for this one (the caller stops it) and a loopback
+// address for its listener.
+func freshRound(ctx context.Context, out string) (*procSet, string, error) {
+	if err := os.RemoveAll(out); err != nil {
+		return nil, "", err
+	}
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	return &procSet{ctx: ctx}, addr, nil
+}
+
 // runPcapsync: a collector, then an agent replaying the file into it,
 // timed from the agent's start to its exit with everything acknowledged.
 func runPcapsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
 	out := filepath.Join(env.dir, "pcapsync-out")
-	if err := os.RemoveAll(out); err != nil {
-		return PipelineRun{}, err
-	}
-	ps := &procSet{ctx: ctx}
-	defer ps.stop()
-	addr, err := freeLoopbackAddr()
+	ps, addr, err := freshRound(ctx, out)
 	if err != nil {
 		return PipelineRun{}, err
 	}
+	defer ps.stop()
 	args := append([]string{env.cfg.Exe, "collector", "--insecure", "--listen", addr, "--dir", out, "--log-level", "error"}, env.cfg.CollectorArgs...)
 	coll, err := ps.start("collector", nil, args...)
 	if err != nil {
@@ -275,6 +290,61 @@ func runTcpdumpRsync(ctx context.Context, env pipelineEnv) (PipelineRun, error) 
 		return PipelineRun{}, err
 	}
 	return PipelineRun{Wall: procs[0].Wall + procs[1].Wall, Procs: procs}, nil
+}
+
+// runFloor: the copy floor's receiver (listening), then its sender,
+// timed from the sender's start until the receiver exits; the file
+// written must be the input, byte for byte in size and packets.
+func runFloor(ctx context.Context, env pipelineEnv) (PipelineRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return PipelineRun{}, err
+	}
+	file := filepath.Join(env.dir, "floor.pcap")
+	ps, addr, err := freshRound(ctx, file)
+	if err != nil {
+		return PipelineRun{}, err
+	}
+	defer ps.stop()
+	end := func(spec string) func(*exec.Cmd) {
+		return func(c *exec.Cmd) { c.Env = append(os.Environ(), floorEnv+"="+spec) }
+	}
+	recv, err := ps.start("copy receiver", end("recv "+addr+" "+file), self)
+	if err != nil {
+		return PipelineRun{}, err
+	}
+	if err := waitListening(ctx, addr, recv); err != nil {
+		return PipelineRun{}, err
+	}
+	start := time.Now()
+	snd, err := ps.start("copy sender", end("send "+addr+" "+env.in), self)
+	if err != nil {
+		return PipelineRun{}, err
+	}
+	sent := make(chan error, 1)
+	go func() {
+		err := snd.wait()
+		if err != nil {
+			recv.cmd.Process.Kill() // else it waits for a connection
+		}
+		sent <- err
+	}()
+	err = recv.wait()
+	wall := time.Since(start)
+	if err := errors.Join(<-sent, err); err != nil {
+		return PipelineRun{}, fmt.Errorf("%w: sender: %s; receiver: %s", err, snd.stderr.String(), recv.stderr.String())
+	}
+	ru := recv.usage
+	if ru.Bytes, err = fileSize(file); err != nil {
+		return PipelineRun{}, err
+	}
+	if in, err := fileSize(env.in); err != nil || in != ru.Bytes {
+		return PipelineRun{}, fmt.Errorf("copy floor wrote %d bytes of the input's %d (%v)", ru.Bytes, in, err)
+	}
+	if err := checkPackets(env.cfg.Packets, file); err != nil {
+		return PipelineRun{}, err
+	}
+	return PipelineRun{Wall: wall, Procs: []ProcUsage{snd.usage, ru}}, nil
 }
 
 // warm reads path once (into the page cache) and returns its size.

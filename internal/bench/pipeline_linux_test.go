@@ -39,7 +39,7 @@ func TestPipelineMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 1 || len(res[0].Methods) != 2 || len(res[0].Methods[1].Runs) != 1 {
+	if len(res) != 1 || len(res[0].Methods) != 3 || len(res[0].Methods[1].Runs) != 1 || res[0].Methods[2].Name != MethodFloor {
 		t.Fatalf("results %+v", res)
 	}
 	after, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "pcapsync-bench-*"))

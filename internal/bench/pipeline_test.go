@@ -129,6 +129,47 @@ func TestPipelineVs(t *testing.T) {
 	}
 }
 
+// TestPipelineFloor: the pipeline's packets/s over the copy floor's,
+// in the table against pcapsync and as issue 30's goal, for pcapsync
+// and for a second binary compared in the same run (--vs-exe).
+func TestPipelineFloor(t *testing.T) {
+	mr := fakeMix()
+	floor := PipelineRun{Wall: 125 * time.Millisecond, Procs: []ProcUsage{{Name: "copy sender", User: 50 * time.Millisecond}, {Name: "copy receiver", User: 50 * time.Millisecond, Bytes: 370_000_000}}}
+	mr.Methods = append(mr.Methods, MethodResult{Name: MethodFloor, Runs: []PipelineRun{floor, floor}}) // 8 M packets/s
+	if got := mr.Floor(MethodPcapsync); math.Abs(got-4.5/8) > 1e-9 {
+		t.Errorf("Floor = %.4f, want %.4f", got, 4.5/8)
+	}
+	var out bytes.Buffer
+	if err := WritePipeline(&out, PipelineConfig{Rounds: 2}, []MixResult{mr}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| copy floor | 8.00 M | 0.56 | 0.100 | 3.50 |",
+		"mix imix: pcapsync packets/s over the copy floor's: 0.562x (issue 30: at least 0.7x, NOT MET)",
+		"- mix imix: pcapsync packets/s over the copy floor's: 0.562x",
+		"Pipeline goals (issue 4) on every mix: met",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	mr.Methods[1] = MethodResult{Name: MethodPcapsyncVs, Runs: []PipelineRun{floor}} // as fast as the floor
+	mr.Methods = append(mr.Methods[:2], mr.Methods[3])
+	out.Reset()
+	if err := WritePipeline(&out, PipelineConfig{Rounds: 2, Exe: "/a", VsExe: "/b"}, []MixResult{mr}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"; pcapsync runs /a, pcapsync vs runs /b",
+		"mix imix: pcapsync vs / pcapsync: packets/s 1.778x",
+		"mix imix: pcapsync vs packets/s over the copy floor's: 1.000x (issue 30: at least 0.7x, met)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // TestPipelineSmoke runs the real pipeline on 20 000 packets, one round.
 func TestPipelineSmoke(t *testing.T) {
 	requireTools(t, false, "tcpdump", "nc", "rsync")
@@ -162,6 +203,9 @@ func TestPipelineSmoke(t *testing.T) {
 					t.Errorf("mix %s %s: %s peak RSS %d", mr.Mix, m.Name, p.Name, p.MaxRSS)
 				}
 			}
+		}
+		if b := mr.method(MethodFloor).Runs[0].Bytes(); b != mr.InputBytes {
+			t.Errorf("mix %s: the copy floor wrote %d bytes, want the input's %d", mr.Mix, b, mr.InputBytes)
 		}
 		if b := mr.method(MethodRsync).Runs[0].Bytes(); b != 2*mr.InputBytes {
 			t.Errorf("mix %s: tcpdump + rsync wrote %d bytes, want twice the input's %d", mr.Mix, b, mr.InputBytes)

@@ -132,7 +132,8 @@ type run struct {
 	on       bool   // the fields below describe entry i
 	i        int32  // the entry
 	hdr, rev header // its packets' headers: direction dir, and 1-dir
-	dir      int
+	dir      int    // direction of hdr's packets
+	ldir     int    // direction of the last packet summed or started with
 	block    uint32
 	room     uint64 // packets the run may still sum: the next one after splits
 	safe     int64  // max(expireAt, now) when the run began: no idle check at or before
@@ -244,6 +245,36 @@ func (t *Table) sum(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 	default:
 		return false
 	}
+	return r.take(dir, ts, wireLen, data)
+}
+
+// AddRepeat is Add for a packet that the caller knows to have the
+// headers of the packet before it, the one of the last call to Add or
+// AddRepeat, the same way: an Ethernet frame (on interface iface) of
+// IPv4 without options whose protocol, addresses and ports (TCP, UDP
+// or SCTP, not a later fragment) are that packet's, in the same order.
+// The index builder tests exactly this (index.Builder.Add's result),
+// so a packet of the last packet's flow is not read twice. It reports
+// whether it added the packet; when it did not, the caller calls Add.
+// A packet that is not what the caller promised makes wrong records.
+func (t *Table) AddRepeat(iface uint32, ts int64, wireLen uint32, data []byte, block uint32) bool {
+	return t.run.on && t.repeat(iface, ts, wireLen, data, block)
+}
+
+// repeat is AddRepeat with a run on: the run takes the packet in the
+// direction of the last one when it would take it (sum), without
+// reading its addresses and ports.
+func (t *Table) repeat(iface uint32, ts int64, wireLen uint32, data []byte, block uint32) bool {
+	r := &t.run
+	if block != r.block || ts > r.safe && ts > r.last || r.room == 0 || iface != r.hdr.iface || len(data) < 48 {
+		return false
+	}
+	return r.take(r.ldir, ts, wireLen, data)
+}
+
+// take sums a packet of the run's headers, direction dir, unless its
+// TCP flags open or end the connection (false: not summed).
+func (r *run) take(dir int, ts int64, wireLen uint32, data []byte) bool {
 	if r.hdr.proto == ProtoTCP {
 		f := data[47]
 		if f&(TCPSyn|TCPFin|TCPRst) != 0 {
@@ -251,16 +282,14 @@ func (t *Table) sum(iface, linkType uint32, ts int64, wireLen uint32, data []byt
 		}
 		r.flags[dir] |= f
 	}
-	capLen := uint32(len(data))
+	r.ldir = dir
+	capLen := uint64(len(data))
 	r.room--
 	r.packets[dir]++
-	r.bytes[dir] += uint64(max(wireLen, capLen))
-	r.captured[dir] += uint64(capLen)
-	if ts >= r.last { // most often: in order
-		r.last = ts
-	} else if ts < r.first {
-		r.first = ts
-	}
+	r.bytes[dir] += max(uint64(wireLen), capLen)
+	r.captured[dir] += capLen
+	r.last = max(r.last, ts)
+	r.first = min(r.first, ts)
 	return true
 }
 
@@ -286,7 +315,7 @@ func (t *Table) startRun(h header, i int32, swapped bool, block uint32) {
 	}
 	// Headers equal both ways (one address, one port) match hdr first:
 	// the same direction, as Add's header check takes them.
-	t.run = run{on: true, i: i, hdr: h, rev: h.reverse(), dir: dir, block: block, room: left - 1,
+	t.run = run{on: true, i: i, hdr: h, rev: h.reverse(), dir: dir, ldir: dir, block: block, room: left - 1,
 		safe: max(t.expireAt, t.now), first: e.rec.Last, last: e.rec.Last}
 }
 

@@ -54,8 +54,14 @@ func (b *Builder) start(seek, raw int64) {
 
 // Add indexes one packet of the current block: captured on an
 // interface of link type linkType at ts (Unix ns), data its captured
-// bytes (see packetKeys for what is read of them).
-func (b *Builder) Add(linkType uint32, ts int64, data []byte) {
+// bytes (see packetKeys for what is read of them). It reports same
+// when the packet is an Ethernet frame of IPv4 without options, of TCP,
+// UDP or SCTP and not a later fragment, whose protocol, addresses and
+// ports are those of the IPv4 packet added before it in the block, in
+// the same order (its keys are in the set already): what
+// flow.Table.AddRepeat asks of its caller when that packet was the one
+// just before.
+func (b *Builder) Add(linkType uint32, ts int64, data []byte) (same bool) {
 	b.first = min(b.first, ts)
 	b.last = max(b.last, ts)
 	b.packets++
@@ -69,10 +75,11 @@ func (b *Builder) Add(linkType uint32, ts int64, data []byte) {
 			t.proto |= 1 << 16
 		}
 		if t == b.set.last {
-			return
+			return t.proto&(1<<16) != 0
 		}
 	}
 	packetKeys(&b.set, linkType, data)
+	return false
 }
 
 // Packets returns the packets added to the current block.

@@ -1,6 +1,7 @@
 package pcapfile
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -44,6 +45,7 @@ const maxEPBData = math.MaxUint32 - minEPBLen - 3
 // destination is sticky. An NgWriter is not safe for concurrent use.
 type NgWriter struct {
 	w       io.Writer
+	bw      *bufio.Writer // w when it is one: a packet's pieces are written to it without an interface call each
 	n       int64
 	err     error
 	nIfaces int
@@ -55,7 +57,8 @@ type NgWriter struct {
 // with si's non-empty fields as options and returns the writer. Options
 // longer than 65535 bytes are ErrTooLarge.
 func NewNgWriter(w io.Writer, si SectionInfo) (*NgWriter, error) {
-	nw := &NgWriter{w: w}
+	nw := &NgWriter{}
+	nw.SetWriter(w)
 	b := nw.meta[:0]
 	b = binary.LittleEndian.AppendUint32(b, blockSHB)
 	b = binary.LittleEndian.AppendUint32(b, 0) // total length, patched below
@@ -187,6 +190,16 @@ func (w *NgWriter) writeEPB(ifIndex int, ts int64, origLen uint32, data, opts []
 	binary.LittleEndian.PutUint32(h[16:], uint32(ts))
 	binary.LittleEndian.PutUint32(h[20:], caplen)
 	binary.LittleEndian.PutUint32(h[24:], max(origLen, caplen))
+	if bw := w.bw; bw != nil && len(opts) == 0 {
+		// The common packet: header, data, padding and trailer into
+		// the buffer, the error (sticky in a bufio.Writer) checked once.
+		binary.LittleEndian.PutUint32(h[28:], 0)
+		binary.LittleEndian.PutUint32(h[28+pad:], total)
+		n1, _ := bw.Write(h[:28])
+		n2, _ := bw.Write(data)
+		n3, err := bw.Write(h[28 : 32+pad])
+		return w.wrote(n1+n2+n3, int(total), err)
+	}
 	if err := w.write(h[:28]); err != nil {
 		return err
 	}
@@ -276,7 +289,10 @@ func (w *NgWriter) Interfaces() int { return w.nIfaces }
 // stream continues there, with the same interfaces and byte count (a
 // file closed and reopened for append goes on this way). A sticky
 // error stays.
-func (w *NgWriter) SetWriter(dst io.Writer) { w.w = dst }
+func (w *NgWriter) SetWriter(dst io.Writer) {
+	w.w = dst
+	w.bw, _ = dst.(*bufio.Writer)
+}
 
 // writeBlock finishes a block built in w.meta style (header with a zero
 // total length, body, no trailer): it appends the trailer, patches the
@@ -292,8 +308,14 @@ func (w *NgWriter) writeBlock(b []byte) error {
 // write writes b, counting bytes and making errors sticky.
 func (w *NgWriter) write(b []byte) error {
 	n, err := w.w.Write(b)
+	return w.wrote(n, len(b), err)
+}
+
+// wrote counts n bytes written of want, with the error of writing them,
+// and makes an error sticky.
+func (w *NgWriter) wrote(n, want int, err error) error {
 	w.n += int64(n)
-	if err == nil && n < len(b) {
+	if err == nil && n < want {
 		err = io.ErrShortWrite
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package pcapfile
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -419,5 +420,63 @@ func TestNgWriterEmptyNameResolution(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("read %d packets, want 2", n)
+	}
+}
+
+// TestNgWriterBuffered: over a bufio.Writer (the store's case, whose
+// packets without options skip the interface call per piece) the bytes
+// and the count are those written to a plain writer, for every
+// padding, with and without options; and an error of the writer under
+// the buffer is sticky, counted as written up to it.
+func TestNgWriterBuffered(t *testing.T) {
+	write := func(dst io.Writer) (*NgWriter, error) {
+		w, err := NewNgWriter(dst, SectionInfo{OS: "x"})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.AddInterface(Interface{LinkType: 1}); err != nil {
+			return nil, err
+		}
+		for i, n := range roundTripSizes {
+			if i%3 == 2 {
+				err = w.WritePacketCustom(0, int64(i), uint32(n+i), payload(n, byte(i)), 32473, []byte{1, 2, byte(i)})
+			} else {
+				err = w.WritePacket(0, int64(i)<<33, uint32(n+i%2), payload(n, byte(i)))
+			}
+			if err != nil {
+				return w, err
+			}
+		}
+		return w, nil
+	}
+	var plain, buffered bytes.Buffer
+	wp, err := write(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(&buffered, 4096)
+	wb, err := write(bw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plain.Bytes(), buffered.Bytes()) || wp.Written() != wb.Written() || wb.Written() != int64(buffered.Len()) {
+		t.Fatalf("through a bufio.Writer: %d bytes (Written %d), plain %d (Written %d), equal %v",
+			buffered.Len(), wb.Written(), plain.Len(), wp.Written(), bytes.Equal(plain.Bytes(), buffered.Bytes()))
+	}
+	for _, limit := range []int{5000, 20000, 70000} {
+		fw := &failWriter{limit: limit}
+		w, err := write(bufio.NewWriterSize(fw, 4096))
+		if !errors.Is(err, errWrite) {
+			t.Fatalf("limit %d: error %v, want %v", limit, err, errWrite)
+		}
+		if w.Written() > int64(limit)+4096 || w.Written() < int64(limit) {
+			t.Errorf("limit %d: Written() = %d, want what reached the buffer", limit, w.Written())
+		}
+		if err2 := w.WritePacket(0, 1, 1, []byte{1}); err2 != err {
+			t.Errorf("limit %d: next WritePacket returned %v, want sticky %v", limit, err2, err)
+		}
 	}
 }

@@ -40,6 +40,12 @@ func Open(path string) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("%s: zstd: %w", path, err)
 		}
 		r, closeZ = zr, zr.Close
+	default:
+		// A plain file: after the bytes peeked, read straight from the
+		// file into the caller's buffer (a Reader has its own): not
+		// through br, which would copy every byte once more.
+		head, _ := br.Peek(br.Buffered())
+		r = io.MultiReader(bytes.NewReader(head), f)
 	}
 	return &file{Reader: r, f: f, closeZ: closeZ}, nil
 }

@@ -285,18 +285,28 @@ func (af *agentFile) writable(now time.Time) error {
 	return nil
 }
 
-func (af *agentFile) write(ifIndex int, r *wire.Record) error {
+// write writes a packet on file interface ifIndex, with the batch mark
+// mark (layout.AppendMark) when not nil, indexing it and adding it to
+// the flow table.
+func (af *agentFile) write(ifIndex int, r *wire.Record, mark []byte) error {
 	af.fit(ifIndex, r)
 	af.ts.Add(r.Timestamp)
 	lt := uint32(af.ifaces[ifIndex].ifc.LinkType)
 	var block uint32 // the index block the packet is in (0 without an index)
+	same := false
 	if af.ixLive {
-		af.ix.Add(lt, r.Timestamp, r.Data)
+		same = af.ix.Add(lt, r.Timestamp, r.Data)
 		block = uint32(af.ix.Blocks())
 	}
-	// After the index, which read the same headers: in the cache now.
-	if af.flLive {
+	// A packet whose headers the index builder found to be the packet's
+	// before (Builder.Add's same: the builder and the table see the same
+	// packets) is summed by the table without reading them again
+	// (flow.Table.AddRepeat).
+	if af.flLive && !(same && af.ft.AddRepeat(uint32(ifIndex), r.Timestamp, r.OrigLen, r.Data, block)) {
 		af.ft.Add(uint32(ifIndex), lt, r.Timestamp, r.OrigLen, r.Data, block)
+	}
+	if mark != nil {
+		return af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, mark)
 	}
 	return af.w.WritePacket(ifIndex, r.Timestamp, r.OrigLen, r.Data)
 }
@@ -318,20 +328,7 @@ func (af *agentFile) fit(ifIndex int, r *wire.Record) {
 // writeLast writes the last packet of batch seq of inst with the mark
 // that says the batch is complete in this file.
 func (af *agentFile) writeLast(ifIndex int, r *wire.Record, inst *Instance, seq uint64) error {
-	b := layout.AppendMark(af.markBuf[:0], inst.id, seq)
-	af.fit(ifIndex, r)
-	af.ts.Add(r.Timestamp)
-	lt := uint32(af.ifaces[ifIndex].ifc.LinkType)
-	var block uint32 // the index block the packet is in (0 without an index)
-	if af.ixLive {
-		af.ix.Add(lt, r.Timestamp, r.Data)
-		block = uint32(af.ix.Blocks())
-	}
-	// After the index, which read the same headers: in the cache now.
-	if af.flLive {
-		af.ft.Add(uint32(ifIndex), lt, r.Timestamp, r.OrigLen, r.Data, block)
-	}
-	if err := af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, b); err != nil {
+	if err := af.write(ifIndex, r, layout.AppendMark(af.markBuf[:0], inst.id, seq)); err != nil {
 		return err
 	}
 	af.markEnd = af.w.Written()

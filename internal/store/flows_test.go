@@ -31,21 +31,8 @@ func flowBatch(seq uint64, first, n int) []byte {
 	for i := range n {
 		k := first + i
 		c := k % 9
-		p := make([]byte, 14+20+20+100+k%50)
-		binary.BigEndian.PutUint16(p[12:], 0x0800)
+		p := tcpFrame(14+20+20+100+k%50, 6, []byte{10, 0, 1, byte(c)}, []byte{192, 0, 2, 9}, uint16(2000+c), 80, k/9%3 == 2)
 		ip := p[14:]
-		ip[0], ip[9] = 0x45, 6
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-		cli, srv := []byte{10, 0, 1, byte(c)}, []byte{192, 0, 2, 9}
-		cport, sport := uint16(2000+c), uint16(80)
-		if k/9%3 == 2 {
-			cli, srv, cport, sport = srv, cli, sport, cport
-		}
-		copy(ip[12:], cli)
-		copy(ip[16:], srv)
-		binary.BigEndian.PutUint16(ip[20:], cport)
-		binary.BigEndian.PutUint16(ip[22:], sport)
-		ip[32] = 5 << 4
 		switch {
 		case k < 9:
 			ip[33] = flow.TCPSyn
@@ -61,6 +48,26 @@ func flowBatch(seq uint64, first, n int) []byte {
 		e.Append(int64(ixTS0+k*1000), iface, uint32(len(p)+4), p)
 	}
 	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// tcpFrame returns an Ethernet frame of size bytes of IPv4 (no options)
+// of protocol proto from cli:cport to srv:sport, or back (reply), with
+// a TCP header's data offset (20 bytes) and no flags.
+func tcpFrame(size int, proto byte, cli, srv []byte, cport, sport uint16, reply bool) []byte {
+	p := make([]byte, size)
+	binary.BigEndian.PutUint16(p[12:], 0x0800)
+	ip := p[14:]
+	ip[0], ip[9] = 0x45, proto
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+	if reply {
+		cli, srv, cport, sport = srv, cli, sport, cport
+	}
+	copy(ip[12:], cli)
+	copy(ip[16:], srv)
+	binary.BigEndian.PutUint16(ip[20:], cport)
+	binary.BigEndian.PutUint16(ip[22:], sport)
+	ip[32] = 5 << 4
+	return p
 }
 
 // writeFlowBatches writes and commits flowBatch 1..n of per packets.
@@ -97,9 +104,17 @@ func agentDataFiles(t *testing.T, dir string) []string {
 // file as the store writes them.
 func wantFlows(t *testing.T, table *flow.Table, files []string) [][]flow.Record {
 	t.Helper()
+	return wantFlowsOf(t, table, files, hello("", 0).Interfaces)
+}
+
+// wantFlowsOf is wantFlows for an agent of interfaces ifcs.
+func wantFlowsOf(t *testing.T, table *flow.Table, files []string, ifcs []wire.Interface) [][]flow.Record {
+	t.Helper()
 	agent := filepath.Base(filepath.Dir(files[0]))
-	links := map[string]uint32{agent + ":eth0": 1, agent + ":tun0": 101}
-	ifaces := map[string]uint32{agent + ":eth0": 0, agent + ":tun0": 1}
+	links, ifaces := map[string]uint32{}, map[string]uint32{}
+	for i, ifc := range ifcs {
+		links[agent+":"+ifc.Name], ifaces[agent+":"+ifc.Name] = uint32(ifc.LinkType), uint32(i)
+	}
 	var out [][]flow.Record
 	for _, path := range files {
 		ix, err := index.Open(path)
@@ -409,4 +424,96 @@ func TestFlowsHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runBatch is batch seq of n packets of 3 conversations (TCP, UDP and
+// SCTP between 10.0.2.1 and 192.0.2.7) in runs of 4 packets or more, on
+// two Ethernet interfaces with the same headers: within a run a packet
+// may be the reply, go on the other interface, be captured short of its
+// TCP flags, or carry a SYN, FIN or RST. Packet k = first+i at ixTS0 +
+// k*1000 ns, every 97th a microsecond back.
+func runBatch(seq uint64, first, n int) []byte {
+	var e wire.BatchEncoder
+	e.Reset(nil)
+	for i := range n {
+		k := first + i
+		h := uint32(k) * 2654435761           // a hash of k: the packet's choices
+		run := uint32(k/4) * 2654435761 >> 28 // a conversation for 4 packets, often the same as the last 4
+		proto := []byte{6, 17, 132}[run%3]
+		p := tcpFrame(14+20+20+60+k%50, proto, []byte{10, 0, 2, 1}, []byte{192, 0, 2, 7}, uint16(3000+run%3), 443, h>>8%5 == 0)
+		ip := p[14:]
+		ip[33] = flow.TCPAck | byte(h>>12%2)<<3 // and now and then PSH
+		if h>>16%40 == 0 {
+			ip[33] = []byte{flow.TCPSyn, flow.TCPSyn | flow.TCPAck, flow.TCPFin | flow.TCPAck, flow.TCPRst}[h>>24%4]
+		}
+		orig := uint32(len(p))
+		if h>>20%11 == 0 {
+			p = p[:38+h>>4%10] // short of the TCP flags
+		}
+		ts := int64(ixTS0 + k*1000)
+		if k%97 == 0 {
+			ts -= 1500
+		}
+		e.Append(ts, h>>28%3/2, orig, p)
+	}
+	return e.Finish(seq)[wire.HeaderSize:]
+}
+
+// TestFlowsRepeat holds the store's shortcut (the index builder's test
+// that a packet has the headers of the one before stands in for the
+// flow table's, flow.Table.AddRepeat) to the table fed every packet by
+// Add: on runs of one conversation's packets, one way and the other,
+// on two interfaces with the same headers, captured short, with SYN,
+// FIN and RST among them, over index blocks and rotations, the flow
+// files are those of wantFlows.
+func TestFlowsRepeat(t *testing.T) {
+	cfg := Config{Flows: true, IndexBlock: MinIndexBlock, RotateSize: 64 << 10, Dir: t.TempDir(),
+		FlowTable: flow.Config{SplitPackets: 50}}
+	c := newCore(t, cfg)
+	t.Cleanup(func() { c.Close() })
+	h := hello("rp", 1)
+	h.Interfaces = []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 262144}, {Name: "eth1", LinkType: 1, SnapLen: 262144}}
+	s, _, err := c.Begin(h, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 60; seq++ {
+		if _, err := s.Batch(0, runBatch(seq, int(seq-1)*50, 50)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.End(true)
+	files := agentDataFiles(t, filepath.Join(c.Dir(), "rp"))
+	if len(files) < 2 {
+		t.Fatalf("%d data files, want rotations", len(files))
+	}
+	table, _ := flow.NewTable(&cfg.FlowTable)
+	want := wantFlowsOf(t, table, files, h.Interfaces)
+	records := 0
+	for i, path := range files {
+		b, err := os.ReadFile(flow.Path(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := flow.Parse(b)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		for j := range min(len(f.Records), len(want[i])) {
+			if f.Records[j] != want[i][j] {
+				t.Fatalf("%s: record %d of %d\n%+v\nwant (of %d)\n%+v", filepath.Base(path), j, len(f.Records), f.Records[j], len(want[i]), want[i][j])
+			}
+		}
+		if len(f.Records) != len(want[i]) {
+			t.Fatalf("%s: %d records, want %d", filepath.Base(path), len(f.Records), len(want[i]))
+		}
+		records += len(f.Records)
+	}
+	if records < 30 {
+		t.Fatalf("only %d records: the traffic is too thin to hold anything", records)
+	}
+	t.Logf("%d files, %d records", len(files), records)
 }

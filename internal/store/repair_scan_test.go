@@ -67,7 +67,7 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 			if k == n-1 && mark {
 				err = af.writeLast(0, &r, inst, seq)
 			} else {
-				err = af.write(0, &r)
+				err = af.write(0, &r, nil)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -123,7 +123,7 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 	for i := uint32(1); it.Next(&r) == nil; i++ {
 		var err error
 		if i < b.Count {
-			err = af.write(ifmap[r.IfIndex], &r)
+			err = af.write(ifmap[r.IfIndex], &r, nil)
 		} else {
 			err = af.writeLast(ifmap[r.IfIndex], &r, inst, b.Seq)
 		}
