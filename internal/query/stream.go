@@ -99,8 +99,12 @@ type stream struct {
 }
 
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
-	return &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
+	s := &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
 		h: newWindow(), cov: covAcc{listed: len(files)}}
+	if q.sem != nil {
+		s.kit.ahead = newAheadKit(q.sem)
+	}
+	return s
 }
 
 // empty reports whether the stream has nothing more to give.
