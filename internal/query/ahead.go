@@ -20,7 +20,6 @@ const (
 	aheadChunks = 4
 )
 
-
 // testAhead, nil outside tests, runs when a read-ahead chunk is filled,
 // with how many chunks of the stream are filled and not yet read.
 var testAhead func(filled int)

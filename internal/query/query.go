@@ -125,7 +125,7 @@ type query struct {
 	stats        []stats
 	w            *pcapfile.NgWriter // nil for Each
 	bw           flusher
-	sem          chan struct{} // read-ahead's tokens; nil: no read-ahead (Config.Threads 1)
+	sem          chan struct{}       // read-ahead's tokens; nil: no read-ahead (Config.Threads 1)
 	each         func(*Packet) error // Each's; nil for Run
 	pk           Packet              // what each is given
 	ifaces       int                 // Each's interfaces so far
