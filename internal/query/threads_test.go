@@ -2,6 +2,7 @@ package query
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -158,4 +159,43 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 		runtime.Gosched()
 	}
 	return len(p), nil
+}
+
+// TestOutputErrorWithThreads: a writer that fails part way fails the
+// query with its error, with the output written by a goroutine as in
+// one goroutine, and what reached the writer before is the same.
+func TestOutputErrorWithThreads(t *testing.T) {
+	dir := t.TempDir()
+	writeAgent(t, dir, agentSpec{name: "e1", batches: hostBatches(20, 200, 1000, nil, 0)}, 0)
+	errFull := errors.New("disk full")
+	var first []byte
+	for _, threads := range []int{1, 2, 4} {
+		w := &failWriter{left: 300 << 10, err: errFull}
+		res, err := Run(t.Context(), Config{Dir: dir, Threads: threads}, w)
+		if !errors.Is(err, errFull) {
+			t.Fatalf("threads %d: %v (%s), want the writer's error", threads, err, res)
+		}
+		if first == nil {
+			first = w.got
+		} else if !bytes.Equal(w.got, first) {
+			t.Errorf("threads %d: the writer got %d bytes, with one thread %d", threads, len(w.got), len(first))
+		}
+	}
+}
+
+// failWriter takes left bytes, then fails with err.
+type failWriter struct {
+	left int
+	err  error
+	got  []byte
+}
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	n := min(len(p), w.left)
+	w.got = append(w.got, p[:n]...)
+	w.left -= n
+	if n < len(p) {
+		return n, w.err
+	}
+	return n, nil
 }

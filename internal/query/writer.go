@@ -3,6 +3,7 @@ package query
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // outBuf is the size of each output buffer.
@@ -27,8 +28,7 @@ type asyncWriter struct {
 	free chan []byte
 	full chan []byte // nil: a Flush's marker, answered on synced
 	sync chan struct{}
-	mu   sync.Mutex
-	err  error
+	err  atomic.Pointer[error] // w's first error
 	wg   sync.WaitGroup
 }
 
@@ -54,9 +54,7 @@ func (a *asyncWriter) run() {
 				err = io.ErrShortWrite
 			}
 			if err != nil {
-				a.mu.Lock()
-				a.err = err
-				a.mu.Unlock()
+				a.err.Store(&err)
 			}
 		}
 		a.free <- b[:0]
@@ -64,22 +62,27 @@ func (a *asyncWriter) run() {
 }
 
 func (a *asyncWriter) failed() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
+	if e := a.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // Write copies p into the buffers, handing each full one to the
-// goroutine.
+// goroutine; it returns w's error once known (at a buffer's hand-over).
 func (a *asyncWriter) Write(p []byte) (int, error) {
-	if err := a.failed(); err != nil {
-		return 0, err
+	if len(p) <= cap(a.buf)-len(a.buf) {
+		a.buf = append(a.buf, p...)
+		return len(p), nil
 	}
 	n := len(p)
 	for len(p) > 0 {
 		if len(a.buf) == cap(a.buf) {
 			a.full <- a.buf
 			a.buf = <-a.free
+			if err := a.failed(); err != nil {
+				return n - len(p), err
+			}
 		}
 		c := copy(a.buf[len(a.buf):cap(a.buf)], p)
 		a.buf = a.buf[:len(a.buf)+c]
