@@ -127,6 +127,7 @@ type query struct {
 	bw           flusher
 	sem          chan struct{}       // read-ahead's tokens; nil: no read-ahead (Config.Threads 1)
 	each         func(*Packet) error // Each's; nil for Run
+	tee          func(*Packet) error // RunEach's: given each packet written
 	pk           Packet              // what each is given
 	ifaces       int                 // Each's interfaces so far
 	res          Result
@@ -203,7 +204,19 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 // error) still leaves w holding a valid pcapng stream of what was
 // written, flushed; the Result says how much.
 func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
+	return p.RunEach(ctx, w, nil)
+}
+
+// RunEach runs the query as Run does, writing the pcapng to w, and
+// calls fn (if not nil) with each packet once it is written to the
+// output's buffer, in the output's order, Packet.Iface the packet's
+// interface in the pcapng: what `pcapsync query --print` prints (and,
+// with w discarding, its lines without -w), without reading the
+// pcapng back. An error from fn stops the query and is returned as
+// is; Packet.Data is reused once fn returns.
+func (p *Prepared) RunEach(ctx context.Context, w io.Writer, fn func(*Packet) error) (Result, error) {
 	return p.do(ctx, func(q *query) error {
+		q.tee = fn
 		var bw flusher = bufio.NewWriterSize(w, outBuf)
 		if q.sem != nil {
 			aw := newAsyncWriter(w)
@@ -496,6 +509,12 @@ func (q *query) writePacket(agent string, p *pkt) (bool, error) {
 		return false, err
 	}
 	q.count(p)
+	if q.tee != nil {
+		q.pk = Packet{Agent: agent, Iface: o.w, Interface: &o.ifc, Timestamp: p.ts, OrigLen: p.orig, Data: p.data}
+		if err := q.tee(&q.pk); err != nil {
+			return false, err
+		}
+	}
 	return true, nil
 }
 
