@@ -94,7 +94,7 @@ type Config struct {
 	MaxBytes int64
 	// ReorderMem bounds the packets the query holds to put each agent's
 	// packets in timestamp order (their buffers, those kept for reuse
-	// and the heap ordering them), shared by the agents selected (each
+	// and the ring and heap ordering them), shared by the agents selected (each
 	// gets at least 256 KiB). 0 means DefaultReorderMem.
 	ReorderMem int64
 	// NoIndex reads every file whole, as if none had an index (to

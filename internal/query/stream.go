@@ -63,9 +63,9 @@ type stream struct {
 	curPast bool
 
 	// The window: mem counts the buffers of the packets held and the
-	// heap's entries (its capacity), freeMem the buffers released and
-	// kept for reuse and their lists; together they stay within limit
-	// (but for one packet).
+	// window's entries (the capacity of its ring and heap), freeMem the
+	// buffers released and kept for reuse and their lists; together
+	// they stay within limit (but for one packet).
 	h       window
 	mem     int64
 	freeMem int64
