@@ -173,3 +173,29 @@ func TestQueryLongSelection(t *testing.T) {
 		t.Errorf("output: %v", err)
 	}
 }
+
+// TestQueryThreads: --threads N writes the pcapng and the lines that
+// --threads 1 writes, byte for byte, and its summary.
+func TestQueryThreads(t *testing.T) {
+	dir := writeRoot(t, 3000, "web1", "db1", "db2")
+	for _, w := range [][]string{{"-w", "-"}, nil} {
+		var first, firstErr string
+		for _, n := range []string{"1", "2", "5"} {
+			args := append([]string{"query", "--dir", dir, "--threads", n}, w...)
+			so, se, err := queryRun(args...)
+			if err != nil {
+				t.Fatalf("%q: %v (%s)", args, err, se)
+			}
+			if n == "1" {
+				first, firstErr = so, se
+				if len(so) < 3000*3*40 {
+					t.Fatalf("%q: %d bytes of output", args, len(so))
+				}
+				continue
+			}
+			if so != first || se != firstErr {
+				t.Errorf("%q: %d bytes, %q; --threads 1: %d bytes, %q", args, len(so), se, len(first), firstErr)
+			}
+		}
+	}
+}
