@@ -27,8 +27,9 @@ const (
 	DefaultMaxConns = 256
 )
 
-// QueryThreads is every query's query.Config.Threads: 1, the query in
-// the goroutine of its request, without read-ahead. The listener runs
+// QueryThreads is the query.Config.Threads of every query ParseQuery
+// reads (GET /query's, the console's): 1, the query in the goroutine
+// of its request, without read-ahead. The listener runs
 // in a collector or writer, whose cores are the capture's; up to
 // MaxQueries queries use as many cores at once; and a query on one core
 // writes faster (hundreds of MB/s) than most clients take over the

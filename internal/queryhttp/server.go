@@ -206,7 +206,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg.ReorderMem, cfg.Logger = s.cfg.ReorderMem, log
-	cfg.Threads = QueryThreads
 	if q := s.prepare(w, r, cfg, log); q != nil {
 		s.serve(w, r, q, log)
 	}
