@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,7 @@ func queryCommand(s streams) *cobra.Command {
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
 			f.cfg.ReorderMem = query.DefaultReorderMem
 			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
+			fs.IntVar(&f.cfg.Threads, "threads", query.DefaultThreads, "goroutines that read, decompress and splice the files at once beside the merge (0: the CPUs this process may use; 1: one goroutine for everything); the output is the same")
 			fs.BoolVar(&f.cfg.Follow, "follow", false, "go on live: read the files being written as they grow, new files and new agents, until --until is passed or Ctrl-C")
 			f.cfg.FollowDelay = query.DefaultFollowDelay
 			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")
@@ -129,8 +131,8 @@ func queryCommand(s streams) *cobra.Command {
 					return err
 				}
 				if f.srv.given() {
-					if fs.Changed("reorder-mem") || fs.Changed("no-index") {
-						return usageError("--reorder-mem and --no-index are the server's with --from")
+					if fs.Changed("reorder-mem") || fs.Changed("no-index") || fs.Changed("threads") {
+						return usageError("--reorder-mem, --no-index and --threads are the server's with --from")
 					}
 					if f.cfg.Follow || fs.Changed("follow-delay") {
 						return usageError("--follow is not served over --from: run it on the collector, or query the range again")
@@ -204,11 +206,14 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	if err != nil {
 		return err
 	}
-	out, err := f.openOutput(s)
+	out, err := f.openLocalOutput(s)
 	if err != nil {
 		return err
 	}
-	res, err := q.Run(ctx, out.w)
+	res, err := q.RunEach(ctx, out.w, out.lines.packet)
+	if err != nil && out.lines != nil && errors.Is(err, out.lines.err) {
+		err = fmt.Errorf("printing: %w", err)
+	}
 	return f.finish(s, res, out.close(err))
 }
 
@@ -235,7 +240,8 @@ type output struct {
 	w       io.Writer
 	file    *os.File
 	pw      *io.PipeWriter
-	printed chan error // the printer's end
+	printed chan error   // the printer's end
+	lines   *linePrinter // a local query's lines, instead of pw
 }
 
 func (f *queryFlags) openOutput(s streams) (*output, error) {
@@ -271,9 +277,84 @@ func (f *queryFlags) openOutput(s streams) (*output, error) {
 	return o, nil
 }
 
+// openLocalOutput is openOutput for a query of --dir: its lines
+// printed from the packets as they are written (query.RunEach), not
+// from the pcapng read back through a pipe; without -w, the pcapng is
+// only counted.
+func (f *queryFlags) openLocalOutput(s streams) (*output, error) {
+	if f.out != "" && !f.print {
+		return f.openOutput(s)
+	}
+	o := &output{w: io.Discard}
+	if f.out != "" {
+		file, err := os.Create(f.out)
+		if err != nil {
+			return nil, fmt.Errorf("-w: %w", err)
+		}
+		o.file, o.w = file, file
+	}
+	o.lines = &linePrinter{w: bufio.NewWriterSize(s.stdout, 64<<10), loc: localZone}
+	if f.cfg.Follow {
+		// The query flushes its output every round: the lines too
+		// (one goroutine: Threads does not apply to --follow).
+		o.w = flushingWriter{o.w, o.lines}
+	}
+	return o, nil
+}
+
+// linePrinter prints a line per packet (pktline.AppendLine) to w.
+type linePrinter struct {
+	w    *bufio.Writer
+	loc  *time.Location
+	line []byte
+	err  error // of a write to w
+}
+
+// packet prints p's line; nil prints nothing (a nil linePrinter).
+func (l *linePrinter) packet(p *query.Packet) error {
+	if l == nil {
+		return nil
+	}
+	l.line = pktline.AppendLine(l.line[:0], &pktline.Packet{Timestamp: p.Timestamp, Iface: p.Interface.Name,
+		LinkType: p.Interface.LinkType, OrigLen: p.OrigLen, Data: p.Data}, l.loc)
+	l.line = append(l.line, '\n')
+	if _, err := l.w.Write(l.line); err != nil {
+		l.err = err
+		return err
+	}
+	return nil
+}
+
+// flush writes out the lines buffered.
+func (l *linePrinter) flush() error {
+	if err := l.w.Flush(); err != nil {
+		l.err = err
+		return err
+	}
+	return nil
+}
+
+// flushingWriter flushes the lines whenever the pcapng is written out.
+type flushingWriter struct {
+	w     io.Writer
+	lines *linePrinter
+}
+
+func (f flushingWriter) Write(p []byte) (int, error) {
+	if err := f.lines.flush(); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
+}
+
 // close ends the output after the query ended with err: the printer's
 // last lines written, the file closed. It returns err with what failed.
 func (o *output) close(err error) error {
+	if o.lines != nil && o.lines.err == nil {
+		if perr := o.lines.flush(); perr != nil {
+			err = errors.Join(err, fmt.Errorf("printing: %w", perr))
+		}
+	}
 	if o.pw != nil {
 		o.pw.Close()
 		if perr := <-o.printed; perr != nil && !errors.Is(err, perr) {

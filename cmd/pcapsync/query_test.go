@@ -31,6 +31,8 @@ func TestQueryFlags(t *testing.T) {
 		{append(q, "--since", "2026-02-30 10:00:00"), "--since: bad time"},
 		{append(q, "--follow-delay", "-1s"), "follow delay"},
 		{append(q, "--reorder-mem", "lots"), "reorder-mem"},
+		{append(q, "--threads", "-1"), "threads -1 is negative"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--threads", "2"}, "--threads are the server's"},
 		{append(q, "--summary", "xml"), "summary"},
 		{append(q, "--count", "x"), "count"},
 		{append(q, "--no-such-flag"), "unknown flag"},
@@ -48,8 +50,8 @@ func TestQueryFlags(t *testing.T) {
 		{append(q, "--count", "-1"), "count"},
 		{append(q, "--from", "127.0.0.1:1"), "--dir and --from exclude each other"},
 		{append(q, "--insecure"), "go with --from"},
-		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem and --no-index are the server's"},
-		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--no-index"}, "--reorder-mem and --no-index are the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--reorder-mem", "1M"}, "--reorder-mem, --no-index and --threads are the server's"},
+		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--no-index"}, "--reorder-mem, --no-index and --threads are the server's"},
 		{[]string{"query", "--from", "127.0.0.1:1", "-w", "-", "--insecure", "--follow"}, "--follow is not served over --from"},
 		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--since", "2026-02-30 10:00:00"}, "--since: bad time"},
 		{[]string{"query", "--from", "127.0.0.1:1", "--insecure", "--until", "2026-11-24 09:00:00+99:00"}, "--until: bad time"},
@@ -169,5 +171,31 @@ func TestQueryLongSelection(t *testing.T) {
 	defer f.Close()
 	if _, err := pcapfile.NewReader(f, nil); err != nil {
 		t.Errorf("output: %v", err)
+	}
+}
+
+// TestQueryThreads: --threads N writes the pcapng and the lines that
+// --threads 1 writes, byte for byte, and its summary.
+func TestQueryThreads(t *testing.T) {
+	dir := writeRoot(t, 3000, "web1", "db1", "db2")
+	for _, w := range [][]string{{"-w", "-"}, nil} {
+		var first, firstErr string
+		for _, n := range []string{"1", "2", "5"} {
+			args := append([]string{"query", "--dir", dir, "--threads", n}, w...)
+			so, se, err := queryRun(args...)
+			if err != nil {
+				t.Fatalf("%q: %v (%s)", args, err, se)
+			}
+			if n == "1" {
+				first, firstErr = so, se
+				if len(so) < 3000*3*40 {
+					t.Fatalf("%q: %d bytes of output", args, len(so))
+				}
+				continue
+			}
+			if so != first || se != firstErr {
+				t.Errorf("%q: %d bytes, %q; --threads 1: %d bytes, %q", args, len(so), se, len(first), firstErr)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -12,11 +13,18 @@ import (
 // TestAllocationsConstant: a query's allocations do not grow with the
 // number of packets it reads and writes once its reorder window is
 // full: buffers are reused, the merge and the writers allocate nothing
-// per packet.
+// per packet, in one goroutine as with read-ahead and the output
+// written by a goroutine (Config.Threads).
 func TestAllocationsConstant(t *testing.T) {
 	if raceflag.Enabled {
 		t.Skip("the race detector allocates")
 	}
+	for _, threads := range []int{1, 4} {
+		t.Run(fmt.Sprintf("threads %d", threads), func(t *testing.T) { allocationsConstant(t, threads) })
+	}
+}
+
+func allocationsConstant(t *testing.T, threads int) {
 	allocs := func(batches int) (uint64, int64) {
 		dir := t.TempDir()
 		var bs [][]tp
@@ -29,7 +37,7 @@ func TestAllocationsConstant(t *testing.T) {
 		}
 		writeAgent(t, dir, agentSpec{name: "m1", batches: bs}, 0)
 		writeAgent(t, dir, agentSpec{name: "m2", comp: "zstd", batches: bs}, 1)
-		cfg := Config{Dir: dir, ReorderMem: 1, Filter: "udp"}
+		cfg := Config{Dir: dir, ReorderMem: 1, Filter: "udp", Threads: threads}
 		var out bytes.Buffer
 		out.Grow(64 << 20)
 		var before, after runtime.MemStats

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,18 @@ import (
 	"github.com/pcapsync/pcapsync/internal/capture"
 )
 
+// threads is how many goroutines may read at once (Threads resolved):
+// 1, one goroutine for everything.
+func (c *Config) threads() int {
+	if c.Follow {
+		return 1
+	}
+	if c.Threads == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return c.Threads
+}
+
 // DefaultReorderMem is the default of Config.ReorderMem.
 const DefaultReorderMem = 32 << 20
 
@@ -27,6 +40,10 @@ const DefaultFollowDelay = time.Second
 
 // DefaultFollowPoll is the default of Config.FollowPoll.
 const DefaultFollowPoll = 200 * time.Millisecond
+
+// DefaultThreads is the default of Config.Threads: 0, the CPUs the
+// process may use (runtime.GOMAXPROCS).
+const DefaultThreads = 0
 
 // minStreamMem is the least reorder window of one agent, however many
 // agents share Config.ReorderMem.
@@ -77,7 +94,7 @@ type Config struct {
 	MaxBytes int64
 	// ReorderMem bounds the packets the query holds to put each agent's
 	// packets in timestamp order (their buffers, those kept for reuse
-	// and the heap ordering them), shared by the agents selected (each
+	// and the ring and heap ordering them), shared by the agents selected (each
 	// gets at least 256 KiB). 0 means DefaultReorderMem.
 	ReorderMem int64
 	// NoIndex reads every file whole, as if none had an index (to
@@ -102,6 +119,16 @@ type Config struct {
 	// looked at again, and the least often the output is flushed. 0
 	// means DefaultFollowPoll.
 	FollowPoll time.Duration
+	// Threads is how many goroutines may read the files at once besides
+	// the merge: with more than 1, every agent's files are read ahead by
+	// a goroutine of their own (read, decompressed and spliced to the
+	// index blocks selected, at most 1 MiB ahead per agent),
+	// Threads of them reading at once, and Run's output is written by
+	// a goroutine of its own from two 256 KiB buffers. 1 does everything
+	// in the query's goroutine. The output is the same byte for byte.
+	// Follow ignores it (one goroutine). 0 means the CPUs the process
+	// may use (runtime.GOMAXPROCS); below 0 is refused.
+	Threads int
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -152,6 +179,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReorderMem < 0 {
 		errs = append(errs, fmt.Errorf("reorder memory %d is negative", c.ReorderMem))
+	}
+	if c.Threads < 0 {
+		errs = append(errs, fmt.Errorf("threads %d is negative", c.Threads))
 	}
 	if c.FollowDelay < 0 {
 		errs = append(errs, fmt.Errorf("follow delay %s is negative", c.FollowDelay))

@@ -72,8 +72,19 @@
 // ended are written in the round that ended them. The context ending
 // writes what is held and is no error (Result.Stopped "interrupted").
 //
+// # Threads
+//
+// With Config.Threads above 1 (the default: GOMAXPROCS), each agent's
+// open file is read ahead by a goroutine (read, decompressed, spliced
+// to the index blocks selected) into at most four 256 KiB chunks, at
+// most Threads goroutines reading at once, and Run's output is written
+// by a goroutine from two 256 KiB buffers. Parsing, filtering, the
+// reorder windows and the merge stay in the query's goroutine, so the
+// output is the same byte for byte whatever Threads. Follow is one
+// goroutine.
+//
 // Memory is bounded by ReorderMem plus one reader (buffers and a
-// decompressor) per selected agent, whatever the size of the result.
-// Run is safe to call concurrently with different writers; a query is
-// one goroutine.
+// decompressor) per selected agent, and with Threads above 1 1 MiB of
+// read-ahead per agent, whatever the size of the result. Run is safe
+// to call concurrently with different writers.
 package query

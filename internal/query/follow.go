@@ -233,7 +233,8 @@ func (q *query) drain(h *minHeap[*stream]) error {
 		}
 	}
 	for h.len() > 0 {
-		s, more, err := q.writeHead(h)
+		s := h.s[0]
+		more, err := q.writeHead(s)
 		if err != nil || !more {
 			return err
 		}

@@ -124,8 +124,10 @@ type query struct {
 	outs         []outIface
 	stats        []stats
 	w            *pcapfile.NgWriter // nil for Each
-	bw           *bufio.Writer
+	bw           flusher
+	sem          chan struct{}       // read-ahead's tokens; nil: no read-ahead (Config.Threads 1)
 	each         func(*Packet) error // Each's; nil for Run
+	tee          func(*Packet) error // RunEach's: given each packet written
 	pk           Packet              // what each is given
 	ifaces       int                 // Each's interfaces so far
 	res          Result
@@ -202,8 +204,25 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 // error) still leaves w holding a valid pcapng stream of what was
 // written, flushed; the Result says how much.
 func (p *Prepared) Run(ctx context.Context, w io.Writer) (Result, error) {
+	return p.RunEach(ctx, w, nil)
+}
+
+// RunEach runs the query as Run does, writing the pcapng to w, and
+// calls fn (if not nil) with each packet once it is written to the
+// output's buffer, in the output's order, Packet.Iface the packet's
+// interface in the pcapng: what `pcapsync query --print` prints (and,
+// with w discarding, its lines without -w), without reading the
+// pcapng back. An error from fn stops the query and is returned as
+// is; Packet.Data is reused once fn returns.
+func (p *Prepared) RunEach(ctx context.Context, w io.Writer, fn func(*Packet) error) (Result, error) {
 	return p.do(ctx, func(q *query) error {
-		bw := bufio.NewWriterSize(w, 256<<10)
+		q.tee = fn
+		var bw flusher = bufio.NewWriterSize(w, outBuf)
+		if q.sem != nil {
+			aw := newAsyncWriter(w)
+			defer aw.Close()
+			bw = aw
+		}
 		q.bw = bw
 		var err error
 		q.w, err = pcapfile.NewNgWriter(bw, pcapfile.SectionInfo{
@@ -266,6 +285,9 @@ func (p *Prepared) start(ctx context.Context) (*query, error) {
 	q.sel = newSelection(q.since, q.until, cfg.Filter, cfg.NoIndex, cfg.Blocks)
 	q.delay, q.poll = cfg.followTimes()
 	q.now = time.Now()
+	if n := cfg.threads(); n > 1 {
+		q.sem = make(chan struct{}, n)
+	}
 	streams, err := q.streams()
 	if err != nil {
 		return nil, err
@@ -409,38 +431,45 @@ func (q *query) output(s *stream, ifc pcapfile.Interface) int {
 	return len(q.outs) - 1
 }
 
-// writeHead writes the oldest packet of the stream at the top of h
-// and releases its bytes; more is false once a limit (Count, MaxBytes)
-// ends the output.
-func (q *query) writeHead(h *minHeap[*stream]) (s *stream, more bool, err error) {
+// writeHead writes the oldest packet of s, the stream at the top of
+// the merge, and releases its bytes; more is false once a limit
+// (Count, MaxBytes) ends the output.
+func (q *query) writeHead(s *stream) (more bool, err error) {
 	if q.cfg.Count > 0 && q.res.Packets >= q.cfg.Count {
 		q.res.Stopped = "count"
-		return nil, false, nil
+		return false, nil
 	}
-	s = h.s[0]
 	p := s.pop()
 	ok, err := q.writePacket(s.agent, &p)
 	s.release(p.data)
-	return s, ok && err == nil, err
+	return ok && err == nil, err
+}
+
+// mergeEnt is a stream in the merge's heap with its head's timestamp,
+// so that ordering the heap reads no stream.
+type mergeEnt struct {
+	ts   int64
+	rank int
+	s    *stream
 }
 
 // merge writes the streams' packets in timestamp order until they end
 // or a limit is reached.
 func (q *query) merge(ctx context.Context, streams []*stream) error {
-	h := minHeap[*stream]{less: func(a, b *stream) bool {
-		x, y := a.head(), b.head()
-		return x.ts < y.ts || x.ts == y.ts && a.rank < b.rank
+	h := minHeap[mergeEnt]{less: func(a, b mergeEnt) bool {
+		return a.ts < b.ts || a.ts == b.ts && a.rank < b.rank
 	}}
 	for _, s := range streams {
 		if err := s.fill(ctx); err != nil {
 			return err
 		}
 		if !s.empty() {
-			h.push(s)
+			h.push(mergeEnt{ts: s.head().ts, rank: s.rank, s: s})
 		}
 	}
 	for h.len() > 0 {
-		s, more, err := q.writeHead(&h)
+		s := h.s[0].s
+		more, err := q.writeHead(s)
 		if err != nil || !more {
 			return err
 		}
@@ -450,6 +479,7 @@ func (q *query) merge(ctx context.Context, streams []*stream) error {
 		if s.empty() {
 			h.pop()
 		} else {
+			h.s[0].ts = s.head().ts
 			h.fix()
 		}
 	}
@@ -479,6 +509,12 @@ func (q *query) writePacket(agent string, p *pkt) (bool, error) {
 		return false, err
 	}
 	q.count(p)
+	if q.tee != nil {
+		q.pk = Packet{Agent: agent, Iface: o.w, Interface: &o.ifc, Timestamp: p.ts, OrigLen: p.orig, Data: p.data}
+		if err := q.tee(&q.pk); err != nil {
+			return false, err
+		}
+	}
 	return true, nil
 }
 

@@ -696,10 +696,8 @@ func TestWindowHoldsItsShare(t *testing.T) {
 	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
 	var worst, limit int64
 	testTaken = func(s *stream) {
-		held := int64(cap(s.h.s)) * entrySize
-		for _, p := range s.h.s {
-			held += int64(cap(p.data))
-		}
+		held := int64(s.h.entries()) * entrySize
+		s.h.each(func(p *pkt) { held += int64(cap(p.data)) })
 		for _, l := range s.free {
 			held += int64(cap(l)) * sliceSize
 			for _, b := range l {

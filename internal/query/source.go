@@ -26,6 +26,7 @@ import (
 // batch.
 type fileSource struct {
 	sp      *splice
+	ah      *ahead // reads sp ahead, if not nil: r reads it
 	r       *pcapfile.Reader
 	indexed bool // read through its index
 	// past: the index says the file holds packets at or after the
@@ -73,6 +74,9 @@ func (s *fileSource) interfaces() []pcapfile.Interface {
 func (s *fileSource) close() error {
 	if s.tail != nil {
 		s.tail.Close()
+	}
+	if s.ah != nil {
+		s.ah.Close()
 	}
 	return s.sp.Close()
 }
@@ -233,9 +237,14 @@ func openFile(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int,
 	} else {
 		src.sp = newSplice(f, k, sniff(f), []seg{{seekEnd: -1, rawEnd: limit}}, nil)
 	}
-	r, err := pcapfile.NewReader(src.sp, &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.readerBuffer()})
+	var rd io.Reader = src.sp
+	if k.ahead != nil {
+		src.ah = newAhead(src.sp, k.ahead)
+		rd = src.ah
+	}
+	r, err := pcapfile.NewReader(rd, &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.readerBuffer()})
 	if err != nil {
-		src.sp.Close()
+		src.close()
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	src.r = r

@@ -88,6 +88,9 @@ type kit struct {
 	gz  *gzip.Reader
 	zd  *zstd.Decoder
 	buf []byte // the pcapfile.Reader's (ReaderConfig.Buffer)
+	// ahead, if not nil: read a file's decoded stream ahead (ahead.go)
+	// with these buffers; a file opened to be followed is not.
+	ahead *aheadKit
 }
 
 // readerBuffer returns the buffer for a file's pcapfile.Reader.

@@ -22,7 +22,7 @@ var testOpened func(path string)
 // testTaken, nil outside tests, runs after a packet is taken.
 var testTaken func(s *stream)
 
-// entrySize is the size of a pkt, an entry of a stream's heap;
+// entrySize is the size of a pkt, an entry of a stream's window;
 // sliceSize of a []byte, an entry of a free list.
 var (
 	entrySize = int64(reflect.TypeFor[pkt]().Size())
@@ -63,10 +63,10 @@ type stream struct {
 	curPast bool
 
 	// The window: mem counts the buffers of the packets held and the
-	// heap's entries (its capacity), freeMem the buffers released and
-	// kept for reuse and their lists; together they stay within limit
-	// (but for one packet).
-	h       minHeap[pkt]
+	// window's entries (the capacity of its ring and heap), freeMem the
+	// buffers released and kept for reuse and their lists; together
+	// they stay within limit (but for one packet).
+	h       window
 	mem     int64
 	freeMem int64
 	limit   int64
@@ -99,15 +99,19 @@ type stream struct {
 }
 
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
-	return &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
-		h: minHeap[pkt]{less: pktLess}, cov: covAcc{listed: len(files)}}
+	s := &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
+		h: newWindow(), cov: covAcc{listed: len(files)}}
+	if q.sem != nil {
+		s.kit.ahead = newAheadKit(q.sem)
+	}
+	return s
 }
 
 // empty reports whether the stream has nothing more to give.
 func (s *stream) empty() bool { return s.h.len() == 0 }
 
 // head is the next packet the stream releases (after fill).
-func (s *stream) head() *pkt { return &s.h.s[0] }
+func (s *stream) head() *pkt { return s.h.head() }
 
 // fillState is why a fill stopped, in follow mode.
 type fillState uint8
@@ -294,10 +298,10 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 			s.agent, s.path, ts, s.last, ErrOutOfOrder, s.limit>>10, len(s.q.all))
 	}
 	buf := s.buf(len(p.Data))
-	entries := cap(s.h.s)
+	entries := s.h.entries()
 	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
 	s.seq++
-	s.mem += int64(cap(buf)) + int64(cap(s.h.s)-entries)*entrySize
+	s.mem += int64(cap(buf)) + int64(s.h.entries()-entries)*entrySize
 	return nil
 }
 

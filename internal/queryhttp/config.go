@@ -27,6 +27,15 @@ const (
 	DefaultMaxConns = 256
 )
 
+// QueryThreads is the query.Config.Threads of every query ParseQuery
+// reads (GET /query's, the console's): 1, the query in the goroutine
+// of its request, without read-ahead. The listener runs
+// in a collector or writer, whose cores are the capture's; up to
+// MaxQueries queries use as many cores at once; and a query on one core
+// writes faster (hundreds of MB/s) than most clients take over the
+// network. pcapsync query --dir on the host uses the cores instead.
+const QueryThreads = 1
+
 // MaxMaxQueries bounds Config.MaxQueries.
 const MaxMaxQueries = 1024
 

@@ -56,7 +56,9 @@
 // one filter at a time and cannot be interrupted). A client that goes
 // away cancels its query, its wait for the compiler too; one that takes
 // no bytes for WriteTimeout is cut off. Each query uses query.Run's
-// memory bound (Config.ReorderMem).
+// memory bound (Config.ReorderMem) and runs in its request's goroutine
+// without read-ahead (QueryThreads: the collector's cores are the
+// capture's).
 // Counters count requests by result, bytes and packets served and the
 // queries running; Run stops the running queries when its context ends.
 //

@@ -166,7 +166,7 @@ func (p Params) Values() url.Values {
 // of query.Config.Validate carries its message as it is, as the CLI
 // shows it.
 func parseQuery(v url.Values, dir string, now time.Time) (query.Config, error) {
-	cfg := query.Config{Dir: dir}
+	cfg := query.Config{Dir: dir, Threads: QueryThreads}
 	for k, vs := range v {
 		switch {
 		case !slices.Contains(paramNames, k):

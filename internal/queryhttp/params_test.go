@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,5 +201,19 @@ func TestPostQueryOutlivesBodyDeadline(t *testing.T) {
 	res, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr(), Params: p}, io.Discard)
 	if err != nil || res.Packets != 1 {
 		t.Fatalf("Fetch: %+v, %v", res, err)
+	}
+}
+
+// TestParseQueryThreads: the queries GET /query (and the console) run
+// take QueryThreads, one goroutine without read-ahead, not the
+// default of pcapsync query (the CPUs): the listener's cores are the
+// collector's.
+func TestParseQueryThreads(t *testing.T) {
+	cfg, err := ParseQuery(url.Values{"agent": {"a1"}}, t.TempDir(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Threads != QueryThreads || QueryThreads != 1 {
+		t.Errorf("threads %d, want %d (1)", cfg.Threads, QueryThreads)
 	}
 }
