@@ -71,14 +71,30 @@ type Result struct {
 // and interface.
 func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
 	var out []Flow
-	res, err := each(ctx, cfg, true, func(f *Flow) error {
+	res, err := Each(ctx, cfg, func(f *Flow) error {
 		out = append(out, *f)
 		return nil
-	}, func() int { return len(out) })
+	})
 	if err != nil {
 		return nil, res, err
 	}
 	return sortedRun(out), res, nil
+}
+
+// Each calls emit with every flow Run selects, joined, with its Parts
+// and Community ID, one at a time as they are read, not sorted: Run's
+// order is theirs sorted by first time, agent and interface, ties in
+// the order Each gave them (the same for the same files). The flow emit
+// gets is valid only during the call; its Parts stay valid after. The
+// flows emitted and those waiting for their next part together are
+// bounded by Config.MaxFlows, as Run's, with the same error. An error
+// emit returns ends Each with it.
+func Each(ctx context.Context, cfg Config, emit func(*Flow) error) (Result, error) {
+	n := 0
+	return each(ctx, cfg, true, func(f *Flow) error {
+		n++
+		return emit(f)
+	}, func() int { return n })
 }
 
 // sortedRun returns out sorted by first time, then agent and
@@ -223,13 +239,31 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 			return err
 		}
 	}
+	// The flows still waiting, in an order of their own (not the map's):
+	// the same files give the same flows in the same order.
+	left := make([]*Flow, 0, len(s.pending))
 	for _, f := range s.pending {
+		left = append(left, f)
+	}
+	clear(s.pending)
+	slices.SortFunc(left, func(a, b *Flow) int {
+		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Iface, b.Iface), compareKeys(&a.Key, &b.Key))
+	})
+	for _, f := range left {
 		if err := s.keep(f); err != nil {
 			return err
 		}
 	}
-	clear(s.pending)
 	return nil
+}
+
+// compareKeys orders keys by every field but the interface number
+// (pending's join key holds the interface by name).
+func compareKeys(a, b *flow.Key) int {
+	return cmp.Or(bytes.Compare(a.Src[:], b.Src[:]), bytes.Compare(a.Dst[:], b.Dst[:]),
+		slices.Compare(a.VLAN[:], b.VLAN[:]), cmp.Compare(a.NVLAN, b.NVLAN), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Flags, b.Flags), cmp.Compare(a.EtherType, b.EtherType),
+		cmp.Compare(a.SrcPort, b.SrcPort), cmp.Compare(a.DstPort, b.DstPort))
 }
 
 // file reads the flow file of data file fi and joins its records.
