@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 )
@@ -50,15 +49,14 @@ func newFlowStream(pg flowPage) (*flowStream, error) {
 }
 
 // before reports whether a comes before b in the page's order: the
-// column in its order, then Run's (first time, agent, interface, then
-// Each's order).
+// column in its order, then Run's (flowquery.CompareRun, then Each's
+// order).
 func (s *flowStream) before(a, b *heldFlow) bool {
 	c := s.by(&a.f, &b.f)
 	if s.pg.Desc {
 		c = -c
 	}
-	return cmp.Or(c, cmp.Compare(a.f.First, b.f.First), strings.Compare(a.f.Agent, b.f.Agent),
-		strings.Compare(a.f.Iface, b.f.Iface), cmp.Compare(a.seq, b.seq)) < 0
+	return cmp.Or(c, flowquery.CompareRun(&a.f, &b.f), cmp.Compare(a.seq, b.seq)) < 0
 }
 
 // add counts f (held only during the call; its Parts may be kept).

@@ -68,7 +68,7 @@ type Result struct {
 }
 
 // Run selects the flows of cfg, joined, sorted by first time, then agent
-// and interface.
+// and interface (CompareRun; ties in the order read).
 func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
 	var out []Flow
 	res, err := Each(ctx, cfg, func(f *Flow) error {
@@ -83,8 +83,8 @@ func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
 
 // Each calls emit with every flow Run selects, joined, with its Parts
 // and Community ID, one at a time as they are read, not sorted: Run's
-// order is theirs sorted by first time, agent and interface, ties in
-// the order Each gave them (the same for the same files). The flow emit
+// order is theirs sorted by CompareRun, ties (the same key and first
+// time) in the order Each gave them. The flow emit
 // gets is valid only during the call; its Parts stay valid after. The
 // flows emitted and those waiting for their next part together are
 // bounded by Config.MaxFlows, as Run's, with the same error. An error
@@ -97,8 +97,7 @@ func Each(ctx context.Context, cfg Config, emit func(*Flow) error) (Result, erro
 	}, func() int { return n })
 }
 
-// sortedRun returns out sorted by first time, then agent and
-// interface, stably: a permutation sorted (ties by place), then applied,
+// sortedRun returns out sorted by CompareRun, stably: a permutation sorted (ties by place), then applied,
 // so that the sort moves indexes, not Flows.
 func sortedRun(out []Flow) []Flow {
 	perm := make([]int32, len(out))
@@ -106,8 +105,7 @@ func sortedRun(out []Flow) []Flow {
 		perm[i] = int32(i)
 	}
 	slices.SortFunc(perm, func(i, j int32) int {
-		a, b := &out[i], &out[j]
-		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface), cmp.Compare(i, j))
+		return cmp.Or(CompareRun(&out[i], &out[j]), cmp.Compare(i, j))
 	})
 	sorted := make([]Flow, len(out))
 	for k, i := range perm {
@@ -239,26 +237,24 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 			return err
 		}
 	}
-	// The flows still waiting, in an order of their own (not the map's):
-	// the same files give the same flows in the same order.
-	left := make([]*Flow, 0, len(s.pending))
 	for _, f := range s.pending {
-		left = append(left, f)
-	}
-	clear(s.pending)
-	slices.SortFunc(left, func(a, b *Flow) int {
-		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Iface, b.Iface), compareKeys(&a.Key, &b.Key))
-	})
-	for _, f := range left {
 		if err := s.keep(f); err != nil {
 			return err
 		}
 	}
+	clear(s.pending)
 	return nil
 }
 
-// compareKeys orders keys by every field but the interface number
-// (pending's join key holds the interface by name).
+// CompareRun orders flows as Run does: by first time, agent, interface,
+// then key (flows of one agent and interface that began at the same
+// time). Only flows of the same key and times compare equal.
+func CompareRun(a, b *Flow) int {
+	return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface), compareKeys(&a.Key, &b.Key))
+}
+
+// compareKeys orders keys by every field but the interface number (the
+// interface is compared by name).
 func compareKeys(a, b *flow.Key) int {
 	return cmp.Or(bytes.Compare(a.Src[:], b.Src[:]), bytes.Compare(a.Dst[:], b.Dst[:]),
 		slices.Compare(a.VLAN[:], b.VLAN[:]), cmp.Compare(a.NVLAN, b.NVLAN), cmp.Compare(a.Kind, b.Kind),
