@@ -51,12 +51,16 @@ func newFlowStream(pg flowPage) (*flowStream, error) {
 // before reports whether a comes before b in the page's order: the
 // column in its order, then Run's (flowquery.CompareRun, then Each's
 // order).
-func (s *flowStream) before(a, b *heldFlow) bool {
+func (s *flowStream) before(a, b *heldFlow) bool { return s.order(a, b) < 0 }
+
+// order compares a and b in the page's order (before's); 0 only for a
+// flow with itself.
+func (s *flowStream) order(a, b *heldFlow) int {
 	c := s.by(&a.f, &b.f)
 	if s.pg.Desc {
 		c = -c
 	}
-	return cmp.Or(c, flowquery.CompareRun(&a.f, &b.f), cmp.Compare(a.seq, b.seq)) < 0
+	return cmp.Or(c, flowquery.CompareRun(&a.f, &b.f), cmp.Compare(a.seq, b.seq))
 }
 
 // add counts f (held only during the call; its Parts may be kept).
@@ -80,12 +84,7 @@ func (s *flowStream) add(f *flowquery.Flow) error {
 // answer is the page's rows, the total, the chart and the top lists.
 func (s *flowStream) answer() (page []flowquery.JSON, total int, chart flowChart, tops map[string][]flowquery.Talker) {
 	rows := s.rows.h
-	slices.SortFunc(rows, func(a, b heldFlow) int {
-		if s.before(&a, &b) {
-			return -1
-		}
-		return 1 // no two are equal: seq differs
-	})
+	slices.SortFunc(rows, func(a, b heldFlow) int { return s.order(&a, &b) })
 	page = make([]flowquery.JSON, 0, max(0, len(rows)-s.pg.Offset))
 	for i := s.pg.Offset; i < len(rows); i++ {
 		page = append(page, rows[i].f.JSON())
