@@ -181,14 +181,22 @@ type flowChart struct {
 
 // chartOf is the flows chart of flows.
 func chartOf(flows []flowquery.Flow) flowChart {
+	starts := make([]flowStart, len(flows))
+	for i := range flows {
+		starts[i] = flowStart{ms: floorDiv(flows[i].First, 1e6), bytes: flows[i].Bytes[0] + flows[i].Bytes[1]}
+	}
+	return chartOfStarts(starts)
+}
+
+// chartOfStarts is the flows chart of the flows whose starts these are.
+func chartOfStarts(starts []flowStart) flowChart {
 	c := flowChart{T: []float64{}, Flows: []int64{}, Bytes: []uint64{}}
-	if len(flows) == 0 {
+	if len(starts) == 0 {
 		return c
 	}
-	ms := func(f *flowquery.Flow) int64 { return floorDiv(f.First, 1e6) }
-	lo, hi := ms(&flows[0]), ms(&flows[0])
-	for i := range flows {
-		lo, hi = min(lo, ms(&flows[i])), max(hi, ms(&flows[i]))
+	lo, hi := starts[0].ms, starts[0].ms
+	for i := range starts {
+		lo, hi = min(lo, starts[i].ms), max(hi, starts[i].ms)
 	}
 	c.StepMs = max(1, (hi-lo+1+chartBuckets-1)/chartBuckets)
 	n := (hi-lo)/c.StepMs + 1
@@ -196,10 +204,10 @@ func chartOf(flows []flowquery.Flow) flowChart {
 	for i := range c.T {
 		c.T[i] = float64(lo+int64(i)*c.StepMs) / 1000
 	}
-	for i := range flows {
-		b := (ms(&flows[i]) - lo) / c.StepMs
+	for i := range starts {
+		b := (starts[i].ms - lo) / c.StepMs
 		c.Flows[b]++
-		c.Bytes[b] += flows[i].Bytes[0] + flows[i].Bytes[1]
+		c.Bytes[b] += starts[i].bytes
 	}
 	return c
 }

@@ -130,18 +130,21 @@ func (l *local) Flows(ctx context.Context, v url.Values) Answer {
 		return badRequest(err)
 	}
 	fc.Logger = l.log
-	flows, res, err := flowquery.Run(ctx, fc)
+	// One pass over the flows as they are read (flowStream): no join of
+	// every flow into a slice, no sort of them all.
+	st, err := newFlowStream(pg)
+	if err != nil {
+		return l.failed("top lists", err)
+	}
+	res, err := flowquery.Each(ctx, fc, st.add)
 	switch {
 	case errors.Is(err, flowquery.ErrBadFilter), errors.Is(err, flowquery.ErrConfig), errors.Is(err, flowquery.ErrTooManyFlows):
 		return badRequest(errors.New(l.public(err)))
 	case err != nil:
 		return l.failed("flows", err)
 	}
-	tops, err := topLists(flows)
-	if err != nil {
-		return l.failed("top lists", err)
-	}
-	return ok(map[string]any{"flows": pg.page(flows), "total": len(flows), "page": pg, "chart": chartOf(flows),
+	page, total, chart, tops := st.answer()
+	return ok(map[string]any{"flows": page, "total": total, "page": pg, "chart": chart,
 		"top_talkers": tops["top_talkers"], "top_conversations": tops["top_conversations"],
 		"top_services": tops["top_services"], "coverage": flowCoverage(res, l.public)})
 }
@@ -149,14 +152,16 @@ func (l *local) Flows(ctx context.Context, v url.Values) Answer {
 // topLists are the top talkers, conversations and services of flows by
 // bytes, TopTalkers of each, by their answer's key.
 func topLists(flows []flowquery.Flow) (map[string][]flowquery.Talker, error) {
-	tops := map[string][]flowquery.Talker{}
-	var err error
-	for key, group := range map[string]string{"top_talkers": flowquery.GroupHost, "top_conversations": flowquery.GroupPair, "top_services": flowquery.GroupPort} {
-		if tops[key], err = flowquery.Top(flows, group, flowquery.ByBytes, TopTalkers); err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+	tops, err := newTops()
+	if err != nil {
+		return nil, err
+	}
+	for i := range flows {
+		for _, t := range tops {
+			t.Add(&flows[i])
 		}
 	}
-	return tops, nil
+	return talkers(tops), nil
 }
 
 // flowCoverage is what a flows answer covers and misses, in words the

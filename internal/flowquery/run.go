@@ -68,21 +68,36 @@ type Result struct {
 }
 
 // Run selects the flows of cfg, joined, sorted by first time, then agent
-// and interface.
+// and interface (CompareRun; ties in the order read).
 func Run(ctx context.Context, cfg Config) ([]Flow, Result, error) {
 	var out []Flow
-	res, err := each(ctx, cfg, true, func(f *Flow) error {
+	res, err := Each(ctx, cfg, func(f *Flow) error {
 		out = append(out, *f)
 		return nil
-	}, func() int { return len(out) })
+	})
 	if err != nil {
 		return nil, res, err
 	}
 	return sortedRun(out), res, nil
 }
 
-// sortedRun returns out sorted by first time, then agent and
-// interface, stably: a permutation sorted (ties by place), then applied,
+// Each calls emit with every flow Run selects, joined, with its Parts
+// and Community ID, one at a time as they are read, not sorted: Run's
+// order is theirs sorted by CompareRun, ties (the same key and first
+// time) in the order Each gave them. The flow emit
+// gets is valid only during the call; its Parts stay valid after. The
+// flows emitted and those waiting for their next part together are
+// bounded by Config.MaxFlows, as Run's, with the same error. An error
+// emit returns ends Each with it.
+func Each(ctx context.Context, cfg Config, emit func(*Flow) error) (Result, error) {
+	n := 0
+	return each(ctx, cfg, true, func(f *Flow) error {
+		n++
+		return emit(f)
+	}, func() int { return n })
+}
+
+// sortedRun returns out sorted by CompareRun, stably: a permutation sorted (ties by place), then applied,
 // so that the sort moves indexes, not Flows.
 func sortedRun(out []Flow) []Flow {
 	perm := make([]int32, len(out))
@@ -90,8 +105,7 @@ func sortedRun(out []Flow) []Flow {
 		perm[i] = int32(i)
 	}
 	slices.SortFunc(perm, func(i, j int32) int {
-		a, b := &out[i], &out[j]
-		return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface), cmp.Compare(i, j))
+		return cmp.Or(CompareRun(&out[i], &out[j]), cmp.Compare(i, j))
 	})
 	sorted := make([]Flow, len(out))
 	for k, i := range perm {
@@ -230,6 +244,22 @@ func (s *selector) agent(ctx context.Context, agent string) error {
 	}
 	clear(s.pending)
 	return nil
+}
+
+// CompareRun orders flows as Run does: by first time, agent, interface,
+// then key (flows of one agent and interface that began at the same
+// time). Only flows of the same key and times compare equal.
+func CompareRun(a, b *Flow) int {
+	return cmp.Or(cmp.Compare(a.First, b.First), strings.Compare(a.Agent, b.Agent), strings.Compare(a.Iface, b.Iface), compareKeys(&a.Key, &b.Key))
+}
+
+// compareKeys orders keys by every field but the interface number (the
+// interface is compared by name).
+func compareKeys(a, b *flow.Key) int {
+	return cmp.Or(bytes.Compare(a.Src[:], b.Src[:]), bytes.Compare(a.Dst[:], b.Dst[:]),
+		slices.Compare(a.VLAN[:], b.VLAN[:]), cmp.Compare(a.NVLAN, b.NVLAN), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Flags, b.Flags), cmp.Compare(a.EtherType, b.EtherType),
+		cmp.Compare(a.SrcPort, b.SrcPort), cmp.Compare(a.DstPort, b.DstPort))
 }
 
 // file reads the flow file of data file fi and joins its records.

@@ -53,6 +53,26 @@ func Top(fs []Flow, group, measure string, n int) ([]Talker, error) {
 	return s.top(n), nil
 }
 
+// Summer sums flows per group one at a time, as Top does: Top of the
+// flows added is Top(flows added, ...)'s.
+type Summer struct{ s *summer }
+
+// NewSummer returns a Summer per group by measure (Top's; another is
+// ErrConfig).
+func NewSummer(group, measure string) (*Summer, error) {
+	s, err := newSummer(group, measure)
+	if err != nil {
+		return nil, err
+	}
+	return &Summer{s: s}, nil
+}
+
+// Add counts f (held only during the call) in its groups.
+func (s *Summer) Add(f *Flow) { s.s.add(f) }
+
+// Top returns the n largest groups so far (every one for n 0), as Top.
+func (s *Summer) Top(n int) []Talker { return s.s.top(n) }
+
 // summer sums flows per group as they come. Groups are held by a
 // compact key (groupKey), named only when ranked: no allocation per
 // flow, and only the groups that may rank among the n largest named.
