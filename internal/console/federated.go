@@ -411,11 +411,6 @@ func notFederated(what string) Answer {
 	return Answer{http.StatusNotImplemented, map[string]string{"error": what + " is not built for a console over several servers yet: open the console of the server (--console-listen)"}}
 }
 
-// Flow answers GET /api/flow: not built over several servers.
-func (f *federated) Flow(context.Context, url.Values) Answer {
-	return notFederated("one flow's detail")
-}
-
 // Markers answers GET /api/markers: not built over several servers.
 func (f *federated) Markers(context.Context, url.Values) Answer {
 	return notFederated("the timeline's markers")

@@ -1,15 +1,10 @@
 package console
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/federate"
@@ -40,54 +35,15 @@ func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
 	if err != nil {
 		return badRequest(err)
 	}
-	p := queryhttp.Params{Agents: fc.Agents, Ifaces: fc.Ifaces, Since: timeParam(fc.Since), Until: timeParam(fc.Until), Filter: fc.Filter}
-	per := make([][]flowquery.JSON, len(f.cfg.Servers))
-	sums := make([]queryhttp.FlowsResult, len(f.cfg.Servers))
-	errs := make([]error, len(f.cfg.Servers))
-	var mu sync.Mutex
-	held := 0
-	srv := f.each(ctx, func(ctx context.Context, i int, alive func()) error {
-		sums[i], errs[i] = queryhttp.FetchFlows(ctx, f.client(i, p), func(j *flowquery.JSON) error {
-			alive()
-			mu.Lock()
-			held++
-			n := held
-			mu.Unlock()
-			if n > flowquery.DefaultMaxFlows {
-				return fmt.Errorf("%w: more than %d flows from the servers together: narrow the selection", flowquery.ErrTooManyFlows, flowquery.DefaultMaxFlows)
-			}
-			j.Server = f.cfg.Servers[i].Addr
-			per[i] = append(per[i], *j)
-			return nil
-		})
-		return errs[i]
-	})
-	for _, err := range errs {
-		if errors.Is(err, flowquery.ErrTooManyFlows) {
-			return badRequest(err)
-		}
+	p := queryhttp.Params{Agents: fc.Agents, Ifaces: fc.Ifaces, Since: timeParam(fc.Since), Until: timeParam(fc.Until), Filter: fc.Filter,
+		CommunityID: fc.CommunityID}
+	got, sums, srv, errs := f.fetchFlows(ctx, p)
+	if a := tooMany(errs); a != nil {
+		return *a
 	}
 	if down(srv) {
 		return noneAnswered(srv, errs)
 	}
-	type both struct {
-		j  flowquery.JSON
-		fl flowquery.Flow
-	}
-	var got []both
-	for i, s := range srv {
-		if s.Outcome != federate.OutcomeOK {
-			continue
-		}
-		for _, j := range per[i] {
-			if fl, err := j.Flow(); err == nil { // a line that is no flow is left out
-				got = append(got, both{j, fl})
-			}
-		}
-	}
-	slices.SortStableFunc(got, func(a, b both) int { // as flowquery.Run sorts, then by server
-		return cmp.Or(cmp.Compare(a.fl.First, b.fl.First), strings.Compare(a.fl.Agent, b.fl.Agent), strings.Compare(a.fl.Iface, b.fl.Iface))
-	})
 	flows := make([]flowquery.Flow, len(got))
 	for i := range got {
 		flows[i] = got[i].fl
