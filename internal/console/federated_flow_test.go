@@ -5,8 +5,10 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
 )
 
 // TestFederatedFlow: one flow's detail over two servers (a on the
@@ -56,5 +58,46 @@ func TestFederatedFlow(t *testing.T) {
 		if code, body := fx.get(t, "/api/flow?"+q, nil); code != http.StatusBadRequest {
 			t.Errorf("GET /api/flow?%s: %d %s, want 400", q, code, body)
 		}
+	}
+}
+
+// TestFederatedMarkers: the timeline's markers over two servers and a
+// third stopped equal the local markers of one root keeping both
+// agents with the first server's status: each agent's stops from its
+// server's root, the first's connect from its status, each with its
+// server; the third down in servers; a bad range refused (400).
+func TestFederatedMarkers(t *testing.T) {
+	fx := newFedFixture(t)
+	since, until := time.Unix(0, flowtest.Base).Add(-time.Minute).UTC(), time.Now().Add(time.Minute).UTC()
+	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}, "step": {"1h"}}.Encode()
+	var local Markers
+	if code, body := getJSON(t, fx.local, "/api/markers?"+q, &local); code != http.StatusOK {
+		t.Fatalf("local markers: %d %s", code, body)
+	}
+	var fed fedMarkers
+	if code, body := fx.get(t, "/api/markers?"+q, &fed); code != http.StatusOK {
+		t.Fatalf("federated markers: %d %s", code, body)
+	}
+	fx.checkServers(t, "markers", fed.Servers)
+	kinds := map[string]int{}
+	for i, m := range fed.Markers.Markers {
+		want := fx.addrs[0]
+		if m.Agent == "b" {
+			want = fx.addrs[1]
+		}
+		if m.Server != want {
+			t.Errorf("marker %d %+v from %q, want %s", i, m, m.Server, want)
+		}
+		fed.Markers.Markers[i].Server = ""
+		kinds[m.Agent+" "+m.Kind]++
+	}
+	if kinds["a stop"] == 0 || kinds["b stop"] == 0 || kinds["a connect"] != 1 {
+		t.Errorf("markers %+v: want a stop of each agent and a's connect", kinds)
+	}
+	if !reflect.DeepEqual(fed.Markers, local) {
+		t.Errorf("federated markers %+v\nwant the local %+v", fed.Markers, local)
+	}
+	if code, body := fx.get(t, "/api/markers?step=1ns", nil); code != http.StatusBadRequest {
+		t.Errorf("step=1ns: %d %s, want 400", code, body)
 	}
 }

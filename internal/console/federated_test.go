@@ -300,7 +300,8 @@ func TestFederatedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.console, _ = New(Config{Source: down, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	for _, path := range []string{"/api/agents", "/api/flows", "/api/packets", "/api/timeline", "/api/download"} {
+	for _, path := range []string{"/api/agents", "/api/flows", "/api/packets", "/api/timeline", "/api/download", "/api/markers",
+		"/api/flow?community_id=" + url.QueryEscape("1:AAAAAAAAAAAAAAAAAAAAAAAAAAA=")} {
 		var out struct {
 			Error   string   `json:"error"`
 			Servers []Server `json:"servers"`

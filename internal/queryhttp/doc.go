@@ -6,6 +6,8 @@
 //
 //	GET /query?agent=..&iface=..&since=..&until=..&filter=..&community_id=..&count=..&max_bytes=..
 //	GET /flows?agent=..&iface=..&since=..&until=..&filter=..&community_id=..
+//	GET /timeline?agent=..&since=..&until=..&step=..
+//	GET /markers?agent=..&since=..&until=..&step=..
 //
 // community_id (query --community-id, "1:" and 28 base64 characters
 // only) reads the blocks the server's flow records name for it
