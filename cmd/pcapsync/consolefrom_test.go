@@ -294,6 +294,20 @@ window.addEventListener("unhandledrejection", e => window.__problems.push("rejec
 			break
 		}
 	}
+	// One flow's detail: a Community ID's link on the flows page opens
+	// it over both servers (b's flow, a saw every conversation).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#flows tbody a[href^="/flow?community_id="]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pairs tbody tr[data-pair="a>b"]`))); err != nil {
+		t.Fatalf("one flow's detail over the servers: %v", err)
+	}
+	seen, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#seen tbody tr td:first-child")].map(e => e.textContent)`))
+	if err != nil || len(seen) != 2 || seen[0] != "a on "+cf.addrs[0] || seen[1] != "b on "+cf.addrs[1] {
+		t.Errorf("flow detail: seen at %q (%v), want a on %s and b on %s", seen, err, cf.addrs[0], cf.addrs[1])
+	}
+	if b, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("servers"))); !strings.Contains(b, cf.addrs[2]) {
+		t.Errorf("flow detail: servers line %q, want %s down", b, cf.addrs[2])
+	}
+	noProblems("flow detail")
 	for _, pg := range []string{"/timeline?since=2026-11-24T10:00:00Z&until=2026-11-24T10:01:00Z", "/packets?count=5"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(cf.base+pg), chromedp.WaitVisible(chromedp.ID("servers"))); err != nil {
 			t.Errorf("%s: %v", pg, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcapsync/pcapsync/internal/flowquery"
+	"github.com/pcapsync/pcapsync/internal/query"
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
 
@@ -89,6 +90,7 @@ func flowsCommand(s streams) *cobra.Command {
 			fs.StringSliceVar(&f.cfg.Ifaces, "iface", nil, "only these interfaces: AGENT:IF or IF, names or globs (default: all)")
 			fs.StringVar(&f.since, "since", "", "flows with packets at or after this time, as query's --since")
 			fs.StringVar(&f.until, "until", "", "flows with packets before this time, as query's --until")
+			fs.StringVar(&f.cfg.CommunityID, "community-id", "", "only the flows of this Community ID (1:...), as query's --community-id")
 			fs.StringVar(&f.cfg.Filter, "filter", "", "tcpdump-syntax filter on the flows' addresses, ports, protocols and VLANs (src: the initiator; or give it as the trailing arguments)")
 			fs.BoolVar(&f.json, "json", false, "one JSON object per line")
 			fs.BoolVar(&f.csv, "csv", false, "CSV with a header line")
@@ -145,6 +147,8 @@ func (f *flowsFlags) check(fs *pflag.FlagSet) error {
 		return usageError("--dir and --from exclude each other (--from reads the server's own root)")
 	case !f.srv.given() && f.cfg.Dir == "":
 		return usageError("flows needs --dir (or --from)")
+	case f.cfg.CommunityID != "" && (&query.Config{Dir: ".", CommunityID: f.cfg.CommunityID}).Validate() != nil:
+		return usageError("--community-id %q: want 1: and 28 base64 characters", f.cfg.CommunityID)
 	}
 	return f.srv.check(fs)
 }
@@ -398,7 +402,7 @@ func (f *flowsFlags) loadRemote(ctx context.Context, s streams) ([]flowquery.Flo
 	if err != nil {
 		return nil, err
 	}
-	p := queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter}
+	p := queryhttp.Params{Agents: f.cfg.Agents, Ifaces: f.cfg.Ifaces, Filter: f.cfg.Filter, CommunityID: f.cfg.CommunityID}
 	now := time.Now()
 	if p.Since, err = remoteTime("since", f.since, now); err != nil {
 		return nil, err

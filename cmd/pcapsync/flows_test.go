@@ -68,6 +68,7 @@ func TestFlowsFlags(t *testing.T) {
 		{append(q, "--from", "127.0.0.1:1"), "--dir and --from exclude each other"},
 		{[]string{"flows", "--dir", filepath.Join(dir, "nope")}, "no such file"},
 		{append(q, "--max-flows", "-1"), "negative"},
+		{append(q, "--community-id", "1:x"), "--community-id"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
@@ -222,6 +223,32 @@ func TestFlowsFrom(t *testing.T) {
 		if local == "" || remote != local {
 			t.Errorf("%q: --from differs from --dir:\n%s\n---\n%s", args, remote, local)
 		}
+	}
+}
+
+// TestFlowsCommunityID: flows --community-id prints the flows of that
+// Community ID only (those of all the flows with it: both agents'),
+// --from the same (GET /flows?community_id=).
+func TestFlowsCommunityID(t *testing.T) {
+	dir, _ := flowsRoot(t)
+	addr := startQueryServer(t, dir, "127.0.0.1:0", nil)
+	all := strings.SplitAfter(runFlows(t, "--dir", dir, "--json"), "\n")
+	var first struct {
+		CommunityID string `json:"community_id"`
+	}
+	if err := json.Unmarshal([]byte(all[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, l := range all {
+		if strings.Contains(l, `"community_id":"`+first.CommunityID+`"`) {
+			want.WriteString(l)
+		}
+	}
+	local := runFlows(t, "--dir", dir, "--json", "--community-id", first.CommunityID)
+	remote := strings.ReplaceAll(runFlows(t, "--from", addr, "--insecure", "--json", "--community-id", first.CommunityID), `,"server":"`+addr+`"`, "")
+	if local != want.String() || remote != local || strings.Count(local, "\n") < 2 || !strings.Contains(local, `"agent":"b"`) {
+		t.Errorf("--community-id %s:\n%s---\n--from:\n%s---\nwant:\n%s", first.CommunityID, local, remote, want.String())
 	}
 }
 

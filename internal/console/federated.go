@@ -405,18 +405,3 @@ func (f *federated) serverAgents(ctx context.Context, i int, alive func()) ([]Ag
 
 // stepParam is d as the step parameter.
 func stepParam(d time.Duration) string { return strconv.FormatInt(int64(d), 10) + "ns" }
-
-// notFederated answers what a federated console does not build yet.
-func notFederated(what string) Answer {
-	return Answer{http.StatusNotImplemented, map[string]string{"error": what + " is not built for a console over several servers yet: open the console of the server (--console-listen)"}}
-}
-
-// Flow answers GET /api/flow: not built over several servers.
-func (f *federated) Flow(context.Context, url.Values) Answer {
-	return notFederated("one flow's detail")
-}
-
-// Markers answers GET /api/markers: not built over several servers.
-func (f *federated) Markers(context.Context, url.Values) Answer {
-	return notFederated("the timeline's markers")
-}

@@ -1,15 +1,11 @@
 package console
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/federate"
@@ -40,54 +36,15 @@ func (f *federated) Flows(ctx context.Context, v url.Values) Answer {
 	if err != nil {
 		return badRequest(err)
 	}
-	p := queryhttp.Params{Agents: fc.Agents, Ifaces: fc.Ifaces, Since: timeParam(fc.Since), Until: timeParam(fc.Until), Filter: fc.Filter}
-	per := make([][]flowquery.JSON, len(f.cfg.Servers))
-	sums := make([]queryhttp.FlowsResult, len(f.cfg.Servers))
-	errs := make([]error, len(f.cfg.Servers))
-	var mu sync.Mutex
-	held := 0
-	srv := f.each(ctx, func(ctx context.Context, i int, alive func()) error {
-		sums[i], errs[i] = queryhttp.FetchFlows(ctx, f.client(i, p), func(j *flowquery.JSON) error {
-			alive()
-			mu.Lock()
-			held++
-			n := held
-			mu.Unlock()
-			if n > flowquery.DefaultMaxFlows {
-				return fmt.Errorf("%w: more than %d flows from the servers together: narrow the selection", flowquery.ErrTooManyFlows, flowquery.DefaultMaxFlows)
-			}
-			j.Server = f.cfg.Servers[i].Addr
-			per[i] = append(per[i], *j)
-			return nil
-		})
-		return errs[i]
-	})
-	for _, err := range errs {
-		if errors.Is(err, flowquery.ErrTooManyFlows) {
-			return badRequest(err)
-		}
+	p := queryhttp.Params{Agents: fc.Agents, Ifaces: fc.Ifaces, Since: timeParam(fc.Since), Until: timeParam(fc.Until), Filter: fc.Filter,
+		CommunityID: fc.CommunityID}
+	got, sums, srv, errs := f.fetchFlows(ctx, p)
+	if a := tooMany(errs); a != nil {
+		return *a
 	}
 	if down(srv) {
 		return noneAnswered(srv, errs)
 	}
-	type both struct {
-		j  flowquery.JSON
-		fl flowquery.Flow
-	}
-	var got []both
-	for i, s := range srv {
-		if s.Outcome != federate.OutcomeOK {
-			continue
-		}
-		for _, j := range per[i] {
-			if fl, err := j.Flow(); err == nil { // a line that is no flow is left out
-				got = append(got, both{j, fl})
-			}
-		}
-	}
-	slices.SortStableFunc(got, func(a, b both) int { // as flowquery.Run sorts, then by server
-		return cmp.Or(cmp.Compare(a.fl.First, b.fl.First), strings.Compare(a.fl.Agent, b.fl.Agent), strings.Compare(a.fl.Iface, b.fl.Iface))
-	})
 	flows := make([]flowquery.Flow, len(got))
 	for i := range got {
 		flows[i] = got[i].fl
@@ -150,10 +107,7 @@ func (f *federated) Timeline(ctx context.Context, v url.Values) Answer {
 	if err != nil {
 		return badRequest(err)
 	}
-	q := url.Values{"since": {timeParam(since)}, "until": {timeParam(until)}, "step": {stepParam(step)}}
-	if len(pats) > 0 {
-		q["agent"] = pats
-	}
+	q := timelineParams(pats, since, until, step)
 	parts := make([]timeline.Timeline, len(f.cfg.Servers))
 	errs := make([]error, len(f.cfg.Servers))
 	srv := f.each(ctx, func(ctx context.Context, i int, _ func()) error {
@@ -171,4 +125,62 @@ func (f *federated) Timeline(ctx context.Context, v url.Values) Answer {
 		}
 	}
 	return ok(fedTimeline{Timeline: timeline.Merge(ok2, names), Servers: srv})
+}
+
+// timelineParams are the timeline's parameters sent to every server:
+// its range absolute (the console's clock), its step given, so that
+// every server cuts the same intervals.
+func timelineParams(pats []string, since, until time.Time, step time.Duration) url.Values {
+	q := url.Values{"since": {timeParam(since)}, "until": {timeParam(until)}, "step": {stepParam(step)}}
+	if len(pats) > 0 {
+		q["agent"] = pats
+	}
+	return q
+}
+
+// fedMarkers is a federated console's GET /api/markers: the servers'
+// markers together, the servers' outcomes.
+type fedMarkers struct {
+	timeline.Markers
+	Servers []Server `json:"servers"`
+}
+
+// Markers answers GET /api/markers from every server (GET /markers, the
+// same code as the local GET /api/markers, of the same range and step,
+// made absolute here): their markers together, each with its server,
+// by time, then agent, then server order; the files of unknown times
+// summed; the errors joined, each with its server.
+func (f *federated) Markers(ctx context.Context, v url.Values) Answer {
+	pats, since, until, step, err := queryhttp.ParseTimeline(v, ".", time.Now())
+	if err != nil {
+		return badRequest(err)
+	}
+	q := timelineParams(pats, since, until, step)
+	parts := make([]timeline.Markers, len(f.cfg.Servers))
+	errs := make([]error, len(f.cfg.Servers))
+	srv := f.each(ctx, func(ctx context.Context, i int, _ func()) error {
+		parts[i], errs[i] = queryhttp.FetchMarkers(ctx, f.client(i, queryhttp.Params{}), q)
+		return errs[i]
+	})
+	if down(srv) {
+		return noneAnswered(srv, errs)
+	}
+	out := fedMarkers{Markers: timeline.Markers{Since: since.UTC(), Until: until.UTC(), Markers: []timeline.Marker{}}, Servers: srv}
+	var why []string
+	for i, s := range srv {
+		if s.Outcome != federate.OutcomeOK {
+			continue
+		}
+		for _, m := range parts[i].Markers {
+			m.Server = s.Server
+			out.Markers.Markers = append(out.Markers.Markers, m)
+		}
+		out.Unknown += parts[i].Unknown
+		if parts[i].Error != "" {
+			why = append(why, s.Server+": "+parts[i].Error)
+		}
+	}
+	timeline.SortMarkers(out.Markers.Markers)
+	out.Error = strings.Join(why, "; ")
+	return ok(out)
 }

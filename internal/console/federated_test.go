@@ -32,6 +32,10 @@ type fedFixture struct {
 	roots   [2]string
 	addrs   [3]string // the third stopped
 	console *Handler
+	// local is one root of both servers' agents, as one server would
+	// keep them, the status of the first: the local console's answers
+	// to compare.
+	local *Handler
 }
 
 // serveRoot runs a query listener over dir on loopback until t ends
@@ -73,6 +77,12 @@ func newFedFixture(t *testing.T) *fedFixture {
 		flowtest.WriteRoot(t, fx.roots[i], ps, agents[i:i+1], &flow.Config{})
 		fx.addrs[i], _ = serveRoot(t, fx.roots[i], statuses[i])
 	}
+	both := t.TempDir()
+	flowtest.WriteRoot(t, both, ps, agents, &flow.Config{})
+	var err error
+	if fx.local, err = New(Config{Dir: both, Status: statuses[0], Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
 	var stop func()
 	fx.addrs[2], stop = serveRoot(t, t.TempDir(), nil)
 	stop()
@@ -80,7 +90,8 @@ func newFedFixture(t *testing.T) *fedFixture {
 	for _, a := range fx.addrs {
 		ccs = append(ccs, queryhttp.ClientConfig{Addr: a})
 	}
-	src, err := NewFederated(FederatedConfig{Servers: ccs, Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var src Source
+	src, err = NewFederated(FederatedConfig{Servers: ccs, Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +105,14 @@ func newFedFixture(t *testing.T) *fedFixture {
 // admitted) and decodes its JSON into out.
 func (fx *fedFixture) get(t *testing.T, path string, out any) (int, []byte) {
 	t.Helper()
+	return getJSON(t, fx.console, path, out)
+}
+
+// getJSON asks h's API (no front door) and decodes its JSON into out.
+func getJSON(t *testing.T, h *Handler, path string, out any) (int, []byte) {
+	t.Helper()
 	w := httptest.NewRecorder()
-	fx.console.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 	if out != nil && strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(w.Body.Bytes(), out); err != nil {
 			t.Fatalf("GET %s: %v: %s", path, err, w.Body.Bytes())
@@ -283,7 +300,8 @@ func TestFederatedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.console, _ = New(Config{Source: down, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	for _, path := range []string{"/api/agents", "/api/flows", "/api/packets", "/api/timeline", "/api/download"} {
+	for _, path := range []string{"/api/agents", "/api/flows", "/api/packets", "/api/timeline", "/api/download", "/api/markers",
+		"/api/flow?community_id=" + url.QueryEscape("1:AAAAAAAAAAAAAAAAAAAAAAAAAAA=")} {
 		var out struct {
 			Error   string   `json:"error"`
 			Servers []Server `json:"servers"`

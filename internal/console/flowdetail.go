@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"slices"
 	"time"
@@ -42,13 +41,8 @@ type FlowDetail struct {
 // selection of GET /api/packets (agent, iface, since, until; no
 // filter, count or max_bytes), read by queryhttp.ParseQuery.
 func (l *local) Flow(ctx context.Context, v url.Values) Answer {
-	for _, k := range []string{"filter", "count", "max_bytes"} {
-		if _, ok := v[k]; ok {
-			return badRequest(fmt.Errorf("%s: GET /api/flow takes community_id, agent, iface, since and until", k))
-		}
-	}
-	if len(v["community_id"]) != 1 || v["community_id"][0] == "" {
-		return badRequest(errors.New("community_id: GET /api/flow needs one flow's Community ID"))
+	if a := flowArgs(v); a != nil {
+		return *a
 	}
 	link := v.Encode()
 	cfg, err := queryhttp.ParseQuery(v, l.dir, time.Now())

@@ -5,11 +5,15 @@
 // # API
 //
 //	GET /query?agent=..&iface=..&since=..&until=..&filter=..&community_id=..&count=..&max_bytes=..
-//	GET /flows?agent=..&iface=..&since=..&until=..&filter=..
+//	GET /flows?agent=..&iface=..&since=..&until=..&filter=..&community_id=..
+//	GET /timeline?agent=..&since=..&until=..&step=..
+//	GET /markers?agent=..&since=..&until=..&step=..
 //
 // community_id (query --community-id, "1:" and 28 base64 characters
 // only) reads the blocks the server's flow records name for it
-// (flowquery.Blocks), as a local query does.
+// (flowquery.Blocks), as a local query does; on GET /flows it selects
+// the flow records of that Community ID only (flows --community-id),
+// checked as GET /query checks it.
 //
 // GET /flows (flows.go, pcapsync flows --from) answers the flow records
 // of the root (internal/flowquery) as JSON lines (application/x-ndjson,

@@ -25,11 +25,12 @@ const FlowsPath = "/flows"
 const FlowsType = "application/x-ndjson"
 
 // flowParams are the parameters of GET /flows.
-var flowParams = []string{"agent", "iface", "since", "until", "filter"}
+var flowParams = []string{"agent", "iface", "since", "until", "filter", "community_id"}
 
 // parseFlows reads the parameters of GET /flows into a flowquery.Config
 // over dir, as parseQuery reads GET /query's (the same names, lists,
-// bounds and checks; no count or max_bytes). Every error wraps
+// bounds and checks, community_id's included: the flows of that
+// Community ID only; no count or max_bytes). Every error wraps
 // ErrBadRequest.
 func parseFlows(v url.Values, dir string, now time.Time) (flowquery.Config, error) {
 	var fc flowquery.Config
@@ -42,7 +43,8 @@ func parseFlows(v url.Values, dir string, now time.Time) (flowquery.Config, erro
 	if err != nil {
 		return fc, err
 	}
-	return flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until, Filter: cfg.Filter}, nil
+	return flowquery.Config{Dir: cfg.Dir, Agents: cfg.Agents, Ifaces: cfg.Ifaces, Since: cfg.Since, Until: cfg.Until, Filter: cfg.Filter,
+		CommunityID: cfg.CommunityID}, nil
 }
 
 // serveFlows selects the flows within the request's life, the filter

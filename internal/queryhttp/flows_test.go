@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,69 @@ func TestFlowsResult(t *testing.T) {
 				t.Errorf("trailer %.20q: %v, want ErrFailed", tc.trailer, err)
 			}
 		})
+	}
+}
+
+// TestFlowsCommunityID: GET /flows?community_id= answers the flows of
+// that Community ID only: those of flowquery.Run over the whole root
+// with that Community ID, each agent's (one seen by both agents, one by
+// one, one by none); a hostile value is refused (400) as GET /query
+// refuses it, before anything is read.
+func TestFlowsCommunityID(t *testing.T) {
+	dir := flowsFixture(t)
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir, Logger: quiet()})
+	all, _, err := flowquery.Run(context.Background(), flowquery.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]map[string]bool{}
+	for _, f := range all {
+		if agents[f.CommunityID] == nil {
+			agents[f.CommunityID] = map[string]bool{}
+		}
+		agents[f.CommunityID][f.Agent] = true
+	}
+	var both, one string
+	for _, f := range all {
+		switch n := len(agents[f.CommunityID]); {
+		case n == 2 && both == "":
+			both = f.CommunityID
+		case n == 1 && one == "" && f.CommunityID != "":
+			one = f.CommunityID
+		}
+	}
+	if both == "" || one == "" {
+		t.Fatalf("the fixture has no flow seen by both agents (%q) or by one (%q)", both, one)
+	}
+	for _, cid := range []string{both, one, "1:AAAAAAAAAAAAAAAAAAAAAAAAAAA="} {
+		var want []string
+		for i := range all {
+			if all[i].CommunityID == cid {
+				b, _ := json.Marshal(all[i].JSON())
+				want = append(want, string(b))
+			}
+		}
+		var got []string
+		_, err := FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), Params: Params{CommunityID: cid}}, func(j *flowquery.JSON) error {
+			b, _ := json.Marshal(j)
+			got = append(got, string(b))
+			return nil
+		})
+		if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("community_id=%s: %v: %d flows, want %d\n got %q\nwant %q", cid, err, len(got), len(want), got, want)
+		}
+	}
+	for _, q := range []string{"community_id=1:x", "community_id=" + url.QueryEscape(both) + "&community_id=" + url.QueryEscape(one),
+		"community_id=" + strings.Repeat("A", 5000), "community_id=2:" + url.QueryEscape(both[2:]), "community_id=%00%ff",
+		"community_id=" + url.QueryEscape(both+"\n"), "community_id=1:" + strings.Repeat("%C3%A9", 14)} {
+		resp, err := http.Get("http://" + s.Addr() + FlowsPath + "?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || len(body) > 200 {
+			t.Errorf("GET /flows?%.60s: %d %.200q, want 400 with a short reason", q, resp.StatusCode, body)
+		}
 	}
 }

@@ -168,9 +168,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == StatusPath:
 		s.serveStatus(w, r, log)
 		return
-	case r.URL.Path != Path && r.URL.Path != FlowsPath && r.URL.Path != TimelinePath:
+	case r.URL.Path != Path && r.URL.Path != FlowsPath && r.URL.Path != TimelinePath && r.URL.Path != MarkersPath:
 		s.refuse(w, log, http.StatusNotFound, "no such path: the query is GET "+Path+", the flows GET "+FlowsPath+", the status GET "+StatusPath+
-			", the timeline GET "+TimelinePath)
+			", the timeline GET "+TimelinePath+", its markers GET "+MarkersPath)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")
@@ -185,6 +185,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log = log.With("selection", selection(v))
 	if r.URL.Path == TimelinePath {
 		s.serveTimeline(w, r, v, log)
+		return
+	}
+	if r.URL.Path == MarkersPath {
+		s.serveMarkers(w, r, v, log)
 		return
 	}
 	var cfg query.Config

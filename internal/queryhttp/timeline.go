@@ -2,9 +2,7 @@ package queryhttp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -77,17 +75,11 @@ func ParseTimeline(v url.Values, dir string, now time.Time) (agents []string, si
 // it, the names of unindexed files and an error without the server's
 // paths. It takes a query slot: it reads the files' indexes.
 func (s *Server) serveTimeline(w http.ResponseWriter, r *http.Request, v url.Values, log *slog.Logger) {
-	pats, since, until, step, err := ParseTimeline(v, s.cfg.Dir, time.Now())
-	if err != nil {
-		s.refuse(w, log, http.StatusBadRequest, err.Error())
+	pats, since, until, step, release := s.timelineRequest(w, v, log)
+	if release == nil {
 		return
 	}
-	if !s.takeSlot(w, log) {
-		return
-	}
-	defer func() { <-s.slots }()
-	s.Counters.Active.Add(1)
-	defer s.Counters.Active.Add(-1)
+	defer release()
 	start := time.Now()
 	t, err := timeline.BuildTimeline(r.Context(), s.cfg.Dir, pats, since, until, step)
 	if err != nil {
@@ -96,22 +88,9 @@ func (s *Server) serveTimeline(w http.ResponseWriter, r *http.Request, v url.Val
 	for i, n := range t.Coverage.Named {
 		t.Coverage.Named[i] = s.public(fmt.Errorf("%s", n))
 	}
-	b, err := json.Marshal(t)
-	if err != nil {
-		s.Counters.Failed.Add(1)
-		http.Error(w, "timeline: "+err.Error(), http.StatusInternalServerError)
-		return
+	if s.writeJSON(w, t, "timeline", log) {
+		log.Info("timeline served", "agents", t.Coverage.Agents, "files", t.Coverage.Files, "duration", time.Since(start).Round(time.Millisecond))
 	}
-	w.Header().Set("Content-Type", TimelineType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, sent: &s.Counters.Bytes}
-	if _, err := out.Write(append(b, '\n')); err != nil {
-		s.Counters.Canceled.Add(1)
-		return
-	}
-	s.Counters.OK.Add(1)
-	log.Info("timeline served", "agents", t.Coverage.Agents, "files", t.Coverage.Files, "duration", time.Since(start).Round(time.Millisecond))
 }
 
 // FetchTimeline asks the server's GET /timeline (cfg.Addr, TLS, Token
@@ -121,24 +100,6 @@ func (s *Server) serveTimeline(w http.ResponseWriter, r *http.Request, v url.Val
 // wraps ErrFailed.
 func FetchTimeline(ctx context.Context, cfg ClientConfig, v url.Values) (timeline.Timeline, error) {
 	var t timeline.Timeline
-	cfg.Params, cfg.path, cfg.rawQuery = Params{}, TimelinePath, v.Encode()
-	resp, done, err := cfg.do(ctx, TimelineType)
-	if err != nil {
-		return t, err
-	}
-	defer done()
-	if ct := resp.Header.Get("Content-Type"); ct != TimelineType {
-		return t, fmt.Errorf("timeline %s: answer of type %q, not %s: not a pcapsync query listener?", cfg.Addr, ct, TimelineType)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxTimelineSize+1))
-	switch {
-	case err != nil:
-		return t, fmt.Errorf("%w: timeline: %w", ErrFailed, err)
-	case len(b) > MaxTimelineSize:
-		return t, fmt.Errorf("%w: timeline of more than %d bytes", ErrFailed, MaxTimelineSize)
-	}
-	if err := json.Unmarshal(b, &t); err != nil {
-		return t, fmt.Errorf("%w: timeline: %w", ErrFailed, err)
-	}
-	return t, nil
+	err := fetchJSON(ctx, cfg, TimelinePath, v, "timeline", MaxTimelineSize, &t)
+	return t, err
 }

@@ -19,7 +19,7 @@ function render(d) {
   for (const f of d.seen) {
     const tr = document.createElement("tr");
     tr.dataset.agent = f.agent;
-    for (const v of [f.agent, f.iface, fmtTime(f.first), fmtTime(f.last), f.proto, ep(f.src_ip, f.src_port, f.src_mac), ep(f.dst_ip, f.dst_port, f.dst_mac)]) cell(tr, v);
+    for (const v of [f.server ? `${f.agent} on ${f.server}` : f.agent, f.iface, fmtTime(f.first), fmtTime(f.last), f.proto, ep(f.src_ip, f.src_port, f.src_mac), ep(f.dst_ip, f.dst_port, f.dst_mac)]) cell(tr, v);
     cell(tr, `${f.src_packets} / ${f.dst_packets}`, true);
     cell(tr, `${f.src_bytes} / ${f.dst_bytes}`, true);
     cell(tr, f.tcp_flags); cell(tr, f.end);

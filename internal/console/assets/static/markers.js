@@ -62,7 +62,7 @@ export function listMarkers(el, m) {
     li.className = "marker " + mk.kind;
     li.dataset.agent = mk.agent;
     li.dataset.kind = mk.kind;
-    li.textContent = `${fmtTime(mk.time)} ${mk.agent}: ${(styles[mk.kind] || styles.stop).label}: ${mk.text}`;
+    li.textContent = `${fmtTime(mk.time)} ${mk.agent}${mk.server ? " on " + mk.server : ""}: ${(styles[mk.kind] || styles.stop).label}: ${mk.text}`;
     el.appendChild(li);
   }
   if (m.unknown) {
