@@ -52,20 +52,7 @@ func TestConsoleListen(t *testing.T) {
 		return nil
 	})
 	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string, ck *http.Cookie) (*http.Response, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-		if ck != nil {
-			req.AddCookie(ck)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
-	}
+	get := cookieGet(t, c, base)
 	if resp, _ := get("/api/download?agent=a", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("download without credentials: %s; want 401", resp.Status)
 	}
@@ -96,5 +83,24 @@ func TestConsoleListen(t *testing.T) {
 	}
 	if len(got) < 100 || !bytes.Equal(got, []byte(want)) {
 		t.Errorf("the console's download: %d bytes; pcapsync query of the same selection: %d", len(got), len(want))
+	}
+}
+
+// cookieGet returns a GET of base+path through c, with the cookie ck
+// when not nil: the answer and its whole body.
+func cookieGet(t *testing.T, c *http.Client, base string) func(path string, ck *http.Cookie) (*http.Response, []byte) {
+	return func(path string, ck *http.Cookie) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if ck != nil {
+			req.AddCookie(ck)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
 	}
 }

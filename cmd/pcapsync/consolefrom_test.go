@@ -127,20 +127,7 @@ func TestConsoleFromTLS(t *testing.T) {
 func TestConsoleFrom(t *testing.T) {
 	cf := startConsoleFrom(t, nil)
 	c := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string, ck *http.Cookie) (*http.Response, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, cf.base+path, nil)
-		if ck != nil {
-			req.AddCookie(ck)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
-	}
+	get := cookieGet(t, c, cf.base)
 	if resp, _ := get("/api/agents", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /api/agents without a session: %s, want 401", resp.Status)
 	}
