@@ -103,6 +103,7 @@ func agentCommand(s streams) *cobra.Command {
 				return err
 			}
 			cfg.CertFiles, cfg.User = flags.certFiles(), *flags.user
+			cfg.Agent.Version = agentVersion()
 			return runAgent(ctx, cfg, func(sum agent.Summary) error {
 				return summary.print(s.stdout, agentSummary{sum})
 			})

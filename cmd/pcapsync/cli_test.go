@@ -211,6 +211,28 @@ func TestFormatVersion(t *testing.T) {
 	}
 }
 
+// TestFormatAgentVersion: the one line an agent tells its collector.
+func TestFormatAgentVersion(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		st       stamp
+		want     string
+	}{
+		{"vcs", vcs, stamp{}, "v1.2.3 0123456789ab+dirty"},
+		{"clean", vcs[:1], stamp{}, "v1.2.3 0123456789ab"},
+		{"no vcs", nil, stamp{}, "v1.2.3"},
+		{"stamped commit", nil, stamp{"", "21dbd27f"}, "v1.2.3 21dbd27f"},
+		{"stamped release", vcs, stamp{"1.4.0~git20261124.21dbd27", "21dbd27f"}, "1.4.0~git20261124.21dbd27"},
+	} {
+		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: tc.settings}
+		if got := formatAgentVersion(bi, tc.st); got != tc.want {
+			t.Errorf("%s: formatAgentVersion = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestUsageListsCommands: pcapsync --help lists every command and its
 // synopsis line every subcommand, as the command tree has them.
 func TestUsageListsCommands(t *testing.T) {

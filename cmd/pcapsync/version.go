@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -62,4 +63,37 @@ func formatVersion(bi *debug.BuildInfo, st stamp) string {
 	}
 	fmt.Fprintf(&b, "%s %s/%s\n", bi.GoVersion, runtime.GOOS, runtime.GOARCH)
 	return b.String()
+}
+
+// agentVersion is the one-line version an agent tells its collector
+// (agent.Config.Version, shown in its status and console): the
+// module's or stamped version, then the commit's first 12 hex digits
+// and "+dirty" for uncommitted changes when known, e.g. "1.4.0" or
+// "(devel) 0123456789ab+dirty".
+func agentVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	return formatAgentVersion(bi, stamp{stampVersion, stampCommit})
+}
+
+func formatAgentVersion(bi *debug.BuildInfo, st stamp) string {
+	v := cmp.Or(st.version, bi.Main.Version)
+	rev, dirty := st.commit, false
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && s.Value != "":
+			rev = s.Value
+		case s.Key == "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && st.version == "" { // a release's stamped version says enough
+		v += " " + rev[:min(len(rev), 12)]
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v
 }

@@ -128,6 +128,12 @@ type Config struct {
 	// that is empty, the host part of the collector's address (each its
 	// own). TLS 1.2 at least.
 	TLS *tls.Config
+	// Version is this agent's software version, told to a collector
+	// that takes it (an Info frame after a Welcome with
+	// wire.FeatureInfo, over TCP) and put in Kafka records; "" tells
+	// none. Cut to wire.MaxVersionLen bytes, non-printable bytes
+	// replaced by '?'.
+	Version string
 	// Token is the collector's shared secret, sent in the Hello, at most
 	// wire.MaxTokenLen bytes; "" for none.
 	Token string

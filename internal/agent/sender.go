@@ -269,6 +269,13 @@ func (t *tcpSender) connect(ctx context.Context, ep *endpoint) (c *link, w wire.
 		err = fmt.Errorf("%w: collector accepts frames up to %d bytes, this agent's batches reach %d: lower the batch size or the snaplen",
 			ErrRejected, w.MaxFrame, a.q.bufCap)
 	}
+	if err == nil && w.Codecs&wire.FeatureInfo != 0 && a.cfg.Version != "" {
+		// Only a collector that said it takes one: an older one ends
+		// the connection at an unknown frame type.
+		if _, werr := c.Write(wire.AppendInfo(nil, &wire.Info{Version: a.cfg.Version})); werr != nil {
+			err = tlsError("sending info", werr)
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -52,7 +52,7 @@ func TestCompressedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Codecs != acceptedCodecs {
+	if w.Codecs != acceptedCodecs|wire.FeatureInfo {
 		t.Fatalf("welcome offers codecs %b", w.Codecs)
 	}
 	specs := []compress.Spec{{Codec: compress.LZ4}, {Codec: compress.S2}, {Codec: compress.Zstd}, {Codec: compress.Zstd, Level: 19}}

@@ -140,6 +140,9 @@ type session struct {
 	uncommitted struct{ batches, packets, bytes uint64 }
 	gaps        bool // the agent's mark is known: a sequence that skips ahead is counted missing
 	stats       wire.Stats
+	// version is the agent's software version as its Info frame (or
+	// its Kafka records' info header) said; nil before any.
+	version atomic.Pointer[string]
 
 	// uncommittedRaw is the decompressed records written since the last
 	// commit: what the file received, which bounds a gzip member or zstd
@@ -215,7 +218,7 @@ func (c *Core) begin(h *wire.Hello, peer Peer, kick func()) (*session, wire.Welc
 	}
 	s.gaps = known
 	c.activate(ag, s)
-	return s, wire.Welcome{LastSeq: last, MaxFrame: s.maxPayload, Codecs: acceptedCodecs}, nil
+	return s, wire.Welcome{LastSeq: last, MaxFrame: s.maxPayload, Codecs: acceptedCodecs | wire.FeatureInfo}, nil
 }
 
 // agentNamed returns the agent of name, made with app if it is new.
@@ -392,6 +395,25 @@ func (s *session) addIface(idx uint32, ifc wire.Interface) error {
 	s.ifaces = append(s.ifaces, ifc)
 	s.log.Info("interface added", "index", idx, "name", ifc.Name, "linktype", ifc.LinkType, "snaplen", ifc.SnapLen)
 	return nil
+}
+
+// info takes an Info payload: the agent's version, for AgentStats.
+// Nothing on the per-packet path reads it.
+func (s *session) info(payload []byte) error {
+	in, err := wire.ParseInfo(payload)
+	if err != nil {
+		return err
+	}
+	s.setVersion(in.Version)
+	return nil
+}
+
+// setVersion records the agent's version; "" leaves it unknown.
+func (s *session) setVersion(v string) {
+	if v != "" {
+		s.version.Store(&v)
+		s.log.Info("agent version", "version", v)
+	}
 }
 
 // recordStats records an agent's loss counters (a Stats frame's

@@ -441,6 +441,8 @@ func (s *Server) serve(ctx context.Context, fr *wire.FrameReader, sess *session,
 			err = sess.iface(p)
 		case wire.TypePing:
 			err = wire.ParsePing(p)
+		case wire.TypeInfo:
+			err = sess.info(p)
 		default:
 			err = fmt.Errorf("unexpected %s frame: %w", h.Type, wire.ErrUnknownType)
 		}

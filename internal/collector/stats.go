@@ -15,6 +15,7 @@ import (
 type AgentStats struct {
 	Name      string
 	Host      string    // as the agent's last hello said
+	Version   string    // the agent's software version as its latest session told it; "" when it did not
 	Connected bool      // a session is up
 	Peer      Peer      // of the latest session
 	Since     time.Time // when the latest session began
@@ -81,6 +82,9 @@ func (c *Core) AgentStats() []AgentStats {
 		if s := e.last; s != nil {
 			st.Peer, st.Since, st.Host, st.Ended = s.peer, s.since, s.hello.Host, e.ended
 			st.LastSeqAcked = s.app.durable()
+			if v := s.version.Load(); v != nil {
+				st.Version = *v
+			}
 		}
 		if st.LastSeqReceived > st.LastSeqAcked {
 			st.Lag = st.LastSeqReceived - st.LastSeqAcked

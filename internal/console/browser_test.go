@@ -134,6 +134,12 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(rows[0], "2026-11-24") {
 		t.Errorf("agents row %q: want a's kept window", rows[0])
 	}
+	// The version a told its collector; c told none.
+	for _, r := range rows {
+		if f := strings.Split(r, "\t"); len(f) > 3 && map[string]string{"a": "1.4.0 (test)", "c": "unknown"}[f[0]] != strings.TrimPrefix(f[3], "–") {
+			t.Errorf("agents row %q: version column %q", r, f[3])
+		}
+	}
 	for _, r := range rows {
 		name := strings.Fields(r)[0]
 		if w, ok := want[name]; !ok || !strings.Contains(r, w) {

@@ -41,7 +41,7 @@ func newFixtureTLS(t *testing.T, tc *tls.Config) *fixture {
 	}, &flow.Config{})
 	now := time.Now().UTC()
 	st := metrics.Status{Time: now, Agents: []metrics.AgentStatus{
-		{Name: "a", Host: "host-a", Connected: true, Since: now.Add(-time.Minute), PacketsPerSecond: 12.5, KernelDrops: 3,
+		{Name: "a", Host: "host-a", Version: "1.4.0 (test)", Connected: true, Since: now.Add(-time.Minute), PacketsPerSecond: 12.5, KernelDrops: 3,
 			Interfaces: []metrics.InterfaceStatus{{Name: "eth0", LinkType: 1, Reported: true, KernelDrops: 3}, {Name: "eth9", LinkType: 1}}},
 		{Name: "c", Host: "host-c", Connected: true, Since: now.Add(-time.Second)},
 	}}

@@ -77,7 +77,7 @@ func runPipeline(t *testing.T, packets int) *pipeline {
 		<-served
 		core.Close()
 	})
-	a, err := agent.New(agent.Config{Collectors: []string{ln.Addr().String()}, Name: "web1", ReadFile: in, Insecure: true,
+	a, err := agent.New(agent.Config{Collectors: []string{ln.Addr().String()}, Name: "web1", ReadFile: in, Insecure: true, Version: "7.7.7 (test)",
 		BatchBytes: 64 << 10, AckLatency: p.agent.AckLatency, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +165,9 @@ func TestPipelineMetrics(t *testing.T) {
 		a.AckedSeq != a.LastSeq || a.Lag != 0 || a.Connected || a.Address == "" || a.PacketsPerSecond <= 0 {
 		t.Errorf("status row %+v: want web1, %d packets, tcp, last seq = acked seq = %v, disconnected, a rate", a, p.packets, batches)
 	}
+	if a.Version != "7.7.7 (test)" { // the agent's Info frame
+		t.Errorf("status version %q, want the agent's 7.7.7 (test)", a.Version)
+	}
 	// The agent's interfaces (its hello's) with its last counters, and
 	// when its session ended.
 	if len(a.Interfaces) != 1 || a.Interfaces[0].Name != "in.pcap" || !a.Interfaces[0].Reported ||
@@ -178,7 +181,7 @@ func TestPipelineMetrics(t *testing.T) {
 	if err := WriteTable(&out, st); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^web1 +127\.0\.0\.1:\d+ +tcp +down `).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^web1 +127\.0\.0\.1:\d+ +tcp +down .* 7\.7\.7 \(test\)$`).MatchString(out.String()) {
 		t.Errorf("table:\n%s", out.String())
 	}
 	if resp, err := http.Get(srv.URL + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {

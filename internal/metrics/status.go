@@ -58,6 +58,7 @@ type RetentionStatus struct {
 type AgentStatus struct {
 	Name      string    `json:"name"`
 	Host      string    `json:"host"`
+	Version   string    `json:"version"`   // the agent's software version; "" when it did not tell (an older agent, UDP)
 	Address   string    `json:"address"`   // of the latest session
 	Transport string    `json:"transport"` // tcp, tls or udp
 	Connected bool      `json:"connected"`
@@ -190,7 +191,7 @@ func (p *StatusPage) Status() Status {
 	dt := now.Sub(base.at).Seconds()
 	st.RateWindow = dt
 	for i, a := range agents {
-		row := AgentStatus{Name: a.Name, Host: a.Host, Address: a.Peer.Addr, Transport: a.Peer.Transport,
+		row := AgentStatus{Name: a.Name, Host: a.Host, Version: a.Version, Address: a.Peer.Addr, Transport: a.Peer.Transport,
 			Connected: a.Connected, Since: a.Since.UTC(), Packets: a.Packets, Bytes: a.Bytes, DiskBytes: a.DiskBytes,
 			KernelDrops: a.KernelDrops, AgentDrops: a.AgentDrops, LostBatches: a.lost, Duplicates: a.Duplicates,
 			LastSeq: a.LastSeqReceived, AckedSeq: a.LastSeqAcked, Lag: a.Lag, LastBatch: a.LastBatch.UTC(),

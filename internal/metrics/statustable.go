@@ -9,7 +9,7 @@ import (
 )
 
 // statusColumns are the columns of an agent's row.
-const statusColumns = "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG\tOLDEST KEPT"
+const statusColumns = "AGENT\tADDRESS\tTRANSPORT\tSTATE\tPKT/S\tBYTES/S\tPACKETS\tKERNEL DROPS\tAGENT DROPS\tLOST BATCHES\tLAST SEQ\tLAG\tOLDEST KEPT\tVERSION"
 
 // WriteTable prints st as a table for a terminal: one row per agent,
 // connected ones first (the status page sorts by name).
@@ -36,10 +36,10 @@ func writeRows(w io.Writer, prefix string, st Status) {
 			if a.Connected != (pass == 0) {
 				continue
 			}
-			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", prefix,
+			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", prefix,
 				a.Name, orDash(a.Address), orDash(a.Transport), state(a, st.Time),
 				a.PacketsPerSecond, humanBytes(a.BytesPerSecond), a.Packets, a.KernelDrops, a.AgentDrops,
-				a.LostBatches, a.LastSeq, a.Lag, oldest(a.OldestPacket))
+				a.LostBatches, a.LastSeq, a.Lag, oldest(a.OldestPacket), orDash(a.Version))
 		}
 	}
 }
@@ -78,7 +78,7 @@ func WriteServersTable(w io.Writer, servers []ServerStatus) error {
 	agents, conn, up := 0, 0, 0
 	for _, s := range servers {
 		if s.Down != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\tSERVER %s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", s.Server, strings.ToUpper(s.Down))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\tSERVER %s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", s.Server, strings.ToUpper(s.Down))
 			continue
 		}
 		up++

@@ -152,6 +152,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(AppendStats(AppendAck(nil, 3), &Stats{Interfaces: []IfaceStats{{}}}))
 	f.Add(encode([]Record{{Timestamp: 1, Data: []byte("hi")}}, 1))
 	f.Add([]byte{Magic, Version, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add(AppendInfo(AppendInfo(nil, &Info{}), &Info{Version: "1.4.0"}))
 	f.Add([]byte{})
 	const limit = 1 << 16
 	_, maxBuf := classOf(limit + HeaderSize)
@@ -188,6 +189,10 @@ func fuzzFrames(t *testing.T, fr *FrameReader, maxBuf int) {
 			var s Stats
 			if ParseStats(p, &s) == nil && !bytes.Equal(AppendStats(nil, &s)[HeaderSize:], p) {
 				t.Fatalf("stats re-encodes differently")
+			}
+		case TypeInfo:
+			if in, err := ParseInfo(p); err == nil && len(in.Version) > MaxVersionLen {
+				t.Fatalf("info version of %d bytes accepted", len(in.Version))
 			}
 		case TypeBatch:
 			if b, err := ParseBatch(h.Flags, p, BatchLimits{}); err == nil {

@@ -38,7 +38,7 @@ const DefaultPort = 7733
 type Type uint8
 
 // Frame types. Agent->collector: Hello, Batch, Stats, Iface, Ping, Bye,
-// Piece. Collector->agent: Welcome, Reject, Ack. Bye is the UDP
+// Piece, Info. Collector->agent: Welcome, Reject, Ack. Bye is the UDP
 // transport's goodbye (TCP says goodbye with its FIN); Piece carries a
 // slice of a batch frame too large for one datagram (UDP only, see
 // AppendPiece).
@@ -53,9 +53,10 @@ const (
 	TypePing    Type = 8
 	TypeBye     Type = 9
 	TypePiece   Type = 10
+	TypeInfo    Type = 11 // sent only after a Welcome with FeatureInfo (see info.go)
 )
 
-var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping", "bye", "piece"}
+var typeNames = [...]string{"", "hello", "welcome", "reject", "batch", "ack", "stats", "iface", "ping", "bye", "piece", "info"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) && t != 0 {

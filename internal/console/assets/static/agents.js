@@ -11,6 +11,9 @@ function row(tbody, a) {
   cell(tr, a.name);
   cell(tr, a.server || "this server");
   cell(tr, a.status ? [s.host, s.address].filter(Boolean).join(" ") : "not known to this server");
+  // The version the agent told its collector; an older agent (or one
+  // over UDP) tells none.
+  cell(tr, a.status ? s.version || "unknown" : "");
   cell(tr, a.status ? (s.connected ? "yes, since " + fmtTime(s.connected_since)
     : "no" + (s.disconnected_at ? ", since " + fmtTime(s.disconnected_at) : "")) : "not since this server started");
   const ifs = cell(tr, a.status ? "" : "not known to this server");
@@ -36,7 +39,7 @@ function downRow(tbody, s) {
   cell(tr, "–");
   cell(tr, s.server);
   const td = cell(tr, `server down: ${s.outcome}: ${s.reason}`);
-  td.colSpan = 8;
+  td.colSpan = 9;
   tbody.appendChild(tr);
 }
 
