@@ -119,13 +119,13 @@ func CodecOf(path string) compress.Codec {
 }
 
 // IndexBytes returns the size of the index (index.Path) and of the flow
-// file (flow.Path) and the timeline summary (index.BinsPath) of the data
-// file at path, 0 for one it does not have
+// file (flow.Path) of the data file at path, 0 for one it does not have
 // or that is not a regular file. Retention counts a file with these
-// bytes.
+// bytes (not its timeline summary, index.BinsPath: a few KiB written
+// after the file is published).
 func IndexBytes(path string) int64 {
 	var n int64
-	for _, p := range []string{index.Path(path), flow.Path(path), index.BinsPath(path)} {
+	for _, p := range []string{index.Path(path), flow.Path(path)} {
 		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
 			n += st.Size()
 		}
