@@ -283,6 +283,9 @@ func OpenBins(dataPath string) (*Bins, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", spath, err)
 	}
+	if b.LastSeek > b.DataSize || b.Codec == CodecNone && max(b.LastRawEnd, b.RawSize) > b.DataSize {
+		return nil, fmt.Errorf("%s: last block outside the data file: %w", spath, ErrDamaged)
+	}
 	if b.Name != filepath.Base(dataPath) || b.DataSize != dst.Size() || b.IndexSize != ist.Size() {
 		return nil, fmt.Errorf("%s: of another file or stale: %w", spath, ErrDamaged)
 	}

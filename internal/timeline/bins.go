@@ -64,7 +64,7 @@ func (b *binner) bins(s *index.Bins, pk, by []int64, kept []bool) {
 		pk[i] += c.Packets
 		by[i] += c.Bytes
 	}
-	b.cov.Blocks += s.Blocks - int(out)
+	b.cov.Blocks += max(s.Blocks-int(out), 0)
 	if s.Last < b.since {
 		return
 	}
