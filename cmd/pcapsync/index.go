@@ -22,7 +22,9 @@ file is gone are removed. Files named like indexes that pcapsync did
 not make are left alone and listed. Files still being written (.part) are
 left to the store. Each file's flow records (FILE.flows, docs/flows.md)
 are checked too and, missing or unsound, rebuilt from the file with its
-index in one pass (--flows=false: indexes only). Safe to run while the
+index in one pass (--flows=false: indexes only). Each file with a sound
+index gets its timeline summary (FILE.timeline) if it has none sound.
+Safe to run while the
 collector writes and deletes files; running it again does nothing more.
 See docs/index.md.`
 
@@ -67,6 +69,9 @@ func printIndexReport(s streams, rep index.DirReport) {
 	}
 	if rep.SidecarOrphans > 0 || rep.SidecarTemps > 0 {
 		fmt.Fprintf(s.stdout, "pcapsync index: %d orphan flow files and %d temporary flow files removed\n", rep.SidecarOrphans, rep.SidecarTemps)
+	}
+	if rep.Timelines > 0 || rep.TimelineOrphan > 0 {
+		fmt.Fprintf(s.stdout, "pcapsync index: %d timeline summaries written (%d bytes); %d orphan or temporary ones removed\n", rep.Timelines, rep.TimelineBytes, rep.TimelineOrphan)
 	}
 	for _, e := range rep.Errors {
 		fmt.Fprintln(s.stderr, "pcapsync index:", e)

@@ -183,3 +183,53 @@ func TestIndexCommand(t *testing.T) {
 		t.Fatal("the foreign file was removed")
 	}
 }
+
+// TestIndexCommandTimeline: the store writes each closed file's
+// timeline summary (FILE.timeline) when it publishes it; pcapsync index
+// writes a missing or unsound one again and removes one whose data
+// file is gone.
+func TestIndexCommandTimeline(t *testing.T) {
+	dir := t.TempDir()
+	files := writeIndexed(t, store.Config{Dir: dir})
+	sum := index.BinsPath(files[0])
+	if _, err := index.OpenBins(files[0]); err != nil {
+		t.Fatalf("the store wrote no sound timeline summary: %v", err)
+	}
+	written, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, "web1", "web1_20200101T000000.000Z.pcapng")
+	os.WriteFile(index.BinsPath(orphan), written, 0o640) // names another file: foreign, left
+	for _, spoil := range []func(){
+		func() { os.Remove(sum) },
+		func() { os.WriteFile(sum, written[:len(written)-1], 0o640) },
+	} {
+		spoil()
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), []string{"index", dir, "--json"}, &out, &errs); err != nil {
+			t.Fatalf("pcapsync index: %v (%s)", err, errs.String())
+		}
+		var rep index.DirReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(sum)
+		if err != nil || !bytes.Equal(got, written) || rep.Timelines != 1 || rep.Foreign != 1 {
+			t.Fatalf("summary not written again as the store wrote it (%v), report %+v", err, rep)
+		}
+	}
+	// One whose data file is gone, which names it: removed.
+	os.Remove(files[0])
+	os.Remove(index.Path(files[0]))
+	var out, errs bytes.Buffer
+	if err := run(context.Background(), []string{"index", dir, "--json"}, &out, &errs); err != nil {
+		t.Fatalf("pcapsync index: %v (%s)", err, errs.String())
+	}
+	if _, err := os.Lstat(sum); err == nil {
+		t.Fatalf("the summary of a file gone is still there: %s", out.String())
+	}
+	if _, err := os.Lstat(index.BinsPath(orphan)); err != nil {
+		t.Fatalf("the foreign summary was removed: %v", err)
+	}
+}

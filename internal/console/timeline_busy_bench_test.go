@@ -110,9 +110,9 @@ func busyData(tb testing.TB, path string, t0 int64) []byte {
 // (PCAPSYNC_BENCH_AGENTS) at a busy volume: a file an hour per agent of
 // 2000 blocks of 512 KiB (4.8 million blocks, 2.4 TB of packets
 // described, about 1.4 GB of index), alternating, in rounds
-// (PCAPSYNC_BENCH_ROUNDS, default 3), the timeline's index reader
-// (index.OpenSummary) and the whole index (index.Open, what the
-// timeline read before). The data files are sparse (only the packet
+// (PCAPSYNC_BENCH_ROUNDS, default 3), from the timeline summaries
+// (FILE.timeline, index.OpenBins: now) and from the indexes only
+// (index.OpenSummary: before the summaries), checking the two equal. The data files are sparse (only the packet
 // index.Open probes of each block is written) and hard links of 24
 // files; each agent's indexes are its own. BENCHMARKS.md, Issue 29.
 func BenchmarkTimelineBusy(b *testing.B) {
@@ -132,7 +132,7 @@ func BenchmarkTimelineBusy(b *testing.B) {
 		idx = append(idx, busyData(b, p, base.Add(time.Duration(hour)*time.Hour).UnixNano()))
 		datas = append(datas, p)
 	}
-	var indexBytes int64
+	var indexBytes, binsBytes int64
 	for ai := range agents {
 		name := "agent" + strconv.Itoa(ai)
 		ad := filepath.Join(dir, name)
@@ -154,40 +154,59 @@ func BenchmarkTimelineBusy(b *testing.B) {
 			if err := os.WriteFile(index.Path(filepath.Join(ad, file)), enc, 0o640); err != nil {
 				b.Fatal(err)
 			}
+			// The timeline summary the store writes at close.
+			st, err := os.Stat(datas[hour])
+			if err != nil {
+				b.Fatal(err)
+			}
+			bins, err := index.BuildBins(ix, st.Size(), int64(len(enc)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			binsBytes += int64(len(bins))
+			if err := os.WriteFile(index.BinsPath(filepath.Join(ad, file)), bins, 0o640); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	ctx := context.Background()
-	day := func(open func(string) (*index.Index, error)) (time.Duration, Timeline) {
-		timeline.OpenIndex = open
-		defer func() { timeline.OpenIndex = index.OpenSummary }()
+	// day builds the day's timeline with the summaries (bins) or from
+	// the indexes only (index.OpenSummary: what the timeline read
+	// before the summaries).
+	day := func(bins bool) (time.Duration, Timeline) {
+		if !bins {
+			timeline.OpenBins = nil
+			defer func() { timeline.OpenBins = index.OpenBins }()
+		}
 		start := time.Now()
 		tl, err := BuildTimeline(ctx, dir, nil, base, base.Add(24*time.Hour), timeline.DefaultStep(24*time.Hour))
 		took := time.Since(start)
 		if err != nil || len(tl.Agents) != agents || tl.Coverage.Files != 24*agents || tl.Coverage.Unindexed != 0 ||
-			sumPtr(tl.Agents[0].Packets) != 24*busyBlocks*(1+busyFlows) || sum(tl.Agents[0].Drops) != 23 {
+			sumPtr(tl.Agents[0].Packets) != 24*busyBlocks*(1+busyFlows) || sum(tl.Agents[0].Drops) != 23 ||
+			bins != (tl.Coverage.Summaries == 24*agents) {
 			b.Fatalf("the day's timeline: %v, %d agents, coverage %+v, packets %d drops %d", err, len(tl.Agents), tl.Coverage, sumPtr(tl.Agents[0].Packets), sum(tl.Agents[0].Drops))
 		}
 		return took, tl
 	}
-	b.Logf("%d agents, %d files, %d blocks, %d bytes of index", agents, 24*agents, 24*agents*busyBlocks, indexBytes)
-	var sums, opens []time.Duration
+	b.Logf("%d agents, %d files, %d blocks, %d bytes of index, %d bytes of timeline summaries", agents, 24*agents, 24*agents*busyBlocks, indexBytes, binsBytes)
+	var bins, sums []time.Duration
 	for b.Loop() {
 		for r := range rounds {
-			s, tl := day(index.OpenSummary)
-			o, tlo := day(index.Open)
+			o, tlo := day(false)
+			s, tl := day(true)
 			js, _ := json.Marshal(tl.Agents)
 			jo, _ := json.Marshal(tlo.Agents)
-			if !bytes.Equal(js, jo) {
-				b.Fatal("the timelines of the summary and of the whole index differ")
+			if !bytes.Equal(js, jo) || tl.Coverage.Blocks != tlo.Coverage.Blocks {
+				b.Fatal("the timelines of the summaries and of the indexes differ")
 			}
-			sums, opens = append(sums, s), append(opens, o)
-			b.Logf("round %d: summary %v (index and statistics bytes read %d), whole index %v (%d)", r+1, s, tl.Coverage.IndexRead, o, tlo.Coverage.IndexRead)
+			bins, sums = append(bins, s), append(sums, o)
+			b.Logf("round %d: timeline summaries %v (bytes read %d), index summaries %v (%d)", r+1, s, tl.Coverage.IndexRead, o, tlo.Coverage.IndexRead)
 		}
 	}
+	slices.Sort(bins)
 	slices.Sort(sums)
-	slices.Sort(opens)
-	b.Logf("summary: median %v, range %v to %v; whole index: median %v, range %v to %v",
-		sums[len(sums)/2], sums[0], sums[len(sums)-1], opens[len(opens)/2], opens[0], opens[len(opens)-1])
-	b.ReportMetric(float64(sums[len(sums)/2].Milliseconds()), "summary-ms")
-	b.ReportMetric(float64(opens[len(opens)/2].Milliseconds()), "index-ms")
+	b.Logf("timeline summaries: median %v, range %v to %v; index summaries: median %v, range %v to %v",
+		bins[len(bins)/2], bins[0], bins[len(bins)-1], sums[len(sums)/2], sums[0], sums[len(sums)-1])
+	b.ReportMetric(float64(bins[len(bins)/2].Milliseconds()), "bins-ms")
+	b.ReportMetric(float64(sums[len(sums)/2].Milliseconds()), "index-ms")
 }

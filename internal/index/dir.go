@@ -35,6 +35,13 @@ type DirReport struct {
 	// interrupted run, removed (Orphans and Temps count indexes only).
 	SidecarOrphans int `json:"sidecar_orphans,omitempty"`
 	SidecarTemps   int `json:"sidecar_temps,omitempty"`
+	// Timeline summaries (FILE.timeline, WriteBins) written for closed
+	// files with a sound index and none sound, their bytes, and those
+	// removed: whose data file is gone, or temporary files left by an
+	// interrupted write.
+	Timelines      int   `json:"timelines_built,omitempty"`
+	TimelineBytes  int64 `json:"timeline_bytes,omitempty"`
+	TimelineOrphan int   `json:"timeline_orphans,omitempty"`
 
 	Errors       []string `json:"errors,omitempty"`        // the first maxErrors failures
 	ForeignFiles []string `json:"foreign_files,omitempty"` // the first maxErrors foreign files
@@ -170,6 +177,9 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 				rep.SidecarOrphans++
 			}
 			return nil
+		case strings.HasSuffix(name, BinsSuffix) || strings.Contains(name, BinsSuffix+tempSuffix):
+			rep.binsFile(path, name, foreign)
+			return nil
 		case strings.HasSuffix(name, Suffix+tempSuffix) || strings.Contains(name, Suffix+".") && strings.HasSuffix(name, tempSuffix):
 			switch {
 			case !isTempName(name) || !d.Type().IsRegular():
@@ -203,6 +213,7 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 		switch {
 		case ixOK && sideOK:
 			rep.Valid++
+			rep.ensureBins(path)
 			return nil
 		case ixOK:
 			oerr = errSidecar
@@ -255,6 +266,7 @@ func RebuildDirWith(ctx context.Context, dir string, blockBytes int, side Sideca
 		default:
 			rep.Rebuilt++
 		}
+		rep.ensureBins(path)
 		return nil
 	})
 	return rep, err
@@ -285,4 +297,58 @@ func madeFor(path, name string) bool {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// ensureBins writes the timeline summary of the closed data file at
+// path, whose index is sound, unless it has a sound one. A failure
+// (the file's packets span too long, the write failed) leaves it
+// without one: a timeline reads its index instead.
+func (rep *DirReport) ensureBins(path string) {
+	if _, err := OpenBins(path); err == nil {
+		return
+	}
+	if n, err := WriteBins(path); err == nil {
+		rep.Timelines++
+		rep.TimelineBytes += int64(n)
+	}
+}
+
+// binsFile handles a file named as a timeline summary or its
+// temporary file (safefs.WriteReplace: FILE.timeline.tmp<digits>):
+// a summary whose data file is gone is removed if its header names
+// that file, a temporary file left by an interrupted write once stale;
+// anything else so named is foreign.
+func (rep *DirReport) binsFile(path, name string, foreign func(string)) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return
+	}
+	if stem, digits, ok := strings.Cut(name, BinsSuffix+tempSuffix); ok {
+		switch {
+		case !st.Mode().IsRegular() || !isData(stem) || digits == "" || strings.Trim(digits, "0123456789") != "":
+			foreign(path)
+		case time.Since(st.ModTime()) > tempAge && os.Remove(path) == nil:
+			rep.TimelineOrphan++
+		}
+		return
+	}
+	stem := strings.TrimSuffix(path, BinsSuffix)
+	if !isData(filepath.Base(stem)) || !st.Mode().IsRegular() || st.Size() > maxBinsSize {
+		foreign(path)
+		return
+	}
+	if exists(stem) || exists(stem+partSuffix) {
+		return // its data file's turn checks it
+	}
+	p, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	if b, err := ParseBins(p); err != nil || b.Name != filepath.Base(stem) {
+		foreign(path)
+		return
+	}
+	if os.Remove(path) == nil {
+		rep.TimelineOrphan++
+	}
 }

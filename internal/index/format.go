@@ -119,9 +119,12 @@ func Path(dataPath string) string {
 }
 
 // IsIndex reports whether name is the name of an index file (finished
-// or being written).
+// or being written) or of a timeline summary (BinsPath; finished or
+// being written: .timeline.tmp<digits>): a file of this package beside
+// a data file, not a data file.
 func IsIndex(name string) bool {
-	return strings.HasSuffix(strings.TrimSuffix(name, partSuffix), Suffix)
+	return strings.HasSuffix(strings.TrimSuffix(name, partSuffix), Suffix) ||
+		strings.HasSuffix(name, BinsSuffix) || strings.Contains(name, BinsSuffix+tempSuffix)
 }
 
 // Codec is the compression of a data file, as its name says.

@@ -71,7 +71,8 @@ func IsDataFile(agent, name string) bool {
 // OwnFile reports whether name, in the directory of agent, is one the
 // writer makes: a data file, finished or .part, its index (finished or
 // .part, or being rebuilt: .idx.tmp), its flow file (finished or .part,
-// or being rebuilt: .flows.<16 hex digits>.tmp), or a repair's
+// or being rebuilt: .flows.<16 hex digits>.tmp), its timeline summary
+// (.timeline, or being written: .timeline.tmp<digits>), or a repair's
 // temporary file.
 func OwnFile(agent, name string) bool {
 	n := strings.TrimSuffix(strings.TrimSuffix(name, ".repair"), PartSuffix)
@@ -85,6 +86,12 @@ func OwnFile(agent, name string) bool {
 		n = t[:len(t)-17]
 	}
 	if t, ok := strings.CutSuffix(n, flow.Suffix); ok {
+		n = t
+	}
+	if t, digits, ok := strings.Cut(n, index.BinsSuffix+".tmp"); ok && digits != "" && strings.Trim(digits, "0123456789") == "" {
+		n = t + index.BinsSuffix
+	}
+	if t, ok := strings.CutSuffix(n, index.BinsSuffix); ok {
 		n = t
 	}
 	return IsDataFile(agent, n)
@@ -114,7 +121,8 @@ func CodecOf(path string) compress.Codec {
 // IndexBytes returns the size of the index (index.Path) and of the flow
 // file (flow.Path) of the data file at path, 0 for one it does not have
 // or that is not a regular file. Retention counts a file with these
-// bytes.
+// bytes (not its timeline summary, index.BinsPath: a few KiB written
+// after the file is published).
 func IndexBytes(path string) int64 {
 	var n int64
 	for _, p := range []string{index.Path(path), flow.Path(path)} {

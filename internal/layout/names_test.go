@@ -26,6 +26,10 @@ func TestOwnFile(t *testing.T) {
 		{"a1_20261124T090000.000Z.pcapng.flows.0123456789abcdeg.tmp", false},
 		{"a1_20261124T090000.000Z.pcapng.flows.flows", false},
 		{"a1_20261124T090000.000Z.flows", false},
+		{"a1_20261124T090000.000Z.pcapng.timeline", true},
+		{"a1_20261124T090000.000Z.pcapng.gz.timeline.tmp1234567", true},
+		{"a1_20261124T090000.000Z.pcapng.timeline.tmpx", false},
+		{"a1_20261124T090000.000Z.pcapng.timeline.timeline", false},
 		{"a1_20261124T090000.000Z_01.pcapng", false},
 		{"a1_20261324T090000.000Z.pcapng", false}, // month 13
 		{"a1_20261124T090000.000Z.pcap", false},

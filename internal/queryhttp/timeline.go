@@ -27,8 +27,10 @@ const MaxTimelineSize = 256 << 20
 // ParseTimeline reads the parameters of a timeline (GET /timeline, the
 // console's GET /api/timeline): agent, since, until as GET /query reads
 // them (ParseQuery), and step (a Go duration; default
-// timeline.DefaultStep of the range). Its errors are the request's
-// (a 400).
+// timeline.DefaultStep of the range). Without since, until and step,
+// the range is the DefaultTimelineRange ending at the end of now's
+// default step (both ends on whole steps). Its errors are the
+// request's (a 400).
 func ParseTimeline(v url.Values, dir string, now time.Time) (agents []string, since, until time.Time, step time.Duration, err error) {
 	for k := range v {
 		if k != "agent" && k != "since" && k != "until" && k != "step" {
@@ -40,6 +42,7 @@ func ParseTimeline(v url.Values, dir string, now time.Time) (agents []string, si
 	if len(st) > 1 {
 		return nil, since, until, 0, fmt.Errorf("step given %d times", len(st))
 	}
+	dflt := len(st) == 0 && len(v["since"]) == 0 && len(v["until"]) == 0
 	cfg, err := parseQuery(v, dir, now)
 	if err != nil {
 		return nil, since, until, 0, err
@@ -54,6 +57,16 @@ func ParseTimeline(v url.Values, dir string, now time.Time) (agents []string, si
 	span := until.Sub(since)
 	if span <= 0 || span == math.MaxInt64 {
 		return nil, since, until, 0, fmt.Errorf("since %s is not before until %s", since.UTC().Format(time.RFC3339Nano), until.UTC().Format(time.RFC3339Nano))
+	}
+	if dflt {
+		// The default range ends at the end of now's step, both ends
+		// on whole steps: the intervals are the same for every request
+		// within a step, and whole bins of the timeline summaries
+		// (docs/console.md): read from them, not the indexes.
+		step = timeline.DefaultStep(span)
+		until = time.Unix(0, (until.UnixNano()/int64(step)+1)*int64(step)).UTC()
+		since = until.Add(-timeline.DefaultTimelineRange)
+		return cfg.Agents, since, until, step, nil
 	}
 	if len(st) == 1 {
 		step, err = time.ParseDuration(st[0])

@@ -520,6 +520,10 @@ func (r *Enforcer) delete(a *Agent, f layout.IndexedFile, rule Rule, skip map[st
 		r.errs.Add(1)
 		r.log.Error("retention: deleting the flow file of a deleted file", "agent", a.name, "file", path, "err", ferr)
 	}
+	if terr := safefs.RemoveIn(r.dir, index.BinsPath(rel)); terr != nil && !errors.Is(terr, fs.ErrNotExist) {
+		r.errs.Add(1)
+		r.log.Error("retention: deleting the timeline summary of a deleted file", "agent", a.name, "file", path, "err", terr)
+	}
 	r.mu.Lock()
 	a.remove(f.Name)
 	if err == nil {

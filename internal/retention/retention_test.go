@@ -441,6 +441,9 @@ func TestRetentionDeletesIndex(t *testing.T) {
 	if err := os.WriteFile(flow.Path(path), []byte("flows"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(index.BinsPath(path), []byte("timeline"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	a := r.agent("a")
 	if !r.delete(a, a.files[0], RuleSize, map[string]bool{}) {
 		t.Fatal("not deleted")

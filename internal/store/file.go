@@ -575,6 +575,9 @@ func publish(saveState func() error, sync bool, parts []string) error {
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // gone: published by an earlier try
 			errs = append(errs, err)
 		}
+		if err == nil {
+			publishBins(strings.TrimSuffix(p, layout.PartSuffix))
+		}
 		dirs[filepath.Dir(p)] = true
 	}
 	for d := range dirs {

@@ -33,7 +33,7 @@ func TestRotationAlignedToWallClock(t *testing.T) {
 // TestPartSuffixShared: the tests' capture reader knows unfinished files
 // by the store's suffix.
 func TestPartSuffixShared(t *testing.T) {
-	for _, n := range []string{"a.pcapng.idx", "a.pcapng.gz.idx.part", "a.pcapng", "a.pcapng.zst.part"} {
+	for _, n := range []string{"a.pcapng.idx", "a.pcapng.gz.idx.part", "a.pcapng", "a.pcapng.zst.part", "a.pcapng.timeline", "a.pcapng.timeline.tmp12345"} {
 		if capturetest.IsIndex(n) != index.IsIndex(n) {
 			t.Errorf("%s: capturetest.IsIndex %v, index.IsIndex %v", n, capturetest.IsIndex(n), index.IsIndex(n))
 		}

@@ -154,6 +154,15 @@ func publishIndex(part string) {
 	publishBeside(index.Path(part), index.Path(strings.TrimSuffix(part, layout.PartSuffix)))
 }
 
+// publishBins writes the timeline summary of the data file just
+// published at path (index.WriteBins: its index's blocks over bins,
+// read from the index, not the packets). A failure (no index: it was
+// dropped; packets spanning too long) leaves it without one: a
+// timeline reads its index, and pcapsync index writes the summary.
+func publishBins(path string) {
+	index.WriteBins(path) //nolint:errcheck // best effort, see above
+}
+
 // publishBeside renames from, a file beside a data file being
 // published, to its final name to; a failure removes it.
 func publishBeside(from, to string) {

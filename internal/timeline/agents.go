@@ -51,6 +51,7 @@ func (b binner) all(dir string, agents []string, t *Timeline) error {
 		c.Skipped += r.cov.Skipped
 		c.Unindexed += r.cov.Unindexed
 		c.NoDrops += r.cov.NoDrops
+		c.Summaries += r.cov.Summaries
 		c.IndexRead += r.cov.IndexRead
 		c.Named = append(c.Named, r.cov.Named[:min(len(r.cov.Named), maxNamed-len(c.Named))]...)
 		t.Agents = append(t.Agents, r.s)

@@ -31,6 +31,7 @@ func Merge(parts []Timeline, servers []string) Timeline {
 		c.Skipped += pc.Skipped
 		c.Unindexed += pc.Unindexed
 		c.NoDrops += pc.NoDrops
+		c.Summaries += pc.Summaries
 		c.IndexRead += pc.IndexRead
 		for _, n := range pc.Named {
 			if len(c.Named) < maxNamed {

@@ -76,7 +76,11 @@ type TimelineCoverage struct {
 	Named     []string `json:"unindexed_files"`
 	// NoDrops: files whose drops are not known: still being written
 	// (the statistics are written at close) or zstd of one frame.
-	NoDrops   int    `json:"no_drops"`
+	NoDrops int `json:"no_drops"`
+	// Summaries: of Files, those read from their timeline summary
+	// (FILE.timeline, docs/index.md) rather than their index; Blocks
+	// counts their blocks in the range all the same.
+	Summaries int    `json:"summaries"`
 	IndexRead int64  `json:"index_bytes"` // index and statistics bytes read
 	Error     string `json:"error,omitempty"`
 }
@@ -135,6 +139,13 @@ func BuildTimeline(ctx context.Context, dir string, pats []string, since, until 
 // blocks probed in the data file, to compare).
 var OpenIndex = index.OpenSummary
 
+// OpenBins reads a closed data file's timeline summary (index.OpenBins:
+// FILE.timeline, its index's blocks pre-spread over bins of
+// index.BinWidth), used in place of the index where the timeline's
+// range and step are whole bins. Only tests and benchmarks set it (to
+// nil: always the index, to compare).
+var OpenBins = index.OpenBins
+
 // binner spreads one agent's blocks and drops over the intervals.
 type binner struct {
 	ctx                context.Context
@@ -167,21 +178,26 @@ func (b *binner) agent(dir, a string) (Series, error) {
 			b.cov.Skipped++
 			continue
 		}
-		ix, err := OpenIndex(f.Path)
+		sum, ix, err := b.open(f)
 		if err != nil {
 			b.unindexed(f.Path, err)
 			continue
 		}
 		if before >= 0 {
-			if bix, err := OpenIndex(files[before].Path); err == nil {
-				b.cov.IndexRead += indexSize(files[before].Path) + bix.Probed
+			if bsum, bix, err := b.open(files[before]); err == nil {
+				b.cov.IndexRead += b.read(files[before], bsum, bix)
 				b.drops(files[before], bix, nil, prev, &prevAgent)
 			}
 			before = -1
 		}
 		b.cov.Files++
-		b.cov.IndexRead += indexSize(f.Path) + ix.Probed
-		b.blocks(ix, pk, by, kept)
+		b.cov.IndexRead += b.read(f, sum, ix)
+		if sum != nil {
+			b.cov.Summaries++
+			b.bins(sum, pk, by, kept)
+		} else {
+			b.blocks(ix, pk, by, kept)
+		}
 		b.drops(f, ix, s.Drops, prev, &prevAgent)
 	}
 	for i := range kept {
@@ -250,16 +266,7 @@ func (b *binner) bin(ts int64) int {
 // end (rounded down), so the shares within the range sum to what of v
 // falls in it, and a block within one interval adds v whole.
 func (b *binner) spread(from, to, v int64, dst []int64) {
-	span := float64(to - from)
-	at := func(ts int64) int64 { // the part of v before ts
-		switch {
-		case ts <= from:
-			return 0
-		case ts >= to:
-			return v
-		}
-		return int64(float64(v) * float64(ts-from) / span)
-	}
+	at := func(ts int64) int64 { return index.Share(from, to, v, ts) } // the part of v before ts
 	first := max(b.bin(max(from, b.since)), 0)
 	for i := first; i < b.n; i++ {
 		start := b.since + int64(i)*b.step

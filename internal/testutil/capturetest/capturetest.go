@@ -59,11 +59,12 @@ type Packet struct {
 	Data    []byte // a copy, the test's to keep
 }
 
-// IsIndex reports whether name is the index beside a capture file
-// (index.IsIndex; the store's tests check that they agree), not a
+// IsIndex reports whether name is the index or the timeline summary
+// beside a capture file (index.IsIndex; the store's tests check that they agree), not a
 // capture file.
 func IsIndex(name string) bool {
-	return strings.HasSuffix(strings.TrimSuffix(name, PartSuffix), ".idx")
+	return strings.HasSuffix(strings.TrimSuffix(name, PartSuffix), ".idx") ||
+		strings.HasSuffix(name, ".timeline") || strings.Contains(name, ".timeline.tmp")
 }
 
 // ReadDir reads every capture file of an agent's directory dir, in name
