@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,9 +70,16 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 			pid := coll.cmd.Process.Pid
 			collMu.Unlock()
 			// Stopped, the collector's descriptors hold still: a listing
-			// taken while it runs mixes descriptors of different moments.
+			// taken while it runs mixes descriptors of different moments
+			// (a file closed after the listing passed its number and
+			// another opened at a number after it count as two). kill
+			// returns before the threads stop; a thread in a system call
+			// stops only when it returns: the listing waits for all.
 			syscall.Kill(pid, syscall.SIGSTOP)
-			writing, all := openCaptureFiles(pid, dir)
+			var writing, all []string
+			if allStopped(pid, time.Second) {
+				writing, all = openCaptureFiles(pid, dir)
+			}
 			syscall.Kill(pid, syscall.SIGCONT)
 			if len(writing) > budget && overBudget == nil {
 				overBudget = writing
@@ -121,6 +129,9 @@ func testMaxOpenFiles(t *testing.T, fileCompress string) {
 	if t.Failed() {
 		return
 	}
+	if maxOpen == 0 {
+		t.Error("no sample saw a capture file open for writing (the collector never stopped for a listing?)")
+	}
 	if maxOpen > budget {
 		t.Errorf("the collector held %d capture files open for writing at once; --max-open-files %d; the first sample over it:\n%s", maxOpen, budget, strings.Join(overBudget, "\n"))
 	}
@@ -158,6 +169,30 @@ func budgetAgentName(i uint32) string { return fmt.Sprintf("fan%03d", i) }
 // openCaptureFiles lists process pid's descriptors on capture files
 // below dir open for writing (the store's writers) and all of them
 // ("fd path flags").
+// allStopped waits up to limit for every thread of pid to be stopped
+// (state T or t in /proc/PID/task/TID/stat), and reports whether they
+// were.
+func allStopped(pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		stopped := err == nil
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			// The state follows the command name's closing parenthesis.
+			i := bytes.LastIndexByte(b, ')')
+			if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped || time.Now().After(deadline) {
+			return stopped
+		}
+		time.Sleep(time.Millisecond) // the pace of a polling loop
+	}
+}
+
 func openCaptureFiles(pid int, dir string) (writing, all []string) {
 	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(fdDir)
