@@ -163,6 +163,8 @@ func queryFiles(root string) (data, idx, flows []string, err error) {
 			idx = append(idx, f)
 		case strings.HasSuffix(f, flow.Suffix):
 			flows = append(flows, f)
+		case strings.HasSuffix(f, index.BinsSuffix):
+			// the timeline summary (a few KiB beside each closed file)
 		case strings.HasSuffix(f, layout.PartSuffix):
 			return nil, nil, nil, fmt.Errorf("%s: a file left unfinished", f)
 		default:
