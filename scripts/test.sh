@@ -83,6 +83,9 @@ fuzz FuzzScanPart ./internal/store
 fuzz FuzzRetainIndex ./internal/store
 fuzz FuzzStateFile ./internal/store
 fuzz FuzzParse ./internal/index
+fuzz FuzzSummary ./internal/index
+fuzz FuzzBins ./internal/index
+fuzz FuzzParseISBs ./internal/timeline
 fuzz FuzzReader ./internal/pcapfile
 fuzz FuzzDecompress ./internal/compress
 fuzz FuzzRoundTrip ./internal/compress
