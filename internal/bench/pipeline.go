@@ -166,6 +166,50 @@ func (mr MixResult) Vs() (rateRatio, cpuRatio float64) {
 	return vs.PacketRate(mr.Packets) / base.PacketRate(mr.Packets), vs.CPUPerM(mr.Packets, -1) / base.CPUPerM(mr.Packets, -1)
 }
 
+// Paired returns the collector's CPU in MethodPcapsyncVs's run over
+// its CPU in MethodPcapsync's run of the same round (the methods
+// alternate, so the two of a round ran next to each other): the median
+// of those ratios and their lower and upper quartiles, and the median
+// of the rounds' differences in the collector's user CPU over its CPU in
+// MethodPcapsync's run. Pairing the rounds takes out what changes
+// slowly on the machine (page cache, writeback, other load), which
+// moves whole rounds by more than a few percent; a change that adds
+// work only in user space (the flow table) shows in the user CPU
+// without the kernel's socket and page cache noise. Zeros without both
+// methods.
+func (mr MixResult) Paired() (ratio, q1, q3, userShare float64) {
+	base, vs := mr.method(MethodPcapsync), mr.method(MethodPcapsyncVs)
+	n := min(len(base.Runs), len(vs.Runs))
+	if n == 0 {
+		return 0, 0, 0, 0
+	}
+	ratios, users := make([]float64, 0, n), make([]float64, 0, n)
+	for i := range n {
+		b, v := base.Runs[i].collector(), vs.Runs[i].collector()
+		if b.CPU() <= 0 {
+			continue
+		}
+		ratios = append(ratios, v.CPU().Seconds()/b.CPU().Seconds())
+		users = append(users, (v.User-b.User).Seconds()/b.CPU().Seconds())
+	}
+	if len(ratios) == 0 {
+		return 0, 0, 0, 0
+	}
+	ratio = median(ratios) // sorts ratios
+	return ratio, quartile(ratios, 1), quartile(ratios, 3), median(users)
+}
+
+// collector returns the usage of the run's collector (a pcapsync run's
+// second process); zero for another run.
+func (r PipelineRun) collector() ProcUsage {
+	for _, p := range r.Procs {
+		if p.Name == "collector" {
+			return p
+		}
+	}
+	return ProcUsage{}
+}
+
 // Floor returns the median packet rate of method name (MethodPcapsync
 // or MethodPcapsyncVs) over the copy floor's; 0 without both.
 func (mr MixResult) Floor(name string) float64 {
@@ -233,8 +277,10 @@ func WritePipeline(w io.Writer, cfg PipelineConfig, res []MixResult, markdown bo
 		if cfg.vs() {
 			rate, cpu := mr.Vs()
 			line := fmt.Sprintf("mix %s: %s / %s: packets/s %.3fx, CPU per packet %.3fx", mr.Mix, MethodPcapsyncVs, MethodPcapsync, rate, cpu)
-			ew.printf("\n%s\n\n", line)
-			summary = append(append(summary, line), floor...)
+			ratio, q1, q3, user := mr.Paired()
+			paired := fmt.Sprintf("mix %s: %s / %s: collector CPU, median of the %d rounds' ratios %.3fx (quartiles %.3f-%.3f); collector user CPU, median of the rounds' differences %+.1f%% of its CPU", mr.Mix, MethodPcapsyncVs, MethodPcapsync, cfg.Rounds, ratio, q1, q3, 100*user)
+			ew.printf("\n%s\n%s\n\n", line, paired)
+			summary = append(append(summary, line, paired), floor...)
 			continue
 		}
 		rate, rateMet, cpu, cpuMet := mr.Goals()

@@ -129,6 +129,42 @@ func TestPipelineVs(t *testing.T) {
 	}
 }
 
+// TestPipelinePaired: the collector's CPU compared round by round, not
+// as a ratio of medians: the rounds' ratios' median and quartiles, and
+// the median difference in user CPU over the base's CPU.
+func TestPipelinePaired(t *testing.T) {
+	run := func(user, sys time.Duration) PipelineRun {
+		return PipelineRun{Wall: time.Second, Procs: []ProcUsage{{Name: "agent", User: time.Second}, {Name: "collector", User: user, Sys: sys}}}
+	}
+	ms := time.Millisecond
+	// Whole rounds move by far more than the difference: 100, 200 and
+	// 400 ms of base CPU, each round's vs 3% more of it in user time (the
+	// last 3.3%).
+	base := []PipelineRun{run(50*ms, 50*ms), run(100*ms, 100*ms), run(200*ms, 200*ms), run(60*ms, 60*ms)}
+	vs := []PipelineRun{run(53*ms, 50*ms), run(106*ms, 100*ms), run(212*ms, 200*ms), run(64*ms, 60*ms)}
+	mr := MixResult{Mix: gen.Mix64, Packets: 1000, Methods: []MethodResult{{Name: MethodPcapsync, Runs: base}, {Name: MethodPcapsyncVs, Runs: vs}}}
+	ratio, q1, q3, user := mr.Paired()
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !near(ratio, 1.03) || !near(q1, 1.03) || !near(q3, (1.03+124.0/120)/2) || !near(user, 0.03) {
+		t.Errorf("Paired = %.4f (%.4f-%.4f), user %+.4f; want 1.03 (1.03-1.0317), +0.03", ratio, q1, q3, user)
+	}
+	// The ratio of the medians says otherwise here: the pairing matters.
+	if r := vs[0:4:4]; near(MethodResult{Runs: r}.CPUPerM(1000, 1)/MethodResult{Runs: base}.CPUPerM(1000, 1), ratio) {
+		t.Errorf("ratio of medians equals the paired ratio: the test does not tell them apart")
+	}
+	var out bytes.Buffer
+	if err := WritePipeline(&out, PipelineConfig{Rounds: 4, VsCollectorArgs: []string{"--flows=false"}}, []MixResult{mr}, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "mix 64: pcapsync vs / pcapsync: collector CPU, median of the 4 rounds' ratios 1.030x (quartiles 1.030-1.032); collector user CPU, median of the rounds' differences +3.0% of its CPU"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	if r, _, _, _ := (MixResult{Methods: mr.Methods[:1]}).Paired(); r != 0 {
+		t.Errorf("Paired without a vs method = %v, want 0", r)
+	}
+}
+
 // TestPipelineFloor: the pipeline's packets/s over the copy floor's,
 // in the table against pcapsync and as issue 30's goal, for pcapsync
 // and for a second binary compared in the same run (--vs-exe).

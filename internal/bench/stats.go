@@ -20,6 +20,20 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// quartile returns quartile k (1 or 3) of xs, which must be sorted:
+// the median of the values below (k 1) or above (k 3) the middle (the one value, of one); 0
+// for none.
+func quartile(xs []float64, k int) float64 {
+	h := len(xs) / 2
+	if h == 0 {
+		return median(slices.Clone(xs))
+	}
+	if k == 1 {
+		return median(slices.Clone(xs[:h]))
+	}
+	return median(slices.Clone(xs[len(xs)-h:]))
+}
+
 // medianOf returns the median of f over rounds.
 func medianOf[T any](rounds []T, f func(T) float64) float64 {
 	xs := make([]float64, len(rounds))
