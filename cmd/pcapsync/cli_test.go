@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -214,19 +215,25 @@ func TestFormatVersion(t *testing.T) {
 // TestFormatAgentVersion: the one line an agent tells its collector.
 func TestFormatAgentVersion(t *testing.T) {
 	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}
+	pseudo := "v0.0.0-20261128010241-0123456789ab"
 	for _, tc := range []struct {
 		name     string
+		main     string // the module's version; v1.2.3 when empty
 		settings []debug.BuildSetting
 		st       stamp
 		want     string
 	}{
-		{"vcs", vcs, stamp{}, "v1.2.3 0123456789ab+dirty"},
-		{"clean", vcs[:1], stamp{}, "v1.2.3 0123456789ab"},
-		{"no vcs", nil, stamp{}, "v1.2.3"},
-		{"stamped commit", nil, stamp{"", "21dbd27f"}, "v1.2.3 21dbd27f"},
-		{"stamped release", vcs, stamp{"1.4.0~git20261124.21dbd27", "21dbd27f"}, "1.4.0~git20261124.21dbd27"},
+		{"vcs", "", vcs, stamp{}, "v1.2.3 0123456789ab+dirty"},
+		{"clean", "", vcs[:1], stamp{}, "v1.2.3 0123456789ab"},
+		{"no vcs", "", nil, stamp{}, "v1.2.3"},
+		{"stamped commit", "", nil, stamp{"", "21dbd27f"}, "v1.2.3 21dbd27f"},
+		{"stamped release", "", vcs, stamp{"1.4.0~git20261124.21dbd27", "21dbd27f"}, "1.4.0~git20261124.21dbd27"},
+		{"pseudo-version", pseudo, vcs[:1], stamp{}, pseudo},
+		{"pseudo-version dirty", pseudo + "+dirty", vcs, stamp{}, pseudo + "+dirty"}, // Go 1.24+ marks it
+		{"pseudo-version, dirty unmarked", pseudo, vcs, stamp{}, pseudo + "+dirty"},
+		{"pseudo-version of another commit", "v0.0.0-20261128010241-aaaaaaaaaaaa", vcs[:1], stamp{}, "v0.0.0-20261128010241-aaaaaaaaaaaa 0123456789ab"},
 	} {
-		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: tc.settings}
+		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: cmp.Or(tc.main, "v1.2.3")}, Settings: tc.settings}
 		if got := formatAgentVersion(bi, tc.st); got != tc.want {
 			t.Errorf("%s: formatAgentVersion = %q, want %q", tc.name, got, tc.want)
 		}

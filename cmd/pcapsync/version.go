@@ -69,7 +69,8 @@ func formatVersion(bi *debug.BuildInfo, st stamp) string {
 // (agent.Config.Version, shown in its status and console): the
 // module's or stamped version, then the commit's first 12 hex digits
 // and "+dirty" for uncommitted changes when known, e.g. "1.4.0" or
-// "(devel) 0123456789ab+dirty".
+// "(devel) 0123456789ab+dirty"; a pseudo-version, which names the
+// commit itself, is not followed by it again.
 func agentVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -89,11 +90,17 @@ func formatAgentVersion(bi *debug.BuildInfo, st stamp) string {
 			dirty = s.Value == "true"
 		}
 	}
-	if rev != "" && st.version == "" { // a release's stamped version says enough
-		v += " " + rev[:min(len(rev), 12)]
-		if dirty {
-			v += "+dirty"
-		}
+	if rev == "" || st.version != "" { // a release's stamped version says enough
+		return v
+	}
+	// A pseudo-version (v0.0.0-20261128010241-2964f5a942b5, +dirty
+	// since Go 1.24) names the commit already.
+	short := rev[:min(len(rev), 12)]
+	if !strings.Contains(v, "-"+short) {
+		v += " " + short
+	}
+	if dirty && !strings.HasSuffix(v, "+dirty") {
+		v += "+dirty"
 	}
 	return v
 }
