@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/testutil/flowtest"
 )
 
@@ -24,24 +23,7 @@ import (
 // returns every interface of the file.
 func eachPacket(t *testing.T, path string, fn func(ifaces []pcapfile.Interface, p *pcapfile.Packet)) []pcapfile.Interface {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		var p pcapfile.Packet
-		if err := r.ReadInto(&p); errors.Is(err, io.EOF) {
-			return r.Interfaces()
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		fn(r.Interfaces(), &p)
-	}
+	return capturetest.EachPacket(t, path, func(r *pcapfile.Reader, p *pcapfile.Packet) { fn(r.Interfaces(), p) })
 }
 
 // readPackets reads a pcapng's packets as "time len hex" lines.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -185,25 +185,8 @@ func TestBudgetShutdown(t *testing.T) {
 // its interfaces.
 func ifaceNames(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := pcapfile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		var p pcapfile.Packet
-		if err := r.ReadInto(&p); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
 	var names []string
-	for _, ifc := range r.Interfaces() {
+	for _, ifc := range capturetest.EachPacket(t, path, func(*pcapfile.Reader, *pcapfile.Packet) {}) {
 		names = append(names, ifc.Name)
 	}
 	return names

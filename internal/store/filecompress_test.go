@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/testutil"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
 
@@ -73,29 +73,13 @@ func writeIMIX(t *testing.T, cfg Config, text bool, batches, per int) (string, [
 // pcapfile.Open (the readers of query), are sent, byte for byte.
 func checkSent(t *testing.T, path string, sent [][]byte) {
 	t.Helper()
-	f, err := pcapfile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p pcapfile.Packet
 	n := 0
-	for ; ; n++ {
-		err := r.ReadInto(&p)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("packet %d: %v", n, err)
-		}
+	capturetest.EachPacket(t, path, func(_ *pcapfile.Reader, p *pcapfile.Packet) {
 		if n >= len(sent) || !bytes.Equal(p.Data, sent[n]) {
 			t.Fatalf("packet %d differs from the one sent", n)
 		}
-	}
+		n++
+	})
 	if n != len(sent) {
 		t.Fatalf("%d packets read, %d sent", n, len(sent))
 	}

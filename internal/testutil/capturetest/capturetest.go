@@ -92,6 +92,21 @@ func ReadDir(t testing.TB, dir string) (pkts []Packet, files int) {
 // ReadFile reads every packet of one capture file (plain, gzip or zstd).
 func ReadFile(t testing.TB, path string) []Packet {
 	t.Helper()
+	var pkts []Packet
+	EachPacket(t, path, func(r *pcapfile.Reader, p *pcapfile.Packet) {
+		pkts = append(pkts, Packet{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
+	})
+	return pkts
+}
+
+// EachPacket calls fn with every packet of the capture file at path
+// (pcap or pcapng; plain, gzip or zstd, as pcapfile.Open reads it), in
+// file order, and its reader (the interfaces described so far, the
+// offset after the packet); p's data is valid until fn returns. It
+// returns every interface of the file; a file it cannot read to its
+// end fails t.
+func EachPacket(t testing.TB, path string, fn func(r *pcapfile.Reader, p *pcapfile.Packet)) []pcapfile.Interface {
+	t.Helper()
 	f, err := pcapfile.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,14 +116,13 @@ func ReadFile(t testing.TB, path string) []Packet {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	var pkts []Packet
-	for {
-		var p pcapfile.Packet
+	var p pcapfile.Packet
+	for n := 0; ; n++ {
 		if err := r.ReadInto(&p); err == io.EOF {
-			return pkts
+			return r.Interfaces()
 		} else if err != nil {
-			t.Fatalf("%s: %v", filepath.Base(path), err)
+			t.Fatalf("%s: packet %d: %v", filepath.Base(path), n, err)
 		}
-		pkts = append(pkts, Packet{p.Timestamp, r.Interfaces()[p.Interface].Name, p.OrigLen, bytes.Clone(p.Data)})
+		fn(r, &p)
 	}
 }

@@ -8,8 +8,6 @@ package flowtest
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
 // BlockBytes is the index block size: it makes small index blocks, so that flows span several.
@@ -65,25 +64,8 @@ func WriteFlowFiles(t testing.TB, paths []string, cfg *flow.Config) {
 // number of the index block holding it.
 func addFile(t testing.TB, tab *flow.Table, p string, ix *index.Index) {
 	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapfile.NewReader(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	blk := 0
-	var pkt pcapfile.Packet
-	for {
-		err := r.ReadInto(&pkt)
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	capturetest.EachPacket(t, p, func(r *pcapfile.Reader, pkt *pcapfile.Packet) {
 		end := r.Offset()
 		for blk < len(ix.All) && (ix.All[blk].RawEnd < end || ix.All[blk].Packets == 0) {
 			blk++
@@ -93,5 +75,5 @@ func addFile(t testing.TB, tab *flow.Table, p string, ix *index.Index) {
 		}
 		lt := uint32(r.Interfaces()[pkt.Interface].LinkType)
 		tab.Add(uint32(pkt.Interface), lt, pkt.Timestamp, pkt.OrigLen, pkt.Data, uint32(blk))
-	}
+	})
 }
