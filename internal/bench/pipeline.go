@@ -366,7 +366,7 @@ func roundLine(mix gen.Mix, round int, name string, n int, r PipelineRun) string
 	fmt.Fprintf(&b, "mix %s round %d %s: %s packets/s, %.3f s, %s bytes;", mix, round, name,
 		fmtRate(float64(n)/r.Wall.Seconds()), r.Wall.Seconds(), groupDigits(r.Bytes()))
 	for _, p := range r.Procs {
-		fmt.Fprintf(&b, " %s %.3f s CPU %s;", p.Name, p.CPU().Seconds(), fmtRSS(p.MaxRSS))
+		fmt.Fprintf(&b, " %s %.3f s CPU (user %.3f) %s;", p.Name, p.CPU().Seconds(), p.User.Seconds(), fmtRSS(p.MaxRSS))
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
