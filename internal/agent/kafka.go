@@ -71,7 +71,7 @@ const helloIfaceReserve = 16
 const maxIfaceEntry = 1 + 255 + 2 + 4
 
 // produceFunc is kafkarec.Producer.Send.
-type produceFunc func(agent string, hello, frame []byte, done func(error))
+type produceFunc func(agent string, hello, info, frame []byte, done func(error))
 
 // kafkaSender is the Kafka transport. The fields under mu are shared
 // with the producer's callbacks; the others belong to the sender
@@ -271,9 +271,13 @@ func (k *kafkaSender) warnInsecure(log *slog.Logger) {
 }
 
 // recordSize is what a record counts against the window: its key,
-// value and hello header.
-func recordSize(name string, hello, frame []byte) int64 {
-	return int64(len(name) + len(hello) + len(frame) + len(kafkarec.HelloHeader))
+// value, hello header and info header.
+func recordSize(name string, hello, info, frame []byte) int64 {
+	n := len(name) + len(hello) + len(frame) + len(kafkarec.HelloHeader)
+	if info != nil {
+		n += len(info) + len(kafkarec.InfoHeader)
+	}
+	return int64(n)
 }
 
 // begin counts a record sent; its answer calls answer.
@@ -364,13 +368,17 @@ func (k *kafkaSender) run(ctx context.Context) error {
 	defer tick.Stop()
 	var st wire.Stats
 	var hello, ctl, spoolBuf []byte
+	var info []byte // the InfoHeader: this agent's version, shared by every record (never changed)
+	if a.cfg.Version != "" {
+		info = wire.AppendInfo(nil, &wire.Info{Version: a.cfg.Version})
+	}
 	declared := -1
 	sendStats := func() {
 		a.collectStats(&st)
 		ctl = wire.AppendStats(ctl[:0], &st)
-		size := recordSize(a.cfg.Name, hello, ctl)
+		size := recordSize(a.cfg.Name, hello, info, ctl)
 		k.begin(size)
-		send(a.cfg.Name, bytes.Clone(hello), bytes.Clone(ctl), func(err error) { k.answer(0, size, err) })
+		send(a.cfg.Name, bytes.Clone(hello), info, bytes.Clone(ctl), func(err error) { k.answer(0, size, err) })
 	}
 	backoff := a.cfg.BackoffMin
 	var failedAt uint64 // what was acknowledged at the last failure
@@ -403,7 +411,7 @@ func (k *kafkaSender) run(ctx context.Context) error {
 			hello = wire.AppendRecordHello(hello[:0], &h, h.Interfaces)
 			declared = len(h.Interfaces)
 		}
-		if b := a.q.at(cursor + 1); b != nil && k.room(recordSize(a.cfg.Name, hello, nil)+int64(b.frame)) {
+		if b := a.q.at(cursor + 1); b != nil && k.room(recordSize(a.cfg.Name, hello, info, nil)+int64(b.frame)) {
 			frame := b.buf
 			if frame == nil { // kept on disk only
 				if frame, err = a.q.spool.read(b, spoolBuf); err != nil {
@@ -424,7 +432,7 @@ func (k *kafkaSender) run(ctx context.Context) error {
 			} else {
 				a.batchesResent.Add(1)
 			}
-			size := recordSize(a.cfg.Name, hello, frame)
+			size := recordSize(a.cfg.Name, hello, info, frame)
 			k.begin(size)
 			// The record keeps its slices until answered, and hello and
 			// frame (a queued batch's bytes, or spoolBuf) are reused
@@ -435,7 +443,7 @@ func (k *kafkaSender) run(ctx context.Context) error {
 			bp := wire.Buffer(len(frame))
 			copy(*bp, frame)
 			a.q.endWrite()
-			send(a.cfg.Name, bytes.Clone(hello), *bp, func(err error) {
+			send(a.cfg.Name, bytes.Clone(hello), info, *bp, func(err error) {
 				k.answer(seq, size, err)
 				wire.PutBuffer(bp)
 			})

@@ -77,10 +77,11 @@ func runAgent(t *testing.T, cfg agent.Config, wrap func(a *agent.Agent)) agent.S
 
 // topicRecords are what the topic holds, parsed.
 type topicRecords struct {
-	batches []uint64 // batch sequence numbers in topic order
-	packets uint64   // packets of all batches, copies included
-	stats   int      // Stats records
-	largest int      // bytes of the largest record (key, value, hello)
+	batches  []uint64       // batch sequence numbers in topic order
+	packets  uint64         // packets of all batches, copies included
+	stats    int            // Stats records
+	largest  int            // bytes of the largest record (key, value, headers)
+	versions map[string]int // records by their info header's version ("" none)
 }
 
 // consume reads topic until its batches hold packets packets of
@@ -95,7 +96,7 @@ func consume(t *testing.T, b *kafkatest.Broker, topic, name string, packets uint
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), kafkaTimeout)
 	defer cancel()
-	var tr topicRecords
+	tr := topicRecords{versions: map[string]int{}}
 	var instance [16]byte
 	seen := map[uint64]uint64{} // seq -> packets
 	var distinct uint64
@@ -120,7 +121,14 @@ func consume(t *testing.T, b *kafkatest.Broker, topic, name string, packets uint
 			} else if rec.Hello.Instance != instance {
 				t.Fatalf("two instances in one run's records")
 			}
-			size := len(r.Key) + len(r.Value) + len(rec.HelloRaw)
+			if rec.InfoErr != nil {
+				t.Fatalf("record at offset %d: %v", r.Offset, rec.InfoErr)
+			}
+			tr.versions[rec.Info.Version]++
+			size := len(r.Key) + len(r.Value)
+			for _, h := range r.Headers {
+				size += len(h.Key) + len(h.Value)
+			}
 			tr.largest = max(tr.largest, size)
 			if rec.Type == wire.TypeStats {
 				tr.stats++
@@ -149,6 +157,7 @@ func TestKafkaReplay(t *testing.T) {
 	const count = 20_000
 	cfg := kafkaAgent(b, "replay", "k1", genFile(t, count, 1))
 	cfg.BatchBytes = 64 << 10
+	cfg.Version = "9.9.9 0123456789ab"
 	sum := runAgent(t, cfg, nil)
 	if sum.Read != count || sum.Acked != count || sum.Unacked != 0 || sum.Reconnects != 0 {
 		t.Fatalf("summary %+v, want %d read and acknowledged", sum, count)
@@ -161,6 +170,9 @@ func TestKafkaReplay(t *testing.T) {
 	}
 	if tr.packets != count || tr.stats == 0 {
 		t.Fatalf("%d packets in %d batches and %d stats records, want %d packets once and stats", tr.packets, len(tr.batches), tr.stats, count)
+	}
+	if n := tr.versions[cfg.Version]; len(tr.versions) != 1 || n != len(tr.batches)+tr.stats {
+		t.Fatalf("versions in the records' info headers: %v, want %q in all %d", tr.versions, cfg.Version, len(tr.batches)+tr.stats)
 	}
 	t.Logf("%d batches, %d stats records", len(tr.batches), tr.stats)
 }
@@ -291,11 +303,11 @@ func TestKafkaResendDuplicates(t *testing.T) {
 	cfg.BatchBytes = 16 << 10
 	var failed atomic.Bool
 	sum := runAgent(t, cfg, func(a *agent.Agent) {
-		agent.WrapKafkaSend(a, func(send func(string, []byte, []byte, func(error))) func(string, []byte, []byte, func(error)) {
+		agent.WrapKafkaSend(a, func(send func(string, []byte, []byte, []byte, func(error))) func(string, []byte, []byte, []byte, func(error)) {
 			var n atomic.Int64
-			return func(name string, hello, frame []byte, done func(error)) {
+			return func(name string, hello, info, frame []byte, done func(error)) {
 				lose := frame[2] == byte(wire.TypeBatch) && n.Add(1) == 5 && !failed.Load()
-				send(name, hello, frame, func(err error) {
+				send(name, hello, info, frame, func(err error) {
 					if lose && err == nil {
 						failed.Store(true)
 						err = errors.New("injected: the answer was lost")

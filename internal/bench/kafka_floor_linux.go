@@ -57,7 +57,13 @@ func (e kafkaEnv) runFloor(ctx context.Context, round int, topic string) (FloorR
 			errs <- fmt.Errorf("record at offset %d has no hello header", rec.Offset)
 			return
 		}
-		p.Send(string(rec.Key), rec.Headers[0].Value, rec.Value, func(err error) { errs <- err })
+		var info []byte
+		for _, h := range rec.Headers[1:] {
+			if h.Key == kafkarec.InfoHeader {
+				info = h.Value
+			}
+		}
+		p.Send(string(rec.Key), rec.Headers[0].Value, info, rec.Value, func(err error) { errs <- err })
 	})
 	for range r.Records {
 		if err == nil {

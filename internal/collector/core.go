@@ -405,6 +405,7 @@ func (s *session) info(payload []byte) error {
 		return err
 	}
 	s.setVersion(in.Version)
+	s.app.info(&in)
 	return nil
 }
 

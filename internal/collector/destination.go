@@ -59,6 +59,9 @@ type appender interface {
 	addIface(s *session, ifc wire.Interface) (int, error)
 	// stats takes a Stats frame's payload, parsed into s.stats.
 	stats(s *session, payload []byte) error
+	// info takes the agent's Info (its version), which the session
+	// keeps for AgentStats itself: what the destination passes on.
+	info(in *wire.Info)
 	// commit makes what was appended durable (a store) or reports what
 	// became so (a sink), and returns durable's sequence.
 	commit(s *session) (uint64, error)
@@ -166,6 +169,9 @@ func (a *storeAppender) append(s *session, b wire.Batch, _ uint8, _ []byte) (err
 	}
 	return nil
 }
+
+// info: the store keeps no Info (the session shows the version).
+func (a *storeAppender) info(*wire.Info) {}
 
 func (a *storeAppender) stats(s *session, _ []byte) error {
 	grew, err := a.w.RecordStats(&s.stats, s.ifmap)

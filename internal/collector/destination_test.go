@@ -18,7 +18,7 @@ type instantSink struct {
 	hellos [][]byte
 }
 
-func (f *instantSink) Send(_ string, hello, frame []byte, done func(error)) {
+func (f *instantSink) Send(_ string, hello, _, frame []byte, done func(error)) {
 	f.mu.Lock()
 	f.frames = append(f.frames, append([]byte(nil), frame...))
 	f.hellos = append(f.hellos, append([]byte(nil), hello...))

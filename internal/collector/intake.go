@@ -36,6 +36,10 @@ func (s *Session) Batch(b *wire.Batch, flags uint8, payload []byte) (dup bool, e
 	return s.s.write(b, flags, payload, true)
 }
 
+// Info takes what the agent tells of itself (its version, for
+// AgentStats); a zero Info changes nothing.
+func (s *Session) Info(in *wire.Info) { s.s.setVersion(in.Version) }
+
 // Stats records a Stats frame's payload.
 func (s *Session) Stats(payload []byte) error { return s.s.recordStats(payload) }
 

@@ -20,16 +20,18 @@ import (
 type Sink interface {
 	// Send hands over one Batch or Stats frame of agent's session,
 	// header and payload exactly as the agent sent them, with hello,
-	// the session's Hello frame listing every interface declared so far.
-	// It may block while the sink's buffers are full (backpressure).
-	// Both slices become the sink's until done is called: the caller
+	// the session's Hello frame listing every interface declared so far,
+	// and info, the Info frame of the agent (its version) or nil when
+	// it sent none. It may block while the sink's buffers are full
+	// (backpressure). The slices become the sink's until done is
+	// called: the caller
 	// does not change them before (send builds each frame for it; a
-	// session's hello is replaced, never changed in place), and reuses
+	// session's hello and info are replaced, never changed in place), and reuses
 	// the frame's buffer once done returns, so the sink keeps no
 	// reference to it past done. done is called exactly once,
 	// from any goroutine, when the frame is durable (nil) or cannot be
 	// made so; the calls for one agent come in the order of Send.
-	Send(agent string, hello, frame []byte, done func(error))
+	Send(agent string, hello, info, frame []byte, done func(error))
 	// MaxFrame returns the largest frame (header included) the sink
 	// takes together with hello; 0: no limit of its own.
 	MaxFrame(agent string, hello []byte) uint32
@@ -46,13 +48,21 @@ func (sinkDest) run(ctx context.Context)     { <-ctx.Done() }
 func (sinkDest) close(context.Context) error { return nil }
 func (*sinkAppender) end(*session, bool)     {}
 func (*sinkAppender) fill(*AgentStats)       {}
-func (ss *sinkAppender) durable() uint64     { return ss.acked.Load() }
+
+// info keeps the agent's Info frame for the records sent after it.
+func (ss *sinkAppender) info(in *wire.Info) {
+	if *in != (wire.Info{}) {
+		ss.infoFrame = wire.AppendInfo(nil, in)
+	}
+}
+func (ss *sinkAppender) durable() uint64 { return ss.acked.Load() }
 
 // sinkAppender is a session's state in an ingest collector.
 type sinkAppender struct {
-	sink  Sink
-	name  string
-	hello []byte // the Hello frame with every interface so far
+	sink      Sink
+	name      string
+	hello     []byte // the Hello frame with every interface so far
+	infoFrame []byte // the agent's Info frame (info), nil before one
 
 	mu      sync.Mutex
 	pending []sent // sent, not yet durable, in order
@@ -115,7 +125,7 @@ func (ss *sinkAppender) send(t wire.Type, flags uint8, payload []byte, seq, pack
 	bp := wire.Buffer(wire.HeaderSize + len(payload))
 	frame := wire.AppendHeader((*bp)[:0], t, flags, uint32(len(payload)))
 	frame = append(frame, payload...)
-	ss.sink.Send(ss.name, ss.hello, frame, func(err error) {
+	ss.sink.Send(ss.name, ss.hello, ss.infoFrame, frame, func(err error) {
 		ss.complete(seq, err)
 		wire.PutBuffer(bp)
 	})

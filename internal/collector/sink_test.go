@@ -17,17 +17,19 @@ type fakeSink struct {
 	mu     sync.Mutex
 	frames [][]byte
 	hellos [][]byte
+	infos  [][]byte
 	dones  []func(error)
 	max    uint32
 }
 
-func (f *fakeSink) Send(agent string, hello, frame []byte, done func(error)) {
+func (f *fakeSink) Send(agent string, hello, info, frame []byte, done func(error)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Kept as given: the slices are the sink's until done (Sink.Send),
 	// so later frames must not have changed them when the test looks.
 	f.frames = append(f.frames, frame)
 	f.hellos = append(f.hellos, hello)
+	f.infos = append(f.infos, info)
 	f.dones = append(f.dones, done)
 }
 
@@ -89,6 +91,57 @@ func TestSinkSession(t *testing.T) {
 		t.Errorf("a batch after the failure: %v, want ErrSink", err)
 	}
 	s.end(false)
+}
+
+// TestSinkInfo: an ingest collector hands its agent's Info frame on
+// with every frame after it (kafkarec.InfoHeader), none before one and
+// none for an Info without a version.
+func TestSinkInfo(t *testing.T) {
+	sink := &fakeSink{}
+	c, err := NewCore(Config{Sink: sink, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, _, err := c.begin(hello("web1", 1), Peer{}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.end(true)
+	payload := func(f []byte) []byte { return f[wire.HeaderSize:] }
+	steps := []struct {
+		info []byte // the Info frame the agent sends before the batch; nil: none
+		want string // the version of the info the sink gets with the batch; "-" none
+	}{
+		{nil, "-"},
+		{wire.AppendInfo(nil, &wire.Info{}), "-"},
+		{wire.AppendInfo(nil, &wire.Info{Version: "1.4.0"}), "1.4.0"},
+		{nil, "1.4.0"},
+	}
+	for i, st := range steps {
+		if st.info != nil {
+			if err := s.info(payload(st.info)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.batch(0, batchPayload(uint64(i+1), 10*i, 10)); err != nil {
+			t.Fatal(err)
+		}
+		got := "-"
+		if in := sink.infos[i]; in != nil {
+			v, err := wire.ParseInfo(payload(in))
+			if err != nil {
+				t.Fatalf("batch %d: the info handed on does not parse: %v", i+1, err)
+			}
+			got = v.Version
+		}
+		if got != st.want {
+			t.Errorf("batch %d: info %q handed on, want %q", i+1, got, st.want)
+		}
+	}
+	for _, done := range sink.dones {
+		done(nil)
+	}
 }
 
 // TestSinkDoesNotDecompress: an ingest collector hands a compressed

@@ -20,7 +20,7 @@ func BenchmarkCheck(b *testing.B) {
 		for e.Len() < size {
 			e.Append(1, 0, 1500, pkt)
 		}
-		rec := kafkarec.NewRecord("t", a.name, a.hello, e.Finish(1))
+		rec := kafkarec.NewRecord("t", a.name, a.hello, nil, e.Finish(1))
 		key, _ := kafkarec.NewRecordKey([]byte("0123456789abcdef0123456789abcdef"))
 		signed := *rec
 		signed.Headers = append([]kgo.RecordHeader(nil), rec.Headers...)

@@ -215,6 +215,8 @@ type wagent struct {
 	helloRaw  []byte
 	partition int32
 	last      time.Time // when a record of it was last written
+	version   string    // the last version its records' InfoHeader gave (Session.Info)
+	infoBad   bool      // an InfoHeader of it could not be read (logged once)
 }
 
 // parked is a record that passed check, with its parse.
@@ -597,6 +599,7 @@ func (w *Writer) dispatch(ctx context.Context, p parked) error {
 		}
 	}
 	a.partition, a.last = p.rec.Partition, time.Now()
+	w.info(a, &p.r)
 	var err error
 	if p.r.Type == wire.TypeBatch {
 		_, err = a.sess.Batch(&p.b, p.r.Flags, p.r.Payload)
@@ -612,6 +615,20 @@ func (w *Writer) dispatch(ctx context.Context, p parked) error {
 	}
 	w.touched[a] = true
 	return nil
+}
+
+// info passes the version that r's InfoHeader gives to a's session when
+// it changed, and logs an InfoHeader it could not read once per agent:
+// the record is written all the same (kafkarec.InfoHeader).
+func (w *Writer) info(a *wagent, r *kafkarec.Record) {
+	if r.InfoErr != nil && !a.infoBad {
+		a.infoBad = true
+		w.log.Warn("kafka: agent version unreadable; the record is written all the same", "agent", a.name, "err", r.InfoErr)
+	}
+	if r.Info.Version != "" && r.Info.Version != a.version {
+		a.version = r.Info.Version
+		a.sess.Info(&r.Info)
+	}
 }
 
 // check authenticates (with a Key) and parses rec, and parses a

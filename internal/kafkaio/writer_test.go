@@ -48,6 +48,7 @@ func TestWriterBroker(t *testing.T) {
 		{"idle agents released", testIdleRelease},
 		{"topic deleted and created again", testTopicRecreated},
 		{"partitions added", testPartitionsAdded},
+		{"agent version", testAgentVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, b) })
 	}
@@ -66,7 +67,7 @@ func newTestAgent(name string, instance byte) testAgent {
 // batch returns the record of batch seq of n 60-byte packets
 // (kafkarectest.Batch).
 func (a testAgent) batch(topic string, seq uint64, n int) *kgo.Record {
-	return kafkarec.NewRecord(topic, a.name, a.hello, kafkarectest.Batch(seq, n).Finish(seq))
+	return kafkarec.NewRecord(topic, a.name, a.hello, nil, kafkarectest.Batch(seq, n).Finish(seq))
 }
 
 // zbatch returns the record of batch seq of n 60-byte packets, its
@@ -82,7 +83,7 @@ func (a testAgent) zbatch(t *testing.T, topic string, seq uint64, n int) *kgo.Re
 	if codec != wire.CodecZstd {
 		t.Fatalf("batch not compressed (%s)", codec)
 	}
-	return kafkarec.NewRecord(topic, a.name, a.hello, e.FinishCompressed(frame, seq, codec))
+	return kafkarec.NewRecord(topic, a.name, a.hello, nil, e.FinishCompressed(frame, seq, codec))
 }
 
 // produce produces recs in order and waits for the broker's acks.
@@ -189,6 +190,53 @@ func (r *rig) committed(t *testing.T, n int64) {
 // packets returns the packets the writer's core committed to files.
 func (r *rig) packets() uint64 { return r.core.Counters.Packets.Load() }
 
+// testAgentVersion: the version an InfoHeader gives shows in the
+// core's AgentStats, a later one replaces it; a record whose InfoHeader
+// cannot be read is written all the same, the version kept, and is
+// logged once for the agent; records without one (a producer before the
+// header) leave it as it is.
+func testAgentVersion(t *testing.T, b *kafkatest.Broker) {
+	const topic = "version"
+	b.CreateTopic(topic, 1)
+	cl := b.Client()
+	a := newTestAgent("v1", 1)
+	with := func(seq uint64, info []byte) *kgo.Record {
+		r := a.batch(topic, seq, 5)
+		if info != nil {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: kafkarec.InfoHeader, Value: info})
+		}
+		return r
+	}
+	bad := append(wire.AppendHeader(nil, wire.TypeInfo, 0, 4), 1, wire.InfoVersion, 1, 0x07) // not printable
+	rg := startWriter(t, b, topic, WriterConfig{})
+	version := func() string {
+		for _, st := range rg.core.AgentStats() {
+			if st.Name == a.name {
+				return st.Version
+			}
+		}
+		return "(no agent)"
+	}
+	produce(t, cl, with(1, wire.AppendInfo(nil, &wire.Info{Version: "1.4.0"})), with(2, nil))
+	rg.committed(t, 2)
+	if got := version(); got != "1.4.0" {
+		t.Fatalf("version %q after an InfoHeader of 1.4.0 and a record without one", got)
+	}
+	produce(t, cl, with(3, bad), with(4, bad))
+	rg.committed(t, 4)
+	if got, n := version(), rg.log.count("agent version unreadable"); got != "1.4.0" || n != 1 {
+		t.Fatalf("after two unreadable InfoHeaders: version %q, %d warnings; want 1.4.0 kept, 1 warning", got, n)
+	}
+	produce(t, cl, with(5, wire.AppendInfo(nil, &wire.Info{Version: "1.5.0"})))
+	rg.committed(t, 5)
+	if got := version(); got != "1.5.0" {
+		t.Fatalf("version %q after an InfoHeader of 1.5.0", got)
+	}
+	if got := rg.packets(); got != 25 {
+		t.Errorf("%d packets written, want the 25 of all five records", got)
+	}
+}
+
 // testForgedJump: a copy of an agent's latest record with its sequence
 // number raised by a million and the checksum left stale is skipped and
 // counted; every later real batch of the agent is written.
@@ -280,7 +328,7 @@ func testRecordKey(t *testing.T, b *kafkatest.Broker) {
 	send := func(rec *kgo.Record) {
 		t.Helper()
 		errc := make(chan error, 1)
-		p.Send(a.name, rec.Headers[0].Value, rec.Value, func(err error) { errc <- err })
+		p.Send(a.name, rec.Headers[0].Value, nil, rec.Value, func(err error) { errc <- err })
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +485,7 @@ func testTopicRecreated(t *testing.T, b *kafkatest.Broker) {
 	send := func(seq uint64) error {
 		rec := a.batch(topic, seq, 1)
 		errc := make(chan error, 1)
-		p.Send(a.name, a.hello, rec.Value, func(err error) { errc <- err })
+		p.Send(a.name, a.hello, nil, rec.Value, func(err error) { errc <- err })
 		return <-errc
 	}
 	if err := send(1); err != nil {

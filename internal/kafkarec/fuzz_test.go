@@ -35,7 +35,7 @@ func FuzzRecord(f *testing.F) {
 	other, _ := NewRecordKey([]byte("0123456789abcdeF"))
 	const maxFrame = 1 << 16
 	f.Fuzz(func(t *testing.T, agent string, hello, value []byte, at uint16) {
-		r := NewRecord("t", agent, hello, value)
+		r := NewRecord("t", agent, hello, nil, value)
 		rec, err := ParseRecord(r, wire.Limits{MaxFrame: maxFrame})
 		if err == nil {
 			switch {

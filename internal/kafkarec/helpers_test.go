@@ -18,5 +18,5 @@ func newTestAgent(name string, instance byte) testAgent {
 
 // batch returns the record of batch seq of n packets (kafkarectest.Batch).
 func (a testAgent) batch(topic string, seq uint64, n int) *kgo.Record {
-	return NewRecord(topic, a.name, a.hello, kafkarectest.Batch(seq, n).Finish(seq))
+	return NewRecord(topic, a.name, a.hello, nil, kafkarectest.Batch(seq, n).Finish(seq))
 }

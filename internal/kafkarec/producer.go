@@ -91,8 +91,9 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	return &Producer{cfg: cfg, cl: cl, log: cfg.Logger}, nil
 }
 
-// Send produces frame as a record of agent with hello and calls done
-// with the brokers' answer. Both slices become the record's: the caller
+// Send produces frame as a record of agent with hello and info (an
+// Info frame for the InfoHeader; nil: none) and calls done with the
+// brokers' answer. The slices become the record's: the caller
 // must not change them until done is called, and may reuse them once
 // done returns (the client is done with a record once it answered).
 // The ingest collector and the agent hand over frames in pooled
@@ -100,8 +101,8 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 // It blocks while MaxBuffered bytes wait for an answer. done is called
 // in the order of Send for one agent (its records share a partition),
 // with nil or an error wrapping ErrProduce and the brokers' error.
-func (p *Producer) Send(agent string, hello, frame []byte, done func(error)) {
-	rec := NewRecord(p.cfg.Topic, agent, hello, frame)
+func (p *Producer) Send(agent string, hello, info, frame []byte, done func(error)) {
+	rec := NewRecord(p.cfg.Topic, agent, hello, info, frame)
 	p.cfg.Key.Sign(rec)
 	start := time.Now()
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {

@@ -24,7 +24,7 @@ func TestProduceError(t *testing.T) {
 	t.Cleanup(func() { p.Close(0) })
 	hello := wire.AppendHello(nil, &wire.Hello{Name: "web1"})
 	errc := make(chan error, 1)
-	p.Send("web1", hello, wire.AppendStats(nil, &wire.Stats{}), func(err error) { errc <- err })
+	p.Send("web1", hello, nil, wire.AppendStats(nil, &wire.Stats{}), func(err error) { errc <- err })
 	select {
 	case err := <-errc:
 		if !errors.Is(err, ErrProduce) {

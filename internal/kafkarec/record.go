@@ -26,21 +26,44 @@ import (
 //     never sees the start of the session).
 const HelloHeader = "pcapsync-hello"
 
+// InfoHeader, optional, holds the Info frame of the agent's session
+// (wire.AppendInfo: its version): an agent writing straight to Kafka
+// adds its own, an ingest collector the one its agent sent. A writer
+// before it ignores the header; a writer reads it only to show the
+// agent's version, so a header it cannot read (malformed, over
+// maxInfoHeader, given twice) leaves the version unknown and the record
+// is written all the same (Record.InfoErr says why).
+const InfoHeader = "pcapsync-info"
+
+// maxInfoHeader bounds the InfoHeader a writer reads: a whole Info frame
+// with every field at its longest is larger, but what AppendInfo writes
+// is at most infoReserve bytes.
+const maxInfoHeader = 1 << 10
+
+// infoReserve is the most bytes the Info frame that a producer of ours
+// adds takes: the frame's header, the field count, one version field.
+const infoReserve = wire.HeaderSize + 1 + 2 + wire.MaxVersionLen
+
 // recordOverhead bounds what a record adds around its value and hello
 // in a Kafka record batch (v2: the batch header of 61 bytes, the
 // record's varints and the header key), for a batch of one record, and
-// the MAC header a RecordKey adds.
-const recordOverhead = 61 + 64 + len(HelloHeader) + macOverhead
+// the MAC header a RecordKey adds, and room for an InfoHeader.
+const recordOverhead = 61 + 64 + len(HelloHeader) + macOverhead + 16 + len(InfoHeader) + infoReserve
 
 // NewRecord returns the record of one frame of agent's session, without
-// a MAC (RecordKey.Sign adds it). It keeps the slices it is given.
-func NewRecord(topic, agent string, hello, frame []byte) *kgo.Record {
-	return &kgo.Record{
+// a MAC (RecordKey.Sign adds it): with an InfoHeader when info (an Info
+// frame, wire.AppendInfo) is not nil. It keeps the slices it is given.
+func NewRecord(topic, agent string, hello, info, frame []byte) *kgo.Record {
+	r := &kgo.Record{
 		Topic:   topic,
 		Key:     []byte(agent),
 		Value:   frame,
 		Headers: []kgo.RecordHeader{{Key: HelloHeader, Value: hello}},
 	}
+	if info != nil {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: InfoHeader, Value: info})
+	}
+	return r
 }
 
 // MaxFrame returns the largest frame (header included) that fits a
@@ -62,6 +85,10 @@ type Record struct {
 	Type     wire.Type
 	Flags    uint8
 	Payload  []byte // the frame's payload, in the record's value
+	// Info is the record's InfoHeader, zero without one; InfoErr says
+	// why an InfoHeader was not read (Info is zero then).
+	Info    wire.Info
+	InfoErr error
 }
 
 // ParseRecord decodes and checks a record: a valid agent name as key
@@ -117,7 +144,40 @@ func parseRecord(r *kgo.Record, lim wire.Limits) (Record, error) {
 		return rec, fmt.Errorf("value is a %s frame, want batch or stats: %w", h.Type, wire.ErrMalformed)
 	}
 	rec.Type, rec.Flags, rec.Payload = h.Type, h.Flags, p
+	rec.Info, rec.InfoErr = parseInfoHeader(r.Headers)
 	return rec, nil
+}
+
+// parseInfoHeader reads the InfoHeader among hs, if any.
+func parseInfoHeader(hs []kgo.RecordHeader) (wire.Info, error) {
+	var raw []byte
+	n := 0
+	for _, h := range hs {
+		if h.Key == InfoHeader {
+			raw = h.Value
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return wire.Info{}, nil
+	case n > 1:
+		return wire.Info{}, fmt.Errorf("%d %s headers: %w", n, InfoHeader, wire.ErrMalformed)
+	case len(raw) > maxInfoHeader:
+		return wire.Info{}, fmt.Errorf("%s header of %d bytes over limit %d: %w", InfoHeader, len(raw), maxInfoHeader, wire.ErrTooLarge)
+	}
+	h, p, err := parseFrame(raw, wire.Limits{})
+	if err == nil && h.Type != wire.TypeInfo {
+		err = fmt.Errorf("a %s frame: %w", h.Type, wire.ErrMalformed)
+	}
+	var in wire.Info
+	if err == nil {
+		in, err = wire.ParseInfo(p)
+	}
+	if err != nil {
+		return wire.Info{}, fmt.Errorf("%s header: %w", InfoHeader, err)
+	}
+	return in, nil
 }
 
 // parseFrame splits b into one frame's header and payload; b must hold

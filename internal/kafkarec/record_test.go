@@ -68,10 +68,62 @@ func TestParseRecord(t *testing.T) {
 	}
 }
 
-// TestMaxFrame: a frame MaxFrame allows, with its key and hello, fits
-// the record limit.
+// TestParseInfoHeader: a record's InfoHeader gives the agent's
+// version; one that cannot be read leaves it unknown and says why,
+// and the record is accepted all the same.
+func TestParseInfoHeader(t *testing.T) {
+	hello := wire.AppendHello(nil, &wire.Hello{Name: "web1", Host: "h", Interfaces: []wire.Interface{{Name: "eth0", LinkType: 1, SnapLen: 65535}}})
+	batch := append(wire.AppendHeader(nil, wire.TypeBatch, 0, 5), 1, 2, 3, 4, 5)
+	info := wire.AppendInfo(nil, &wire.Info{Version: "1.4.0 0123456789ab"})
+	long := append(wire.AppendHeader(nil, wire.TypeInfo, 0, maxInfoHeader), make([]byte, maxInfoHeader)...)
+	for _, tc := range []struct {
+		name    string
+		infos   [][]byte
+		want    string // the version
+		wantErr string // in InfoErr; "" for none
+	}{
+		{"none", nil, "", ""},
+		{"version", [][]byte{info}, "1.4.0 0123456789ab", ""},
+		{"empty info", [][]byte{wire.AppendInfo(nil, &wire.Info{})}, "", ""},
+		{"two", [][]byte{info, info}, "", "2 pcapsync-info headers"},
+		{"not printable", [][]byte{append(wire.AppendHeader(nil, wire.TypeInfo, 0, 4), 1, wire.InfoVersion, 1, 0x07)}, "", "not printable"},
+		{"truncated", [][]byte{info[:len(info)-1]}, "", "pcapsync-info header"},
+		{"not an info frame", [][]byte{hello}, "", "a hello frame"},
+		{"over the limit", [][]byte{long}, "", "over limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecord("t", "web1", hello, nil, batch)
+			for _, in := range tc.infos {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: InfoHeader, Value: in})
+			}
+			rec, err := ParseRecord(r, wire.Limits{MaxFrame: 64 << 10})
+			if err != nil {
+				t.Fatalf("record refused: %v", err)
+			}
+			if rec.Info.Version != tc.want {
+				t.Errorf("version %q, want %q", rec.Info.Version, tc.want)
+			}
+			switch {
+			case tc.wantErr == "" && rec.InfoErr != nil:
+				t.Errorf("InfoErr %v, want none", rec.InfoErr)
+			case tc.wantErr != "" && (rec.InfoErr == nil || !strings.Contains(rec.InfoErr.Error(), tc.wantErr)):
+				t.Errorf("InfoErr %v, want one saying %q", rec.InfoErr, tc.wantErr)
+			}
+		})
+	}
+	if r := NewRecord("t", "web1", hello, info, batch); len(r.Headers) != 2 || r.Headers[1].Key != InfoHeader {
+		t.Errorf("NewRecord with info: headers %v", r.Headers)
+	}
+}
+
+// TestMaxFrame: a frame MaxFrame allows, with its key, hello and the
+// longest Info frame of ours, fits the record limit.
 func TestMaxFrame(t *testing.T) {
 	hello := wire.AppendHello(nil, &wire.Hello{Name: "web1"})
+	info := wire.AppendInfo(nil, &wire.Info{Version: strings.Repeat("v", wire.MaxVersionLen+10)})
+	if len(info) > infoReserve {
+		t.Fatalf("an Info frame of %d bytes, over the %d reserved", len(info), infoReserve)
+	}
 	m := MaxFrame(1<<20, "web1", hello)
 	if m == 0 || int(m)+len("web1")+len(hello)+recordOverhead > 1<<20 {
 		t.Errorf("MaxFrame %d does not fit 1 MiB with its key and hello", m)
