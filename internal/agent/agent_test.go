@@ -319,3 +319,38 @@ func TestTooManyInterfacesInFile(t *testing.T) {
 		t.Fatalf("summary %+v; want the 3 packets before the 1025th interface read and acknowledged", sum)
 	}
 }
+
+// TestReplayQueueLimit: a replay over TCP without a spool queues at most
+// replayQueueBytes in memory (a larger queue only lets the reader run
+// ahead of the collector, in fresh memory faulted in per run); a smaller
+// --queue-size, live capture, UDP and a spool keep Config.QueueBytes.
+func TestReplayQueueLimit(t *testing.T) {
+	dir := t.TempDir()
+	in, spool := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "spool")
+	writePcap(t, in, 1, []int{60})
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int64
+	}{
+		{"replay default", Config{ReadFile: in}, replayQueueBytes},
+		{"replay larger queue", Config{ReadFile: in, QueueBytes: 256 << 20}, replayQueueBytes},
+		{"replay smaller queue", Config{ReadFile: in, QueueBytes: 8 << 20}, 8 << 20},
+		{"replay large batches", Config{ReadFile: in, BatchBytes: 8 << 20, QueueBytes: 256 << 20}, 4 * int64(wire.HeaderSize+wire.BatchHeaderSize+8<<20+DefaultSnapLen+wire.RecordMaxOverhead)},
+		{"replay with spool", Config{ReadFile: in, Spool: spool}, DefaultQueueBytes},
+		{"replay over udp", Config{ReadFile: in, Transport: TransportUDP}, DefaultQueueBytes},
+		{"live capture", Config{Interfaces: []string{"lo"}}, DefaultQueueBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			c.Collectors, c.Name, c.Insecure, c.Logger = []string{"127.0.0.1:1"}, "q", true, quiet
+			a, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.q.limit != tc.want {
+				t.Errorf("queue limit %d, want %d", a.q.limit, tc.want)
+			}
+		})
+	}
+}

@@ -82,6 +82,26 @@ type queue struct {
 	span func(frame int) uint64
 }
 
+// replayQueueBytes is the most a replay (Config.ReadFile) over TCP
+// without a spool keeps queued in memory, when Config.QueueBytes is
+// larger: a replay blocks when the queue is full instead of dropping, so
+// a larger queue only lets the file's reader run further ahead of the
+// collector, which buys no speed (the collector acknowledges at least
+// every 8 MiB) and costs fresh memory, 64 MiB by default, that the
+// kernel must fault in and clear (docs/architecture.md, "Memory").
+const replayQueueBytes = 16 << 20
+
+// queueLimit is the queue's bound in memory: Config.QueueBytes, or for a
+// replay over TCP without a spool at most replayQueueBytes (and never
+// less than four batch buffers of bufCap bytes).
+func (a *Agent) queueLimit(bufCap int) int64 {
+	c := &a.cfg
+	if _, tcp := a.tr.(*tcpSender); !tcp || c.ReadFile == "" || c.Spool != "" {
+		return c.QueueBytes
+	}
+	return min(c.QueueBytes, max(replayQueueBytes, 4*int64(bufCap)))
+}
+
 func newQueue(limit int64, bufCap int) *queue {
 	q := &queue{limit: limit, bufCap: bufCap, pushed: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 	q.space = sync.NewCond(&q.mu)
