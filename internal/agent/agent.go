@@ -198,7 +198,8 @@ func New(cfg Config) (*Agent, error) {
 		// must hold the worst case of the codec.
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
 	}
-	a.q = newQueue(a.queueLimit(bufCap), bufCap)
+	a.q = newQueue(c.QueueBytes, bufCap)
+	a.q.ahead = a.replayAheadLimit(bufCap)
 	a.tr.prepareQueue(a.q)
 	var recovered []*batch
 	if c.Spool != "" {

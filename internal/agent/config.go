@@ -99,7 +99,7 @@ type Config struct {
 	FlushInterval time.Duration
 	// QueueBytes bounds the unacknowledged batches kept in memory.
 	// 0 means DefaultQueueBytes. A replay (ReadFile) over TCP without a
-	// Spool keeps at most replayQueueBytes of it.
+	// Spool also reads at most replayAhead beyond what it has sent.
 	QueueBytes int64
 	// Spool, if set, is a directory where every sealed batch is also
 	// written until acknowledged: QueueBytes then bounds only the copies
