@@ -175,7 +175,7 @@ func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	fs.TextVar(&cfg.Checksum, "checksum", agent.DefaultChecksum, "CRC-32C on each batch: auto (only where nothing else protects it: not inside TLS, whose AEAD authenticates every byte, unless --spool keeps batches on disk), always (e.g. for a collector behind a TLS-terminating proxy), or never (TCP only)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", agent.DefaultFlushInterval, "send a batch at the latest this long after its first packet (live capture)")
 	cfg.QueueBytes = agent.DefaultQueueBytes
-	fs.Var(sizeFlag{&cfg.QueueBytes}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool)")
+	fs.Var(sizeFlag{&cfg.QueueBytes}, "queue-size", "memory for unacknowledged batches; when full, live capture drops and counts (with --spool: memory kept as a cache of the spool); a --read replay over TCP without --spool waits instead, and reads at most 8M beyond what it has sent")
 	fs.StringVar(&cfg.Spool, "spool", "", "directory where every batch is also written until acknowledged: a collector outage of minutes loses nothing, and a restarted live agent resends what its previous run left")
 	cfg.SpoolBytes = agent.DefaultSpoolBytes
 	fs.Var(sizeFlag{&cfg.SpoolBytes}, "spool-size", "largest spool; when full, live capture drops and counts")

@@ -199,6 +199,7 @@ func New(cfg Config) (*Agent, error) {
 		bufCap = wire.HeaderSize + wire.BatchHeaderSize + compress.MaxEncodedLen(bufCap)
 	}
 	a.q = newQueue(c.QueueBytes, bufCap)
+	a.q.ahead = a.replayAheadLimit(bufCap)
 	a.tr.prepareQueue(a.q)
 	var recovered []*batch
 	if c.Spool != "" {

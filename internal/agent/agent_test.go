@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/collector"
@@ -318,4 +320,86 @@ func TestTooManyInterfacesInFile(t *testing.T) {
 	if sum.Read != 3 || sum.Acked != 3 {
 		t.Fatalf("summary %+v; want the 3 packets before the 1025th interface read and acknowledged", sum)
 	}
+}
+
+// TestReplayAhead: a replay over TCP without a spool reads at most
+// replayAhead beyond what the sender has begun to write (a larger queue
+// only let its reader run ahead of the collector, in fresh memory
+// faulted in per run), its unacknowledged window still Config.QueueBytes;
+// live capture, UDP and a spool have no such bound.
+func TestReplayAhead(t *testing.T) {
+	dir := t.TempDir()
+	in, spool := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "spool")
+	writePcap(t, in, 1, []int{60})
+	batch := int64(wire.HeaderSize + wire.BatchHeaderSize + 8<<20 + DefaultSnapLen + wire.RecordMaxOverhead)
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		ahead int64
+	}{
+		{"replay", Config{ReadFile: in}, replayAhead},
+		{"replay larger queue", Config{ReadFile: in, QueueBytes: 256 << 20}, replayAhead},
+		{"replay large batches", Config{ReadFile: in, BatchBytes: 8 << 20, QueueBytes: 256 << 20}, 4 * batch},
+		{"replay with spool", Config{ReadFile: in, Spool: spool}, 0},
+		{"replay over udp", Config{ReadFile: in, Transport: TransportUDP}, 0},
+		{"live capture", Config{Interfaces: []string{"lo"}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			c.Collectors, c.Name, c.Insecure, c.Logger = []string{"127.0.0.1:1"}, "q", true, quiet
+			a, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.q.ahead != tc.ahead {
+				t.Errorf("read-ahead %d, want %d", a.q.ahead, tc.ahead)
+			}
+			if want := cmp.Or(c.QueueBytes, DefaultQueueBytes); a.q.limit != want {
+				t.Errorf("queue limit %d, want %d", a.q.limit, want)
+			}
+		})
+	}
+}
+
+// TestQueueAhead: with a read-ahead bound a blocking push waits while
+// the batches not yet begun to be written would pass it, and goes on once
+// the sender begins one; acknowledged or not does not matter.
+func TestQueueAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(1<<20, 4096)
+		q.ahead = 3000 // two batches of 10 records (TestQueue)
+		for i := range 2 {
+			if !fill(q, 10, true) {
+				t.Fatalf("push %d refused", i)
+			}
+		}
+		done := make(chan bool, 1)
+		go func() { done <- fill(q, 10, true) }()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("third push did not wait for the sender")
+		default:
+		}
+		q.beginWrite(q.at(1))
+		q.endWrite()
+		synctest.Wait()
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("third push refused")
+			}
+		default:
+			t.Fatal("third push still waits after the sender began the first batch")
+		}
+		if st := q.stats(); st.acked != 0 || st.pending != 3 {
+			t.Fatalf("stats %+v: want 3 pending, none acknowledged", st)
+		}
+		// Without block a push ignores the bound (live capture has none).
+		q.beginWrite(q.at(3))
+		q.endWrite()
+		if !fill(q, 10, false) {
+			t.Fatal("push without block refused below the limit")
+		}
+	})
 }

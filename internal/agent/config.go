@@ -98,7 +98,8 @@ type Config struct {
 	// first packet. 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
 	// QueueBytes bounds the unacknowledged batches kept in memory.
-	// 0 means DefaultQueueBytes.
+	// 0 means DefaultQueueBytes. A replay (ReadFile) over TCP without a
+	// Spool also reads at most replayAhead beyond what it has sent.
 	QueueBytes int64
 	// Spool, if set, is a directory where every sealed batch is also
 	// written until acknowledged: QueueBytes then bounds only the copies

@@ -71,6 +71,12 @@ type queue struct {
 	// (UDP: a datagram each), so that the limit bounds real memory.
 	minCharge int
 
+	// ahead, if set, also bounds the bytes of the batches queued after
+	// sentMax, the highest sequence the sender began to write: a
+	// blocking push waits for the sender too (see replayAhead).
+	ahead   int64
+	sentMax uint64
+
 	// spool, if set, bounds the queue instead of limit: every batch is
 	// written to it, and limit only bounds the batches also kept in memory.
 	spool *spool
@@ -80,6 +86,28 @@ type queue struct {
 	// next batch's number follows them. Without it every batch takes one.
 	// Not with a spool.
 	span func(frame int) uint64
+}
+
+// replayAhead is how far a replay (Config.ReadFile) over TCP without a
+// spool reads ahead of the sender: the bytes of the queued batches not
+// yet sent. A replay waits when the queue is full instead of dropping,
+// so without this bound its reader ran up to Config.QueueBytes (64 MiB by
+// default) ahead of the collector, in fresh memory that the kernel must
+// fault in and clear, for no speed: the sender writes one batch at a
+// time. The unacknowledged window (sent, not yet acknowledged) is still
+// bounded by Config.QueueBytes alone, so a replay over a long fat
+// network keeps its window.
+const replayAhead = 8 << 20
+
+// replayAheadLimit is the queue's read-ahead bound (see replayAhead; at
+// least four batch buffers of bufCap bytes), or 0 (none) for live
+// capture, UDP, Kafka and a spool.
+func (a *Agent) replayAheadLimit(bufCap int) int64 {
+	c := &a.cfg
+	if _, tcp := a.tr.(*tcpSender); !tcp || c.ReadFile == "" || c.Spool != "" {
+		return 0
+	}
+	return max(replayAhead, 4*int64(bufCap))
 }
 
 func newQueue(limit int64, bufCap int) *queue {
@@ -113,7 +141,7 @@ func (q *queue) push(b *batch, enc *wire.BatchEncoder, codec wire.Codec, packets
 	if codec != wire.CodecNone {
 		need = max(len(b.buf), q.minCharge)
 	}
-	for !q.closed && len(q.items) > 0 && q.isFull(need) {
+	for !q.closed && len(q.items) > 0 && (q.isFull(need) || block && q.aheadFull(need)) {
 		if !block {
 			q.droppedPackets += uint64(packets)
 			return false
@@ -167,6 +195,20 @@ func (q *queue) isFull(need int) bool {
 		return q.spool.full(need)
 	}
 	return q.bytes+int64(need) > q.limit
+}
+
+// aheadFull says whether need more bytes would take the batches not
+// yet sent past q.ahead (never, without it). Batches are contiguous in
+// sequence here (no span: TCP).
+func (q *queue) aheadFull(need int) bool {
+	if q.ahead == 0 || len(q.items) == 0 {
+		return false
+	}
+	unsent := int64(need)
+	for _, b := range q.items[min(len(q.items), int(max(q.sentMax+1, q.items[0].seq)-q.items[0].seq)):] {
+		unsent += int64(b.mem)
+	}
+	return unsent > q.ahead
 }
 
 // recover queues batches a previous run left in the spool.
@@ -256,6 +298,12 @@ func (q *queue) ack(seq uint64) {
 func (q *queue) beginWrite(b *batch) {
 	q.mu.Lock()
 	q.writing, q.released = b, false
+	if b.seq > q.sentMax {
+		q.sentMax = b.seq
+		if q.ahead > 0 {
+			q.space.Broadcast() // a replay's reader may read on
+		}
+	}
 	q.mu.Unlock()
 }
 
