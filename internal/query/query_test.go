@@ -695,6 +695,7 @@ func TestWindowHoldsItsShare(t *testing.T) {
 	}
 	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
 	var worst, limit int64
+	miscounted := false
 	testTaken = func(s *stream) {
 		held := int64(s.h.entries()) * entrySize
 		s.h.each(func(p *pkt) { held += int64(cap(p.data)) })
@@ -704,8 +705,9 @@ func TestWindowHoldsItsShare(t *testing.T) {
 				held += int64(cap(b))
 			}
 		}
-		if held != s.mem+s.freeMem {
-			t.Fatalf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+		if held != s.mem+s.freeMem && !miscounted { // the hook may run in a producer's goroutine
+			t.Errorf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+			miscounted = true
 		}
 		worst, limit = max(worst, held), s.limit
 	}
