@@ -42,11 +42,13 @@ type batch struct {
 	end  bool    // the stream ends after pkts
 }
 
-// event is a file's statistics block, to be kept once the merge has
-// written after packets of the stream.
+// event is a file's statistics block, or an interface the query does
+// not select (Result.Unselected), to be kept once the merge has written
+// after packets of the stream.
 type event struct {
-	after uint64
-	st    stats
+	after      uint64
+	st         stats
+	unselected string // the interface's name; "": st
 }
 
 // producer fills a stream from its own goroutine; the merge's side of
@@ -163,6 +165,7 @@ func (p *producer) recycle(b *batch) {
 		p.s.recycle(b.pkts[i].data)
 		b.pkts[i] = pkt{}
 	}
+	clear(b.evs)
 	b.pkts, b.evs = b.pkts[:0], b.evs[:0]
 	p.spare = append(p.spare, b)
 }
@@ -259,11 +262,15 @@ func (q *query) nextBatch(ctx context.Context, p *producer) (bool, error) {
 	return true, nil
 }
 
-// keepEvents keeps p's statistics blocks due once the packets of its
+// keepEvents keeps p's events due once the packets of its
 // stream written so far are.
 func (q *query) keepEvents(p *producer) {
 	for ; p.ev < len(p.b.evs) && p.b.evs[p.ev].after <= p.written; p.ev++ {
-		q.stats = append(q.stats, p.b.evs[p.ev].st)
+		if e := &p.b.evs[p.ev]; e.unselected != "" {
+			q.res.noteUnselected(e.unselected)
+		} else {
+			q.stats = append(q.stats, e.st)
+		}
 	}
 }
 

@@ -422,7 +422,11 @@ func (q *query) output(s *stream, ifc pcapfile.Interface) int {
 		ifc.Name = s.agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
-		q.res.noteUnselected(ifc.Name)
+		if s.prod != nil { // in the order the merge alone would meet it
+			s.prod.cur.evs = append(s.prod.cur.evs, event{after: s.pops, unselected: ifc.Name})
+		} else {
+			q.res.noteUnselected(ifc.Name)
+		}
 		return -1
 	}
 	for i, o := range q.outs {
