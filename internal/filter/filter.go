@@ -1,11 +1,11 @@
 package filter
 
 import (
-	"maps"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 )

@@ -177,6 +177,54 @@ type mergeEntP struct {
 	p    *producer
 }
 
+// prodHeap is minHeap[mergeEntP] with its order written out, not
+// called through a func value: the merge reorders it once a packet.
+type prodHeap struct{ s []mergeEntP }
+
+func entLess(a, b *mergeEntP) bool { return a.ts < b.ts || a.ts == b.ts && a.rank < b.rank }
+
+func (h *prodHeap) len() int { return len(h.s) }
+
+func (h *prodHeap) push(v mergeEntP) {
+	h.s = append(h.s, v)
+	for i := len(h.s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !entLess(&h.s[i], &h.s[p]) {
+			break
+		}
+		h.s[i], h.s[p] = h.s[p], h.s[i]
+		i = p
+	}
+}
+
+func (h *prodHeap) pop() {
+	n := len(h.s) - 1
+	h.s[0] = h.s[n]
+	h.s = h.s[:n]
+	h.fix()
+}
+
+// fix restores the order after the least element changed.
+func (h *prodHeap) fix() {
+	s := h.s
+	n := len(s)
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && entLess(&s[r], &s[l]) {
+			m = r
+		}
+		if !entLess(&s[m], &s[i]) {
+			return
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+}
+
 // mergeProduced is merge with a producer per stream: it writes the
 // streams' packets in timestamp order until they end or a limit is
 // reached, then stops the producers and waits for them to end.
@@ -198,9 +246,7 @@ func (q *query) mergeProduced(ctx context.Context, streams []*stream) error {
 			s.res, s.prod = &q.res, nil
 		}
 	}()
-	h := minHeap[mergeEntP]{less: func(a, b mergeEntP) bool {
-		return a.ts < b.ts || a.ts == b.ts && a.rank < b.rank
-	}}
+	var h prodHeap
 	for _, p := range ps {
 		ok, err := q.nextBatch(ctx, p)
 		if err != nil {

@@ -59,7 +59,7 @@ type stream struct {
 	ifmap []ifEntry // cur's interfaces, by index
 	// res is what the stream's reading counts: the query's, or with
 	// producers its own, added to the query's once they are done.
-	res *Result
+	res    *Result
 	filter *filter.Filter // the query's filter, or with producers its own clone
 	// pending: cur's statistics blocks, kept once cur is read to its
 	// end if it holds no packet at or after until (curPast).
@@ -75,13 +75,13 @@ type stream struct {
 	freeMem int64
 	limit   int64
 	seq     uint64
-	pops    uint64 // packets released
-	slack   int64  // what the free lists may hold beyond limit (produce.go)
-	flight  int64  // of the buffers released and not given back yet
+	pops    uint64    // packets released
+	slack   int64     // what the free lists may hold beyond limit (produce.go)
+	flight  int64     // of the buffers released and not given back yet
 	prod    *producer // nil: the merge fills the stream itself
-	last    int64 // timestamp of the last packet released
-	out     bool  // a packet was released
-	done    bool  // no more files
+	last    int64     // timestamp of the last packet released
+	out     bool      // a packet was released
+	done    bool      // no more files
 	reads   int
 
 	// Follow mode: high is the latest timestamp read (of any packet,
