@@ -75,7 +75,7 @@
 // # Threads
 //
 // With Config.Threads above 1 (the default: GOMAXPROCS), each agent's
-// open file is read ahead by a goroutine (read, decompressed, spliced
+// open compressed file is read ahead by a goroutine (read, decompressed, spliced
 // to the index blocks selected) into at most four 256 KiB chunks, at
 // most Threads goroutines reading at once, and Run's output is written
 // by a goroutine from two 256 KiB buffers. Each agent's packets are

@@ -74,6 +74,7 @@ func newProducer(s *stream, stop <-chan struct{}) *producer {
 		p.spare = append(p.spare, &batch{pkts: make([]pkt, 0, batchPackets)})
 	}
 	s.prod = p
+	s.kit.plainDirect = true
 	s.res = new(Result)
 	s.filter = s.q.filter.Clone()
 	s.slack = freeSlack(s.limit) + batchCount*p.max

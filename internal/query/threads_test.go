@@ -137,9 +137,10 @@ func TestThreadsSameOutput(t *testing.T) {
 // aheadChunks*aheadChunk per agent.
 func TestReadAheadBounded(t *testing.T) {
 	dir := t.TempDir()
-	// 3 agents of about 1.7 MiB each, 7 chunks apiece.
+	// 3 agents of about 1.7 MiB each (decompressed), 7 chunks apiece;
+	// compressed: a plain file is read by its producer itself.
 	for i, name := range []string{"r1", "r2", "r3"} {
-		writeAgent(t, dir, agentSpec{name: name, batches: hostBatches(60, 200, 1000, nil, 0)}, i)
+		writeAgent(t, dir, agentSpec{name: name, comp: []string{"gzip", "zstd", "gzip"}[i], batches: hostBatches(60, 200, 1000, nil, 0)}, i)
 	}
 	var worst, total atomic.Int64
 	testAhead = func(filled int) {
@@ -158,6 +159,30 @@ func TestReadAheadBounded(t *testing.T) {
 	}
 	if w := worst.Load(); w > aheadChunks || w < 2 {
 		t.Errorf("a stream held %d chunks read ahead, the bound is %d (and some must wait)", w, aheadChunks)
+	}
+}
+
+// TestPlainNotReadAhead: with producers (Threads above 1), a plain
+// file is read by its agent's producer itself, not copied ahead into
+// chunks first; a compressed one is decompressed ahead.
+func TestPlainNotReadAhead(t *testing.T) {
+	dir := t.TempDir()
+	writeAgent(t, dir, agentSpec{name: "p1", batches: hostBatches(20, 200, 1000, nil, 0)}, 0)
+	writeAgent(t, dir, agentSpec{name: "p2", comp: "zstd", batches: hostBatches(20, 200, 1000, nil, 1)}, 1)
+	for _, c := range []struct {
+		agent string
+		ahead bool
+	}{{"p1", false}, {"p2", true}} {
+		var chunks atomic.Int64
+		testAhead = func(int) { chunks.Add(1) }
+		res, err := Run(t.Context(), Config{Dir: dir, Threads: 4, Agents: []string{c.agent}}, io.Discard)
+		testAhead = nil
+		if err != nil || res.Packets != 4000 {
+			t.Fatalf("%s: %d packets, %v", c.agent, res.Packets, err)
+		}
+		if got := chunks.Load() > 0; got != c.ahead {
+			t.Errorf("%s: %d chunks read ahead, want some: %v", c.agent, chunks.Load(), c.ahead)
+		}
 	}
 }
 
