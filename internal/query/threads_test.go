@@ -88,6 +88,8 @@ func TestThreadsSameOutput(t *testing.T) {
 		{name: "nothing", filter: "ip host 10.9.9.99", since: -1e9, until: all},
 		{name: "small windows", since: -1e9, until: all, reorder: 1},
 		{name: "small windows filtered", filter: "udp port 5001", since: -1e9, until: all, reorder: 1},
+		{name: "small windows count", since: -1e9, until: all, reorder: 1, count: 9000},
+		{name: "small windows max bytes", since: -1e9, until: all, reorder: 1, maxBytes: 1_200_000},
 		{name: "ifaces", ifaces: []string{"*:eth1"}, since: -1e9, until: all},
 		{name: "ifaces count", ifaces: []string{"*:eth0"}, since: -1e9, until: all, count: 777},
 	}
@@ -285,6 +287,27 @@ func TestThreadsDisorderSameOutput(t *testing.T) {
 	}
 	if failed == 0 || passed == 0 {
 		t.Errorf("%d windows failed, %d passed: the disorder does not test the window's edge", failed, passed)
+	}
+}
+
+// TestThreadsStatsAtStop: the statistics blocks of the files an
+// agent's producer read before the packets where Count stopped the
+// query are written, those it read after them not, as in one
+// goroutine: the producer hands the merge each file's blocks with the
+// number of packets the window had released when the file ended.
+func TestThreadsStatsAtStop(t *testing.T) {
+	dir := t.TempDir()
+	writeAgent(t, dir, agentSpec{name: "s1", rotate: 16 << 10, stats: true, batches: hostBatches(40, 200, 1000, nil, 0)}, 0)
+	writeAgent(t, dir, agentSpec{name: "s2", rotate: 24 << 10, stats: true, batches: hostBatches(40, 200, 1000, nil, 1)}, 1)
+	for count := int64(3000); count < 3400; count += 5 {
+		one, _, err1 := runQuery(t, Config{Dir: dir, ReorderMem: 1, Count: count, Threads: 1})
+		out, _, err := runQuery(t, Config{Dir: dir, ReorderMem: 1, Count: count, Threads: 2})
+		if err != nil || err1 != nil {
+			t.Fatalf("count %d: %v, %v", count, err1, err)
+		}
+		if !bytes.Equal(out, one) {
+			t.Fatalf("count %d: %d bytes differ from threads 1's %d", count, len(out), len(one))
+		}
 	}
 }
 
