@@ -114,7 +114,7 @@ func queryCommand(s streams) *cobra.Command {
 			fs.Var(sizeFlag{&f.cfg.MaxBytes}, "max-bytes", "stop before the output would exceed this size, e.g. 100M (default: no limit)")
 			f.cfg.ReorderMem = query.DefaultReorderMem
 			fs.Var(sizeFlag{&f.cfg.ReorderMem}, "reorder-mem", "memory that puts each agent's packets in timestamp order, shared by the agents read")
-			fs.IntVar(&f.cfg.Threads, "threads", query.DefaultThreads, "goroutines that read, decompress and splice the files at once beside the merge (0: the CPUs this process may use; 1: one goroutine for everything); the output is the same")
+			fs.IntVar(&f.cfg.Threads, "threads", query.DefaultThreads, "goroutines that read, decompress and splice the files at once beside the merge, above 1 with a goroutine per agent that parses, filters and orders its packets (0: the CPUs this process may use; 1: one goroutine for everything); the output is the same")
 			fs.BoolVar(&f.cfg.Follow, "follow", false, "go on live: read the files being written as they grow, new files and new agents, until --until is passed or Ctrl-C")
 			f.cfg.FollowDelay = query.DefaultFollowDelay
 			fs.DurationVar(&f.cfg.FollowDelay, "follow-delay", query.DefaultFollowDelay, "with --follow, how long a packet waits at most for the other agents before it is written")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
 )
@@ -94,6 +95,13 @@ func NewFor(ctx context.Context, expr string, lts []uint16) (*Filter, error) {
 		}
 	}
 	return nil, first
+}
+
+// Clone returns a Filter of the same expression holding the programs f
+// compiled so far, for another goroutine: the two then compile and
+// match apart (the programs are shared: running one changes nothing).
+func (f *Filter) Clone() *Filter {
+	return &Filter{expr: f.expr, progs: maps.Clone(f.progs), errs: maps.Clone(f.errs)}
 }
 
 // Compile compiles the filter for linkType unless it was (or is ""):

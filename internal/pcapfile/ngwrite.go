@@ -46,6 +46,7 @@ const maxEPBData = math.MaxUint32 - minEPBLen - 3
 type NgWriter struct {
 	w       io.Writer
 	bw      *bufio.Writer // w when it is one: a packet's pieces are written to it without an interface call each
+	rw      Reserver      // w when it is one: a packet is built in its buffer
 	n       int64
 	err     error
 	nIfaces int
@@ -190,6 +191,17 @@ func (w *NgWriter) writeEPB(ifIndex int, ts int64, origLen uint32, data, opts []
 	binary.LittleEndian.PutUint32(h[16:], uint32(ts))
 	binary.LittleEndian.PutUint32(h[20:], caplen)
 	binary.LittleEndian.PutUint32(h[24:], max(origLen, caplen))
+	if w.rw != nil && len(opts) == 0 {
+		if b := w.rw.Reserve(int(total)); b != nil {
+			copy(b, h[:28])
+			copy(b[28:], data)
+			b = b[28+caplen:]
+			clear(b[:pad])
+			binary.LittleEndian.PutUint32(b[pad:], total)
+			w.n += int64(total)
+			return nil
+		}
+	}
 	if bw := w.bw; bw != nil && len(opts) == 0 {
 		// The common packet: header, data, padding and trailer into
 		// the buffer, the error (sticky in a bufio.Writer) checked once.
@@ -292,6 +304,16 @@ func (w *NgWriter) Interfaces() int { return w.nIfaces }
 func (w *NgWriter) SetWriter(dst io.Writer) {
 	w.w = dst
 	w.bw, _ = dst.(*bufio.Writer)
+	w.rw, _ = dst.(Reserver)
+}
+
+// Reserver is a writer that lends its buffer: Reserve returns n bytes
+// of it, counted as written, for the caller to fill before its next
+// call; nil when it cannot (n beyond its buffer, or an error that its
+// next Write returns). NgWriter builds a packet's block there, its
+// data copied once.
+type Reserver interface {
+	Reserve(n int) []byte
 }
 
 // writeBlock finishes a block built in w.meta style (header with a zero

@@ -424,7 +424,8 @@ func TestNgWriterEmptyNameResolution(t *testing.T) {
 }
 
 // TestNgWriterBuffered: over a bufio.Writer (the store's case, whose
-// packets without options skip the interface call per piece) the bytes
+// packets without options skip the interface call per piece) and over
+// a Reserver (a query's output: packets built in its buffer) the bytes
 // and the count are those written to a plain writer, for every
 // padding, with and without options; and an error of the writer under
 // the buffer is sticky, counted as written up to it.
@@ -466,6 +467,15 @@ func TestNgWriterBuffered(t *testing.T) {
 		t.Fatalf("through a bufio.Writer: %d bytes (Written %d), plain %d (Written %d), equal %v",
 			buffered.Len(), wb.Written(), plain.Len(), wp.Written(), bytes.Equal(plain.Bytes(), buffered.Bytes()))
 	}
+	var lent reserver // lends at most 8 KiB at a time: the larger packets go through Write
+	wr, err := write(&lent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plain.Bytes(), lent.b) || wr.Written() != wp.Written() || lent.lent == 0 {
+		t.Fatalf("through a Reserver: %d bytes (Written %d, %d lent), plain %d (Written %d), equal %v",
+			len(lent.b), wr.Written(), lent.lent, plain.Len(), wp.Written(), bytes.Equal(plain.Bytes(), lent.b))
+	}
 	for _, limit := range []int{5000, 20000, 70000} {
 		fw := &failWriter{limit: limit}
 		w, err := write(bufio.NewWriterSize(fw, 4096))
@@ -479,4 +489,21 @@ func TestNgWriterBuffered(t *testing.T) {
 			t.Errorf("limit %d: next WritePacket returned %v, want sticky %v", limit, err2, err)
 		}
 	}
+}
+
+// reserver is a Reserver lending up to 8 KiB of its buffer at a time.
+type reserver struct {
+	b    []byte
+	lent int
+}
+
+func (r *reserver) Write(p []byte) (int, error) { r.b = append(r.b, p...); return len(p), nil }
+
+func (r *reserver) Reserve(n int) []byte {
+	if n > 8192 {
+		return nil
+	}
+	r.lent++
+	r.b = append(r.b, bytes.Repeat([]byte{0xee}, n)...) // what the caller does not fill shows
+	return r.b[len(r.b)-n:]
 }

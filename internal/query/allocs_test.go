@@ -13,8 +13,9 @@ import (
 // TestAllocationsConstant: a query's allocations do not grow with the
 // number of packets it reads and writes once its reorder window is
 // full: buffers are reused, the merge and the writers allocate nothing
-// per packet, in one goroutine as with read-ahead and the output
-// written by a goroutine (Config.Threads).
+// per packet, in one goroutine as with read-ahead, a producer per
+// agent handing the merge batches and the output written by a
+// goroutine (Config.Threads).
 func TestAllocationsConstant(t *testing.T) {
 	if raceflag.Enabled {
 		t.Skip("the race detector allocates")

@@ -266,10 +266,10 @@ func (s *stream) indexTimes(fi layout.FileInfo, t *layout.TimeRange) bool {
 	if !seen && !s.q.cfg.NoIndex {
 		ix, err := index.Open(fi.Path)
 		if st, serr := os.Lstat(index.Path(fi.Path)); serr == nil && st.Mode().IsRegular() {
-			s.q.res.BytesRead += st.Size() // read whole by Open
+			s.res.BytesRead += st.Size() // read whole by Open
 		}
 		if err == nil {
-			s.q.res.BytesRead += ix.Probed
+			s.res.BytesRead += ix.Probed
 			if ix.Final || len(ix.All) > 0 {
 				blockTimes(ix, &it.t)
 				it.ok = true

@@ -75,16 +75,21 @@
 // # Threads
 //
 // With Config.Threads above 1 (the default: GOMAXPROCS), each agent's
-// open file is read ahead by a goroutine (read, decompressed, spliced
+// open compressed file is read ahead by a goroutine (read, decompressed, spliced
 // to the index blocks selected) into at most four 256 KiB chunks, at
 // most Threads goroutines reading at once, and Run's output is written
-// by a goroutine from two 256 KiB buffers. Parsing, filtering, the
-// reorder windows and the merge stay in the query's goroutine, so the
-// output is the same byte for byte whatever Threads. Follow is one
-// goroutine.
+// by a goroutine from two 256 KiB buffers. Each agent's packets are
+// parsed, filtered and put in order in its reorder window by a
+// goroutine of its own (produce.go), which hands the merge batches of
+// the packets its window releases; the merge stays in the query's
+// goroutine. What a window releases depends on the agent's files and
+// its share of ReorderMem alone, so the output is the same byte for
+// byte whatever Threads. Follow is one goroutine.
 //
-// Memory is bounded by ReorderMem plus one reader (buffers and a
-// decompressor) per selected agent, and with Threads above 1 1 MiB of
-// read-ahead per agent, whatever the size of the result. Run is safe
-// to call concurrently with different writers.
+// Memory is bounded by ReorderMem (and 1/32 of it in buffers kept for
+// reuse) plus one reader (buffers and a decompressor) per selected
+// agent, and with Threads above 1 1 MiB of read-ahead and the batches
+// handed the merge (1/16 of its window) per agent, whatever the size
+// of the result. Run is safe to call concurrently with different
+// writers.
 package query

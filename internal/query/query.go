@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -121,7 +122,9 @@ type query struct {
 	filter       *filter.Filter
 	cid          communityID
 	sel          *selection
-	outs         []outIface
+	outs         []*outIface // appended under mu (producers add to it)
+	mouts        []*outIface // the merge's copy of outs (outAt)
+	mu           sync.Mutex
 	stats        []stats
 	w            *pcapfile.NgWriter // nil for Each
 	bw           flusher
@@ -301,6 +304,9 @@ func (q *query) run(ctx context.Context) error {
 	if q.cfg.Follow {
 		return q.follow(ctx)
 	}
+	if q.sem != nil {
+		return q.mergeProduced(ctx, q.all)
+	}
 	return q.merge(ctx, q.all)
 }
 
@@ -410,11 +416,17 @@ func (q *query) ifaceSelected(full string) bool {
 // writes carries its agent's coverage as known now as its comment
 // (ifaceComment).
 func (q *query) output(s *stream, ifc pcapfile.Interface) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if ifc.Name == "" {
 		ifc.Name = s.agent + ":"
 	}
 	if !q.ifaceSelected(ifc.Name) {
-		q.res.noteUnselected(ifc.Name)
+		if s.prod != nil { // in the order the merge alone would meet it
+			s.prod.cur.evs = append(s.prod.cur.evs, event{after: s.pops, unselected: ifc.Name})
+		} else {
+			q.res.noteUnselected(ifc.Name)
+		}
 		return -1
 	}
 	for i, o := range q.outs {
@@ -426,9 +438,42 @@ func (q *query) output(s *stream, ifc pcapfile.Interface) int {
 	if q.w != nil {
 		ifc.Comment = ifaceComment(s.coverage(true))
 	}
-	q.outs = append(q.outs, outIface{ifc: ifc, w: -1})
+	q.outs = append(q.outs, &outIface{ifc: ifc, w: -1})
 	q.res.Interfaces = len(q.outs)
 	return len(q.outs) - 1
+}
+
+// outAt is q.outs[i] for the merge, which reads q.outs without
+// holding mu but when it meets an index beyond its copy.
+func (q *query) outAt(i int) *outIface {
+	if i >= len(q.mouts) {
+		q.mu.Lock()
+		q.mouts = q.outs
+		q.mu.Unlock()
+	}
+	return q.mouts[i]
+}
+
+// compile compiles the filter for the link type of q.outs[out] unless
+// it was: the filter's one compile per link type. A filter libpcap
+// refuses for this link type ("inbound" on Ethernet) passes none of
+// its packets, as tcpdump -r would print none of them; Prepare made
+// sure it compiles for some.
+func (q *query) compile(ctx context.Context, out int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	o := q.outs[out]
+	if o.compiled {
+		return nil
+	}
+	if err := q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
+		if !errors.Is(err, capture.ErrBadFilter) {
+			return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
+		}
+		q.res.FilterRefused++
+	}
+	o.compiled = true
+	return nil
 }
 
 // writeHead writes the oldest packet of s, the stream at the top of
@@ -490,7 +535,7 @@ func (q *query) merge(ctx context.Context, streams []*stream) error {
 // the first packet on it (or gives it to Each's function); false when
 // --max-bytes stops the query first.
 func (q *query) writePacket(agent string, p *pkt) (bool, error) {
-	o := &q.outs[p.out]
+	o := q.outAt(p.out)
 	if q.each != nil {
 		return true, q.give(agent, o, p)
 	}
@@ -568,7 +613,7 @@ func (q *query) writeStats() error {
 	}
 	slices.SortStableFunc(q.stats, func(a, b stats) int { return cmp.Compare(a.st.Timestamp, b.st.Timestamp) })
 	for _, s := range q.stats {
-		o := &q.outs[s.out]
+		o := q.outs[s.out]
 		if q.cfg.MaxBytes > 0 {
 			need := pcapfile.StatsSize(s.st)
 			if o.w < 0 {

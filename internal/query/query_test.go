@@ -682,7 +682,8 @@ func TestFilterCompiledOnce(t *testing.T) {
 // for reuse and the heap that orders its packets, stays within its
 // share of ReorderMem (but for a packet and a growth of the heap) while
 // the packets' sizes change: small, large, small again. Buffers kept
-// per size outside the window held twice the share.
+// per size outside the window held twice the share. The same with a
+// producer filling the window (its batches in flight are bounded apart).
 func TestWindowHoldsItsShare(t *testing.T) {
 	dir := t.TempDir()
 	var batches [][]tp
@@ -695,6 +696,7 @@ func TestWindowHoldsItsShare(t *testing.T) {
 	}
 	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
 	var worst, limit int64
+	miscounted := false
 	testTaken = func(s *stream) {
 		held := int64(s.h.entries()) * entrySize
 		s.h.each(func(p *pkt) { held += int64(cap(p.data)) })
@@ -704,19 +706,23 @@ func TestWindowHoldsItsShare(t *testing.T) {
 				held += int64(cap(b))
 			}
 		}
-		if held != s.mem+s.freeMem {
-			t.Fatalf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+		if held != s.mem+s.freeMem && !miscounted { // the hook may run in a producer's goroutine
+			t.Errorf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+			miscounted = true
 		}
 		worst, limit = max(worst, held), s.limit
 	}
 	defer func() { testTaken = nil }()
-	_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem})
-	if err != nil || res.Packets != 12000 {
-		t.Fatalf("%d packets, %v", res.Packets, err)
-	}
-	t.Logf("window of %d KiB held at most %d KiB", limit>>10, worst>>10)
-	if worst > limit+limit/8+2048 {
-		t.Errorf("the window held %d bytes, its share is %d", worst, limit)
+	for _, threads := range []int{1, 2} { // 2: filled by a producer, its batches in flight not counted
+		worst = 0
+		_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem, Threads: threads})
+		if err != nil || res.Packets != 12000 {
+			t.Fatalf("%d packets, %v", res.Packets, err)
+		}
+		t.Logf("threads %d: window of %d KiB held at most %d KiB", threads, limit>>10, worst>>10)
+		if worst > limit+limit/8+2048 {
+			t.Errorf("threads %d: the window held %d bytes, its share is %d", threads, worst, limit)
+		}
 	}
 }
 

@@ -227,18 +227,21 @@ func openFile(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int,
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	var codec index.Codec
 	if ix != nil {
 		src.indexed = true
 		src.blocksTotal = len(ix.All)
 		blockTimes(ix, &src.times)
-		src.sp = newSplice(f, k, ix.Codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
+		codec = ix.Codec
+		src.sp = newSplice(f, k, codec, []seg{headSeg(ix, limit)}, func(head []byte) []seg {
 			return sel.plan(ix, head, limit, f, src)
 		})
 	} else {
-		src.sp = newSplice(f, k, sniff(f), []seg{{seekEnd: -1, rawEnd: limit}}, nil)
+		codec = sniff(f)
+		src.sp = newSplice(f, k, codec, []seg{{seekEnd: -1, rawEnd: limit}}, nil)
 	}
 	var rd io.Reader = src.sp
-	if k.ahead != nil {
+	if k.ahead != nil && (codec != index.CodecNone || !k.plainDirect) {
 		src.ah = newAhead(src.sp, k.ahead)
 		rd = src.ah
 	}

@@ -91,6 +91,11 @@ type kit struct {
 	// ahead, if not nil: read a file's decoded stream ahead (ahead.go)
 	// with these buffers; a file opened to be followed is not.
 	ahead *aheadKit
+	// plainDirect: a plain file is read by the reader itself, not ahead:
+	// its reader runs in a producer of its own (produce.go), beside the
+	// merge already, and reading ahead would only copy its bytes once
+	// more; compressed files are still decompressed ahead.
+	plainDirect bool
 }
 
 // readerBuffer returns the buffer for a file's pcapfile.Reader.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
@@ -55,8 +55,12 @@ type stream struct {
 	files []layout.FileInfo
 	next  int // files[next] is opened next
 	cur   *fileSource
-	path  string // of cur
-	ifmap []int  // cur's interface -> query.outs index; -1 unselected, -2 not looked at
+	path  string    // of cur
+	ifmap []ifEntry // cur's interfaces, by index
+	// res is what the stream's reading counts: the query's, or with
+	// producers its own, added to the query's once they are done.
+	res    *Result
+	filter *filter.Filter // the query's filter, or with producers its own clone
 	// pending: cur's statistics blocks, kept once cur is read to its
 	// end if it holds no packet at or after until (curPast).
 	pending []stats
@@ -71,9 +75,13 @@ type stream struct {
 	freeMem int64
 	limit   int64
 	seq     uint64
-	last    int64 // timestamp of the last packet released
-	out     bool  // a packet was released
-	done    bool  // no more files
+	pops    uint64    // packets released
+	slack   int64     // what the free lists may hold beyond limit (produce.go)
+	flight  int64     // of the buffers released and not given back yet
+	prod    *producer // nil: the merge fills the stream itself
+	last    int64     // timestamp of the last packet released
+	out     bool      // a packet was released
+	done    bool      // no more files
 	reads   int
 
 	// Follow mode: high is the latest timestamp read (of any packet,
@@ -100,7 +108,7 @@ type stream struct {
 
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
 	s := &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
-		h: newWindow(), cov: covAcc{listed: len(files)}}
+		h: newWindow(), cov: covAcc{listed: len(files)}, res: &q.res, filter: q.filter, slack: freeSlack(limit)}
 	if q.sem != nil {
 		s.kit.ahead = newAheadKit(q.sem)
 	}
@@ -157,7 +165,7 @@ func (s *stream) fill(ctx context.Context) error {
 		}
 		if err == io.EOF {
 			if !s.curPast {
-				s.q.stats = append(s.q.stats, s.pending...)
+				s.keepStats()
 			}
 			s.closeCur()
 			continue
@@ -197,7 +205,7 @@ func (s *stream) open(ctx context.Context) error {
 			s.cov.kept.Add(fi.Last)
 		}
 		if fi.Times && (fi.Last < s.q.since || fi.First >= s.q.until) || s.q.sel.skipFile(fi) {
-			s.q.res.FilesSkipped++
+			s.res.FilesSkipped++
 			if !fi.Times {
 				s.cov.later = append(s.cov.later, fi)
 			}
@@ -223,12 +231,12 @@ func (s *stream) open(ctx context.Context) error {
 			s.cov.kept.Add(src.times.Min) // the index's blocks
 			s.cov.kept.Add(src.times.Max)
 		}
-		s.q.res.FilesRead++
-		s.q.res.BytesRead += src.indexBytes + src.scanBytes
+		s.res.FilesRead++
+		s.res.BytesRead += src.indexBytes + src.scanBytes
 		if src.indexed {
-			s.q.res.FilesIndexed++
+			s.res.FilesIndexed++
 		} else {
-			s.q.res.FilesScanned++
+			s.res.FilesScanned++
 			if src.indexProblem != nil && s.q.cfg.Logger != nil {
 				s.q.cfg.Logger.Warn("query: index not used, file scanned", "file", fi.Path, "err", src.indexProblem)
 			}
@@ -250,10 +258,10 @@ func (s *stream) closeCur() {
 	if s.cur != nil {
 
 		s.cur.close()
-		s.q.res.BytesRead += s.cur.bytesRead()
+		s.res.BytesRead += s.cur.bytesRead()
 		if s.cur.indexed {
-			s.q.res.BlocksRead += int64(s.cur.blocksRead)
-			s.q.res.BlocksSkipped += int64(s.cur.blocksTotal - s.cur.blocksRead)
+			s.res.BlocksRead += int64(s.cur.blocksRead)
+			s.res.BlocksSkipped += int64(s.cur.blocksTotal - s.cur.blocksRead)
 		}
 		s.cur = nil
 		s.pending = s.pending[:0]
@@ -273,24 +281,18 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	if ts < s.q.since {
 		return nil
 	}
-	out, err := s.outIface(p.Interface)
-	if out < 0 || err != nil {
+	e, err := s.outIface(p.Interface)
+	if e.out < 0 || err != nil {
 		return err
 	}
-	o := &s.q.outs[out]
-	if !o.compiled { // the filter's one compile per link type: here
-		// A filter libpcap refuses for this link type ("inbound" on
-		// Ethernet) passes none of its packets, as tcpdump -r would
-		// print none of them; Prepare made sure it compiles for some.
-		if err := s.q.filter.Compile(ctx, o.ifc.LinkType); err != nil {
-			if !errors.Is(err, capture.ErrBadFilter) {
-				return fmt.Errorf("filter for interface %s: %w", o.ifc.Name, err)
-			}
-			s.q.res.FilterRefused++
+	if !e.compiled {
+		if err := s.q.compile(ctx, e.out); err != nil {
+			return err
 		}
-		o.compiled = true
+		e.compiled = true
 	}
-	if ok, _ := s.q.filter.Match(o.ifc.LinkType, p.Data, p.OrigLen); !ok || !s.q.cid.match(o.ifc.LinkType, p.Data) {
+	out := e.out
+	if ok, _ := s.filter.Match(e.linkType, p.Data, p.OrigLen); !ok || !s.q.cid.match(e.linkType, p.Data) {
 		return nil
 	}
 	if s.out && ts < s.last && !s.q.cfg.Follow {
@@ -309,36 +311,49 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 func (s *stream) pop() pkt {
 	v := s.h.pop()
 	s.last, s.out = v.ts, true
+	s.pops++
 	return v
 }
 
 // release returns a popped packet's buffer for reuse.
 func (s *stream) release(b []byte) {
 	s.mem -= int64(cap(b))
+	s.recycle(b)
+}
+
+// recycle puts a buffer no longer counted in mem on its free list.
+func (s *stream) recycle(b []byte) {
 	c := bits.Len(uint(cap(b) - 1))
 	entries := cap(s.free[c])
 	s.free[c] = append(s.free[c], b[:0])
 	s.freeMem += int64(cap(b)) + int64(cap(s.free[c])-entries)*sliceSize
 }
 
-// buf returns an empty buffer of capacity at least n: one released of
-// its size class (a power of two), else of the next larger class that
-// has one, else a new one, made once the buffers released of smaller
-// classes that it would take beyond the limit are dropped. So the
-// window and the buffers kept for it stay within the limit however the
-// packets' sizes change, and a steady mix makes no garbage.
+// buf returns an empty buffer of capacity 1<<c, c the size class of
+// n (a power of two, at least 64): one released of that class, else a
+// new one, made once the buffers released of other classes that it
+// would take beyond the limit (and the slack the free lists and the
+// buffers in flight may take, produce.go) are dropped. So the window
+// and the buffers kept for it stay within the limit however the
+// packets' sizes change, and a steady mix makes no garbage. A buffer's
+// capacity, what the window counts, is its packet's class alone: when
+// the window is full, so the packets it releases, depends on the
+// packets read and not on which buffers happen to be free (the same
+// with producers as without).
 func (s *stream) buf(n int) []byte {
 	c := max(bits.Len(uint(n-1)), 6)
-	for i := c; i < len(s.free); i++ {
-		if l := len(s.free[i]); l > 0 {
-			b := s.free[i][l-1]
-			s.free[i] = s.free[i][:l-1]
-			s.freeMem -= int64(cap(b))
-			return b
-		}
+	if l := len(s.free[c]); l > 0 {
+		b := s.free[c][l-1]
+		s.free[c] = s.free[c][:l-1]
+		s.freeMem -= int64(cap(b))
+		return b
 	}
-	for i := 0; i < c && s.mem+s.freeMem+1<<c > s.limit; i++ {
-		for l := len(s.free[i]); l > 0 && s.mem+s.freeMem+1<<c > s.limit; l-- {
+	over := func() bool { return s.mem+s.freeMem+s.flight+1<<c > s.limit+s.slack }
+	for i := 0; i < len(s.free) && over(); i++ {
+		if i == c {
+			continue
+		}
+		for l := len(s.free[i]); l > 0 && over(); l-- {
 			s.freeMem -= int64(cap(s.free[i][l-1]))
 			s.free[i][l-1] = nil
 			s.free[i] = s.free[i][:l-1]
@@ -347,28 +362,38 @@ func (s *stream) buf(n int) []byte {
 	return make([]byte, 0, 1<<c)
 }
 
+// ifEntry is an interface of the open file: out its index in
+// query.outs, -1 unselected, -2 not looked at yet; linkType its link
+// type; compiled: the filter was compiled for it (query.compile).
+type ifEntry struct {
+	out      int
+	linkType uint16
+	compiled bool
+}
+
 // outIface maps interface i of the open file to the query's output
-// interface, -1 if the query does not select it.
-func (s *stream) outIface(i int) (int, error) {
+// interface, out -1 if the query does not select it.
+func (s *stream) outIface(i int) (*ifEntry, error) {
 	for len(s.ifmap) <= i {
-		s.ifmap = append(s.ifmap, -2)
+		s.ifmap = append(s.ifmap, ifEntry{out: -2})
 	}
-	if o := s.ifmap[i]; o != -2 {
-		return o, nil
+	e := &s.ifmap[i]
+	if e.out != -2 {
+		return e, nil
 	}
 	ifcs := s.cur.interfaces()
 	if i >= len(ifcs) {
-		return -1, errors.New("packet on an undeclared interface")
+		return e, errors.New("packet on an undeclared interface")
 	}
-	o := s.q.output(s, ifcs[i])
-	s.ifmap[i] = o
-	return o, nil
+	e.out, e.linkType = s.q.output(s, ifcs[i]), ifcs[i].LinkType
+	return e, nil
 }
 
 // onStats keeps the statistics block of a selected interface of the
 // open file, for the end of the output.
 func (s *stream) onStats(i int, st pcapfile.InterfaceStats) {
-	o, _ := s.outIface(i)
+	e, _ := s.outIface(i)
+	o := e.out
 	if o < 0 {
 		return
 	}
@@ -384,4 +409,17 @@ func (s *stream) close() {
 	s.closeCur()
 	s.kit.close()
 	s.done = true
+}
+
+// keepStats keeps the statistics blocks of the file just read for the
+// end of the output: at once without producers; with, for the merge to
+// keep once it has written the packets the stream released before
+// (producer.event), so that they come in the order the merge alone
+// would have kept them.
+func (s *stream) keepStats() {
+	if s.prod != nil {
+		s.prod.event(s.pops, s.pending)
+		return
+	}
+	s.q.stats = append(s.q.stats, s.pending...)
 }

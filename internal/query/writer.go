@@ -91,6 +91,25 @@ func (a *asyncWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Reserve returns the next n bytes of the buffer, counted as written,
+// handing the buffer over first if they do not fit (pcapfile.Reserver);
+// nil when n exceeds a buffer or w failed (Write then says why).
+func (a *asyncWriter) Reserve(n int) []byte {
+	if n > cap(a.buf)-len(a.buf) {
+		if n > outBuf {
+			return nil
+		}
+		a.full <- a.buf
+		a.buf = <-a.free
+		if a.failed() != nil {
+			return nil
+		}
+	}
+	l := len(a.buf)
+	a.buf = a.buf[:l+n]
+	return a.buf[l : l+n : l+n]
+}
+
 // Flush writes out what is buffered and waits until it is written.
 func (a *asyncWriter) Flush() error {
 	if len(a.buf) > 0 {
