@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -170,6 +171,8 @@ func TestAddRunsSameAsDecode(t *testing.T) {
 				{src: a4, dst: b4, proto: ProtoSCTP, sport: 9, dport: 9},
 			}
 			fast, slow := newTable(t, &cfg), newTable(t, &cfg)
+			rep := &repeater{t: newTable(t, &cfg)} // Repeats and AddRepeats, as the store calls them
+			var prev pkt
 			cc := cfg
 			var ts int64 = 1e18
 			block, n := uint32(0), 0
@@ -205,6 +208,9 @@ func TestAddRunsSameAsDecode(t *testing.T) {
 						capLen = 48 + rng.IntN(len(f)-47)
 					}
 					fast.Add(0, LinkEthernet, ts, uint32(len(f)), f[:capLen], block)
+					same := n > 1 && p.src == prev.src && p.dst == prev.dst && p.sport == prev.sport && p.dport == prev.dport && p.proto == prev.proto && capLen >= 38
+					prev = p
+					rep.add(same, ts, uint32(len(f)), f[:capLen], block)
 					var k Key
 					pk := Decode(&k, LinkEthernet, 0, f[:capLen])
 					slow.Expire(ts)
@@ -213,20 +219,76 @@ func TestAddRunsSameAsDecode(t *testing.T) {
 				if rng.IntN(25) == 0 {
 					fast.Rotate()
 					slow.Rotate()
+					rep.settle()
+					rep.t.Rotate()
 					block = 0
 				}
 			}
+			rep.settle()
 			if got, want := fast.Counters(), slow.Counters(); got != want {
 				t.Fatalf("counters before the flush: Add %+v, Decode and AddKey %+v", got, want)
 			}
+			if got, want := rep.t.Counters(), slow.Counters(); got != want {
+				t.Fatalf("counters before the flush: AddRepeats %+v, Decode and AddKey %+v", got, want)
+			}
 			fast.Flush()
 			slow.Flush()
+			rep.t.Flush()
 			if got, want := fast.Records(), slow.Records(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("Add made %d records, Decode and AddKey %d; first difference:\n%s", len(got), len(want), firstDiff(got, want))
+			}
+			if got, want := rep.t.Records(), slow.Records(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("AddRepeats made %d records, Decode and AddKey %d; first difference:\n%s", len(got), len(want), firstDiff(got, want))
+			}
+			if rep.summed == 0 && (cfg.SplitPackets == 0 || cfg.SplitPackets > 2) { // a split every packet or two leaves no run
+				t.Fatalf("no packet summed by the caller: the test does not reach AddRepeats")
 			}
 			if len(fast.Records()) < 20 {
 				t.Fatalf("only %d records (%+v): the traffic is too thin to hold anything", len(fast.Records()), cc)
 			}
 		})
 	}
+}
+
+// repeater feeds a table as the store does (internal/store's write
+// path): a packet of the last packet's headers (same) is summed by the
+// caller within the limits Repeats gave, the sums handed over with
+// AddRepeats before any other call.
+type repeater struct {
+	t                  *Table
+	ok                 bool
+	lim                Repeats
+	n, bytes, captured uint64
+	first, last        int64
+	flags              uint8
+	summed             int
+}
+
+func (r *repeater) add(same bool, ts int64, wireLen uint32, data []byte, block uint32) {
+	capLen := uint64(len(data))
+	if same && r.ok && block == r.lim.Block && r.n < r.lim.Room && capLen >= 48 && (ts <= r.lim.Safe || ts <= r.last) &&
+		(!r.lim.TCP || data[47]&(TCPSyn|TCPFin|TCPRst) == 0) {
+		if r.lim.TCP {
+			r.flags |= data[47]
+		}
+		r.n++
+		r.bytes += max(uint64(wireLen), capLen)
+		r.captured += capLen
+		r.first, r.last = min(r.first, ts), max(r.last, ts)
+		r.summed++
+		return
+	}
+	r.settle()
+	if !(same && r.t.AddRepeat(0, ts, wireLen, data, block)) {
+		r.t.Add(0, LinkEthernet, ts, wireLen, data, block)
+	}
+	r.lim, r.ok = r.t.Repeats()
+	r.first, r.last = math.MaxInt64, r.lim.Last
+}
+
+func (r *repeater) settle() {
+	if r.n > 0 {
+		r.t.AddRepeats(r.n, r.bytes, r.captured, r.first, r.last, r.flags)
+	}
+	*r = repeater{t: r.t, summed: r.summed}
 }

@@ -272,6 +272,54 @@ func (t *Table) repeat(iface uint32, ts int64, wireLen uint32, data []byte, bloc
 	return r.take(r.ldir, ts, wireLen, data)
 }
 
+// Repeats are the limits within which a caller may sum packets that
+// AddRepeat would take itself, and hand them to the table in one
+// AddRepeats: packets on interface Iface in index block Block, at most
+// Room of them, none later than both Safe and the latest time summed
+// (Last before any: the table looks for idle flows then), none shorter
+// than 48 bytes, and for TCP (TCP set) none whose byte 47, the flags,
+// has SYN, FIN or RST. They hold until the next call to the table.
+type Repeats struct {
+	Iface, Block uint32
+	Safe, Last   int64
+	Room         uint64
+	TCP          bool
+}
+
+// Repeats returns the limits within which packets that AddRepeat would
+// take may be summed by the caller (see Repeats), or false when
+// AddRepeat would take none now.
+func (t *Table) Repeats() (Repeats, bool) {
+	r := &t.run
+	if !r.on || r.room == 0 {
+		return Repeats{}, false
+	}
+	return Repeats{Iface: r.hdr.iface, Block: r.block, Safe: r.safe, Last: r.last, Room: r.room, TCP: r.hdr.proto == ProtoTCP}, true
+}
+
+// AddRepeats adds n packets, each of which AddRepeat would have taken,
+// summed by the caller within the limits Repeats returned, with no
+// call to the table in between: bytes the sum of their max(wire length,
+// captured length), captured of their captured lengths, first and last
+// their earliest and latest times, flags their TCP flags or-ed. It is
+// AddRepeat of each in turn, in one call.
+func (t *Table) AddRepeats(n, bytes, captured uint64, first, last int64, flags uint8) {
+	r := &t.run
+	if n == 0 || !r.on {
+		return
+	}
+	d := r.ldir & 1
+	r.room -= min(n, r.room)
+	r.packets[d] += n
+	r.bytes[d] += bytes
+	r.captured[d] += captured
+	if r.hdr.proto == ProtoTCP {
+		r.flags[d] |= flags
+	}
+	r.last = max(r.last, last)
+	r.first = min(r.first, first)
+}
+
 // take sums a packet of the run's headers, direction dir, unless its
 // TCP flags open or end the connection (false: not summed).
 func (r *run) take(dir int, ts int64, wireLen uint32, data []byte) bool {

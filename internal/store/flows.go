@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,14 +31,48 @@ import (
 // file's records. Records ended are encoded at commits and appended to
 // the flow file as the index's blocks are (at most every
 // indexWriteInterval unless indexWriteBytes of them wait, and at
-// close), so the write path costs one Table.Add per packet and no
+// close), so the write path costs at most one Table.Add per packet, and
+// none for a packet of the last packet's flow that needs nothing but
+// counting (summed in flowRun, handed over once per run), and no
 // allocation once the table has grown to the flows it holds.
+
+// flowRun is what the write path sums of same-flow packets for the
+// table (agentFile.write): n packets within lim (flow.Table.Repeats,
+// when ok), their byte sums, times and TCP flags, handed to the table
+// by flowSettle before any other call to it.
+type flowRun struct {
+	ok                 bool
+	lim                flow.Repeats
+	n, bytes, captured uint64
+	first, last        int64
+	flags              uint8
+}
+
+// flowSettle hands the table what fr summed; fr takes no more packets
+// until flowRepeats.
+func (af *agentFile) flowSettle() {
+	f := &af.fr
+	if f.n > 0 {
+		af.ft.AddRepeats(f.n, f.bytes, f.captured, f.first, f.last, f.flags)
+	}
+	*f = flowRun{}
+}
+
+// flowRepeats lets fr sum the packets the table's run would take next.
+func (af *agentFile) flowRepeats() {
+	f := &af.fr
+	f.lim, f.ok = af.ft.Repeats()
+	f.first, f.last = math.MaxInt64, f.lim.Last
+}
 
 // flowStart begins the flow file of the file just opened.
 func (af *agentFile) flowStart() {
 	af.flLive, af.flBytes, af.flLast = false, 0, time.Time{}
 	if !af.flOn {
 		return
+	}
+	if af.ft != nil {
+		af.flowSettle()
 	}
 	if af.ft == nil {
 		t, err := flow.NewTable(&af.flCfg)
@@ -55,6 +90,7 @@ func (af *agentFile) flowStart() {
 // flowEncode moves the records the table ended to the bytes waiting
 // for the flow file.
 func (af *agentFile) flowEncode() {
+	af.flowSettle()
 	recs := af.ft.Records()
 	for i := range recs {
 		af.flBuf = af.flEnc.AppendRecord(af.flBuf, &recs[i])
@@ -86,6 +122,7 @@ func (af *agentFile) flowFinish() {
 	if !af.flLive {
 		return
 	}
+	af.flowSettle()
 	af.ft.Rotate()
 	af.flowEncode()
 	evicted := af.ft.Counters().Evicted - af.flEvicted
@@ -120,6 +157,7 @@ func (af *agentFile) flowWrite() {
 // go on in the next file's.
 func (af *agentFile) flowDrop() {
 	if af.ft != nil {
+		af.flowSettle()
 		af.ft.Clear()
 	}
 	af.flBuf = af.flBuf[:0]
@@ -137,6 +175,7 @@ func (af *agentFile) flowDrop() {
 // table counted packets the cut removed, so its flows are forgotten.
 func (af *agentFile) flowAbandon() {
 	if af.ft != nil {
+		af.flowSettle()
 		af.ft.Flush()
 	}
 	af.flowDrop()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/flow/flowfile"
@@ -447,8 +448,11 @@ func runBatch(seq uint64, first, n int) []byte {
 			ip[33] = []byte{flow.TCPSyn, flow.TCPSyn | flow.TCPAck, flow.TCPFin | flow.TCPAck, flow.TCPRst}[h>>24%4]
 		}
 		orig := uint32(len(p))
-		if h>>20%11 == 0 {
+		switch h >> 20 % 11 {
+		case 0:
 			p = p[:38+h>>4%10] // short of the TCP flags
+		case 1, 2:
+			p = p[:48+h>>4%20] // the headers whole, the rest cut (a snaplen)
 		}
 		ts := int64(ixTS0 + k*1000)
 		if k%97 == 0 {
@@ -463,12 +467,26 @@ func runBatch(seq uint64, first, n int) []byte {
 // that a packet has the headers of the one before stands in for the
 // flow table's, flow.Table.AddRepeat) to the table fed every packet by
 // Add: on runs of one conversation's packets, one way and the other,
-// on two interfaces with the same headers, captured short, with SYN,
-// FIN and RST among them, over index blocks and rotations, the flow
-// files are those of wantFlows.
+// on two interfaces with the same headers, captured short (of the
+// headers, or of the payload only: wire and captured bytes differ), with SYN,
+// FIN and RST among them, over index blocks and rotations, with flows
+// ending idle in the middle of runs, the flow files are those of
+// wantFlows.
 func TestFlowsRepeat(t *testing.T) {
-	cfg := Config{Flows: true, IndexBlock: MinIndexBlock, RotateSize: 64 << 10, Dir: t.TempDir(),
-		FlowTable: flow.Config{SplitPackets: 50}}
+	for _, tc := range []struct {
+		name string
+		ft   flow.Config
+	}{
+		{"default timeouts", flow.Config{SplitPackets: 50}},
+		// Flows end idle in the middle of runs: the run's time bound.
+		{"short timeouts", flow.Config{SplitPackets: 50, IdleTimeout: 20 * time.Microsecond, ClosedTimeout: 5 * time.Microsecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testFlowsRepeat(t, tc.ft) })
+	}
+}
+
+func testFlowsRepeat(t *testing.T, ft flow.Config) {
+	cfg := Config{Flows: true, IndexBlock: MinIndexBlock, RotateSize: 64 << 10, Dir: t.TempDir(), FlowTable: ft}
 	c := newCore(t, cfg)
 	t.Cleanup(func() { c.Close() })
 	h := hello("rp", 1)
