@@ -320,7 +320,7 @@ func (af *agentFile) park() error {
 	af.w.SetWriter(parkedWriter{})
 	af.f, af.bw, af.parked = nil, nil, true
 	if af.mw != nil {
-		af.mw.out.w = parkedWriter{}
+		af.mw.setFile(parkedWriter{})
 	}
 	if af.counters != nil {
 		af.counters.BudgetParks.Add(1)
@@ -352,7 +352,7 @@ func (af *agentFile) resume(now time.Time) error {
 	}
 	var dst io.Writer = f
 	if af.mw != nil {
-		af.mw.out.w = f
+		af.mw.setFile(f)
 		dst = af.mw
 	}
 	af.f, af.bw, af.parked = f, getBuf(dst), false

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -132,11 +133,13 @@ type memberWriter struct {
 		io.WriteCloser
 		Reset(io.Writer)
 	}
-	zstd     *zstd.Encoder // z, if the codec is zstd
-	frames   bool          // zstd: commit(true) ends the frame (ZstdFramePerBlock)
-	open     bool          // a member or frame was started and not ended (gzip; zstd with frames)
-	frameEnd int64         // written() where the last zstd frame ended (frames)
-	out      countingWriter
+	zstd     *zstd.Encoder  // z, if the codec is zstd
+	ahead    *aheadWriter   // compresses into z off the caller's goroutine
+	frames   bool           // zstd: commit(true) ends the frame (ZstdFramePerBlock)
+	open     bool           // a member or frame was started and not ended (gzip; zstd with frames)
+	frameEnd int64          // written() where the last zstd frame ended (frames)
+	out      countingWriter // counts what the encoder wrote, into file
+	file     *bufio.Writer  // buffers the encoder's output for the file
 
 	// The choice per stream (see above).
 	held    []byte       // the stream's first bytes, not yet compressed
@@ -176,7 +179,7 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 			mw.gzFast, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 		}
 	case compress.Zstd:
-		z, err := newZstdFileEncoder(zstdLevel(fc), 2)
+		z, err := newZstdFileEncoder(zstdLevel(fc), 1)
 		if err != nil {
 			return nil, err
 		}
@@ -184,6 +187,9 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 	default:
 		return nil, fmt.Errorf("file compression %v", fc)
 	}
+	mw.ahead = newAheadWriter(mw.z)
+	mw.file = bufio.NewWriterSize(nil, outBuf)
+	mw.out.w = mw.file
 	return mw, nil
 }
 
@@ -206,8 +212,9 @@ const DefaultZstdLevel = 1
 // reset starts writing a new file to w, once the blocks of the last
 // one in flight are written (or dropped, their file abandoned).
 func (mw *memberWriter) reset(w io.Writer) {
-	mw.z.Reset(&mw.out) // zstd: waits for the encoder's goroutines
-	mw.out.w = w
+	mw.ahead.Reset(mw.z) // waits for the chunks in flight
+	mw.z.Reset(&mw.out)
+	mw.file.Reset(w) // what it held is dropped with the file
 	mw.out.n.Store(0)
 	mw.open, mw.frameEnd = false, 0
 	mw.hold()
@@ -218,8 +225,18 @@ func (mw *memberWriter) hold() {
 	mw.held, mw.holding = mw.held[:0], true
 }
 
-// written is the number of bytes written to the file.
+// written is the number of bytes written to the file (after a commit;
+// between commits, some may still be buffered).
 func (mw *memberWriter) written() int64 { return mw.out.n.Load() }
+
+// outBuf is the size of memberWriter's buffer of compressed bytes: the
+// zstd encoder writes every block (64 KiB of input) at once, and ext4's
+// cost per write(2) made those writes a tenth of the collector's CPU.
+const outBuf = 256 << 10
+
+// setFile makes the file's descriptor (or parkedWriter) w the
+// destination of what follows; nothing may be buffered (after a commit).
+func (mw *memberWriter) setFile(w io.Writer) { mw.file.Reset(w) }
 
 func (mw *memberWriter) Write(p []byte) (int, error) {
 	mw.open = true
@@ -232,7 +249,7 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	return mw.z.Write(p)
+	return mw.ahead.Write(p)
 }
 
 // start chooses how to compress the stream from what is held and the
@@ -240,6 +257,9 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 func (mw *memberWriter) start(next []byte) error {
 	mw.holding = false
 	flat := probeFlat(mw.held, next)
+	if err := mw.ahead.Wait(); err != nil {
+		return err
+	}
 	switch {
 	case mw.zstd != nil:
 		if flat != mw.flat {
@@ -255,14 +275,14 @@ func (mw *memberWriter) start(next []byte) error {
 		}
 		if z != mw.z {
 			z.Reset(&mw.out)
-			mw.z = z
+			mw.z, mw.ahead.w = z, z
 		}
 	}
 	mw.flat = flat
 	if len(mw.held) == 0 {
 		return nil
 	}
-	_, err := mw.z.Write(mw.held)
+	_, err := mw.ahead.Write(mw.held)
 	mw.held = mw.held[:0]
 	return err
 }
@@ -292,10 +312,13 @@ func (mw *memberWriter) commit(end bool) error {
 			return err
 		}
 	}
-	if mw.zstd != nil && !(mw.frames && end) {
-		return mw.zstd.Flush()
+	if err := mw.ahead.Wait(); err != nil {
+		return err
 	}
-	err := mw.z.Close()
+	if mw.zstd != nil && !(mw.frames && end) {
+		return mw.flushFile(mw.zstd.Flush())
+	}
+	err := mw.flushFile(mw.z.Close())
 	mw.z.Reset(&mw.out)
 	mw.open = false
 	mw.hold()
@@ -303,6 +326,15 @@ func (mw *memberWriter) commit(end bool) error {
 		mw.frameEnd = mw.written()
 	}
 	return err
+}
+
+// flushFile writes out the buffered compressed bytes after the
+// encoder's flush or close returned err.
+func (mw *memberWriter) flushFile(err error) error {
+	if err != nil {
+		return err
+	}
+	return mw.file.Flush()
 }
 
 // finish ends the stream of the file.
@@ -315,7 +347,10 @@ func (mw *memberWriter) finish() error {
 			return err
 		}
 	}
-	return mw.zstd.Close()
+	if err := mw.ahead.Wait(); err != nil {
+		return err
+	}
+	return mw.flushFile(mw.zstd.Close())
 }
 
 // terminator is what the stream cut at end, a commit's end, needs

@@ -291,7 +291,8 @@ func (s *blockingSink) Write(p []byte) (int, error) {
 // goroutine, in order and with bounded memory: while the file does not
 // take what the compressor wrote (a slow disk), Write returns for the
 // first blocks, then holds the caller, having taken at most the
-// compressor's three blocks and what it held to choose; once the file
+// compressor's chunks (aheadChunks of aheadChunk: the one it compresses
+// and the one queued behind it) and what it held to choose; once the file
 // takes writes again, a commit returns with everything written, which
 // decodes to exactly what was written.
 func TestZstdFileAsync(t *testing.T) {
@@ -332,7 +333,9 @@ func TestZstdFileAsync(t *testing.T) {
 	}
 	// Writes go on past that block (off the caller's goroutine), and stop
 	// before the bound: the caller is held, the whole never written.
-	bound := int64(probeBytes + 4*128<<10)
+	// (and what the buffer of compressed bytes, outBuf, holds: this
+	// IMIX compresses to no less than half)
+	bound := int64(probeBytes + aheadChunks*aheadChunk + 2*outBuf)
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if n := taken.Load(); n <= probeBytes+block {
 			return fmt.Errorf("%d bytes taken while the file held its first block: compressed on the caller's goroutine?", n)

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"io"
+	"sync"
+)
+
+// aheadChunk is the size of the chunks an aheadWriter hands its
+// goroutine: the store's write buffer (getBuf) passes its whole 1 MiB
+// at a time, so a chunk is one handoff per MiB.
+const aheadChunk = 1 << 20
+
+// aheadChunks is how many chunks an aheadWriter holds at most: one
+// being compressed and one filled behind it. Write waits beyond that.
+const aheadChunks = 2
+
+// aheadWriter compresses off its caller's goroutine: Write copies p into
+// chunks and returns, and a goroutine of its own, started when a chunk
+// is queued and ending when none is left, writes them to the encoder
+// (w) in order. So a connection's compression runs beside its parsing,
+// indexing and pcapng building, on another core, with one handoff a MiB
+// (the encoder's own concurrency hands over every 64 KiB block, and on
+// two cores those handoffs cost more than they gained: BENCHMARKS.md
+// "Issue 30: zstd files"). It holds at most aheadChunks chunks (2 MiB),
+// made when first needed and kept, as the encoder keeps its buffers,
+// across the agent's files.
+//
+// Wait returns once every chunk written is in the encoder, with the
+// first error the encoder returned; the caller must Wait before it
+// uses the encoder itself (flush, close, reset, options), and before it
+// changes w. After an error every later Write fails with it, and the
+// chunks still queued are dropped, until Reset. Write, Wait and Reset
+// are called from one goroutine at a time (the Writer's lock).
+type aheadWriter struct {
+	w io.Writer // the encoder; set by the caller between Waits
+
+	mu      sync.Mutex
+	done    sync.Cond            // signalled when a chunk is taken off queue
+	queue   [aheadChunks]*[]byte // chunks not yet written to w, oldest at head
+	head, n int                  // the ring's first chunk and its length
+	free    []*[]byte            // chunks written, to be filled again
+	running bool                 // the goroutine is started and has not ended
+	err     error                // the encoder's first error
+}
+
+func newAheadWriter(w io.Writer) *aheadWriter {
+	a := &aheadWriter{w: w}
+	a.done.L = &a.mu
+	return a
+}
+
+// Write queues a copy of p for the encoder.
+func (a *aheadWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(p) > 0 {
+		if a.err != nil {
+			return 0, a.err
+		}
+		// Fill the newest chunk if it has room and is not being written.
+		// (the goroutine writes the oldest, which stays queued until written).
+		var c *[]byte
+		if a.n > 1 || a.n == 1 && !a.running {
+			c = a.queue[(a.head+a.n-1)%aheadChunks]
+			if len(*c) == cap(*c) {
+				c = nil
+			}
+		}
+		if c == nil {
+			for a.n == aheadChunks && a.err == nil {
+				a.done.Wait()
+			}
+			if a.err != nil {
+				return 0, a.err
+			}
+			if k := len(a.free); k > 0 {
+				c, a.free = a.free[k-1], a.free[:k-1]
+			} else {
+				b := make([]byte, 0, aheadChunk)
+				c = &b
+			}
+			*c = (*c)[:0]
+			a.queue[(a.head+a.n)%aheadChunks] = c
+			a.n++
+		}
+		k := min(len(p), cap(*c)-len(*c))
+		*c = append(*c, p[:k]...)
+		p = p[k:]
+		if !a.running {
+			a.running = true
+			go a.run()
+		}
+	}
+	return n, nil
+}
+
+// run writes the queued chunks to the encoder until none is left.
+func (a *aheadWriter) run() {
+	a.mu.Lock()
+	for a.n > 0 {
+		c := a.queue[a.head]
+		w, failed := a.w, a.err != nil
+		a.mu.Unlock()
+		var err error
+		if !failed {
+			_, err = w.Write(*c)
+		}
+		a.mu.Lock()
+		if err != nil && a.err == nil {
+			a.err = err
+		}
+		a.queue[a.head] = nil
+		a.head, a.n = (a.head+1)%aheadChunks, a.n-1
+		a.free = append(a.free, c)
+		a.done.Broadcast()
+	}
+	a.running = false
+	a.done.Broadcast()
+	a.mu.Unlock()
+}
+
+// Wait waits until every chunk is written to the encoder (or dropped
+// after an error) and returns the encoder's first error.
+func (a *aheadWriter) Wait() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.running {
+		a.done.Wait()
+	}
+	return a.err
+}
+
+// Reset waits as Wait does, forgets the error and writes to w from now
+// on.
+func (a *aheadWriter) Reset(w io.Writer) {
+	a.Wait()
+	a.mu.Lock()
+	a.w, a.err = w, nil
+	a.mu.Unlock()
+}
