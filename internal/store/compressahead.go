@@ -25,7 +25,9 @@ const aheadChunks = 2
 // made when first needed and kept, as the encoder keeps its buffers,
 // across the agent's files.
 //
-// Wait returns once every chunk written is in the encoder, with the
+// Write hands a chunk over once it is full, so the handoffs are one a
+// MiB whatever the sizes written; Wait hands over the rest. Wait
+// returns once every chunk written is in the encoder, with the
 // first error the encoder returned; the caller must Wait before it
 // uses the encoder itself (flush, close, reset, options), and before it
 // changes w. After an error every later Write fails with it, and the
@@ -38,6 +40,7 @@ type aheadWriter struct {
 	done    sync.Cond            // signalled when a chunk is taken off queue
 	queue   [aheadChunks]*[]byte // chunks not yet written to w, oldest at head
 	head, n int                  // the ring's first chunk and its length
+	ready   int                  // of them, the first ready ones are full (or flushed): the goroutine's
 	free    []*[]byte            // chunks written, to be filled again
 	running bool                 // the goroutine is started and has not ended
 	err     error                // the encoder's first error
@@ -49,7 +52,8 @@ func newAheadWriter(w io.Writer) *aheadWriter {
 	return a
 }
 
-// Write queues a copy of p for the encoder.
+// Write queues a copy of p for the encoder: it fills the newest chunk
+// until it is full, then hands it to the goroutine.
 func (a *aheadWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	a.mu.Lock()
@@ -58,22 +62,14 @@ func (a *aheadWriter) Write(p []byte) (int, error) {
 		if a.err != nil {
 			return 0, a.err
 		}
-		// Fill the newest chunk if it has room and is not being written.
-		// (the goroutine writes the oldest, which stays queued until written).
-		var c *[]byte
-		if a.n > 1 || a.n == 1 && !a.running {
-			c = a.queue[(a.head+a.n-1)%aheadChunks]
-			if len(*c) == cap(*c) {
-				c = nil
-			}
-		}
-		if c == nil {
+		if a.ready == a.n { // no chunk being filled: take one
 			for a.n == aheadChunks && a.err == nil {
 				a.done.Wait()
 			}
 			if a.err != nil {
 				return 0, a.err
 			}
+			var c *[]byte
 			if k := len(a.free); k > 0 {
 				c, a.free = a.free[k-1], a.free[:k-1]
 			} else {
@@ -84,21 +80,31 @@ func (a *aheadWriter) Write(p []byte) (int, error) {
 			a.queue[(a.head+a.n)%aheadChunks] = c
 			a.n++
 		}
+		c := a.queue[(a.head+a.n-1)%aheadChunks]
 		k := min(len(p), cap(*c)-len(*c))
 		*c = append(*c, p[:k]...)
 		p = p[k:]
-		if !a.running {
-			a.running = true
-			go a.run()
+		if len(*c) == cap(*c) {
+			a.hand()
 		}
 	}
 	return n, nil
 }
 
-// run writes the queued chunks to the encoder until none is left.
+// hand gives every queued chunk to the goroutine, starting it if it is
+// not running. a.mu is held.
+func (a *aheadWriter) hand() {
+	a.ready = a.n
+	if !a.running && a.ready > 0 {
+		a.running = true
+		go a.run()
+	}
+}
+
+// run writes the chunks handed to it to the encoder until none is left.
 func (a *aheadWriter) run() {
 	a.mu.Lock()
-	for a.n > 0 {
+	for a.ready > 0 {
 		c := a.queue[a.head]
 		w, failed := a.w, a.err != nil
 		a.mu.Unlock()
@@ -111,7 +117,7 @@ func (a *aheadWriter) run() {
 			a.err = err
 		}
 		a.queue[a.head] = nil
-		a.head, a.n = (a.head+1)%aheadChunks, a.n-1
+		a.head, a.n, a.ready = (a.head+1)%aheadChunks, a.n-1, a.ready-1
 		a.free = append(a.free, c)
 		a.done.Broadcast()
 	}
@@ -120,11 +126,13 @@ func (a *aheadWriter) run() {
 	a.mu.Unlock()
 }
 
-// Wait waits until every chunk is written to the encoder (or dropped
-// after an error) and returns the encoder's first error.
+// Wait hands over the chunk being filled, waits until every chunk is
+// written to the encoder (or dropped after an error) and returns the
+// encoder's first error.
 func (a *aheadWriter) Wait() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.hand()
 	for a.running {
 		a.done.Wait()
 	}

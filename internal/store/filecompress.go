@@ -120,14 +120,14 @@ func probeFlat(parts ...[]byte) bool {
 // level 1 rather than a higher configured one. Other streams are
 // compressed as configured.
 //
-// zstd compresses off the caller's goroutine: the encoder's stream mode
-// with two goroutines, one finding the matches of a block (64 KiB at
-// level 1, 128 KiB from level 3) while the other codes and writes the
-// one before and the caller fills the next; at most those three blocks
-// per file are held, and commit waits for them all, so what a commit
-// returned is on disk as before. The handoffs cost CPU (20-35% more on
-// text than one goroutine at level 1) for a connection's compression
-// running on another core than its parsing and indexing.
+// Both codecs compress off the caller's goroutine (aheadWriter): the
+// caller's bytes are copied into chunks of 1 MiB that a goroutine of
+// the file's own feeds to the encoder (zstd's on one goroutine, its
+// blocks of 64 KiB at level 1 matched and coded in turn), at most two
+// chunks a file held; commit waits for them and for the encoder's
+// flush, so what a commit returned is on disk as before. The encoder's
+// output is buffered (outBuf) and written to the file in pieces of
+// that size, and at every commit.
 type memberWriter struct {
 	z interface {
 		io.WriteCloser
@@ -368,11 +368,12 @@ func (mw *memberWriter) terminator(end int64) []byte {
 // block can be ended), a 1 MiB window (the encoder of each agent stays
 // small when thousands of agents write at once: about 3 MiB with its
 // history of twice the window and its blocks' buffers); concurrency 1
-// compresses on the caller's goroutine, 2 on two of its own, a block
-// each (see memberWriter). Not the library's lower-memory mode: its
-// history of the window and one block is moved back every block (1 MiB
-// copied per 64 KiB compressed), which made level 1 a third slower for
-// 1 MiB less a file.
+// compresses on the caller's goroutine (memberWriter's aheadWriter),
+// 2 on two of the encoder's own, a block each, handing over every block:
+// on two cores those handoffs cost more CPU than they bought. Not the
+// library's lower-memory mode: its history of the window and one block
+// is moved back every block (1 MiB copied per 64 KiB compressed), which
+// made level 1 a third slower for 1 MiB less a file.
 func newZstdFileEncoder(lvl zstd.EncoderLevel, concurrency int) (*zstd.Encoder, error) {
 	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(concurrency),
 		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20))
