@@ -320,7 +320,7 @@ func (af *agentFile) park() error {
 	af.w.SetWriter(parkedWriter{})
 	af.f, af.bw, af.parked = nil, nil, true
 	if af.mw != nil {
-		af.mw.setFile(parkedWriter{})
+		af.mw.park()
 	}
 	if af.counters != nil {
 		af.counters.BudgetParks.Add(1)

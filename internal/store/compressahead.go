@@ -15,9 +15,9 @@ const aheadChunk = 1 << 20
 const aheadChunks = 2
 
 // aheadWriter compresses off its caller's goroutine: Write copies p into
-// chunks and returns, and a goroutine of its own, started when a chunk
-// is queued and ending when none is left, writes them to the encoder
-// (w) in order. So a connection's compression runs beside its parsing,
+// chunks and returns, and a goroutine of its own, started at the first
+// full chunk and ending at Stop (when its file is closed or parked),
+// writes them to the encoder (w) in order. So a connection's compression runs beside its parsing,
 // indexing and pcapng building, on another core, with one handoff a MiB
 // (the encoder's own concurrency hands over every 64 KiB block, and on
 // two cores those handoffs cost more than they gained: BENCHMARKS.md
@@ -37,18 +37,21 @@ type aheadWriter struct {
 	w io.Writer // the encoder; set by the caller between Waits
 
 	mu      sync.Mutex
-	done    sync.Cond            // signalled when a chunk is taken off queue
+	done    sync.Cond            // for the caller: a chunk was written, or the goroutine ended
+	work    sync.Cond            // for the goroutine: chunks were handed over, or quit
 	queue   [aheadChunks]*[]byte // chunks not yet written to w, oldest at head
 	head, n int                  // the ring's first chunk and its length
 	ready   int                  // of them, the first ready ones are full (or flushed): the goroutine's
 	free    []*[]byte            // chunks written, to be filled again
 	running bool                 // the goroutine is started and has not ended
+	writing bool                 // the goroutine is writing the chunk at head
+	quit    bool                 // the goroutine is to end
 	err     error                // the encoder's first error
 }
 
 func newAheadWriter(w io.Writer) *aheadWriter {
 	a := &aheadWriter{w: w}
-	a.done.L = &a.mu
+	a.done.L, a.work.L = &a.mu, &a.mu
 	return a
 }
 
@@ -95,24 +98,38 @@ func (a *aheadWriter) Write(p []byte) (int, error) {
 // not running. a.mu is held.
 func (a *aheadWriter) hand() {
 	a.ready = a.n
-	if !a.running && a.ready > 0 {
+	switch {
+	case a.ready == 0:
+	case !a.running:
 		a.running = true
 		go a.run()
+	default:
+		a.work.Signal()
 	}
 }
 
-// run writes the chunks handed to it to the encoder until none is left.
+// run writes the chunks handed to it to the encoder, in order, until
+// told to quit.
 func (a *aheadWriter) run() {
 	a.mu.Lock()
-	for a.ready > 0 {
+	for {
+		if a.ready == 0 {
+			if a.quit {
+				break
+			}
+			a.work.Wait()
+			continue
+		}
 		c := a.queue[a.head]
 		w, failed := a.w, a.err != nil
+		a.writing = true
 		a.mu.Unlock()
 		var err error
 		if !failed {
 			_, err = w.Write(*c)
 		}
 		a.mu.Lock()
+		a.writing = false
 		if err != nil && a.err == nil {
 			a.err = err
 		}
@@ -121,7 +138,7 @@ func (a *aheadWriter) run() {
 		a.free = append(a.free, c)
 		a.done.Broadcast()
 	}
-	a.running = false
+	a.running, a.quit = false, false
 	a.done.Broadcast()
 	a.mu.Unlock()
 }
@@ -132,17 +149,38 @@ func (a *aheadWriter) run() {
 func (a *aheadWriter) Wait() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.wait()
+	return a.err
+}
+
+// wait is Wait with a.mu held.
+func (a *aheadWriter) wait() {
 	a.hand()
-	for a.running {
+	for a.ready > 0 || a.writing {
 		a.done.Wait()
+	}
+}
+
+// Stop waits as Wait does and ends the goroutine; the next full chunk
+// starts another. It returns the encoder's first error.
+func (a *aheadWriter) Stop() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.wait()
+	if a.running {
+		a.quit = true
+		a.work.Signal()
+		for a.running {
+			a.done.Wait()
+		}
 	}
 	return a.err
 }
 
-// Reset waits as Wait does, forgets the error and writes to w from now
+// Reset stops as Stop does, forgets the error and writes to w from now
 // on.
 func (a *aheadWriter) Reset(w io.Writer) {
-	a.Wait()
+	a.Stop()
 	a.mu.Lock()
 	a.w, a.err = w, nil
 	a.mu.Unlock()

@@ -238,6 +238,13 @@ const outBuf = 256 << 10
 // destination of what follows; nothing may be buffered (after a commit).
 func (mw *memberWriter) setFile(w io.Writer) { mw.file.Reset(w) }
 
+// park ends the compressor's goroutine while the file's descriptor is
+// closed (after a commit: it has nothing left to write).
+func (mw *memberWriter) park() {
+	mw.ahead.Stop()
+	mw.setFile(parkedWriter{})
+}
+
 func (mw *memberWriter) Write(p []byte) (int, error) {
 	mw.open = true
 	if mw.holding {
@@ -337,8 +344,9 @@ func (mw *memberWriter) flushFile(err error) error {
 	return mw.file.Flush()
 }
 
-// finish ends the stream of the file.
+// finish ends the stream of the file, and the compressor's goroutine.
 func (mw *memberWriter) finish() error {
+	defer mw.ahead.Stop()
 	if mw.zstd == nil || mw.frames {
 		return mw.commit(true)
 	}
