@@ -133,7 +133,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, v map[string]
 }
 
 // deadlineWriter writes a download with a deadline renewed before each
-// write: a client that takes nothing for queryhttp.DefaultWriteTimeout
+// piece of queryhttp.StreamPiece: a client that takes nothing for queryhttp.DefaultWriteTimeout
 // is cut off (its slot freed), a slow one that keeps taking is not.
 type deadlineWriter struct {
 	w  http.ResponseWriter
@@ -142,8 +142,17 @@ type deadlineWriter struct {
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	d.rc.SetWriteDeadline(time.Now().Add(queryhttp.DefaultWriteTimeout))
-	n, err := d.w.Write(p)
-	d.n += int64(n)
-	return n, err
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), queryhttp.StreamPiece)
+		d.rc.SetWriteDeadline(time.Now().Add(queryhttp.DefaultWriteTimeout))
+		m, err := d.w.Write(p[:k])
+		n += m
+		d.n += int64(m)
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }

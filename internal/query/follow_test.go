@@ -353,11 +353,16 @@ func TestFollowTornBatch(t *testing.T) {
 			l.write("a1", 0, t0, 10, 0, 1400, true)
 			part := partOf(t, l.dir, "a1")
 			before := size(t, part)
-			// 2 MiB: more than the store's 1 MiB buffer.
+			// 2 MiB: more than the store's 1 MiB buffer. A compressed
+			// file is written by its compressor's goroutine: it gets
+			// there a little later.
 			l.write("a1", 0, t0+int64(time.Millisecond), 1500, 1, 1400, false)
-			if after := size(t, part); after <= before {
-				t.Fatalf("the unacknowledged batch is not in the file yet (%d bytes, %d before)", after, before)
-			}
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if after := size(t, part); after <= before {
+					return fmt.Errorf("the unacknowledged batch is not in the file yet (%d bytes, %d before)", after, before)
+				}
+				return nil
+			})
 			r := startFollow(t, context.Background(), Config{Dir: l.dir, Until: now.Add(500 * time.Millisecond),
 				Follow: true, FollowDelay: 100 * time.Millisecond, FollowPoll: 10 * time.Millisecond})
 			r.wait(t, 15*time.Second)

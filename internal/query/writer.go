@@ -9,6 +9,16 @@ import (
 // outBuf is the size of each output buffer.
 const outBuf = 256 << 10
 
+// An asyncWriter's buffers grow to bigOutBuf once it has handed over
+// growAfter bytes: a large export makes a quarter of the hand-overs
+// (the whole export of 1 GiB on 2 cores took 1.12 s with 256 KiB
+// buffers, 1.00 s with 1 MiB ones: BENCHMARKS.md "Issue 30: exports"),
+// and the many small queries a server runs at once keep small ones.
+const (
+	bigOutBuf = 1 << 20
+	growAfter = 16 << 20
+)
+
 // flusher is the output's buffer: a bufio.Writer, or an asyncWriter
 // when the query has threads to spare.
 type flusher interface {
@@ -19,7 +29,8 @@ type flusher interface {
 // asyncWriter buffers what is written to it in outBuf buffers and
 // writes each full one to w from a goroutine of its own, so that the
 // merge fills the next while the last is written. Two buffers: the
-// one filled, the one written; its memory is 2*outBuf. An error of w
+// one filled, the one written; its memory is 2*outBuf, 2*bigOutBuf
+// past growAfter bytes. An error of w
 // is returned by the Write or Flush after it, and everything written
 // after it is dropped. Close it once done with it.
 type asyncWriter struct {
@@ -30,6 +41,8 @@ type asyncWriter struct {
 	sync chan struct{}
 	err  atomic.Pointer[error] // w's first error
 	wg   sync.WaitGroup
+
+	handed int64 // bytes handed to the goroutine
 }
 
 func newAsyncWriter(w io.Writer) *asyncWriter {
@@ -78,8 +91,7 @@ func (a *asyncWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		if len(a.buf) == cap(a.buf) {
-			a.full <- a.buf
-			a.buf = <-a.free
+			a.next()
 			if err := a.failed(); err != nil {
 				return n - len(p), err
 			}
@@ -99,8 +111,7 @@ func (a *asyncWriter) Reserve(n int) []byte {
 		if n > outBuf {
 			return nil
 		}
-		a.full <- a.buf
-		a.buf = <-a.free
+		a.next()
 		if a.failed() != nil {
 			return nil
 		}
@@ -110,11 +121,21 @@ func (a *asyncWriter) Reserve(n int) []byte {
 	return a.buf[l : l+n : l+n]
 }
 
+// next hands the buffer over and takes the free one, made anew at
+// bigOutBuf once growAfter bytes were handed over.
+func (a *asyncWriter) next() {
+	a.handed += int64(len(a.buf))
+	a.full <- a.buf
+	a.buf = <-a.free
+	if a.handed >= growAfter && cap(a.buf) < bigOutBuf {
+		a.buf = make([]byte, 0, bigOutBuf)
+	}
+}
+
 // Flush writes out what is buffered and waits until it is written.
 func (a *asyncWriter) Flush() error {
 	if len(a.buf) > 0 {
-		a.full <- a.buf
-		a.buf = <-a.free
+		a.next()
 	}
 	a.full <- nil
 	<-a.sync

@@ -455,7 +455,7 @@ func (s *Server) stopping() bool {
 }
 
 // streamWriter writes a query's output to the client as it comes (every
-// write flushed), with a deadline renewed before each: a client that
+// piece of 256 KiB flushed), with a deadline renewed before each: a client that
 // takes nothing for timeout is cut off, a slow one that keeps taking is
 // not.
 type streamWriter struct {
@@ -467,15 +467,30 @@ type streamWriter struct {
 }
 
 func (sw *streamWriter) Write(p []byte) (int, error) {
-	sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
-	n, err := sw.w.Write(p)
-	sw.n += int64(n)
-	sw.sent.Add(uint64(n))
-	if err == nil {
-		err = sw.rc.Flush()
+	n := 0
+	for len(p) > 0 {
+		// A deadline a piece: the client must take StreamPiece bytes
+		// within the timeout, however large the query's writes.
+		k := min(len(p), StreamPiece)
+		sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+		m, err := sw.w.Write(p[:k])
+		n += m
+		sw.n += int64(m)
+		sw.sent.Add(uint64(m))
+		if err == nil {
+			err = sw.rc.Flush()
+		}
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
 	}
-	return n, err
+	return n, nil
 }
+
+// StreamPiece is what a client of a query's output must take within
+// the write timeout: the deadline is renewed for each piece of a write.
+const StreamPiece = 256 << 10
 
 // slogWriter sends net/http's own error lines (a malformed request, a
 // connection reset) to the log, at debug: refusals are logged by the
