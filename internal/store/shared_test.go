@@ -356,16 +356,6 @@ func TestSharedRetentionLeader(t *testing.T) {
 		t.Fatalf("gamma: %v, want one .part", openPart)
 	}
 
-	cancels := make([]func(), 2)
-	for i, c := range stores {
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() { c.Run(ctx); close(ran) }()
-		cancels[i] = func() { cancel(); <-ran }
-		t.Cleanup(cancels[i])
-	}
-	deleted := func(c *testCore) uint64 { return c.Retention().Files[retention.RuleSize].Load() }
-	hi, _ := retention.Watermarks(limit, cfg.RotateSize, 0)
 	// onDisk is the bytes of the data files below dir, closed and open.
 	onDisk := func() int64 {
 		var n int64
@@ -379,9 +369,20 @@ func TestSharedRetentionLeader(t *testing.T) {
 		}
 		return n
 	}
+	// (before the stores run: their retention deletes from then on)
 	if u := onDisk(); u <= limit {
 		t.Fatalf("%d bytes written, want more than the limit %d", u, limit)
 	}
+	cancels := make([]func(), 2)
+	for i, c := range stores {
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { c.Run(ctx); close(ran) }()
+		cancels[i] = func() { cancel(); <-ran }
+		t.Cleanup(cancels[i])
+	}
+	deleted := func(c *testCore) uint64 { return c.Retention().Files[retention.RuleSize].Load() }
+	hi, _ := retention.Watermarks(limit, cfg.RotateSize, 0)
 	// checkOldestFirst checks that every file deleted is older than every
 	// file left but each agent's newest (which the size rule keeps), and,
 	// when partOpen, that the file being written is there.
