@@ -47,7 +47,6 @@ type NgWriter struct {
 	w       io.Writer
 	bw      *bufio.Writer // w when it is one: a packet's pieces are written to it without an interface call each
 	rw      Reserver      // w when it is one: a packet is built in its buffer
-	ref     Referrer      // w when it is one: a packet's data is written by reference
 	n       int64
 	err     error
 	nIfaces int
@@ -192,17 +191,6 @@ func (w *NgWriter) writeEPB(ifIndex int, ts int64, origLen uint32, data, opts []
 	binary.LittleEndian.PutUint32(h[16:], uint32(ts))
 	binary.LittleEndian.PutUint32(h[20:], caplen)
 	binary.LittleEndian.PutUint32(h[24:], max(origLen, caplen))
-	if w.ref != nil && len(opts) == 0 {
-		t := h[28 : 28+pad+4]
-		clear(t[:pad])
-		binary.LittleEndian.PutUint32(t[pad:], total)
-		err := w.ref.WriteRef(h[:28], data, t)
-		if err == nil {
-			w.n += int64(total)
-			return nil
-		}
-		return w.wrote(0, 1, err)
-	}
 	if w.rw != nil && len(opts) == 0 {
 		if b := w.rw.Reserve(int(total)); b != nil {
 			copy(b, h[:28])
@@ -317,19 +305,6 @@ func (w *NgWriter) SetWriter(dst io.Writer) {
 	w.w = dst
 	w.bw, _ = dst.(*bufio.Writer)
 	w.rw, _ = dst.(Reserver)
-	w.ref, _ = dst.(Referrer)
-}
-
-// Referrer is a writer that can take a packet's data by reference:
-// WriteRef writes head, data and tail, in that order, as Write would
-// each, copying head and tail (at most 36 bytes each) before it
-// returns but data, when it chooses, only once the writer's owner has
-// made it write out what it holds (so data must stay unchanged until
-// then; the owner knows when that is). It returns the writer's error,
-// if any, with nothing written. NgWriter writes each packet's block
-// so, in one call.
-type Referrer interface {
-	WriteRef(head, data, tail []byte) error
 }
 
 // Reserver is a writer that lends its buffer: Reserve returns n bytes

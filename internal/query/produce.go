@@ -65,7 +65,6 @@ type producer struct {
 	b       *batch // the merge's
 	i, ev   int    // b.pkts[i] is the stream's head, b.evs[ev] its next event
 	written uint64 // packets of the stream written
-	held    int    // batches written by reference, not written out yet (vecWriter)
 }
 
 func newProducer(s *stream, stop <-chan struct{}) *producer {
@@ -240,16 +239,7 @@ func (q *query) mergeProduced(ctx context.Context, streams []*stream) error {
 	for _, p := range ps {
 		wg.Go(func() { p.run(ctx) })
 	}
-	if q.vw != nil {
-		q.vw.refs = true
-	}
 	defer func() {
-		if q.vw != nil {
-			// Written out before the batches can go back to the
-			// producers, or the windows they came from end.
-			q.vw.drain() // its error is the output's, returned by its Flush
-			q.vw.refs = false
-		}
 		close(stop)
 		wg.Wait()
 		for _, s := range streams {
@@ -305,32 +295,13 @@ func (q *query) nextBatch(ctx context.Context, p *producer) (bool, error) {
 			if p.b.err != nil || p.b.end {
 				return false, p.b.err
 			}
-			if q.vw != nil {
-				q.vw.hold(p, p.b)
-			} else {
-				p.back <- p.b // never blocks: it holds every batch
-			}
+			p.back <- p.b // never blocks: it holds every batch
 		}
-		p.b = nil
 		select {
 		case p.b = <-p.ch:
 		case <-ctx.Done():
+			p.b = nil
 			return false, ctx.Err()
-		default:
-		}
-		if p.b == nil && q.vw != nil && p.held == batchCount {
-			// The producer has no batch left to fill: the output
-			// holds them all, until written.
-			if err := q.vw.drain(); err != nil {
-				return false, err
-			}
-		}
-		if p.b == nil {
-			select {
-			case p.b = <-p.ch:
-			case <-ctx.Done():
-				return false, ctx.Err()
-			}
 		}
 		p.i, p.ev = 0, 0
 		q.keepEvents(p)

@@ -128,7 +128,6 @@ type query struct {
 	stats        []stats
 	w            *pcapfile.NgWriter // nil for Each
 	bw           flusher
-	vw           *vecWriter          // bw when the output takes writev: packets' data written by reference
 	sem          chan struct{}       // read-ahead's tokens; nil: no read-ahead (Config.Threads 1)
 	each         func(*Packet) error // Each's; nil for Run
 	tee          func(*Packet) error // RunEach's: given each packet written
@@ -222,11 +221,7 @@ func (p *Prepared) RunEach(ctx context.Context, w io.Writer, fn func(*Packet) er
 	return p.do(ctx, func(q *query) error {
 		q.tee = fn
 		var bw flusher = bufio.NewWriterSize(w, outBuf)
-		if wv := fileWritev(w); q.sem != nil && wv != nil {
-			vw := newVecWriter(wv)
-			defer vw.Close()
-			bw, q.vw = vw, vw
-		} else if q.sem != nil {
+		if q.sem != nil {
 			aw := newAsyncWriter(w)
 			defer aw.Close()
 			bw = aw
