@@ -46,6 +46,7 @@ type aheadWriter struct {
 	running bool                 // the goroutine is started and has not ended
 	writing bool                 // the goroutine is writing the chunk at head
 	quit    bool                 // the goroutine is to end
+	fed     int64                // bytes written to w since Reset
 	err     error                // the encoder's first error
 }
 
@@ -133,6 +134,9 @@ func (a *aheadWriter) run() {
 		if err != nil && a.err == nil {
 			a.err = err
 		}
+		if !failed {
+			a.fed += int64(len(*c))
+		}
 		a.queue[a.head] = nil
 		a.head, a.n, a.ready = (a.head+1)%aheadChunks, a.n-1, a.ready-1
 		a.free = append(a.free, c)
@@ -161,6 +165,17 @@ func (a *aheadWriter) wait() {
 	}
 }
 
+// pending returns the bytes written to the aheadWriter and not yet to
+// w, and those written to w since Reset.
+func (a *aheadWriter) pending() (held, fed int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.n {
+		held += int64(len(*a.queue[(a.head+i)%aheadChunks]))
+	}
+	return held, a.fed
+}
+
 // Stop waits as Wait does and ends the goroutine; the next full chunk
 // starts another. It returns the encoder's first error.
 func (a *aheadWriter) Stop() error {
@@ -182,6 +197,6 @@ func (a *aheadWriter) Stop() error {
 func (a *aheadWriter) Reset(w io.Writer) {
 	a.Stop()
 	a.mu.Lock()
-	a.w, a.err = w, nil
+	a.w, a.err, a.fed = w, nil, 0
 	a.mu.Unlock()
 }

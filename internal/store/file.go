@@ -258,6 +258,15 @@ func (af *agentFile) onDisk() int64 {
 	return af.w.Written()
 }
 
+// reaches reports whether the open file has reached size bytes on disk
+// (a compressed file's: memberWriter.reaches).
+func (af *agentFile) reaches(size int64) bool {
+	if af.mw != nil {
+		return af.mw.reaches(size)
+	}
+	return af.w.Written() >= size
+}
+
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return !errors.Is(err, fs.ErrNotExist)
@@ -265,7 +274,7 @@ func exists(path string) bool {
 
 // due reports whether the open file must be rotated before more is written.
 func (af *agentFile) due(now time.Time) bool {
-	return (af.f != nil || af.parked) && (af.size > 0 && af.onDisk() >= af.size ||
+	return (af.f != nil || af.parked) && (af.size > 0 && af.reaches(af.size) ||
 		!af.rotateAt.IsZero() && !now.Before(af.rotateAt))
 }
 

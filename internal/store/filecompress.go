@@ -229,6 +229,29 @@ func (mw *memberWriter) hold() {
 // between commits, some may still be buffered).
 func (mw *memberWriter) written() int64 { return mw.out.n.Load() }
 
+// reaches reports whether the file has reached size bytes, counting
+// what its compressor still holds at the file's compression ratio so
+// far; when that count says it may have, it waits for the compressor,
+// so that the answer is what reached the encoder's output, as it was
+// before the compressor had a goroutine (rotation by size stays within
+// about what one write adds, not two chunks of 1 MiB).
+func (mw *memberWriter) reaches(size int64) bool {
+	w := mw.written()
+	held, fed := mw.ahead.pending()
+	if held == 0 {
+		return w >= size
+	}
+	est := held // nothing compressed yet: as if incompressible
+	if fed > 0 {
+		est = held*w/fed + 1
+	}
+	if w+est < size {
+		return false
+	}
+	mw.ahead.Wait() // an error comes back with the next write or commit
+	return mw.written() >= size
+}
+
 // outBuf is the size of memberWriter's buffer of compressed bytes: the
 // zstd encoder writes every block (64 KiB of input) at once, and ext4's
 // cost per write(2) made those writes a tenth of the collector's CPU.

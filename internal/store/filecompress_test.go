@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pcapsync/pcapsync/internal/index"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -466,5 +469,60 @@ func TestMemberWriterChoice(t *testing.T) {
 				t.Errorf("%s frames=%s step %d (text %v, %d bytes): flat %v, want %v", tc.spec, tc.frames, i, step.text, step.size, mw.flat, step.want)
 			}
 		}
+	}
+}
+
+// TestCompressedRotateSize: a compressed file is rotated once it
+// reaches the rotation size, counting what its compressor goroutine
+// still holds: written without a commit between (as a connection
+// does while batches keep coming, up to 8 MiB), no file passes the size
+// by more than the store's write buffer (1 MiB, which the rotation has
+// never counted) and a batch (a compressor that counted only what it
+// had compressed let files run two chunks of 1 MiB further).
+func TestCompressedRotateSize(t *testing.T) {
+	const size, batches, per = 256 << 10, 360, 64 // a batch: about 23 KiB of pcapng
+	for _, spec := range []compress.Spec{{Codec: compress.Zstd}, {Codec: compress.Gzip}} {
+		t.Run(spec.String(), func(t *testing.T) {
+			c := newCore(t, Config{FileCompress: spec, RotateSize: size, Fsync: FsyncNever, IndexBlock: -1})
+			s, _, err := c.Begin(hello("rot", 1), func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sent [][]byte
+			largest := 0
+			for seq := uint64(1); seq <= batches; seq++ {
+				n := len(sent)
+				if _, err := s.Batch(0, imixBatch(seq, int(seq-1)*per, per, false, &sent)); err != nil {
+					t.Fatal(err)
+				}
+				b := 0
+				for _, p := range sent[n:] {
+					b += len(p) + 32
+				}
+				largest = max(largest, b)
+			}
+			if _, err := s.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			s.End(true)
+			ents, _ := os.ReadDir(filepath.Join(c.Dir(), "rot"))
+			files := 0
+			for _, e := range ents {
+				if index.IsIndex(e.Name()) {
+					continue
+				}
+				files++
+				info, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Size() > size+1<<20+int64(largest) {
+					t.Errorf("%s: %d bytes, rotation at %d, the write buffer 1 MiB and a batch at most %d", e.Name(), info.Size(), size, largest)
+				}
+			}
+			if files < 5 {
+				t.Fatalf("%d files: want rotation at %d bytes, about 8 MiB written", files, size)
+			}
+		})
 	}
 }
