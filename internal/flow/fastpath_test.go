@@ -2,7 +2,6 @@ package flow
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -251,30 +250,16 @@ func TestAddRunsSameAsDecode(t *testing.T) {
 }
 
 // repeater feeds a table as the store does (internal/store's write
-// path): a packet of the last packet's headers (same) is summed by the
-// caller within the limits Repeats gave, the sums handed over with
-// AddRepeats before any other call.
+// path): a packet of the last packet's headers (same) is summed by a Run,
+// the sums handed over before any other call to the table.
 type repeater struct {
-	t                  *Table
-	ok                 bool
-	lim                Repeats
-	n, bytes, captured uint64
-	first, last        int64
-	flags              uint8
-	summed             int
+	t      *Table
+	run    Run
+	summed int
 }
 
 func (r *repeater) add(same bool, ts int64, wireLen uint32, data []byte, block uint32) {
-	capLen := uint64(len(data))
-	if same && r.ok && block == r.lim.Block && r.n < r.lim.Room && capLen >= 48 && (ts <= r.lim.Safe || ts <= r.last) &&
-		(!r.lim.TCP || data[47]&(TCPSyn|TCPFin|TCPRst) == 0) {
-		if r.lim.TCP {
-			r.flags |= data[47]
-		}
-		r.n++
-		r.bytes += max(uint64(wireLen), capLen)
-		r.captured += capLen
-		r.first, r.last = min(r.first, ts), max(r.last, ts)
+	if r.run.Take(same, 0, block, ts, wireLen, data) {
 		r.summed++
 		return
 	}
@@ -282,13 +267,7 @@ func (r *repeater) add(same bool, ts int64, wireLen uint32, data []byte, block u
 	if !(same && r.t.AddRepeat(0, ts, wireLen, data, block)) {
 		r.t.Add(0, LinkEthernet, ts, wireLen, data, block)
 	}
-	r.lim, r.ok = r.t.Repeats()
-	r.first, r.last = math.MaxInt64, r.lim.Last
+	r.run.Renew(r.t)
 }
 
-func (r *repeater) settle() {
-	if r.n > 0 {
-		r.t.AddRepeats(r.n, r.bytes, r.captured, r.first, r.last, r.flags)
-	}
-	*r = repeater{t: r.t, summed: r.summed}
-}
+func (r *repeater) settle() { r.run.Settle(r.t) }

@@ -83,7 +83,7 @@ type agentFile struct {
 	flEnc     flow.Encoder
 	flBuf     []byte    // encoded, not yet written
 	flLive    bool      // the open file has a flow file
-	fr        flowRun   // same-flow packets summed for ft (flows.go)
+	fr        flow.Run  // same-flow packets summed for ft (flows.go)
 	flBytes   int64     // bytes written to the flow file
 	flLast    time.Time // when records were last written to it
 	flEvicted uint64    // ft's evictions when the file opened
@@ -313,25 +313,12 @@ func (af *agentFile) write(ifIndex int, r *wire.Record, mark []byte) error {
 	// packets) is summed here, within the limits the table gave
 	// (flow.Table.Repeats), and the sums handed over at the next packet
 	// that is not such a one (flowSettle); else the table takes it.
-	if af.flLive {
-		f := &af.fr
-		ts, capLen := r.Timestamp, uint64(len(r.Data))
-		if same && f.ok && uint32(ifIndex) == f.lim.Iface && block == f.lim.Block && f.n < f.lim.Room && capLen >= 48 &&
-			(ts <= f.lim.Safe || ts <= f.last) && (!f.lim.TCP || r.Data[47]&(flow.TCPSyn|flow.TCPFin|flow.TCPRst) == 0) {
-			if f.lim.TCP {
-				f.flags |= r.Data[47]
-			}
-			f.n++
-			f.bytes += max(uint64(r.OrigLen), capLen)
-			f.captured += capLen
-			f.first, f.last = min(f.first, ts), max(f.last, ts)
-		} else {
-			af.flowSettle()
-			if !(same && af.ft.AddRepeat(uint32(ifIndex), ts, r.OrigLen, r.Data, block)) {
-				af.ft.Add(uint32(ifIndex), lt, ts, r.OrigLen, r.Data, block)
-			}
-			af.flowRepeats()
+	if af.flLive && !af.fr.Take(same, uint32(ifIndex), block, r.Timestamp, r.OrigLen, r.Data) {
+		af.flowSettle()
+		if !(same && af.ft.AddRepeat(uint32(ifIndex), r.Timestamp, r.OrigLen, r.Data, block)) {
+			af.ft.Add(uint32(ifIndex), lt, r.Timestamp, r.OrigLen, r.Data, block)
 		}
+		af.fr.Renew(af.ft)
 	}
 	if mark != nil {
 		return af.w.WritePacketCustom(ifIndex, r.Timestamp, r.OrigLen, r.Data, layout.MarkPEN, mark)

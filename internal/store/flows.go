@@ -1,7 +1,6 @@
 package store
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,37 +32,12 @@ import (
 // indexWriteInterval unless indexWriteBytes of them wait, and at
 // close), so the write path costs at most one Table.Add per packet, and
 // none for a packet of the last packet's flow that needs nothing but
-// counting (summed in flowRun, handed over once per run), and no
+// counting (summed in flow.Run, handed over once per run), and no
 // allocation once the table has grown to the flows it holds.
 
-// flowRun is what the write path sums of same-flow packets for the
-// table (agentFile.write): n packets within lim (flow.Table.Repeats,
-// when ok), their byte sums, times and TCP flags, handed to the table
-// by flowSettle before any other call to it.
-type flowRun struct {
-	ok                 bool
-	lim                flow.Repeats
-	n, bytes, captured uint64
-	first, last        int64
-	flags              uint8
-}
-
-// flowSettle hands the table what fr summed; fr takes no more packets
-// until flowRepeats.
-func (af *agentFile) flowSettle() {
-	f := &af.fr
-	if f.n > 0 {
-		af.ft.AddRepeats(f.n, f.bytes, f.captured, f.first, f.last, f.flags)
-	}
-	*f = flowRun{}
-}
-
-// flowRepeats lets fr sum the packets the table's run would take next.
-func (af *agentFile) flowRepeats() {
-	f := &af.fr
-	f.lim, f.ok = af.ft.Repeats()
-	f.first, f.last = math.MaxInt64, f.lim.Last
-}
+// flowSettle hands the table what fr (flow.Run) summed of the
+// same-flow packets the write path took (agentFile.write).
+func (af *agentFile) flowSettle() { af.fr.Settle(af.ft) }
 
 // flowStart begins the flow file of the file just opened.
 func (af *agentFile) flowStart() {
