@@ -179,7 +179,7 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 			mw.gzFast, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 		}
 	case compress.Zstd:
-		z, err := newZstdFileEncoder(zstdLevel(fc), 1)
+		z, err := newZstdFileEncoder(zstdLevel(fc))
 		if err != nil {
 			return nil, err
 		}
@@ -398,14 +398,15 @@ func (mw *memberWriter) terminator(end int64) []byte {
 // newZstdFileEncoder: no content checksum (so that a frame cut at a
 // block can be ended), a 1 MiB window (the encoder of each agent stays
 // small when thousands of agents write at once: about 3 MiB with its
-// history of twice the window and its blocks' buffers); concurrency 1
-// compresses on the caller's goroutine (memberWriter's aheadWriter),
-// 2 on two of the encoder's own, a block each, handing over every block:
-// on two cores those handoffs cost more CPU than they bought. Not the
-// library's lower-memory mode: its history of the window and one block
-// is moved back every block (1 MiB copied per 64 KiB compressed), which
-// made level 1 a third slower for 1 MiB less a file.
-func newZstdFileEncoder(lvl zstd.EncoderLevel, concurrency int) (*zstd.Encoder, error) {
-	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(concurrency),
+// history of twice the window and its block's buffers), and on the
+// caller's goroutine (memberWriter's aheadWriter is the one off the
+// connection): the library's own concurrency hands over every 64 KiB
+// block, and on two cores those handoffs cost more CPU than they
+// bought. Not the library's lower-memory mode: its history of the
+// window and one block is moved back every block (1 MiB copied per
+// 64 KiB compressed), which made level 1 a third slower for 1 MiB less
+// a file.
+func newZstdFileEncoder(lvl zstd.EncoderLevel) (*zstd.Encoder, error) {
+	return zstd.NewWriter(io.Discard, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20))
 }

@@ -205,7 +205,7 @@ func TestScanChunks(t *testing.T) {
 // file cut there plus an empty last block decodes to exactly that much.
 func TestZstdBlockOffsets(t *testing.T) {
 	var file bytes.Buffer
-	enc, err := newZstdFileEncoder(zstd.SpeedDefault, 1)
+	enc, err := newZstdFileEncoder(zstd.SpeedDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
