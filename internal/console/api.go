@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/pcapsync/pcapsync/internal/queryhttp"
 )
@@ -142,17 +141,9 @@ type deadlineWriter struct {
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		k := min(len(p), queryhttp.StreamPiece)
-		d.rc.SetWriteDeadline(time.Now().Add(queryhttp.DefaultWriteTimeout))
-		m, err := d.w.Write(p[:k])
-		n += m
-		d.n += int64(m)
-		if err != nil {
-			return n, err
-		}
-		p = p[k:]
-	}
-	return n, nil
+	return queryhttp.WritePieces(d.rc, queryhttp.DefaultWriteTimeout, p, func(b []byte) (int, error) {
+		n, err := d.w.Write(b)
+		d.n += int64(n)
+		return n, err
+	})
 }

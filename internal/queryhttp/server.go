@@ -467,19 +467,32 @@ type streamWriter struct {
 }
 
 func (sw *streamWriter) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		// A deadline a piece: the client must take StreamPiece bytes
-		// within the timeout, however large the query's writes.
-		k := min(len(p), StreamPiece)
-		sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
-		m, err := sw.w.Write(p[:k])
-		n += m
-		sw.n += int64(m)
-		sw.sent.Add(uint64(m))
+	return WritePieces(sw.rc, sw.timeout, p, func(b []byte) (int, error) {
+		n, err := sw.w.Write(b)
+		sw.n += int64(n)
+		sw.sent.Add(uint64(n))
 		if err == nil {
 			err = sw.rc.Flush()
 		}
+		return n, err
+	})
+}
+
+// StreamPiece is what a client of a query's output must take within
+// the write timeout: WritePieces renews the deadline for each piece.
+const StreamPiece = 256 << 10
+
+// WritePieces writes p with write in pieces of StreamPiece, the write
+// deadline of rc set timeout ahead before each: a client that takes
+// nothing for timeout is cut off, a slow one that keeps taking is not,
+// however large the query's writes.
+func WritePieces(rc *http.ResponseController, timeout time.Duration, p []byte, write func([]byte) (int, error)) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), StreamPiece)
+		rc.SetWriteDeadline(time.Now().Add(timeout))
+		m, err := write(p[:k])
+		n += m
 		if err != nil {
 			return n, err
 		}
@@ -487,10 +500,6 @@ func (sw *streamWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
-// StreamPiece is what a client of a query's output must take within
-// the write timeout: the deadline is renewed for each piece of a write.
-const StreamPiece = 256 << 10
 
 // slogWriter sends net/http's own error lines (a malformed request, a
 // connection reset) to the log, at debug: refusals are logged by the
