@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,11 @@ type fileSource struct {
 	// A followed .part (tail set) is read up to limit, which advance
 	// moves as the tail finds more complete batches; r is made once
 	// there is something to read.
+	// ends: the selected blocks of a closed indexed file, in read order
+	// (plan), and ends[:read] of them read whole; nil: floor unknown.
+	ends []blockEnd
+	read int
+
 	tail    *layout.PartTail
 	limit   int64
 	caught  bool // the tail had read the whole file when limit was last moved
@@ -62,6 +68,29 @@ func (s *fileSource) next(p *pcapfile.Packet) error {
 		s.r = r
 	}
 	return s.r.ReadInto(p)
+}
+
+// blockEnd is a selected block of an indexed file: out is the offset
+// in the spliced stream just past it, first the earliest packet time of
+// it and the selected blocks after it (math.MaxInt64: none has packets).
+type blockEnd struct {
+	out, first int64
+}
+
+// floor is a time no packet of the file still to be read is earlier
+// than (stream.floor); math.MinInt64 when the index does not say.
+func (s *fileSource) floor() int64 {
+	if s.ends == nil || s.r == nil {
+		return math.MinInt64
+	}
+	off := s.r.Offset()
+	for s.read < len(s.ends) && off >= s.ends[s.read].out {
+		s.read++
+	}
+	if s.read == len(s.ends) {
+		return math.MaxInt64
+	}
+	return s.ends[s.read].first
 }
 
 func (s *fileSource) interfaces() []pcapfile.Interface {
@@ -360,6 +389,9 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 		segs = append(segs, g)
 		i = j
 	}
+	if ix.Final && limit < 0 && !tail {
+		src.ends = blockEnds(ix, keep, segs, headSeg(ix, limit))
+	}
 	// What follows the last block: read on from it when it was read,
 	// else start a decoder for it.
 	if !tail && !trailer {
@@ -402,6 +434,36 @@ func (sel *selection) plan(ix *index.Index, head []byte, limit int64, f *os.File
 		}
 	}
 	return append(segs, g)
+}
+
+// blockEnds is fileSource.ends for the blocks keep selects of ix, read
+// as segs after head: each block's end in the spliced stream, and the
+// earliest packet time of it and the selected blocks after it.
+func blockEnds(ix *index.Index, keep []bool, segs []seg, head seg) []blockEnd {
+	ends := make([]blockEnd, 0, len(segs))
+	out := head.rawEnd - head.raw
+	g := 0
+	for i := range ix.All {
+		if !keep[i] {
+			continue
+		}
+		b := &ix.All[i]
+		for g < len(segs) && b.RawEnd > segs[g].rawEnd {
+			out += segs[g].rawEnd - segs[g].raw
+			g++
+		}
+		if g == len(segs) || b.Raw < segs[g].raw {
+			return nil // not as plan laid the segments out
+		}
+		ends = append(ends, blockEnd{out: out + b.RawEnd - segs[g].raw, first: math.MaxInt64})
+		if b.Packets > 0 {
+			ends[len(ends)-1].first = b.First
+		}
+	}
+	for i := len(ends) - 2; i >= 0; i-- {
+		ends[i].first = min(ends[i].first, ends[i+1].first)
+	}
+	return ends
 }
 
 // fileMatch is what the file of ix may be asked, given its head: nil

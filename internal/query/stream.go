@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"path/filepath"
 	"reflect"
@@ -54,6 +55,10 @@ type stream struct {
 
 	files []layout.FileInfo
 	next  int // files[next] is opened next
+	// filesFirst[i] is the earliest packet time of files[i:] as
+	// retention's index lists them (math.MinInt64: one is not listed
+	// with its times; math.MaxInt64: no file): see floor.
+	filesFirst []int64
 	cur   *fileSource
 	path  string    // of cur
 	ifmap []ifEntry // cur's interfaces, by index
@@ -109,6 +114,15 @@ type stream struct {
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
 	s := &stream{q: q, agent: agent, rank: rank, files: files, limit: limit,
 		h: newWindow(), cov: covAcc{listed: len(files)}, res: &q.res, filter: q.filter, slack: freeSlack(limit)}
+	s.filesFirst = make([]int64, len(files)+1)
+	s.filesFirst[len(files)] = math.MaxInt64
+	for i := len(files) - 1; i >= 0; i-- {
+		f := int64(math.MinInt64)
+		if files[i].Times {
+			f = files[i].First
+		}
+		s.filesFirst[i] = min(f, s.filesFirst[i+1])
+	}
 	if q.sem != nil {
 		s.kit.ahead = newAheadKit(q.sem)
 	}
@@ -130,12 +144,16 @@ const (
 	fillBehind                  // a followed file's tail is still reading what is there
 )
 
-// fill reads until the window is full or the files are read; in follow
-// mode, until the window is full or there is nothing more to read now
-// (s.state says which).
+// fill reads until the window is full, the files are read, or the
+// window's head is no later than any packet still to be read (floor);
+// in follow mode, until the window is full or there is nothing more to
+// read now (s.state says which).
 func (s *stream) fill(ctx context.Context) error {
 	s.state = fillFull
 	for !s.done && s.mem < s.limit {
+		if s.h.len() > 0 && s.h.head().ts <= s.floor() {
+			return nil
+		}
 		if s.cur == nil {
 			if s.q.cfg.Follow && s.next == len(s.files) {
 				s.state = fillCaught
@@ -192,6 +210,30 @@ func (s *stream) fill(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// floor is a time no packet still to be read of the stream is earlier
+// than: the earliest of the index's blocks not yet read whole of the
+// open file and of the files after it as retention's index lists them
+// (math.MinInt64 when that is not known: a file read without its index,
+// a file not listed with its times, following). A head no later than it
+// comes before every packet the stream has left (a later one with the
+// same time is read after it: ties keep the read order), so fill
+// releases it without waiting for the window to fill: the same packets
+// in the same order, from a window that holds about one index block
+// instead of its whole share of --reorder-mem, so that they are still
+// in the caches when the merge copies them out. An index that lies
+// about its times at worst makes a later packet ErrOutOfOrder, as
+// disorder beyond the window does.
+func (s *stream) floor() int64 {
+	if s.q.cfg.Follow {
+		return math.MinInt64
+	}
+	f := s.filesFirst[s.next]
+	if s.cur != nil {
+		f = min(f, s.cur.floor())
+	}
+	return f
 }
 
 // open opens the next file worth reading, or marks the stream done.
