@@ -59,9 +59,9 @@ type stream struct {
 	// retention's index lists them (math.MinInt64: one is not listed
 	// with its times; math.MaxInt64: no file): see floor.
 	filesFirst []int64
-	cur   *fileSource
-	path  string    // of cur
-	ifmap []ifEntry // cur's interfaces, by index
+	cur        *fileSource
+	path       string    // of cur
+	ifmap      []ifEntry // cur's interfaces, by index
 	// res is what the stream's reading counts: the query's, or with
 	// producers its own, added to the query's once they are done.
 	res    *Result
