@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -114,7 +115,7 @@ func BuildFunc(ctx context.Context, path string, blockBytes int, each PacketFunc
 		if starts, whole, err = ZstdFrames(f, st.Size()); err != nil {
 			break
 		}
-		dec, derr := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		dec, derr := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
 		if derr != nil {
 			return nil, derr
 		}

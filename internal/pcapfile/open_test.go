@@ -2,6 +2,7 @@ package pcapfile
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,5 +62,47 @@ func TestOpenDecompresses(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing file opened")
+	}
+}
+
+// TestOpenZstdWindow: Open reads a zstd file whose window is up to
+// OpenMaxZstdWindow (zstd --long's 128 MiB) and refuses one declaring
+// more, before its decoder holds it.
+func TestOpenZstdWindow(t *testing.T) {
+	var plain bytes.Buffer
+	w, err := NewNgWriter(&plain, SectionInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.AddInterface(Interface{Name: "eth0", LinkType: 1, SnapLen: 65535})
+	for i := range 300 { // more than a block: the encoder declares its window
+		w.WritePacket(0, int64(i), 8192, make([]byte, 8192))
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		window int
+		ok     bool
+	}{{MaxZstdWindow, true}, {OpenMaxZstdWindow, true}, {2 * OpenMaxZstdWindow, false}} {
+		var b bytes.Buffer
+		zw, err := zstd.NewWriter(&b, zstd.WithWindowSize(c.window), zstd.WithSingleSegment(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw.Write(plain.Bytes())
+		zw.Close()
+		path := filepath.Join(dir, "w.pcapng.zst")
+		os.WriteFile(path, b.Bytes(), 0o600)
+		f, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(f)
+		f.Close()
+		switch {
+		case c.ok && (err != nil || !bytes.Equal(got, plain.Bytes())):
+			t.Errorf("window %d MiB: %d bytes, %v; want the file", c.window>>20, len(got), err)
+		case !c.ok && !errors.Is(err, zstd.ErrWindowSizeExceeded):
+			t.Errorf("window %d MiB: %d bytes, %v; want it refused", c.window>>20, len(got), err)
+		}
 	}
 }
