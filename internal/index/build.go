@@ -17,7 +17,6 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -42,6 +41,18 @@ const (
 	maxOptions = 64 << 10 // options of a larger packet read for a mark
 	readBuf    = 256 << 10
 )
+
+// MaxZstdWindow is the largest zstd window a reader of the output
+// root's files accepts (the query, the scan of a .part, repair, this
+// package's builder and verifier, the flow reader): the store writes 1
+// MiB windows, and RFC 8878 asks every decoder to support 8 MiB (zstd
+// levels up to 19 stay within it). A zstd stream declares its window
+// and its decoder keeps that much of what it decoded: a planted file of
+// a few KiB (zeros, in packets) can declare 512 MiB, the library's
+// default limit, and make every reader of it hold that; a stream
+// declaring more than this is refused (zstd.ErrWindowSizeExceeded)
+// before it is held.
+const MaxZstdWindow = 8 << 20
 
 // Build reads the data file at path (plain, gzip or zstd pcapng as the
 // store writes it, finished or ".part") and returns its index, with
@@ -115,7 +126,7 @@ func BuildFunc(ctx context.Context, path string, blockBytes int, each PacketFunc
 		if starts, whole, err = ZstdFrames(f, st.Size()); err != nil {
 			break
 		}
-		dec, derr := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+		dec, derr := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(MaxZstdWindow))
 		if derr != nil {
 			return nil, derr
 		}

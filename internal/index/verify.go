@@ -8,7 +8,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
 // What Verify reads of a data file: the head (for the interfaces' link
@@ -139,7 +138,7 @@ func (p *prober) open(seek, skip int64) error {
 		p.br.Reset(p.gz)
 	case CodecZstd, CodecZstdFrames:
 		if p.zd == nil {
-			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(MaxZstdWindow))
 			if err != nil {
 				return err
 			}

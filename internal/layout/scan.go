@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
@@ -120,7 +121,7 @@ func ScanCuts(ctx context.Context, r io.Reader, codec compress.Codec, onCut func
 		// With one goroutine the decoder reads a block, decodes it and
 		// writes its output in one Write, before it reads on: after each
 		// Write the file offset is at the end of that block.
-		dec, derr := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+		dec, derr := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(index.MaxZstdWindow))
 		if derr != nil {
 			return ScanResult{}, derr
 		}

@@ -15,11 +15,7 @@ import (
 // still count exactly the packets written.
 func TestPacketCustomOption(t *testing.T) {
 	var buf bytes.Buffer
-	w, err := NewNgWriter(&buf, SectionInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.AddInterface(Interface{Name: "e", LinkType: 1, SnapLen: 100})
+	w := ethWriter(t, &buf, "e", 100)
 	for i := range 3 {
 		data := bytes.Repeat([]byte{byte(i)}, 61+i)
 		if err := w.WritePacketCustom(0, int64(i), 70, data, 32473, bytes.Repeat([]byte{9}, 25+i)); err != nil {

@@ -202,3 +202,16 @@ func checkFormatErr(t *testing.T, err, want error, off int64) {
 		t.Errorf("error %q: offset %d, want %d", err, fe.Offset, off)
 	}
 }
+
+// ethWriter is an NgWriter into dst with one Ethernet interface, name.
+func ethWriter(t *testing.T, dst io.Writer, name string, snap uint32) *NgWriter {
+	t.Helper()
+	w, err := NewNgWriter(dst, SectionInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddInterface(Interface{Name: name, LinkType: 1, SnapLen: snap}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}

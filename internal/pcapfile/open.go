@@ -11,20 +11,13 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Largest zstd windows accepted. A zstd stream declares its window, and
-// its decoder keeps that much of what it decoded: a file of a few KiB
-// (zeros, in packets) can declare 512 MiB, the library's default limit,
-// and make every reader of it hold that. So a stream declaring more is
-// refused (zstd.ErrWindowSizeExceeded):
-//   - MaxZstdWindow for the output root's files, which the store writes
-//     with 1 MiB windows: 8 MiB, what RFC 8878 asks every decoder to
-//     support (zstd levels up to 19 stay within it);
-//   - OpenMaxZstdWindow for files an operator names (Open): 128 MiB,
-//     the zstd command's own default limit (its --long files).
-const (
-	MaxZstdWindow     = 8 << 20
-	OpenMaxZstdWindow = 128 << 20
-)
+// OpenMaxZstdWindow is the largest zstd window Open accepts, of a file
+// an operator names: 128 MiB, the zstd command's own default limit (its
+// --long files). A zstd stream declares its window and its decoder keeps
+// that much of what it decoded, so a stream declaring more is refused
+// (zstd.ErrWindowSizeExceeded) before it is held; the output root's
+// files, which the store writes, are held to less (index.MaxZstdWindow).
+const OpenMaxZstdWindow = 128 << 20
 
 // Open opens a capture file for NewReader, decompressing it if it is
 // gzip- or zstd-compressed (recognised by its first bytes, as Wireshark

@@ -14,11 +14,7 @@ import (
 
 func TestOpenDecompresses(t *testing.T) {
 	var plain bytes.Buffer
-	w, err := NewNgWriter(&plain, SectionInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.AddInterface(Interface{Name: "eth0", LinkType: 1, SnapLen: 65535})
+	w := ethWriter(t, &plain, "eth0", 65535)
 	for i := range 100 {
 		w.WritePacket(0, int64(i), 60, bytes.Repeat([]byte{byte(i)}, 60))
 	}
@@ -70,11 +66,7 @@ func TestOpenDecompresses(t *testing.T) {
 // more, before its decoder holds it.
 func TestOpenZstdWindow(t *testing.T) {
 	var plain bytes.Buffer
-	w, err := NewNgWriter(&plain, SectionInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.AddInterface(Interface{Name: "eth0", LinkType: 1, SnapLen: 65535})
+	w := ethWriter(t, &plain, "eth0", 65535)
 	for i := range 300 { // more than a block: the encoder declares its window
 		w.WritePacket(0, int64(i), 8192, make([]byte, 8192))
 	}
@@ -82,7 +74,7 @@ func TestOpenZstdWindow(t *testing.T) {
 	for _, c := range []struct {
 		window int
 		ok     bool
-	}{{MaxZstdWindow, true}, {OpenMaxZstdWindow, true}, {2 * OpenMaxZstdWindow, false}} {
+	}{{8 << 20, true}, {OpenMaxZstdWindow, true}, {2 * OpenMaxZstdWindow, false}} {
 		var b bytes.Buffer
 		zw, err := zstd.NewWriter(&b, zstd.WithWindowSize(c.window), zstd.WithSingleSegment(false))
 		if err != nil {

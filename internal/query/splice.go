@@ -255,7 +255,7 @@ func (s *splice) open(g *seg) error {
 		s.cur = k.gz
 	case index.CodecZstd, index.CodecZstdFrames:
 		if k.zd == nil {
-			zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+			zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(index.MaxZstdWindow))
 			if err != nil {
 				return err
 			}
@@ -408,7 +408,7 @@ func zstdTrailer(f *os.File, dataSize, rawSize, from, lastSeek int64) (seek, n i
 		return 0, n, false
 	}
 	cr := countReader{r: io.NewSectionReader(f, end, dataSize-end), n: &n}
-	zd, err := zstd.NewReader(&cr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+	zd, err := zstd.NewReader(&cr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(index.MaxZstdWindow))
 	if err != nil {
 		return 0, n, false
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
-	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -269,7 +268,7 @@ func repairPart(ctx context.Context, path string) (res repairResult, err error) 
 func zstdTail(f *os.File, cut, raw int64) ([]byte, error) {
 	for _, tail := range [][]byte{zstdLastBlock[:], nil} {
 		r := bufio.NewReaderSize(io.MultiReader(io.NewSectionReader(f, 0, cut), bytes.NewReader(tail)), layout.ScanBufSize)
-		dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(pcapfile.MaxZstdWindow))
+		dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(index.MaxZstdWindow))
 		if err != nil {
 			return nil, err
 		}
