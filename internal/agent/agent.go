@@ -28,13 +28,20 @@ import (
 type Summary struct {
 	Read        uint64 `json:"read"`         // packets read from the sources
 	Sent        uint64 `json:"sent"`         // packets handed to a connection at least once
-	Acked       uint64 `json:"acked"`        // packets the collector acknowledged
+	Acked       uint64 `json:"acked"`        // packets of this run the collector acknowledged (not Recovered)
 	Dropped     uint64 `json:"dropped"`      // packets dropped because the queue (or spool) was full
 	RateDrops   uint64 `json:"rate_drops"`   // packets dropped by the rate limit (--max-rate)
 	KernelDrops uint64 `json:"kernel_drops"` // packets the kernel dropped (live capture)
-	Unacked     uint64 `json:"unacked"`      // packets still queued at exit
-	Reconnects  uint64 `json:"reconnects"`   // connection attempts after the first (TCP); with Kafka: rounds of producing again after a record failed
-	Failovers   uint64 `json:"failovers"`    // moves to the next collector address (Config.Collectors)
+	Unacked     uint64 `json:"unacked"`      // packets still queued at exit, recovered ones included
+	// Recovered: packets of the batches a previous run left in the
+	// spool, loaded by this run (sent again unless the collector's
+	// welcome says it holds them): each is acknowledged in this run or
+	// still in Unacked at exit, and not in Acked, which the run that
+	// read it counted (or will: the batches it had not seen
+	// acknowledged).
+	Recovered  uint64 `json:"recovered"`
+	Reconnects uint64 `json:"reconnects"` // connection attempts after the first (TCP); with Kafka: rounds of producing again after a record failed
+	Failovers  uint64 `json:"failovers"`  // moves to the next collector address (Config.Collectors)
 
 	// LinkTruncated counts packets cut to the longest captured length
 	// readers accept for their link type (pcapfile.MaxCapLen), their
@@ -59,6 +66,9 @@ type Summary struct {
 func (s Summary) String() string {
 	str := fmt.Sprintf("packets read %d, sent %d, acknowledged %d, dropped by agent %d, dropped by kernel %d, unacknowledged %d, reconnects %d, dropped by rate limit %d",
 		s.Read, s.Sent, s.Acked, s.Dropped, s.KernelDrops, s.Unacked, s.Reconnects, s.RateDrops)
+	if s.Recovered > 0 {
+		str += fmt.Sprintf(", recovered from the spool %d", s.Recovered)
+	}
 	if s.Failovers > 0 {
 		str += fmt.Sprintf(", failovers to the next collector %d", s.Failovers)
 	}
@@ -364,7 +374,7 @@ func (a *Agent) counters() Stats {
 		s.stats(&ws)
 	}
 	sum := Summary{Sent: a.sent.Load(), Acked: qs.ackedPackets, Dropped: qs.dropped,
-		Unacked: qs.queuedPackets - qs.ackedPackets, Reconnects: a.reconnects.Load(), Failovers: a.failovers.Load(),
+		Unacked: qs.queuedPackets - qs.ackedPackets + qs.recoveredPackets - qs.recoveredAcked, Recovered: qs.recoveredPackets, Reconnects: a.reconnects.Load(), Failovers: a.failovers.Load(),
 		RawBytes: a.rawBytes.Load(), WireBytes: a.wireBytes.Load(), LinkTruncated: a.linkTruncated.Load()}
 	for _, is := range ws.Interfaces {
 		sum.Read += is.Captured

@@ -15,8 +15,10 @@ type batch struct {
 	seq     uint64
 	packets uint64
 	nIfaces int // interfaces that must be declared before it is sent
-	mem     int // bytes it counts against the queue's limit while in memory
-	frame   int // bytes of its frame, whether in memory or only spooled
+	// recovered: loaded from a previous run's spool (queue.recover)
+	recovered bool
+	mem       int // bytes it counts against the queue's limit while in memory
+	frame     int // bytes of its frame, whether in memory or only spooled
 
 	// sentAt is when it was first written to a connection (Agent.clock
 	// nanoseconds), 0 before; read by ack for the latency histogram.
@@ -45,8 +47,11 @@ type queue struct {
 
 	queuedPackets, ackedPackets, droppedPackets uint64
 	sealedPackets                               uint64 // queued by push: this run's, not recovered from the spool
-	ackedBatches                                uint64
-	frameBytes                                  int64 // frames of the queued batches (memory and spool)
+	// recoveredPackets: of the batches recovered from the spool
+	// (recover), not in queuedPackets; recoveredAcked of those acked.
+	recoveredPackets, recoveredAcked uint64
+	ackedBatches                     uint64
+	frameBytes                       int64 // frames of the queued batches (memory and spool)
 
 	// ackLatency, if set, observes per acknowledged batch the seconds
 	// from its first write (batch.sentAt) to its acknowledgement, with
@@ -219,7 +224,8 @@ func (q *queue) recover(bs []*batch, nIfaces int) {
 		b.nIfaces = nIfaces
 		q.items = append(q.items, b)
 		q.lastSeq = b.seq
-		q.queuedPackets += b.packets
+		q.recoveredPackets += b.packets
+		b.recovered = true
 		b.frame = b.size
 		q.frameBytes += int64(b.frame)
 	}
@@ -267,7 +273,11 @@ func (q *queue) ack(seq uint64) {
 	n := 0
 	for n < len(q.items) && q.items[n].seq <= q.acked {
 		b := q.items[n]
-		q.ackedPackets += b.packets
+		if b.recovered {
+			q.recoveredAcked += b.packets
+		} else {
+			q.ackedPackets += b.packets
+		}
 		q.ackedBatches++
 		q.frameBytes -= int64(b.frame)
 		if q.ackLatency != nil && b.sentAt != 0 {
@@ -329,6 +339,7 @@ type queueStats struct {
 	pending                              int
 	queuedPackets, ackedPackets, dropped uint64
 	sealedPackets                        uint64
+	recoveredPackets, recoveredAcked     uint64
 	ackedBatches                         uint64
 	frameBytes                           int64
 }
@@ -338,7 +349,8 @@ func (q *queue) stats() queueStats {
 	defer q.mu.Unlock()
 	return queueStats{acked: q.acked, lastSeq: q.lastSeq, pending: len(q.items),
 		queuedPackets: q.queuedPackets, ackedPackets: q.ackedPackets, dropped: q.droppedPackets,
-		sealedPackets: q.sealedPackets, ackedBatches: q.ackedBatches, frameBytes: q.frameBytes}
+		sealedPackets: q.sealedPackets, ackedBatches: q.ackedBatches, frameBytes: q.frameBytes,
+		recoveredPackets: q.recoveredPackets, recoveredAcked: q.recoveredAcked}
 }
 
 // markSent records the first write of the batch with sequence seq, for

@@ -93,9 +93,10 @@ func TestSpoolResumesAfterCrash(t *testing.T) {
 	if st := q.stats(); st.sealedPackets != 10*50 {
 		t.Errorf("the first run sealed %d packets, want %d", st.sealedPackets, 10*50)
 	}
-	if st := q2.stats(); st.sealedPackets != 0 || st.queuedPackets-st.ackedPackets != 6*50 {
-		t.Errorf("after the restart: sealed %d, unacknowledged %d packets; want 0 (recovered batches are not this run's) and %d",
-			st.sealedPackets, st.queuedPackets-st.ackedPackets, 6*50)
+	if st := q2.stats(); st.sealedPackets != 0 || st.queuedPackets != 0 || st.recoveredPackets != 10*50 ||
+		st.ackedPackets != 0 || st.recoveredAcked != 4*50 {
+		t.Errorf("after the restart: sealed %d, queued %d, recovered %d, acked %d (recovered %d) packets; want 0, 0 (recovered batches are not this run's), %d, 0 and %d",
+			st.sealedPackets, st.queuedPackets, st.recoveredPackets, st.ackedPackets, st.recoveredAcked, 10*50, 4*50)
 	}
 	// New batches continue the sequence.
 	more := pushN(t, q2, 1, 5)
@@ -104,6 +105,10 @@ func TestSpoolResumesAfterCrash(t *testing.T) {
 	}
 	if got := q2.stats().sealedPackets; got != 5 {
 		t.Errorf("the second run sealed %d packets, want 5", got)
+	}
+	q2.ack(11)
+	if st := q2.stats(); st.ackedPackets != 5 || st.recoveredAcked != 10*50 {
+		t.Errorf("all acknowledged: %d of this run's packets, %d recovered; want 5 and %d", st.ackedPackets, st.recoveredAcked, 10*50)
 	}
 
 	// A replay does not resume: it starts its input over.

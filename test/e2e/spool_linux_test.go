@@ -109,9 +109,11 @@ func TestAgentCleanRestart(t *testing.T) {
 	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_captured_packets_total", "interface=vA")
 	run2.stop(20 * time.Second) // waits for the acknowledgements
 	coll.stop(20 * time.Second)
-	// Not Acked: it counts the loaded batches the welcome acknowledged.
-	if s := run2.summary(); s.Read != count || s.Unacked != 0 {
-		t.Errorf("run 2: read %d, unacknowledged %d; want %d, 0", s.Read, s.Unacked, count)
+	// Acked is this run's packets; the batches it loaded from the spool
+	// (the welcome acknowledged them) are Recovered.
+	if s := run2.summary(); s.Read != count || s.Acked != count || s.Unacked != 0 || s.Recovered == 0 {
+		t.Errorf("run 2: read %d, acknowledged %d, unacknowledged %d, recovered %d; want %d, %d, 0, some",
+			s.Read, s.Acked, s.Unacked, s.Recovered, count, count)
 	}
 	if strings.Contains(run2.stderr.String(), "spool: resending batches of the previous run") {
 		t.Errorf("run 2 after a clean stop says it resends:\n%s", run2.stderr.String())
