@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/agent"
+	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/freeport"
 )
 
@@ -55,9 +56,18 @@ func TestAgentRestartWithSpool(t *testing.T) {
 	coll = startCollector(t, ctx, vn.A, addr, dir)
 	agent = startAgent(2)
 	coll.waitSessions(1, 15*time.Second)
-	// Run 2 has captured nothing yet: what it has acknowledged is
-	// stream 2, resent from the spool.
-	waitMetric(t, scrape, metrics, 20*time.Second, count, "pcapsync_agent_acknowledged_packets_total")
+	// Run 2 has captured nothing yet: it loaded stream 2 from the spool
+	// (recovered, not counted as this run's acknowledged) and resends
+	// it until nothing is left unacknowledged.
+	testutil.Eventually(t, 20*time.Second, func() error {
+		m := scrape.metrics(metrics)
+		rec, un, acked := m.Value(t, "pcapsync_agent_recovered_packets_total"), m.Value(t, "pcapsync_agent_unacknowledged_packets"),
+			m.Value(t, "pcapsync_agent_acknowledged_packets_total")
+		if rec < count || un != 0 || acked != 0 {
+			return fmt.Errorf("run 2: %v packets recovered from the spool, %v unacknowledged, %v of its own acknowledged; want at least %d, 0, 0", rec, un, acked, count)
+		}
+		return nil
+	})
 	send(3)
 	agent.stop(20 * time.Second)
 	coll.stop(20 * time.Second)
