@@ -441,8 +441,9 @@ func TestDiskFullE2E(t *testing.T) {
 	in := startPacedInput(t, ctx, src, filepath.Join(tmp, "in.fifo"), 2*time.Second)
 	agent := startReplay(t, ctx, addr, name, in.path, "--batch-size", "64K")
 	coll.waitMetric(20*time.Second, 1, "pcapsync_collector_file_errors_total")
-	if !strings.Contains(coll.stderr.String(), logNoSpace) {
-		t.Errorf("the collector's storage error does not say %q", logNoSpace)
+	// The metric may move before the log line is read from the pipe.
+	if err := coll.awaitStderr(logNoSpace, 10*time.Second); err != nil {
+		t.Errorf("the collector's storage error does not say %q: %v", logNoSpace, err)
 	}
 	for line := range strings.Lines(coll.stderr.String()) {
 		if strings.Contains(line, "storage error") {
@@ -461,8 +462,8 @@ func TestDiskFullE2E(t *testing.T) {
 	if coll.exited() {
 		t.Fatalf("collector exited on a full disk (%v)", coll.cmd.ProcessState)
 	}
-	if !strings.Contains(agent.stderr.String(), "connection to collector lost") {
-		t.Errorf("agent logged no lost connection while the disk was full")
+	if err := agent.awaitStderr("connection to collector lost", 10*time.Second); err != nil {
+		t.Errorf("agent logged no lost connection while the disk was full: %v", err)
 	}
 	r := checkFinishedFiles(t, filepath.Join(dir, name))
 	n := uint64(r.Packets)
