@@ -156,7 +156,7 @@ func agentFlags(fs *pflag.FlagSet, cfg *agent.Config) *agentFlagVals {
 	f := &agentFlagVals{batchSize: agent.DefaultBatchBytes}
 	f.user = fs.StringP("user", "Z", "", fmt.Sprintf(userFlagUsage, "spool, which it hands to the user"))
 	f.collector = fs.String("collector", "", "collector address, HOST or HOST:PORT (port "+strconv.Itoa(wire.DefaultPort)+" by default), or several, comma-separated: the agent stays with the one it is connected to and fails over to the next when it is down (required)")
-	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the CN of --tls-cert, else the host name)")
+	fs.StringVar(&cfg.Name, "name", "", "agent name: the collector's directory for this agent (default: the CN of --tls-cert or --kafka-tls-cert, else the host name)")
 	f.iface = fs.StringP("iface", "i", "", "capture from these interfaces, comma-separated")
 	fs.StringVarP(&cfg.ReadFile, "read", "r", "", "replay this pcap or pcapng file instead of capturing")
 	fs.StringVar(&cfg.Filter, "filter", "", "capture filter, tcpdump syntax")

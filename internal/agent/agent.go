@@ -186,6 +186,9 @@ func New(cfg Config) (*Agent, error) {
 			a.log.Info("agent name taken from the client certificate (--name not given)", "name", c.Name, "cn", leaf.Subject.CommonName)
 		}
 	}
+	if cfg.Name == "" && c.Kafka != nil && c.Kafka.CertFile != "" {
+		a.log.Info("agent name taken from the Kafka client certificate (--name not given)", "name", c.Name, "cert", c.Kafka.CertFile)
+	}
 	a.host, _ = os.Hostname()
 	a.instance = newInstance()
 	switch {

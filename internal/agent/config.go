@@ -43,9 +43,10 @@ type Config struct {
 	// own TLS and SASL (Kafka's fields) authenticate the agent.
 	Kafka *kafkaconn.Config
 	// Name is the agent's name, its directory on the collector. ""
-	// means the name of the client certificate in TLS (its CN, or else
-	// its first DNS name that is an agent name: what the collector checks
-	// the name against), and without one the host name.
+	// means the name of the client certificate in TLS, or with Kafka in
+	// Kafka.CertFile (its CN, or else its first DNS name that is an
+	// agent name: what the collector checks the name against), and
+	// without one the host name.
 	Name       string
 	Interfaces []string // capture live from these
 	ReadFile   string   // or replay this pcap/pcapng file
@@ -201,7 +202,17 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	d := *c
 	if d.Name == "" {
-		name, err := certName(d.TLS)
+		tc := d.TLS
+		if k := d.Kafka; k != nil && k.CertFile != "" && k.KeyFile != "" {
+			// The brokers' client certificate names the agent as the
+			// collector's does.
+			cert, err := tls.LoadX509KeyPair(k.CertFile, k.KeyFile)
+			if err != nil {
+				return d, fielderr.Errorf("agent: the Kafka client certificate: %w", err)
+			}
+			tc = &tls.Config{Certificates: []tls.Certificate{cert}}
+		}
+		name, err := certName(tc)
 		if err != nil {
 			return d, err
 		}

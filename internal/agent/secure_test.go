@@ -17,6 +17,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/collector"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
+	"github.com/pcapsync/pcapsync/internal/kafkaconn"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/pki/pkitest"
 	"github.com/pcapsync/pcapsync/internal/store"
@@ -244,7 +245,7 @@ func TestConfigNeedsTLSOrInsecure(t *testing.T) {
 }
 
 // TestNameFromCertificate: without a Name, an agent with a client
-// certificate takes its CN, or else its first DNS name that is an agent
+// certificate (to the collector, or to the Kafka brokers) takes its CN, or else its first DNS name that is an agent
 // name; a certificate that names no agent is an error; a Name given
 // stays.
 func TestNameFromCertificate(t *testing.T) {
@@ -257,6 +258,10 @@ func TestNameFromCertificate(t *testing.T) {
 	}
 	named := client("n", pki.Leaf{CommonName: "h1"})
 	named.Name = "vm"
+	kafkaCert, kafkaKey := c.Issue(t, c.CA, "k", pki.Leaf{CommonName: "k1", Client: true})
+	kafka := func(cert, key string) Config {
+		return Config{Kafka: &kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}, CertFile: cert, KeyFile: key}, ReadFile: "x"}
+	}
 	for _, tc := range []struct {
 		name    string
 		cfg     Config
@@ -268,6 +273,9 @@ func TestNameFromCertificate(t *testing.T) {
 		{"names no agent", client("none", pki.Leaf{CommonName: "web server"}), "", `the client certificate names no agent (CN "web server"`},
 		{"Name given", named, "vm", ""},
 		{"no client certificate", Config{Collectors: []string{"127.0.0.1:1"}, ReadFile: "x", TLS: c.Client(t, c.CAFile, "", "", "")}, host, ""},
+		{"Kafka's client certificate", kafka(kafkaCert, kafkaKey), "k1", ""},
+		{"Kafka without one", kafka("", ""), host, ""},
+		{"Kafka's unreadable", kafka(kafkaCert, kafkaCert), "", "the Kafka client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := tc.cfg.withDefaults()
