@@ -42,14 +42,14 @@ type fileSource struct {
 	// the blocks hold some; else OK false).
 	times layout.TimeRange
 
-	// A followed .part (tail set) is read up to limit, which advance
-	// moves as the tail finds more complete batches; r is made once
-	// there is something to read.
 	// ends: the selected blocks of a closed indexed file, in read order
 	// (plan), and ends[:read] of them read whole; nil: floor unknown.
 	ends []blockEnd
 	read int
 
+	// A followed .part (tail set) is read up to limit, which advance
+	// moves as the tail finds more complete batches; r is made once
+	// there is something to read.
 	tail    *layout.PartTail
 	limit   int64
 	caught  bool // the tail had read the whole file when limit was last moved
