@@ -36,9 +36,8 @@ type Summary struct {
 	// Recovered: packets of the batches a previous run left in the
 	// spool, loaded by this run (sent again unless the collector's
 	// welcome says it holds them): each is acknowledged in this run or
-	// still in Unacked at exit, and not in Acked, which the run that
-	// read it counted (or will: the batches it had not seen
-	// acknowledged).
+	// still in Unacked at exit, never in Acked (the run that read it
+	// counted it, as acknowledged or as unacknowledged at its exit).
 	Recovered  uint64 `json:"recovered"`
 	Reconnects uint64 `json:"reconnects"` // connection attempts after the first (TCP); with Kafka: rounds of producing again after a record failed
 	Failovers  uint64 `json:"failovers"`  // moves to the next collector address (Config.Collectors)
