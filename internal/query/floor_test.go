@@ -7,7 +7,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -122,21 +121,18 @@ func TestFloorLyingIndex(t *testing.T) {
 		batches = append(batches, batch)
 	}
 	writeAgent(t, dir, agentSpec{name: "l1", batches: batches, ixBlock: 4096}, 0)
-	data, _ := filepath.Glob(filepath.Join(dir, "l1", "*.pcapng"))
-	if len(data) != 1 {
-		t.Fatalf("%q, want one file", data)
-	}
-	ix, err := index.Open(data[0])
+	data := onlyFile(t, dir, "l1", "*.pcapng")
+	ix, err := index.Open(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(data[0])
+	raw, err := os.ReadFile(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
 	lies, i := 0, 0
-	reseal(t, index.Path(data[0]), func(p []byte) []byte {
+	reseal(t, index.Path(data), func(p []byte) []byte {
 		b := ix.All[i]
 		i++
 		body := raw[b.Raw+8:]

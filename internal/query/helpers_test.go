@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -254,4 +255,15 @@ func withoutComments(t *testing.T, b []byte) []byte {
 		b = b[n:]
 	}
 	return out
+}
+
+// onlyFile is the one file of agent's directory below dir matching
+// pattern; it fails t if there is not exactly one.
+func onlyFile(t *testing.T, dir, agent, pattern string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, agent, pattern))
+	if len(files) != 1 {
+		t.Fatalf("%s: %q, want one %s", agent, files, pattern)
+	}
+	return files[0]
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -108,11 +107,7 @@ func oddCapture(t *testing.T) (dir, file string) {
 		batches = append(batches, batch)
 	}
 	writeAgent(t, dir, agentSpec{name: "a1", ixBlock: 4096, batches: batches}, 0)
-	files, _ := filepath.Glob(filepath.Join(dir, "a1", "*.pcapng"))
-	if len(files) != 1 {
-		t.Fatalf("data files %q", files)
-	}
-	return dir, files[0]
+	return dir, onlyFile(t, dir, "a1", "*.pcapng")
 }
 
 // TestOldIndexTimeOnly: the filters of an index of a version before

@@ -306,11 +306,8 @@ func TestPartUpToLastBatch(t *testing.T) {
 	src := t.TempDir()
 	refs := writeAgent(t, src, agentSpec{name: "p1", batches: [][]tp{
 		{{ts: 0}, {ts: 10}, {ts: 20}}, {{ts: 30}, {ts: 40}}, {{ts: 50}, {ts: 60}, {ts: 70}}}}, 0)
-	files, _ := filepath.Glob(filepath.Join(src, "p1", "*.pcapng"))
-	if len(files) != 1 {
-		t.Fatalf("files %q", files)
-	}
-	b, err := os.ReadFile(files[0])
+	file := onlyFile(t, src, "p1", "*.pcapng")
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +318,7 @@ func TestPartUpToLastBatch(t *testing.T) {
 	cut := ends[len(ends)-2] // after packet 60, before the marked 70
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "p1"), 0o750)
-	os.WriteFile(filepath.Join(dir, "p1", filepath.Base(files[0])+layout.PartSuffix), b[:cut], 0o640)
+	os.WriteFile(filepath.Join(dir, "p1", filepath.Base(file)+layout.PartSuffix), b[:cut], 0o640)
 	out, res, err := runQuery(t, Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -629,11 +626,7 @@ func TestStatsCarried(t *testing.T) {
 func TestPartPublished(t *testing.T) {
 	dir := t.TempDir()
 	refs := writeAgent(t, dir, agentSpec{name: "r1", comp: "zstd", batches: [][]tp{{{ts: 1}, {ts: 2}}, {{ts: 3}}}}, 0)
-	files, _ := filepath.Glob(filepath.Join(dir, "r1", "*.pcapng.zst"))
-	if len(files) != 1 {
-		t.Fatalf("files %q", files)
-	}
-	fi := layout.FileInfo{Path: files[0] + layout.PartSuffix, Part: true}
+	fi := layout.FileInfo{Path: onlyFile(t, dir, "r1", "*.pcapng.zst") + layout.PartSuffix, Part: true}
 	src, err := openFile(context.Background(), fi, new(kit), nil, nil)
 	if err != nil {
 		t.Fatal(err)

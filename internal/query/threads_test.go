@@ -40,15 +40,12 @@ func threadsRoot(t *testing.T) string {
 		}
 		os.WriteFile(filepath.Join(dir, "h8", filepath.Base(f)), b, 0o640)
 	}
-	parts, _ := filepath.Glob(filepath.Join(dir, "d4", "*.pcapng.part"))
-	if len(parts) != 1 {
-		t.Fatalf("d4: %q", parts)
-	}
-	st, err := os.Stat(parts[0])
+	part := onlyFile(t, dir, "d4", "*.pcapng.part")
+	st, err := os.Stat(part)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(parts[0], st.Size()-37); err != nil {
+	if err := os.Truncate(part, st.Size()-37); err != nil {
 		t.Fatal(err)
 	}
 	return dir
