@@ -61,3 +61,54 @@ func allocationsConstant(t *testing.T, threads int) {
 		t.Errorf("allocations grow with the result: %d for %d packets, %d for %d", small, np, large, nl)
 	}
 }
+
+// TestBufAfterDrain: once a window has drained at once (the early
+// release, stream.floor), its free lists are as long as it held
+// packets; a full window whose packets' sizes then alternate between
+// two classes reuses the buffers it releases and makes none. Counting
+// the lists' entries against the limit dropped the buffer just
+// released and made a new one for every packet.
+func TestBufAfterDrain(t *testing.T) {
+	if raceflag.Enabled {
+		t.Skip("the race detector allocates")
+	}
+	const limit = minStreamMem
+	s := &stream{limit: limit, slack: freeSlack(limit)}
+	take := func(n int) []byte {
+		b := s.buf(n)
+		s.mem += int64(cap(b))
+		return b
+	}
+	var held [][]byte
+	for s.mem < limit { // a window of small packets, released at once
+		held = append(held, take(100))
+	}
+	for _, b := range held {
+		s.release(b)
+	}
+	if s.listMem <= s.slack {
+		t.Fatalf("the free lists' entries take %d bytes, the slack is %d: the drain does not test them", s.listMem, s.slack)
+	}
+	// Full again, of packets alternating between two classes, an odd
+	// number of them: each packet released is of the other class than
+	// the one read next.
+	held = held[:0]
+	size := func(i int) int { return 100 + 100*(i%2) }
+	i := 0
+	for s.mem < limit || len(held)%2 == 0 {
+		held = append(held, take(size(i)))
+		i++
+	}
+	oldest := 0
+	step := func() { // a ring: the test itself allocates nothing
+		s.release(held[oldest])
+		held[oldest] = take(size(i))
+		oldest = (oldest + 1) % len(held)
+		i++
+	}
+	step()
+	step()
+	if n := testing.AllocsPerRun(1000, step); n > 0.01 {
+		t.Errorf("%.2f allocations a packet in a full window after a drain", n)
+	}
+}

@@ -688,33 +688,40 @@ func TestWindowHoldsItsShare(t *testing.T) {
 		batches = append(batches, b)
 	}
 	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
-	var worst, limit int64
+	var worst, worstLists, limit int64
 	miscounted := false
 	testTaken = func(s *stream) {
 		held := int64(s.h.entries()) * entrySize
 		s.h.each(func(p *pkt) { held += int64(cap(p.data)) })
+		var lists int64
 		for _, l := range s.free {
-			held += int64(cap(l)) * sliceSize
+			lists += int64(cap(l)) * sliceSize
 			for _, b := range l {
 				held += int64(cap(b))
 			}
 		}
-		if held != s.mem+s.freeMem && !miscounted { // the hook may run in a producer's goroutine
-			t.Errorf("the window counts %d+%d bytes, holds %d", s.mem, s.freeMem, held)
+		if (held != s.mem+s.freeMem || lists != s.listMem) && !miscounted { // the hook may run in a producer's goroutine
+			t.Errorf("the window counts %d+%d bytes and %d of lists, holds %d and %d", s.mem, s.freeMem, s.listMem, held, lists)
 			miscounted = true
 		}
-		worst, limit = max(worst, held), s.limit
+		worst, worstLists, limit = max(worst, held), max(worstLists, lists), s.limit
 	}
 	defer func() { testTaken = nil }()
 	for _, threads := range []int{1, 2} { // 2: filled by a producer, its batches in flight not counted
-		worst = 0
+		worst, worstLists = 0, 0
 		_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem, Threads: threads})
 		if err != nil || res.Packets != 12000 {
 			t.Fatalf("%d packets, %v", res.Packets, err)
 		}
-		t.Logf("threads %d: window of %d KiB held at most %d KiB", threads, limit>>10, worst>>10)
-		if worst > limit+limit/8+2048 {
+		t.Logf("threads %d: window of %d KiB held at most %d KiB, its free lists' entries %d KiB", threads, limit>>10, worst>>10, worstLists>>10)
+		bound := limit + limit/8 + 2048
+		if worst > bound {
 			t.Errorf("threads %d: the window held %d bytes, its share is %d", threads, worst, limit)
+		}
+		// An entry for each buffer kept at once (stream.buf), of at
+		// least 64 bytes each.
+		if worstLists > bound/64*sliceSize {
+			t.Errorf("threads %d: the free lists' entries took %d bytes, more than one a buffer", threads, worstLists)
 		}
 	}
 }

@@ -73,11 +73,14 @@ type stream struct {
 
 	// The window: mem counts the buffers of the packets held and the
 	// window's entries (the capacity of its ring and heap), freeMem the
-	// buffers released and kept for reuse and their lists; together
-	// they stay within limit (but for one packet).
+	// buffers released and kept for reuse; together they stay within
+	// limit (but for one packet) and slack. listMem counts the free
+	// lists' entries: at most one for each buffer the stream has kept
+	// at once (buf).
 	h       window
 	mem     int64
 	freeMem int64
+	listMem int64
 	limit   int64
 	seq     uint64
 	pops    uint64    // packets released
@@ -368,7 +371,8 @@ func (s *stream) recycle(b []byte) {
 	c := bits.Len(uint(cap(b) - 1))
 	entries := cap(s.free[c])
 	s.free[c] = append(s.free[c], b[:0])
-	s.freeMem += int64(cap(b)) + int64(cap(s.free[c])-entries)*sliceSize
+	s.freeMem += int64(cap(b))
+	s.listMem += int64(cap(s.free[c])-entries) * sliceSize
 }
 
 // buf returns an empty buffer of capacity 1<<c, c the size class of
@@ -377,7 +381,14 @@ func (s *stream) recycle(b []byte) {
 // would take beyond the limit (and the slack the free lists and the
 // buffers in flight may take, produce.go) are dropped. So the window
 // and the buffers kept for it stay within the limit however the
-// packets' sizes change, and a steady mix makes no garbage. A buffer's
+// packets' sizes change, and a steady mix makes no garbage. The free
+// lists' own entries (listMem) are left out of that sum: dropping a
+// buffer does not shrink a list, and a window that drains at once (the
+// early release, floor) leaves lists as long as it held packets, which
+// counted would keep the sum over the limit and drop a buffer for each
+// one made from then on (TestAllocationsConstant with producers). They
+// are bounded all the same: an entry for each buffer kept at once, so
+// at most 24 bytes for each 64 of the limit and slack. A buffer's
 // capacity, what the window counts, is its packet's class alone: when
 // the window is full, so the packets it releases, depends on the
 // packets read and not on which buffers happen to be free (the same
