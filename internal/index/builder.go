@@ -31,6 +31,7 @@ type Builder struct {
 	seek, raw   int64
 	first, last int64
 	packets     uint32
+	disorder    bool // a packet earlier than one before it
 }
 
 // Reset starts the index of data file name (its final name, without a
@@ -49,7 +50,7 @@ func (b *Builder) Reset(name string, c Codec, headIfaces, blockBytes int, seek, 
 func (b *Builder) start(seek, raw int64) {
 	b.set.reset()
 	b.seek, b.raw = seek, raw
-	b.first, b.last, b.packets = math.MaxInt64, math.MinInt64, 0
+	b.first, b.last, b.packets, b.disorder = math.MaxInt64, math.MinInt64, 0, false
 }
 
 // Add indexes one packet of the current block: captured on an
@@ -63,6 +64,7 @@ func (b *Builder) start(seek, raw int64) {
 // just before.
 func (b *Builder) Add(linkType uint32, ts int64, data []byte) (same bool) {
 	b.first = min(b.first, ts)
+	b.disorder = b.disorder || ts < b.last
 	b.last = max(b.last, ts)
 	b.packets++
 	// The common case first: Ethernet, IPv4 without options, of the
@@ -142,8 +144,8 @@ func (b *Builder) appendBlock(rawEnd int64, ifaces int, end int64) {
 		}
 	}
 	blk := Block{Seek: b.seek, Raw: b.raw, RawEnd: rawEnd, First: first, Last: last,
-		Packets: int(b.packets), Ifaces: ifaces, Keys: b.set.n, filter: f}
-	b.out, b.crc = appendBlockRecord(b.out, &blk, b.crc)
+		Packets: int(b.packets), Ordered: !b.disorder, Ifaces: ifaces, Keys: b.set.n, filter: f}
+	b.out, b.crc = appendBlockRecord(b.out, &blk, Version, b.crc)
 	b.blocks++
 	b.ifaces = ifaces
 }

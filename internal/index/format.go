@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// An index file (Version 4), all integers little-endian:
+// An index file (Version 5), all integers little-endian:
 //
 //	header:
 //	  0  magic      "PSIX"
-//	  4  version    u8 (4; 1 to 3 are read too)
+//	  4  version    u8 (5; 1 to 4 are read too)
 //	  5  codec      u8 (Codec of the data file)
 //	  6  headIfaces u16: interfaces described by the data file's head
 //	  8  blockBytes u32: the block size the writer aimed at
@@ -29,7 +29,9 @@ import (
 //	  16 rawEnd  u64: ... and where it ends
 //	  24 first   i64: earliest packet time in the block (Unix ns)
 //	  32 last    i64: latest packet time in the block (Unix ns)
-//	  40 packets u32
+//	  40 packets u32: bits 0-30 the block's packets; bit 31 (version 5
+//	                on) set: they are in time order, each no earlier than
+//	                the one before it in the file (Block.Ordered)
 //	  44 ifaces  u32: interfaces described in the stream before rawEnd
 //	  48 keys    u32: distinct keys added to the filter
 //	  52 words   u32: filter size in 64-bit words
@@ -54,6 +56,13 @@ import (
 // `pcapsync index` rebuilds it. Record kinds may be added within a
 // version only if readers may skip them: readers refuse unknown kinds.
 //
+// Version 5 gives bit 31 of a block's packets its meaning (the block's
+// packets are in time order), which readers of version 4 would have
+// read as a count of two billion packets more. A reader takes the bit
+// as a claim like the block's times: a query releases a packet of an
+// ordered block as soon as it is read, and one out of order after it
+// ends the query with an error, not a packet written out of order.
+//
 // Version 4 changes what the filters mean, not the layout: a block's
 // keys are never narrower than what libpcap's host, port and protocol
 // primitives match in its packets (packetKeys: fields of headers cut
@@ -72,17 +81,23 @@ import (
 // layout, did not: its filters cannot say whether a block holds an ARP
 // packet naming an address (Index.KeysARP).
 const (
-	Version = 4
+	Version = 5
 	// WideVersion is the first version whose filters are never
 	// narrower than libpcap (Index.KeysWide).
 	WideVersion = 4
 	// MinVersion is the oldest version readers accept.
 	MinVersion = 1
+	// OrderedVersion is the first version that says which blocks are
+	// in time order (Block.Ordered).
+	OrderedVersion = 5
 
 	headerFixed = 14
 	recHead     = 5
 	blockFixed  = 56
 	endSize     = 24
+
+	// orderedBit of a block's packets: Block.Ordered (version 5 on).
+	orderedBit = 1 << 31
 
 	kindBlock = 'B'
 	kindEnd   = 'E'
@@ -186,7 +201,7 @@ func sealRecord(dst []byte, start int, kind byte, prev uint32) ([]byte, uint32) 
 
 // appendBlockRecord appends the record of block b, chained to prev, and
 // returns the new crc.
-func appendBlockRecord(dst []byte, b *Block, prev uint32) ([]byte, uint32) {
+func appendBlockRecord(dst []byte, b *Block, version int, prev uint32) ([]byte, uint32) {
 	le := binary.LittleEndian
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0)
@@ -195,7 +210,11 @@ func appendBlockRecord(dst []byte, b *Block, prev uint32) ([]byte, uint32) {
 	dst = le.AppendUint64(dst, uint64(b.RawEnd))
 	dst = le.AppendUint64(dst, uint64(b.First))
 	dst = le.AppendUint64(dst, uint64(b.Last))
-	dst = le.AppendUint32(dst, uint32(b.Packets))
+	packets := uint32(b.Packets) &^ orderedBit
+	if b.Ordered && version >= OrderedVersion {
+		packets |= orderedBit
+	}
+	dst = le.AppendUint32(dst, packets)
 	dst = le.AppendUint32(dst, uint32(b.Ifaces))
 	dst = le.AppendUint32(dst, uint32(b.Keys))
 	dst = le.AppendUint32(dst, uint32(len(b.filter)))
@@ -224,7 +243,7 @@ func appendEndRecord(dst []byte, dataSize, rawSize int64, blocks, ifaces int, pr
 func (ix *Index) Append(dst []byte) []byte {
 	dst, crc := appendHeader(dst, byte(ix.Version), ix.Name, ix.Codec, ix.HeadIfaces, ix.BlockBytes)
 	for i := range ix.All {
-		dst, crc = appendBlockRecord(dst, &ix.All[i], crc)
+		dst, crc = appendBlockRecord(dst, &ix.All[i], ix.Version, crc)
 	}
 	if ix.Final {
 		dst, _ = appendEndRecord(dst, ix.DataSize, ix.RawSize, len(ix.All), ix.Ifaces, crc)

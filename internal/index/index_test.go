@@ -1,12 +1,14 @@
 package index
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -140,15 +142,62 @@ func TestVersions(t *testing.T) {
 	if err != nil || ix.Version != Version || !ix.KeysARP() || !ix.KeysWide() {
 		t.Fatalf("current version: %v, version %d, keys ARP %v, wide %v", err, ix.Version, ix.KeysARP(), ix.KeysWide())
 	}
-	for _, v := range []byte{0, 1, 2, 3, Version + 1} {
+	for _, v := range []byte{0, 1, 2, 3, 4, Version + 1} {
 		ix, err := Parse(withVersion(good, v), false)
-		old := v >= MinVersion && v < WideVersion
+		old := v >= MinVersion && v < Version
 		switch {
-		case old && (err != nil || ix.Version != int(v) || ix.KeysARP() != (v >= 2) || ix.KeysWide() || len(ix.All) != 20):
+		case old && (err != nil || ix.Version != int(v) || ix.KeysARP() != (v >= 2) || ix.KeysWide() != (v >= WideVersion) || len(ix.All) != 20):
 			t.Errorf("version %d: %v, %+v", v, err, ix)
+		case old && slices.ContainsFunc(ix.All, func(b Block) bool { return b.Ordered }):
+			t.Errorf("version %d: a block is ordered: the bit is version 5's", v)
 		case !old && !errors.Is(err, ErrVersion):
 			t.Errorf("version %d: %v, want ErrVersion", v, err)
 		}
+	}
+}
+
+// TestOrdered: the builder marks a block ordered when no packet of it
+// is earlier than one before it (ties are in order); the flag reads
+// back from the index, whole or as a summary, apart from the packet
+// count, and Append writes it again.
+func TestOrdered(t *testing.T) {
+	p := eth(0x0800, 0, ipv4("10.1.2.3", "192.0.2.7", 6, ports(40000, 80)))
+	blocks := [][]int64{
+		{10, 20, 20, 30}, // in order, with a tie
+		{40, 60, 50, 70}, // one packet back
+		{80},             // one packet
+		{100, 90},        // latest first
+		{110, 110, 110},  // all tied
+		{120, 130, 125},  // the last back
+	}
+	want := []bool{true, false, true, false, true, false}
+	var b Builder
+	b.Reset("o.pcapng", CodecNone, 1, 4096, 0, 0)
+	for i, ts := range blocks {
+		for _, at := range ts {
+			b.Add(linkEthernet, at, p)
+		}
+		b.EndBlock(int64(100*(i+1)), 1, int64(100*(i+1)))
+	}
+	b.Finish(int64(100*len(blocks)), 1, int64(100*len(blocks)), int64(100*len(blocks)))
+	enc := bytes.Clone(b.Pending())
+	ix, err := Parse(enc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := readSummary(bufio.NewReader(bytes.NewReader(enc)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range blocks {
+		for _, got := range []Block{ix.All[i], sum.All[i]} {
+			if got.Ordered != want[i] || got.Packets != len(blocks[i]) {
+				t.Errorf("block %d (%v): ordered %v, %d packets; want %v, %d", i, blocks[i], got.Ordered, got.Packets, want[i], len(blocks[i]))
+			}
+		}
+	}
+	if again := ix.Append(nil); !bytes.Equal(again, enc) {
+		t.Error("Append does not write the index it read")
 	}
 }
 

@@ -20,9 +20,13 @@ type Block struct {
 	Raw, RawEnd int64 // its range in the decoded pcapng stream
 	First, Last int64 // earliest and latest packet time (Unix ns); 0 without packets
 	Packets     int
-	Ifaces      int // interfaces described in the stream before RawEnd
-	Keys        int // distinct keys in its filter
-	filter      []uint64
+	// Ordered: its packets are in time order, each no earlier than the
+	// one before it in the file (version 5 on; false before). A claim
+	// of the index, like First: a reader that relies on it checks it.
+	Ordered bool
+	Ifaces  int // interfaces described in the stream before RawEnd
+	Keys    int // distinct keys in its filter
+	filter  []uint64
 }
 
 // Index is the index of one data file, verified. It is read-only and
@@ -291,7 +295,7 @@ func Parse(b []byte, partial bool) (*Index, error) {
 		pl := rec[recHead:]
 		switch p[0] {
 		case kindBlock:
-			blk, w, err := decodeBlock(pl, len(pl), ix.All)
+			blk, w, err := decodeBlock(pl, len(pl), ix.Version, ix.All)
 			if err != nil {
 				return nil, err
 			}
@@ -345,9 +349,10 @@ func parseHeader(b []byte) (*Index, uint32, int, error) {
 }
 
 // decodeBlock decodes a block record's payload of n bytes, whose first
-// bytes (at least its fixed part, if n is) are pl, following the blocks
-// before: the block and its filter's size in words.
-func decodeBlock(pl []byte, n int, before []Block) (Block, int, error) {
+// bytes (at least its fixed part, if n is) are pl, of an index of the
+// version given, following the blocks before: the block and its
+// filter's size in words.
+func decodeBlock(pl []byte, n, version int, before []Block) (Block, int, error) {
 	le := binary.LittleEndian
 	if n < blockFixed {
 		return Block{}, 0, fmt.Errorf("block record of %d bytes: %w", n, ErrDamaged)
@@ -360,6 +365,10 @@ func decodeBlock(pl []byte, n int, before []Block) (Block, int, error) {
 		Seek: int64(le.Uint64(pl[0:])), Raw: int64(le.Uint64(pl[8:])), RawEnd: int64(le.Uint64(pl[16:])),
 		First: int64(le.Uint64(pl[24:])), Last: int64(le.Uint64(pl[32:])),
 		Packets: int(le.Uint32(pl[40:])), Ifaces: int(le.Uint32(pl[44:])), Keys: int(le.Uint32(pl[48:])),
+	}
+	if version >= OrderedVersion {
+		blk.Ordered = blk.Packets&orderedBit != 0
+		blk.Packets &^= orderedBit
 	}
 	if blk.Seek < 0 || blk.Raw < 0 || blk.RawEnd < blk.Raw || blk.First > blk.Last {
 		return Block{}, 0, fmt.Errorf("block %d: offsets or times out of order: %w", len(before), ErrDamaged)

@@ -115,7 +115,7 @@ func readSummary(r *bufio.Reader, partial bool) (*Index, error) {
 		switch rec[0] {
 		case kindBlock:
 			n := int(le.Uint32(rec[1:]))
-			blk, _, err := decodeBlock(pl, n, ix.All)
+			blk, _, err := decodeBlock(pl, n, ix.Version, ix.All)
 			if err != nil {
 				return nil, err
 			}

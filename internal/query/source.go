@@ -46,6 +46,9 @@ type fileSource struct {
 	// (plan), and ends[:read] of them read whole; nil: floor unknown.
 	ends []blockEnd
 	read int
+	// lastTS: the time of the packet read last, which ended at the
+	// reader's offset (an ordered block's floor).
+	lastTS int64
 
 	// A followed .part (tail set) is read up to limit, which advance
 	// moves as the tail finds more complete batches; r is made once
@@ -67,18 +70,32 @@ func (s *fileSource) next(p *pcapfile.Packet) error {
 		}
 		s.r = r
 	}
-	return s.r.ReadInto(p)
+	err := s.r.ReadInto(p)
+	if err == nil {
+		s.lastTS = p.Timestamp
+	}
+	return err
 }
 
-// blockEnd is a selected block of an indexed file: out is the offset
-// in the spliced stream just past it, first the earliest packet time of
-// it and the selected blocks after it (math.MaxInt64: none has packets).
+// blockEnd is a selected block of an indexed file: start and out are
+// the offsets in the spliced stream where it starts and just past it,
+// first the earliest packet time of it and the selected blocks after it
+// and after that of the blocks after it alone (math.MaxInt64: none has
+// packets); ordered: the index says its packets are in time order.
 type blockEnd struct {
-	out, first int64
+	start, out   int64
+	first, after int64
+	ordered      bool
 }
 
 // floor is a time no packet of the file still to be read is earlier
-// than (stream.floor); math.MinInt64 when the index does not say.
+// than (stream.floor); math.MinInt64 when the index does not say. In a
+// block its index says is in time order, once a packet of it was read,
+// that packet's time bounds the rest of the block: so the stream
+// releases each packet of an ordered block as soon as it is read,
+// holding next to nothing, instead of the block whole. The claim is
+// checked as it goes: a packet earlier than one released is
+// ErrOutOfOrder (stream.take), never written out of order.
 func (s *fileSource) floor() int64 {
 	if s.ends == nil || s.r == nil {
 		return math.MinInt64
@@ -90,7 +107,12 @@ func (s *fileSource) floor() int64 {
 	if s.read == len(s.ends) {
 		return math.MaxInt64
 	}
-	return s.ends[s.read].first
+	e := &s.ends[s.read]
+	if e.ordered && off > e.start {
+		// The packet read last ended in the block: it is the block's.
+		return min(s.lastTS, e.after)
+	}
+	return e.first
 }
 
 func (s *fileSource) interfaces() []pcapfile.Interface {
@@ -455,13 +477,16 @@ func blockEnds(ix *index.Index, keep []bool, segs []seg, head seg) []blockEnd {
 		if g == len(segs) || b.Raw < segs[g].raw {
 			return nil // not as plan laid the segments out
 		}
-		ends = append(ends, blockEnd{out: out + b.RawEnd - segs[g].raw, first: math.MaxInt64})
+		e := blockEnd{start: out + b.Raw - segs[g].raw, out: out + b.RawEnd - segs[g].raw,
+			first: math.MaxInt64, after: math.MaxInt64, ordered: b.Ordered}
 		if b.Packets > 0 {
-			ends[len(ends)-1].first = b.First
+			e.first = b.First
 		}
+		ends = append(ends, e)
 	}
 	for i := len(ends) - 2; i >= 0; i-- {
-		ends[i].first = min(ends[i].first, ends[i+1].first)
+		ends[i].after = ends[i+1].first
+		ends[i].first = min(ends[i].first, ends[i].after)
 	}
 	return ends
 }
