@@ -210,7 +210,11 @@ func runQuery(ctx context.Context, s streams, f *queryFlags) error {
 	if err != nil {
 		return err
 	}
-	res, err := q.RunEach(ctx, out.w, out.lines.packet)
+	var each func(*query.Packet) error // nil: nothing to print, no call a packet
+	if out.lines != nil {
+		each = out.lines.packet
+	}
+	res, err := q.RunEach(ctx, out.w, each)
 	if err != nil && out.lines != nil && errors.Is(err, out.lines.err) {
 		err = fmt.Errorf("printing: %w", err)
 	}

@@ -123,12 +123,13 @@ func (p *producer) fill(ctx context.Context, b *batch) (end bool, err error) {
 		if s.empty() {
 			return true, nil
 		}
-		v := s.pop()
+		b.pkts = append(b.pkts, pkt{})
+		v := &b.pkts[len(b.pkts)-1]
+		s.popInto(v)
 		c := int64(cap(v.data))
 		s.mem -= c
 		s.flight += c
 		n += c
-		b.pkts = append(b.pkts, v)
 		if len(b.pkts) == batchPackets || n >= p.max {
 			return false, nil
 		}

@@ -555,7 +555,7 @@ func (q *query) writePacket(agent string, p *pkt) (bool, error) {
 	}
 	q.count(p)
 	if q.tee != nil {
-		q.pk = Packet{Agent: agent, Iface: o.w, Interface: &o.ifc, Timestamp: p.ts, OrigLen: p.orig, Data: p.data}
+		q.setPacket(agent, o, p)
 		if err := q.tee(&q.pk); err != nil {
 			return false, err
 		}
@@ -569,12 +569,20 @@ func (q *query) give(agent string, o *outIface, p *pkt) error {
 		o.w = q.ifaces
 		q.ifaces++
 	}
-	q.pk = Packet{Agent: agent, Iface: o.w, Interface: &o.ifc, Timestamp: p.ts, OrigLen: p.orig, Data: p.data}
+	q.setPacket(agent, o, p)
 	if err := q.each(&q.pk); err != nil {
 		return err
 	}
 	q.count(p)
 	return nil
+}
+
+// setPacket sets q.pk to p, of agent, on o: field by field, as a
+// composite literal is built on the stack and copied in 16-byte moves
+// that stall on the stores just made (perf).
+func (q *query) setPacket(agent string, o *outIface, p *pkt) {
+	k := &q.pk
+	k.Agent, k.Iface, k.Interface, k.Timestamp, k.OrigLen, k.Data = agent, o.w, &o.ifc, p.ts, p.orig, p.data
 }
 
 // count counts p, given or written.

@@ -346,7 +346,11 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 	}
 	buf := s.buf(len(p.Data))
 	entries := s.h.entries()
-	s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
+	if e := s.h.slot(ts); e != nil {
+		e.ts, e.seq, e.out, e.orig, e.round, e.data = ts, s.seq, out, p.OrigLen, s.q.hold(), append(buf, p.Data...)
+	} else {
+		s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
+	}
 	s.seq++
 	s.mem += int64(cap(buf)) + int64(s.h.entries()-entries)*entrySize
 	return nil
@@ -354,10 +358,16 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 
 // pop releases the head; give its data back with release once written.
 func (s *stream) pop() pkt {
-	v := s.h.pop()
-	s.last, s.out = v.ts, true
-	s.pops++
+	var v pkt
+	s.popInto(&v)
 	return v
+}
+
+// popInto is pop into *dst.
+func (s *stream) popInto(dst *pkt) {
+	s.h.popInto(dst)
+	s.last, s.out = dst.ts, true
+	s.pops++
 }
 
 // release returns a popped packet's buffer for reuse.
