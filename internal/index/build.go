@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
 )
 
@@ -63,8 +64,10 @@ const MaxZstdWindow = 8 << 20
 // commit after every batch gets the index the store wrote live; with
 // fewer commits the blocks may end at other points, all of them valid.
 // A ".part" file is indexed up to its last whole pcapng block, without
-// an end record. The packets' timestamps are taken as nanoseconds, the
-// resolution the store writes.
+// an end record. The packets' times are read as pcapfile reads them
+// (the interface's if_tsresol and if_tsoffset: the store writes
+// nanoseconds, a file of another resolution under the root is indexed
+// in nanoseconds all the same).
 func Build(ctx context.Context, path string, blockBytes int) ([]byte, error) {
 	return BuildFunc(ctx, path, blockBytes, nil)
 }
@@ -187,8 +190,9 @@ type rebuild struct {
 	name       string
 	blockBytes int64
 
-	raw       int64    // decoded bytes consumed
-	links     []uint32 // link type per interface
+	raw       int64               // decoded bytes consumed
+	links     []uint32            // link type per interface
+	times     []pcapfile.TimeConv // per interface: its packets' times in ns, as pcapfile reads them
 	ifaces    int
 	started   bool  // the first block began
 	memRaw    int64 // decoded offset where the current gzip member starts
@@ -269,18 +273,23 @@ func (rb *rebuild) stream(r *bufio.Reader, seek int64) error {
 			if len(body) < 8 {
 				return fmt.Errorf("interface block at decoded offset %d: too short", at)
 			}
+			tc, ok := pcapfile.IDBTimeConv(body[8:], le)
+			if !ok {
+				return fmt.Errorf("interface block at decoded offset %d: malformed time options", at)
+			}
 			rb.links = append(rb.links, uint32(le.Uint16(body)))
+			rb.times = append(rb.times, tc)
 			rb.ifaces++
 		case pngEPB:
 			if len(body) < 20 {
 				return fmt.Errorf("packet block at decoded offset %d: too short", at)
 			}
 			ifc := le.Uint32(body)
-			ts := int64(le.Uint32(body[4:]))<<32 | int64(le.Uint32(body[8:]))
 			capLen := int64(le.Uint32(body[12:]))
 			if capLen > int64(len(body)-20) || int(ifc) >= len(rb.links) {
 				return fmt.Errorf("packet block at decoded offset %d: bad length or interface", at)
 			}
+			ts := rb.times[ifc].Ns(uint64(le.Uint32(body[4:]))<<32 | uint64(le.Uint32(body[8:])))
 			if rb.each != nil {
 				full := uint32(capLen)
 				if n > maxBlock {

@@ -19,7 +19,9 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sys/unix"
 
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/safefs"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
 // writeData writes a plain pcapng data file as the store writes it at
@@ -27,6 +29,14 @@ import (
 // flows after seed, 1 µs apart from t0 ns, each the last of its batch
 // (a mark), so that Build with small blocks ends a block after each.
 func writeData(t *testing.T, path string, n, seed int, t0 int64) {
+	t.Helper()
+	writeDataOpts(t, path, n, seed, t0, []byte{9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0}) // if_tsresol 9, opt_endofopt
+}
+
+// writeDataOpts is writeData with the interface's options opts (ending
+// with opt_endofopt; nil: none), its packets' timestamps t0, t0+1000,
+// ... in the units the options say.
+func writeDataOpts(t *testing.T, path string, n, seed int, t0 int64, opts []byte) {
 	t.Helper()
 	le := binary.LittleEndian
 	b := le.AppendUint32(nil, pngSHB)
@@ -37,10 +47,11 @@ func writeData(t *testing.T, path string, n, seed int, t0 int64) {
 	b = le.AppendUint64(b, ^uint64(0))
 	b = le.AppendUint32(b, 28)
 	b = le.AppendUint32(b, pngIDB)
-	b = le.AppendUint32(b, 20)
+	b = le.AppendUint32(b, uint32(20+len(opts)))
 	b = le.AppendUint32(b, linkEthernet)
 	b = le.AppendUint32(b, 0)
-	b = le.AppendUint32(b, 20)
+	b = append(b, opts...)
+	b = le.AppendUint32(b, uint32(20+len(opts)))
 	for i := range n {
 		data := eth(0x0800, 0, ipv4("10.0.0.1", "10.0.1."+itoa((seed+i)%250), 17, ports(uint16(1000+seed+i), 53)))
 		pad := -len(data) & 3
@@ -84,7 +95,7 @@ func gzipMembers(t *testing.T, b []byte) []byte {
 			t.Fatal(err)
 		}
 	}
-	head := 28 + 20
+	head := 28 + int(binary.LittleEndian.Uint32(b[28+4:]))
 	member(b[:head])
 	for p := b[head:]; len(p) > 0; {
 		n := int(binary.LittleEndian.Uint32(p[4:]))
@@ -490,5 +501,60 @@ func TestUnkeyedLinkType(t *testing.T) {
 	})
 	if _, err := Open(data); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("filters not full: %v, want ErrMismatch", err)
+	}
+}
+
+// TestBuildTimeResolution: the index of a file whose interface counts
+// time in other units than nanoseconds (if_tsresol: microseconds by
+// default, milliseconds, 2^-20 s; if_tsoffset) gives its blocks'
+// times in nanoseconds as pcapfile reads the packets, and Open's probe
+// agrees. The builder read the raw values as nanoseconds: a file of
+// microseconds under the root, indexed by `pcapsync index`, had its
+// blocks claim 1970 and a query of a time range skip them.
+func TestBuildTimeResolution(t *testing.T) {
+	le := binary.LittleEndian
+	opt := func(code uint16, v ...byte) []byte {
+		b := le.AppendUint16(nil, code)
+		b = le.AppendUint16(b, uint16(len(v)))
+		b = append(b, v...)
+		return append(b, make([]byte, -len(v)&3)...)
+	}
+	end := []byte{0, 0, 0, 0}
+	offset := le.AppendUint64(nil, 1000)
+	for _, c := range []struct {
+		name string
+		opts []byte
+		t0   int64
+	}{
+		{"microseconds by default", nil, 1_700_000_000_000_000},
+		{"milliseconds", slices.Concat(opt(9, 3), end), 1_700_000_000_000},
+		{"nanoseconds", slices.Concat(opt(9, 9), end), 1_700_000_000_000_000_000},
+		{"2^-20 s", slices.Concat(opt(9, 0x80|20), end), 1_700_000_000 << 20},
+		{"microseconds from an offset", slices.Concat(opt(9, 6), opt(14, offset...), end), 1_699_999_000_000_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "r.pcapng")
+			writeDataOpts(t, data, 40, 1, c.t0, c.opts)
+			var want []int64
+			capturetest.EachPacket(t, data, func(_ *pcapfile.Reader, p *pcapfile.Packet) { want = append(want, p.Timestamp) })
+			b, err := Build(context.Background(), data, 200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteFile(data, b); err != nil {
+				t.Fatal(err)
+			}
+			ix, err := Open(data)
+			if err != nil {
+				t.Fatalf("the index built is refused: %v", err)
+			}
+			var got []int64
+			for _, blk := range ix.All {
+				got = append(got, blk.First, blk.Last)
+			}
+			if len(ix.All) < 2 || got[0] != want[0] || got[len(got)-1] != want[len(want)-1] || !slices.IsSorted(got) {
+				t.Errorf("blocks' times %v, the packets' %d to %d", got, want[0], want[len(want)-1])
+			}
+		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/pcapsync/pcapsync/internal/pcapfile"
 )
 
 // What Verify reads of a data file: the head (for the interfaces' link
@@ -104,8 +106,9 @@ type prober struct {
 	zr    *bufio.Reader // the data file, for a decoder
 	gz    *gzip.Reader
 	zd    *zstd.Decoder
-	pos   int64    // decoded offset of br's next byte
-	links []uint32 // link type per interface, as far as known
+	pos   int64               // decoded offset of br's next byte
+	links []uint32            // link type per interface, as far as known
+	times []pcapfile.TimeConv // and how its packets' times read
 	set   keySet
 	buf   []byte
 }
@@ -214,7 +217,7 @@ func (p *prober) head() error {
 			return err
 		}
 		if typ == pngIDB && len(body) >= 2 {
-			p.links = append(p.links, uint32(binary.LittleEndian.Uint16(body)))
+			p.iface(body)
 		}
 		at += n
 	}
@@ -273,7 +276,7 @@ func (p *prober) block(b *Block, ifc int) error {
 		switch {
 		case typ == pngIDB && len(body) >= 2:
 			if ifc == len(p.links) {
-				p.links = append(p.links, uint32(binary.LittleEndian.Uint16(body)))
+				p.iface(body)
 			}
 			ifc++
 		case typ == pngEPB:
@@ -284,6 +287,18 @@ func (p *prober) block(b *Block, ifc int) error {
 		return mismatch("%d packets claimed, none found", b.Packets)
 	}
 	return nil
+}
+
+// iface notes the interface an interface description block's body
+// describes: its link type and how its packets' times read (as the
+// builder and pcapfile read them; options it cannot read: nanoseconds).
+func (p *prober) iface(body []byte) {
+	p.links = append(p.links, uint32(binary.LittleEndian.Uint16(body)))
+	tc, ok := pcapfile.IDBTimeConv(body[min(8, len(body)):], binary.LittleEndian)
+	if !ok {
+		tc = pcapfile.NanoTimeConv()
+	}
+	p.times = append(p.times, tc)
 }
 
 // packet checks a block's first packet, body the start of its packet
@@ -297,7 +312,11 @@ func (p *prober) packet(b *Block, body []byte) error {
 		return mismatch("packet block too short")
 	}
 	ifc := int64(le.Uint32(body))
-	ts := int64(le.Uint32(body[4:]))<<32 | int64(le.Uint32(body[8:]))
+	raw := uint64(le.Uint32(body[4:]))<<32 | uint64(le.Uint32(body[8:]))
+	ts := int64(raw) // an interface not read here: nanoseconds, as the store writes
+	if ifc < int64(len(p.times)) {
+		ts = p.times[ifc].Ns(raw)
+	}
 	if ifc >= int64(b.Ifaces) {
 		return mismatch("packet on interface %d, %d described", ifc, b.Ifaces)
 	}

@@ -1,6 +1,7 @@
 package pcapfile
 
 import (
+	"encoding/binary"
 	"io"
 	"math/bits"
 )
@@ -67,10 +68,66 @@ const (
 	minISBLen = 24
 )
 
-// ifaceInfo is what the Reader needs to convert an interface's timestamps.
-type ifaceInfo struct {
+// TimeConv converts the timestamps of a pcapng interface, in units of
+// its if_tsresol (microseconds without one) from its if_tsoffset, to
+// Unix nanoseconds: what the Reader gives as Packet.Timestamp. Readers
+// of pcapng blocks of their own (the index's builder and verifier) use
+// it to read a packet's time as the Reader does.
+type TimeConv struct {
 	conv     tsConv
 	offsetNs uint64 // if_tsoffset in nanoseconds (two's complement)
+}
+
+// newTimeConv is an interface's conversion before its options: if_tsresol
+// defaults to 6 (microseconds).
+func newTimeConv() TimeConv { return TimeConv{conv: newTSConv(6)} }
+
+// NanoTimeConv is the conversion of an interface whose times are in
+// nanoseconds without an offset (if_tsresol 9), as the store writes.
+func NanoTimeConv() TimeConv { return TimeConv{conv: newTSConv(9)} }
+
+// Ns converts a packet block's timestamp (its two 32-bit halves as one
+// value) to Unix nanoseconds.
+func (c TimeConv) Ns(ts uint64) int64 { return int64(c.conv.ns(ts) + c.offsetNs) }
+
+// option applies an interface description option of code, value v, to c;
+// false if it is an if_tsresol or if_tsoffset of the wrong length.
+func (c *TimeConv) option(code uint16, v []byte, order binary.ByteOrder) bool {
+	switch code {
+	case optIfTsresol:
+		if len(v) != 1 {
+			return false
+		}
+		c.conv = newTSConv(v[0])
+	case optIfTsoffset:
+		if len(v) != 8 {
+			return false
+		}
+		c.offsetNs = order.Uint64(v) * 1e9
+	}
+	return true
+}
+
+// IDBTimeConv returns the conversion of an interface from the options
+// of its Interface Description Block (the body after the link type,
+// reserved field and snap length, up to the block's trailing length),
+// in the section's byte order; false when an option overruns them or an
+// if_tsresol or if_tsoffset has the wrong length (the Reader refuses
+// such a block: ErrMalformed).
+func IDBTimeConv(opts []byte, order binary.ByteOrder) (TimeConv, bool) {
+	c := newTimeConv()
+	for len(opts) >= 4 {
+		code, olen := order.Uint16(opts), int(order.Uint16(opts[2:]))
+		if code == optEndOfOpt {
+			break
+		}
+		padded := (olen + 3) &^ 3
+		if padded > len(opts)-4 || !c.option(code, opts[4:4+olen], order) {
+			return c, false
+		}
+		opts = opts[4+padded:]
+	}
+	return c, true
 }
 
 // tsConv converts pcapng timestamps in units of an interface's if_tsresol to
@@ -308,7 +365,7 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 		return formatErr(start, ErrTooLarge, "interface description block: more than %d interfaces", r.maxIfaces)
 	}
 	ifc := Interface{LinkType: r.u16(b[8:]), SnapLen: r.u32(b[12:])}
-	info := ifaceInfo{conv: newTSConv(6)}
+	info := newTimeConv()
 	for opts := b[16 : len(b)-4]; len(opts) >= 4; {
 		code, olen := r.u16(opts), int(r.u16(opts[2:]))
 		if code == optEndOfOpt {
@@ -328,16 +385,10 @@ func (r *Reader) readIDB(start int64, total uint32) error {
 			if ifc.Comment == "" {
 				ifc.Comment = trimNUL(v)
 			}
-		case optIfTsresol:
-			if olen != 1 {
-				return formatErr(start, ErrMalformed, "if_tsresol option length %d, want 1", olen)
+		case optIfTsresol, optIfTsoffset:
+			if !info.option(code, v, r.order()) {
+				return formatErr(start, ErrMalformed, "if_tsresol or if_tsoffset option (code %d) of %d bytes", code, olen)
 			}
-			info.conv = newTSConv(v[0])
-		case optIfTsoffset:
-			if olen != 8 {
-				return formatErr(start, ErrMalformed, "if_tsoffset option length %d, want 8", olen)
-			}
-			info.offsetNs = r.u64(v) * 1e9
 		}
 		opts = opts[4+padded:]
 	}
@@ -384,7 +435,7 @@ func (r *Reader) readEPB(p *Packet, start int64, typ, total uint32) error {
 	}
 	g := r.sectionBase + int(id)
 	info := &r.ifx[g]
-	p.Timestamp = int64(info.conv.ns(ts) + info.offsetNs)
+	p.Timestamp = info.Ns(ts)
 	p.Interface = g
 	p.OrigLen = max(origlen, caplen)
 	p.Data = b[28 : 28+caplen : 28+caplen]
@@ -407,7 +458,7 @@ func (r *Reader) readISB(start int64, total uint32) error {
 	g := r.sectionBase + int(id)
 	info := &r.ifx[g]
 	ts := uint64(r.u32(b[12:]))<<32 | uint64(r.u32(b[16:]))
-	st := InterfaceStats{Timestamp: int64(info.conv.ns(ts) + info.offsetNs)}
+	st := InterfaceStats{Timestamp: info.Ns(ts)}
 	for opts := b[20 : len(b)-4]; len(opts) >= 4; {
 		code, olen := r.u16(opts), int(r.u16(opts[2:]))
 		if code == optEndOfOpt {

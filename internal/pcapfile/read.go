@@ -148,9 +148,9 @@ type Reader struct {
 
 	// pcapng
 	ifaces       []Interface
-	ifx          []ifaceInfo // parallel to ifaces
-	sectionBase  int         // global index of the section's first interface
-	sectionCount int         // interfaces defined in the current section
+	ifx          []TimeConv // parallel to ifaces
+	sectionBase  int        // global index of the section's first interface
+	sectionCount int        // interfaces defined in the current section
 }
 
 // NewReader reads the file header of a classic pcap (microsecond or
@@ -417,6 +417,14 @@ func (r *Reader) readErr(start int64, what string, err error) error {
 		return formatErr(start, ErrTruncated, "truncated %s", what)
 	}
 	return fmt.Errorf("pcapfile: reading %s at offset %d: %w", what, start, err)
+}
+
+// order is the section's byte order.
+func (r *Reader) order() binary.ByteOrder {
+	if r.be {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
 }
 
 func (r *Reader) u16(b []byte) uint16 {
