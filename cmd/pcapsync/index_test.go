@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pcapsync/pcapsync/internal/flow"
 	"github.com/pcapsync/pcapsync/internal/index"
@@ -231,5 +234,72 @@ func TestIndexCommandTimeline(t *testing.T) {
 	}
 	if _, err := os.Lstat(index.BinsPath(orphan)); err != nil {
 		t.Fatalf("the foreign summary was removed: %v", err)
+	}
+}
+
+// TestIndexMicroseconds: a capture of microseconds (a pcapng without
+// if_tsresol, as tcpdump and editcap write them) copied under the root
+// with a store's name and indexed by pcapsync index answers a query of
+// a time range through its index as it does read whole (--no-index).
+// Its index took the raw values as nanoseconds (1970), and the query
+// skipped every block: 0 packets.
+func TestIndexMicroseconds(t *testing.T) {
+	dir := t.TempDir()
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, 0x0A0D0D0A) // section header
+	b = le.AppendUint32(b, 28)
+	b = le.AppendUint32(b, 0x1A2B3C4D)
+	b = le.AppendUint32(b, 1)
+	b = le.AppendUint64(b, ^uint64(0))
+	b = le.AppendUint32(b, 28)
+	b = le.AppendUint32(b, 1) // interface, Ethernet, no options: microseconds
+	b = le.AppendUint32(b, 20)
+	b = le.AppendUint32(b, 1)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, 20)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	frame := make([]byte, 60)
+	for i := range 200 {
+		ts := uint64(t0 + int64(i)*50_000) // 20 a second, 10 s in all
+		b = le.AppendUint32(b, 6)
+		b = le.AppendUint32(b, uint32(32+len(frame)))
+		b = le.AppendUint32(b, 0)
+		b = le.AppendUint32(b, uint32(ts>>32))
+		b = le.AppendUint32(b, uint32(ts))
+		b = le.AppendUint32(b, uint32(len(frame)))
+		b = le.AppendUint32(b, uint32(len(frame)))
+		b = append(b, frame...)
+		b = le.AppendUint32(b, uint32(32+len(frame)))
+	}
+	os.MkdirAll(filepath.Join(dir, "x1"), 0o750)
+	if err := os.WriteFile(filepath.Join(dir, "x1", "x1_20260101T000000.000Z.pcapng"), b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var so, se bytes.Buffer
+	if err := run(context.Background(), []string{"index", dir}, &so, &se); err != nil {
+		t.Fatalf("pcapsync index: %v (%s)", err, se.String())
+	}
+	count := func(extra ...string) string {
+		t.Helper()
+		var so, se bytes.Buffer
+		args := append([]string{"query", "--dir", dir, "-w", filepath.Join(t.TempDir(), "o.pcapng"), "--summary", "json",
+			"--since", "2026-01-01T00:00:02Z", "--until", "2026-01-01T00:00:04.5Z"}, extra...)
+		if err := run(context.Background(), args, &so, &se); err != nil {
+			t.Fatalf("%v: %v (%s)", args, err, se.String())
+		}
+		var sum struct {
+			Packets      int64 `json:"packets"`
+			FilesIndexed int   `json:"files_indexed"`
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(se.Bytes()), &sum); err != nil {
+			t.Fatalf("summary %q: %v", se.String(), err)
+		}
+		if len(extra) == 0 && sum.FilesIndexed != 1 {
+			t.Fatalf("the file was not read through its index: %s", se.String())
+		}
+		return strconv.FormatInt(sum.Packets, 10)
+	}
+	if got, whole := count(), count("--no-index"); got != whole || got != "50" {
+		t.Fatalf("through the index %s packets, read whole %s; want 50", got, whole)
 	}
 }
