@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -245,31 +244,10 @@ func TestIndexCommandTimeline(t *testing.T) {
 // skipped every block: 0 packets.
 func TestIndexMicroseconds(t *testing.T) {
 	dir := t.TempDir()
-	le := binary.LittleEndian
-	b := le.AppendUint32(nil, 0x0A0D0D0A) // section header
-	b = le.AppendUint32(b, 28)
-	b = le.AppendUint32(b, 0x1A2B3C4D)
-	b = le.AppendUint32(b, 1)
-	b = le.AppendUint64(b, ^uint64(0))
-	b = le.AppendUint32(b, 28)
-	b = le.AppendUint32(b, 1) // interface, Ethernet, no options: microseconds
-	b = le.AppendUint32(b, 20)
-	b = le.AppendUint32(b, 1)
-	b = le.AppendUint32(b, 0)
-	b = le.AppendUint32(b, 20)
+	b := capturetest.AppendNgHead(nil, 1, nil) // Ethernet, no options: microseconds
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-	frame := make([]byte, 60)
 	for i := range 200 {
-		ts := uint64(t0 + int64(i)*50_000) // 20 a second, 10 s in all
-		b = le.AppendUint32(b, 6)
-		b = le.AppendUint32(b, uint32(32+len(frame)))
-		b = le.AppendUint32(b, 0)
-		b = le.AppendUint32(b, uint32(ts>>32))
-		b = le.AppendUint32(b, uint32(ts))
-		b = le.AppendUint32(b, uint32(len(frame)))
-		b = le.AppendUint32(b, uint32(len(frame)))
-		b = append(b, frame...)
-		b = le.AppendUint32(b, uint32(32+len(frame)))
+		b = capturetest.AppendEPB(b, uint64(t0+int64(i)*50_000), make([]byte, 60), nil) // 20 a second, 10 s in all
 	}
 	os.MkdirAll(filepath.Join(dir, "x1"), 0o750)
 	if err := os.WriteFile(filepath.Join(dir, "x1", "x1_20260101T000000.000Z.pcapng"), b, 0o640); err != nil {

@@ -39,41 +39,16 @@ func writeData(t *testing.T, path string, n, seed int, t0 int64) {
 func writeDataOpts(t *testing.T, path string, n, seed int, t0 int64, opts []byte) {
 	t.Helper()
 	le := binary.LittleEndian
-	b := le.AppendUint32(nil, pngSHB)
-	b = le.AppendUint32(b, 28)
-	b = le.AppendUint32(b, 0x1A2B3C4D)
-	b = le.AppendUint16(b, 1)
-	b = le.AppendUint16(b, 0)
-	b = le.AppendUint64(b, ^uint64(0))
-	b = le.AppendUint32(b, 28)
-	b = le.AppendUint32(b, pngIDB)
-	b = le.AppendUint32(b, uint32(20+len(opts)))
-	b = le.AppendUint32(b, linkEthernet)
-	b = le.AppendUint32(b, 0)
-	b = append(b, opts...)
-	b = le.AppendUint32(b, uint32(20+len(opts)))
+	b := capturetest.AppendNgHead(nil, linkEthernet, opts)
 	for i := range n {
 		data := eth(0x0800, 0, ipv4("10.0.0.1", "10.0.1."+itoa((seed+i)%250), 17, ports(uint16(1000+seed+i), 53)))
-		pad := -len(data) & 3
 		opt := le.AppendUint16(nil, optCustomNoCopy)
 		opt = le.AppendUint16(opt, markLen)
 		opt = le.AppendUint32(opt, markPEN)
 		opt = append(opt, "PSM1"...)
 		opt = append(opt, make([]byte, markLen-8)...)
 		opt = append(opt, 0, 0, 0, 0)
-		total := 28 + len(data) + pad + len(opt) + 4
-		ts := uint64(t0 + int64(i)*1000)
-		b = le.AppendUint32(b, pngEPB)
-		b = le.AppendUint32(b, uint32(total))
-		b = le.AppendUint32(b, 0)
-		b = le.AppendUint32(b, uint32(ts>>32))
-		b = le.AppendUint32(b, uint32(ts))
-		b = le.AppendUint32(b, uint32(len(data)))
-		b = le.AppendUint32(b, uint32(len(data)))
-		b = append(b, data...)
-		b = append(b, make([]byte, pad)...)
-		b = append(b, opt...)
-		b = le.AppendUint32(b, uint32(total))
+		b = capturetest.AppendEPB(b, uint64(t0+int64(i)*1000), data, opt)
 	}
 	if strings.HasSuffix(path, ".gz") {
 		b = gzipMembers(t, b)

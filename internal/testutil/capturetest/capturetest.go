@@ -5,6 +5,7 @@ package capturetest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
@@ -125,4 +126,45 @@ func EachPacket(t testing.TB, path string, fn func(r *pcapfile.Reader, p *pcapfi
 		}
 		fn(r, &p)
 	}
+}
+
+// AppendNgHead appends a little-endian pcapng section header and the
+// description of one interface of link type linkType, with options opts
+// (nil: none, so microseconds; else ending with opt_endofopt): the head
+// of a capture file written by hand.
+func AppendNgHead(b []byte, linkType uint16, opts []byte) []byte {
+	le := binary.LittleEndian
+	b = le.AppendUint32(b, 0x0A0D0D0A)
+	b = le.AppendUint32(b, 28)
+	b = le.AppendUint32(b, 0x1A2B3C4D)
+	b = le.AppendUint32(b, 1) // version 1.0
+	b = le.AppendUint64(b, ^uint64(0))
+	b = le.AppendUint32(b, 28)
+	b = le.AppendUint32(b, 1) // interface description
+	b = le.AppendUint32(b, uint32(20+len(opts)))
+	b = le.AppendUint16(b, linkType)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint32(b, 0)
+	b = append(b, opts...)
+	return le.AppendUint32(b, uint32(20+len(opts)))
+}
+
+// AppendEPB appends a little-endian enhanced packet block of interface
+// 0 at timestamp ts (in the interface's units), data captured whole,
+// with options opts (nil: none; else ending with opt_endofopt).
+func AppendEPB(b []byte, ts uint64, data, opts []byte) []byte {
+	le := binary.LittleEndian
+	pad := -len(data) & 3
+	total := uint32(32 + len(data) + pad + len(opts))
+	b = le.AppendUint32(b, 6)
+	b = le.AppendUint32(b, total)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, uint32(ts>>32))
+	b = le.AppendUint32(b, uint32(ts))
+	b = le.AppendUint32(b, uint32(len(data)))
+	b = le.AppendUint32(b, uint32(len(data)))
+	b = append(b, data...)
+	b = append(b, make([]byte, pad)...)
+	b = append(b, opts...)
+	return le.AppendUint32(b, total)
 }
