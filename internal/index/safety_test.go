@@ -488,13 +488,7 @@ func TestUnkeyedLinkType(t *testing.T) {
 // blocks claim 1970 and a query of a time range skip them.
 func TestBuildTimeResolution(t *testing.T) {
 	le := binary.LittleEndian
-	opt := func(code uint16, v ...byte) []byte {
-		b := le.AppendUint16(nil, code)
-		b = le.AppendUint16(b, uint16(len(v)))
-		b = append(b, v...)
-		return append(b, make([]byte, -len(v)&3)...)
-	}
-	end := []byte{0, 0, 0, 0}
+	opt, end := capturetest.NgOption, capturetest.NgEnd
 	offset := le.AppendUint64(nil, 1000)
 	for _, c := range []struct {
 		name string

@@ -177,6 +177,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // pcapng block types repair tells apart.
 const (
 	blockSHB = 0x0A0D0D0A
+	blockIDB = 1
 	blockEPB = 6
 	blockSPB = 3 // simple packet block
 	blockPB  = 2 // obsolete packet block
@@ -200,6 +201,8 @@ const (
 	stOpts                     // an EPB's options, read up to maxScanOptions
 	stOptSkip                  // the rest of them, skipped
 	stBody                     // another block's body, skipped
+	stIDB                      // an interface description's body, read up to maxScanOptions
+	stIDBSkip                  // the rest of it, skipped
 	stTrail                    // the trailing length
 )
 
@@ -224,8 +227,14 @@ type blockScanner struct {
 	first   bool
 	stopped bool
 
-	ts    int64     // the timestamp of the packet block being read (if_tsresol 9, as the Store writes)
+	ts    int64     // the time of the packet block being read, in ns
 	times TimeRange // of every whole packet block
+	// idb: the body of the interface description being read; convs:
+	// how the packets of each interface of the section read their
+	// times (if_tsresol 9, as the store writes, unless a file under the
+	// root says otherwise).
+	idb   []byte
+	convs []pcapfile.TimeConv
 
 	clean   bool  // a mark was seen and no packet block since
 	end     int64 // offset after the last marked block, or after blocks without packets that follow it
@@ -253,6 +262,8 @@ func (s *blockScanner) Write(p []byte) (int, error) {
 			s.bn += copy(s.buf[s.bn:], p[:k])
 		case stOpts:
 			s.opts = append(s.opts, p[:k]...)
+		case stIDB:
+			s.idb = append(s.idb, p[:k]...)
 		}
 		p = p[k:]
 		s.off += int64(k)
@@ -281,11 +292,18 @@ func (s *blockScanner) next() {
 				s.stopped = true
 			case s.typ == blockEPB:
 				s.st, s.need = stFixed, 20
+			case s.typ == blockIDB:
+				s.idb = s.idb[:0]
+				s.st, s.need = stIDB, min(s.blen-12, maxScanOptions)
 			default:
 				s.st, s.need = stBody, s.blen-12
 			}
 		case stFixed:
-			s.ts = int64(le.Uint32(s.buf[12:]))<<32 | int64(le.Uint32(s.buf[16:]))
+			raw := uint64(le.Uint32(s.buf[12:]))<<32 | uint64(le.Uint32(s.buf[16:]))
+			s.ts = int64(raw)
+			if i := le.Uint32(s.buf[8:]); int64(i) < int64(len(s.convs)) {
+				s.ts = s.convs[i].Ns(raw)
+			}
 			caplen := int64(le.Uint32(s.buf[20:]))
 			data := caplen + (-caplen & 3)
 			s.optLen = s.blen - 32 - data
@@ -299,7 +317,9 @@ func (s *blockScanner) next() {
 			s.st, s.need = stOpts, min(s.optLen, maxScanOptions)
 		case stOpts:
 			s.st, s.need = stOptSkip, s.optLen-int64(len(s.opts))
-		case stOptSkip, stBody:
+		case stIDB:
+			s.st, s.need = stIDBSkip, s.blen-12-int64(len(s.idb))
+		case stOptSkip, stBody, stIDBSkip:
 			s.st, s.need, s.bn = stTrail, 4, 28
 		case stTrail:
 			if int64(le.Uint32(s.buf[28:])) != s.blen {
@@ -315,6 +335,19 @@ func (s *blockScanner) next() {
 // blockDone records a whole block that ends at s.off.
 func (s *blockScanner) blockDone() {
 	s.first = false
+	switch s.typ {
+	case blockSHB:
+		s.convs = s.convs[:0] // a new section describes its interfaces anew
+	case blockIDB:
+		tc, ok := pcapfile.TimeConv{}, false
+		if len(s.idb) >= 8 && int64(len(s.idb)) == s.blen-12 {
+			tc, ok = pcapfile.IDBTimeConv(s.idb[8:], binary.LittleEndian)
+		}
+		if !ok {
+			tc = pcapfile.NanoTimeConv()
+		}
+		s.convs = append(s.convs, tc)
+	}
 	switch {
 	case s.typ == blockEPB:
 		s.times.Add(s.ts)

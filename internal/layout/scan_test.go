@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 )
 
 // markedStream writes a pcapng stream: batch 1 (two packets, the last
@@ -108,5 +109,49 @@ func TestMarkRoundTrip(t *testing.T) {
 		if ok != tc.ok || ok && (gid != id || seq != 1<<40) {
 			t.Errorf("%s: %x %d %v", tc.name, gid, seq, ok)
 		}
+	}
+}
+
+// TestScanTimeResolution: Scan gives a file's times in nanoseconds as
+// pcapfile reads its packets, whatever its interface's if_tsresol and
+// if_tsoffset (retention takes a closed file's times from it, and a
+// query skips a file by them): a capture of microseconds copied under
+// the root read as 1970, and retention's age rule or a query of a time
+// range would pass it over. Interfaces of a second section are its own.
+func TestScanTimeResolution(t *testing.T) {
+	le := binary.LittleEndian
+	opt, end := capturetest.NgOption, capturetest.NgEnd
+	for _, c := range []struct {
+		name string
+		opts []byte
+		t0   uint64
+	}{
+		{"microseconds by default", nil, 1_700_000_000_000_000},
+		{"milliseconds", append(opt(9, 3), end...), 1_700_000_000_000},
+		{"nanoseconds", append(opt(9, 9), end...), 1_700_000_000_000_000_000},
+		{"2^-20 s, an offset", append(append(opt(9, 0x80|20), opt(14, le.AppendUint64(nil, 1000)...)...), end...), 1_699_999_000 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := capturetest.AppendNgHead(nil, 1, c.opts)
+			for i := range uint64(10) {
+				b = capturetest.AppendEPB(b, c.t0+i*1000, make([]byte, 60), nil)
+			}
+			// A second section of nanoseconds, as the store writes.
+			b = capturetest.AppendNgHead(b, 1, append(opt(9, 9), end...))
+			b = capturetest.AppendEPB(b, 1_700_000_100_000_000_000, make([]byte, 60), nil)
+			path := filepath.Join(t.TempDir(), "r.pcapng")
+			if err := os.WriteFile(path, b, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			var want TimeRange
+			capturetest.EachPacket(t, path, func(_ *pcapfile.Reader, p *pcapfile.Packet) { want.Add(p.Timestamp) })
+			sc, err := Scan(context.Background(), bytes.NewReader(b), compress.None)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Times != want || want.Min < 1_699_000_000_000_000_000 {
+				t.Errorf("scan: times %+v, pcapfile reads %+v", sc.Times, want)
+			}
+		})
 	}
 }

@@ -168,3 +168,15 @@ func AppendEPB(b []byte, ts uint64, data, opts []byte) []byte {
 	b = append(b, opts...)
 	return le.AppendUint32(b, total)
 }
+
+// NgOption is a little-endian pcapng option of code, its value v padded
+// to 4 bytes; NgEnd ends a list of them.
+func NgOption(code uint16, v ...byte) []byte {
+	b := binary.LittleEndian.AppendUint16(nil, code)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+	b = append(b, v...)
+	return append(b, make([]byte, -len(v)&3)...)
+}
+
+// NgEnd is opt_endofopt.
+var NgEnd = []byte{0, 0, 0, 0}
