@@ -87,6 +87,14 @@ func indexed(t *testing.T, dir, name string, n, seed int) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	writeData(t, path, n, seed, 1_700_000_000_000_000_000)
+	buildIndex(t, path)
+	return path
+}
+
+// buildIndex builds the index of the data file at path with blocks of
+// about 200 bytes, writes it beside it and returns it as Open reads it.
+func buildIndex(t *testing.T, path string) *Index {
+	t.Helper()
 	b, err := Build(context.Background(), path, 200)
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +102,11 @@ func indexed(t *testing.T, dir, name string, n, seed int) string {
 	if err := WriteFile(path, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(path); err != nil {
-		t.Fatalf("the index built: %v", err)
+	ix, err := Open(path)
+	if err != nil {
+		t.Fatalf("the index built is refused: %v", err)
 	}
-	return path
+	return ix
 }
 
 // regularIndex fails unless the index of data is a regular file that
@@ -454,17 +463,7 @@ func TestUnkeyedLinkType(t *testing.T) {
 	if err := os.WriteFile(data, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := Build(context.Background(), data, 200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(data, idx); err != nil {
-		t.Fatal(err)
-	}
-	ix, err := Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := buildIndex(t, data)
 	m := And(Host(netip.MustParseAddr("192.0.2.99")), Port(7), Proto(250))
 	if n := len(ix.All); n < 2 || len(ix.Select(math.MinInt64, math.MaxInt64, m)) != 1 || ix.Select(math.MinInt64, math.MaxInt64, m)[0].N != n {
 		t.Fatalf("%d blocks; selected %+v, want all", n, ix.Select(math.MinInt64, math.MaxInt64, m))
@@ -506,17 +505,7 @@ func TestBuildTimeResolution(t *testing.T) {
 			writeDataOpts(t, data, 40, 1, c.t0, c.opts)
 			var want []int64
 			capturetest.EachPacket(t, data, func(_ *pcapfile.Reader, p *pcapfile.Packet) { want = append(want, p.Timestamp) })
-			b, err := Build(context.Background(), data, 200)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteFile(data, b); err != nil {
-				t.Fatal(err)
-			}
-			ix, err := Open(data)
-			if err != nil {
-				t.Fatalf("the index built is refused: %v", err)
-			}
+			ix := buildIndex(t, data)
 			var got []int64
 			for _, blk := range ix.All {
 				got = append(got, blk.First, blk.Last)

@@ -44,10 +44,11 @@ func pktLess(a, b pkt) bool { return a.ts < b.ts || a.ts == b.ts && a.seq < b.se
 
 // stream is one agent's files, read one after the other in the order
 // they were written, its selected packets put in timestamp order in a
-// reorder window of limit bytes: a packet is released only when the
-// window is full or the files are read, so disorder within the window
-// is sorted exactly; a packet older than one already released is
-// ErrOutOfOrder. It holds one open file at a time.
+// reorder window of limit bytes: a packet is released when the window
+// is full, when the files are read, or as soon as the indexes show no
+// packet still to be read is older (floor), so disorder within the
+// window is sorted exactly; a packet older than one already released
+// is ErrOutOfOrder. It holds one open file at a time.
 type stream struct {
 	q     *query
 	agent string
@@ -217,17 +218,20 @@ func (s *stream) fill(ctx context.Context) error {
 
 // floor is a time no packet still to be read of the stream is earlier
 // than: the earliest of the index's blocks not yet read whole of the
-// open file and of the files after it as retention's index lists them
-// (math.MinInt64 when that is not known: a file read without its index,
-// a file not listed with its times, following). A head no later than it
+// open file and of the files after it as retention's index lists them,
+// and within a block the index says is in time order the packet of it
+// read last (fileSource.floor; math.MinInt64 when that is not known: a
+// file read without its index, a file not listed with its times,
+// following). A head no later than it
 // comes before every packet the stream has left (a later one with the
 // same time is read after it: ties keep the read order), so fill
 // releases it without waiting for the window to fill: the same packets
-// in the same order, from a window that holds about one index block
-// instead of its whole share of --reorder-mem (a 1 GiB export of 8
-// agents peaks at 44 MiB instead of 71; no faster). An index that lies
-// about its times at worst makes a later packet ErrOutOfOrder, as
-// disorder beyond the window does.
+// in the same order, from a window that holds a packet or two of
+// ordered blocks and about one block of others instead of its whole
+// share of --reorder-mem (a 1 GiB export of 8 agents peaks at 37 MiB;
+// 71 before any early release). An index that lies about its times or
+// its order at worst makes a later packet ErrOutOfOrder, as disorder
+// beyond the window does.
 func (s *stream) floor() int64 {
 	if s.q.cfg.Follow {
 		return math.MinInt64
