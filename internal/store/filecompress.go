@@ -11,7 +11,16 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/pcapzstd"
 )
+
+// zstdCoder is what memberWriter needs of a zstd encoder: the
+// library's, or pcapzstd's for flat streams.
+type zstdCoder interface {
+	io.WriteCloser
+	Reset(io.Writer)
+	Flush() error
+}
 
 // The files a Store writes are compressed as Config.FileCompress says
 // (a compress.Spec that compress.Files allows: none, gzip[:1-9],
@@ -114,16 +123,17 @@ func probeFlat(parts ...[]byte) bool {
 // frame per block; a gzip member) from its first bytes (probeFlat, on
 // up to probeBytes held back until then or the stream's first commit):
 // a stream whose bytes look incompressible by entropy coding (random or
-// encrypted payloads) is compressed without it, which costs half as
-// much and changes its size by under 1% there: zstd without Huffman
-// coding of literals (its matches, the headers, still found), gzip at
-// level 1 rather than a higher configured one. Other streams are
-// compressed as configured.
+// encrypted payloads) is compressed the cheap way, which there changes
+// its size by about 1%: zstd with pcapzstd's encoder whatever the level
+// (matches sought only in the heads of the pcapng blocks, where the
+// headers repeat; literals stored raw: about half the CPU of the
+// library's level 1 without Huffman coding), gzip at level 1 rather than a higher configured one. Other
+// streams are compressed as configured.
 //
 // Both codecs compress off the caller's goroutine (aheadWriter): the
 // caller's bytes are copied into chunks of 1 MiB that a goroutine of
 // the file's own feeds to the encoder (zstd's on one goroutine, its
-// blocks of 64 KiB at level 1 matched and coded in turn), at most two
+// blocks matched and coded in turn), at most two
 // chunks a file held; commit waits for them and for the encoder's
 // flush, so what a commit returned is on disk as before. The encoder's
 // output is buffered (outBuf) and written to the file in pieces of
@@ -133,13 +143,15 @@ type memberWriter struct {
 		io.WriteCloser
 		Reset(io.Writer)
 	}
-	zstd     *zstd.Encoder  // z, if the codec is zstd
-	ahead    *aheadWriter   // compresses into z off the caller's goroutine
-	frames   bool           // zstd: commit(true) ends the frame (ZstdFramePerBlock)
-	open     bool           // a member or frame was started and not ended (gzip; zstd with frames)
-	frameEnd int64          // written() where the last zstd frame ended (frames)
-	out      countingWriter // counts what the encoder wrote, into file
-	file     *bufio.Writer  // buffers the encoder's output for the file
+	zstd     zstdCoder         // z, if the codec is zstd: zstdConf or zstdFlat
+	zstdConf *zstd.Encoder     // zstd at the configured level
+	zstdFlat *pcapzstd.Encoder // zstd for flat streams; made for the first
+	ahead    *aheadWriter      // compresses into z off the caller's goroutine
+	frames   bool              // zstd: commit(true) ends the frame (ZstdFramePerBlock)
+	open     bool              // a member or frame was started and not ended (gzip; zstd with frames)
+	frameEnd int64             // written() where the last zstd frame ended (frames)
+	out      countingWriter    // counts what the encoder wrote, into file
+	file     *bufio.Writer     // buffers the encoder's output for the file
 
 	// The choice per stream (see above).
 	held    []byte       // the stream's first bytes, not yet compressed
@@ -183,7 +195,7 @@ func newMemberWriter(fc compress.Spec, frames ZstdFrames) (*memberWriter, error)
 		if err != nil {
 			return nil, err
 		}
-		mw.z, mw.zstd = z, z
+		mw.z, mw.zstd, mw.zstdConf = z, z, z
 	default:
 		return nil, fmt.Errorf("file compression %v", fc)
 	}
@@ -292,11 +304,17 @@ func (mw *memberWriter) start(next []byte) error {
 	}
 	switch {
 	case mw.zstd != nil:
-		if flat != mw.flat {
-			// Options for the stream to come; the frame is not started.
-			if err := mw.zstd.ResetWithOptions(&mw.out, zstd.WithNoEntropyCompression(flat)); err != nil {
-				return err
+		var z zstdCoder = mw.zstdConf
+		if flat {
+			if mw.zstdFlat == nil {
+				mw.zstdFlat = pcapzstd.NewEncoder(nil)
 			}
+			z = mw.zstdFlat
+		}
+		if z != mw.zstd {
+			// The stream to come is not started in either.
+			z.Reset(&mw.out)
+			mw.z, mw.zstd, mw.ahead.w = z, z, z
 		}
 	case mw.gzFast != nil:
 		z := mw.gzConf

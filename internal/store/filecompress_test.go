@@ -24,6 +24,7 @@ import (
 	"github.com/pcapsync/pcapsync/internal/compress"
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
+	"github.com/pcapsync/pcapsync/internal/pcapzstd"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 	"github.com/pcapsync/pcapsync/internal/testutil/capturetest"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -182,8 +183,9 @@ func gzipXFL(t *testing.T, b []byte) []byte {
 // or text payloads, holds exactly the packets sent, which the standard
 // tools read (zstd -t, gzip -t, tshark); and its compression was
 // chosen from its first bytes: a zstd file (or frame) of random
-// payloads codes no literal with Huffman (the cheap path, which finds
-// the headers' matches still), one of text does; gzip members of
+// payloads codes no literal with Huffman (pcapzstd's encoder, which
+// finds the headers' matches still: the file at least 1.2x smaller),
+// one of text does; gzip members of
 // random payloads are compressed at level 1 (XFL 4), of text at the
 // level configured. The default zstd level is 1: on text the default
 // compresses as well as zstd:1, better than zstd:3.
@@ -259,6 +261,10 @@ func TestFileCompressChoice(t *testing.T) {
 		}
 	}
 	t.Logf("ratios: %v", ratio)
+	if ratio["zstd/random"] < 1.2 || ratio["zstd/frames/random"] < 1.2 {
+		t.Fatalf("zstd files of random payloads compress %.3fx, with a frame per block %.3fx: want the headers' repeats found (at least 1.2x)",
+			ratio["zstd/random"], ratio["zstd/frames/random"])
+	}
 	if ratio["zstd/text"] < ratio["zstd:1/text"] || ratio["zstd/text"] < ratio["zstd:3/text"] {
 		t.Fatalf("zstd files of text compress %.3fx, zstd:1 %.3fx, zstd:3 %.3fx: want the default at least as good as both",
 			ratio["zstd/text"], ratio["zstd:1/text"], ratio["zstd:3/text"])
@@ -422,9 +428,8 @@ func newGzipMember(r io.Reader) (*gzip.Reader, error) {
 }
 
 // TestMemberWriterChoice: a stream's compression is chosen from its
-// first bytes: random IMIX payloads are flat (zstd without Huffman
-// coding of literals, which there only costs time: huff0 gives up on
-// them, so the file is the same either way; gzip at level 1), text is
+// first bytes: random IMIX payloads are flat (zstd with pcapzstd's
+// encoder; gzip at level 1), text is
 // not, nor a stream too small to judge; each stream (file, or frame
 // with a frame per block) chooses anew.
 func TestMemberWriterChoice(t *testing.T) {
@@ -467,6 +472,9 @@ func TestMemberWriterChoice(t *testing.T) {
 			}
 			if mw.flat != step.want {
 				t.Errorf("%s frames=%s step %d (text %v, %d bytes): flat %v, want %v", tc.spec, tc.frames, i, step.text, step.size, mw.flat, step.want)
+			}
+			if _, ours := mw.zstd.(*pcapzstd.Encoder); mw.zstd != nil && ours != mw.flat {
+				t.Errorf("%s frames=%s step %d: flat %v, but pcapzstd's encoder %v", tc.spec, tc.frames, i, mw.flat, ours)
 			}
 		}
 	}

@@ -1,0 +1,54 @@
+package pcapzstd
+
+import (
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// benchInput is 64 MiB of pcapng: IMIX packets with random payloads
+// from 100 flows.
+func benchInput() []byte {
+	r := rand.New(rand.NewPCG(5, 6))
+	var in []byte
+	for len(in) < 64<<20 {
+		in = append(in, stream{flows: 100}.gen(r, 20000)...)
+	}
+	return in
+}
+
+type counter int64
+
+func (c *counter) Write(p []byte) (int, error) { *c += counter(len(p)); return len(p), nil }
+
+// BenchmarkEncode compresses the input in writes of 1 MiB, as a store's
+// compressor does, with this package and with the library's fastest
+// level without entropy coding (the files' encoder for such streams
+// before this package), side by side.
+func BenchmarkEncode(b *testing.B) {
+	in := benchInput()
+	run := func(b *testing.B, w interface {
+		io.WriteCloser
+		Reset(io.Writer)
+	}) {
+		var c counter
+		b.SetBytes(int64(len(in)))
+		for b.Loop() {
+			c = 0
+			w.Reset(&c)
+			for i := 0; i < len(in); i += 1 << 20 {
+				w.Write(in[i:min(i+1<<20, len(in))])
+			}
+			w.Close()
+		}
+		b.ReportMetric(float64(c)/float64(len(in)), "ratio")
+	}
+	b.Run("pcapzstd", func(b *testing.B) { run(b, NewEncoder(nil)) })
+	b.Run("zstd-1-noentropy", func(b *testing.B) {
+		z, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+			zstd.WithEncoderCRC(false), zstd.WithWindowSize(Window), zstd.WithNoEntropyCompression(true))
+		run(b, z)
+	})
+}

@@ -1,0 +1,413 @@
+package pcapzstd
+
+import (
+	"encoding/binary"
+	"io"
+	"math/bits"
+)
+
+const (
+	// Window is the frame's window: no match reaches further back.
+	Window = 1 << 20
+	// blockSize is the most input one block holds (zstd's maximum).
+	blockSize = 128 << 10
+	// minMatch is the shortest match sought: a shorter one costs about
+	// as many bits as its literals.
+	minMatch = 4
+	// headLen is how much of a block's start is compared with the
+	// earlier block: the pcapng block's own fields (28 bytes for an
+	// enhanced packet block) and the packet's first 100 bytes. A match
+	// that reaches its end goes on as far as the bytes agree.
+	headLen = 128
+	// tailLen is how much of a block's end is compared too: an enhanced
+	// packet block's padding and its total length, repeated.
+	tailLen = 8
+	// maxRecord is the longest pcapng block believed: a longer length
+	// (or one not a multiple of 4, or under 12) loses the structure.
+	maxRecord = 16 << 20
+	// tableBits is the size of the table of earlier blocks by key.
+	tableBits = 12
+)
+
+// frameHeader: the magic number, a descriptor with no content size, no
+// checksum and no dictionary, and a window descriptor of 1 MiB
+// (exponent 10, mantissa 0).
+var frameHeader = [6]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 10 << 3}
+
+// emptyLast is a last block of nothing (raw, size 0).
+var emptyLast = [3]byte{0x01, 0x00, 0x00}
+
+// Encoder writes one zstd frame at a time to its writer. The zero value
+// is not usable: use NewEncoder.
+type Encoder struct {
+	w       io.Writer
+	err     error
+	started bool // the frame's header is written
+	closed  bool
+
+	// hist holds the frame's input from base on: the window before
+	// done, then the input not yet encoded. Positions are the frame's
+	// byte offsets.
+	hist []byte
+	base int64
+	done int64 // the input before this is encoded
+
+	// The pcapng structure: the next block's start, the last block
+	// seen, and earlier blocks by key (position + 1; 0 for none).
+	next    int64
+	lost    bool // a length was implausible: no more matches this frame
+	last    int64
+	lastOK  bool
+	table   [1 << tableBits]int64
+	big     bool // the section's byte order is big-endian
+	rep     [3]uint32
+	seqs    []seq
+	out     []byte
+	lits    int
+	scratch bitWriter
+}
+
+// seq is one sequence: lit literals, then a match of length ml at
+// distance off (off is what the frame codes: 1 for the last distance,
+// the distance plus 3 otherwise).
+type seq struct {
+	lit, ml, off uint32
+}
+
+// NewEncoder returns an Encoder that writes a frame to w.
+func NewEncoder(w io.Writer) *Encoder {
+	e := &Encoder{}
+	e.Reset(w)
+	return e
+}
+
+// Reset drops what the frame held and starts a new frame to w. The
+// byte order of the last section header seen is kept (frames of a file
+// after its first start within a section).
+func (e *Encoder) Reset(w io.Writer) {
+	e.w, e.err, e.started, e.closed = w, nil, false, false
+	e.hist, e.base, e.done = e.hist[:0], 0, 0
+	e.next, e.lost, e.last, e.lastOK = 0, false, 0, false
+	clear(e.table[:])
+	e.rep = [3]uint32{1, 4, 8}
+}
+
+// Write adds p to the frame, encoding every full block.
+func (e *Encoder) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	if e.closed {
+		return 0, ErrClosed
+	}
+	n := len(p)
+	for len(p) > 0 {
+		e.slide()
+		room := blockSize - int(e.base+int64(len(e.hist))-e.done)
+		take := min(room, len(p))
+		e.hist = append(e.hist, p[:take]...)
+		p = p[take:]
+		if take == room {
+			if err := e.block(false); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// slide moves the window back to the start of hist when what is kept
+// before the input to encode has grown past three windows: a copy of 1
+// MiB every 2 MiB of input, for a history of about 3 MiB.
+func (e *Encoder) slide() {
+	if e.done-e.base < 3*Window {
+		return
+	}
+	keep := e.done - Window - e.base
+	m := copy(e.hist, e.hist[keep:])
+	e.hist = e.hist[:m]
+	e.base += keep
+}
+
+// Flush encodes the input so far as a block, not the last: the bytes
+// written so far, with an empty last block after them, are a complete
+// frame.
+func (e *Encoder) Flush() error {
+	if e.err != nil || e.closed {
+		return e.err
+	}
+	if e.base+int64(len(e.hist)) == e.done {
+		return nil
+	}
+	return e.block(false)
+}
+
+// Close ends the frame with its last block. Write fails after it until
+// Reset.
+func (e *Encoder) Close() error {
+	if e.err != nil || e.closed {
+		return e.err
+	}
+	e.closed = true
+	if e.base+int64(len(e.hist)) == e.done {
+		e.out = e.header(e.out[:0])
+		e.out = append(e.out, emptyLast[:]...)
+		return e.write()
+	}
+	return e.block(true)
+}
+
+func (e *Encoder) header(dst []byte) []byte {
+	if e.started {
+		return dst
+	}
+	e.started = true
+	return append(dst, frameHeader[:]...)
+}
+
+func (e *Encoder) write() error {
+	if _, err := e.w.Write(e.out); err != nil {
+		e.err = err
+	}
+	return e.err
+}
+
+// block encodes the input not yet encoded (at most blockSize) as one
+// block.
+func (e *Encoder) block(last bool) error {
+	start, end := e.done, e.base+int64(len(e.hist))
+	src := e.hist[start-e.base : end-e.base]
+	e.seqs, e.lits = e.seqs[:0], 0
+	rep := e.rep
+	e.match(start, end)
+	e.out = e.header(e.out[:0])
+	hdr := len(e.out)
+	e.out = append(e.out, 0, 0, 0)
+	typ := uint32(2) // compressed
+	if len(e.seqs) == 0 || !e.compressed(src) {
+		e.out = append(e.out[:hdr+3], src...)
+		typ = 0 // raw: the decoder sees none of the sequences
+		e.rep = rep
+	}
+	size := uint32(len(e.out) - hdr - 3)
+	if typ == 0 {
+		size = uint32(len(src))
+	}
+	h := size<<3 | typ<<1
+	if last {
+		h |= 1
+	}
+	e.out[hdr], e.out[hdr+1], e.out[hdr+2] = byte(h), byte(h>>8), byte(h>>16)
+	e.done = end
+	return e.write()
+}
+
+// compressed appends the block's compressed form: its literals raw, its
+// sequences with the predefined tables. It reports false when that is
+// not smaller than the block (the caller stores it raw).
+func (e *Encoder) compressed(src []byte) bool {
+	begin := len(e.out)
+	// Literals section: raw, its size in 5, 12 or 20 bits.
+	switch n := e.lits; {
+	case n < 32:
+		e.out = append(e.out, byte(n<<3))
+	case n < 4096:
+		e.out = append(e.out, byte(n<<4|1<<2), byte(n>>4))
+	default:
+		e.out = append(e.out, byte(n<<4|3<<2), byte(n>>4), byte(n>>12))
+	}
+	pos := 0
+	for _, s := range e.seqs {
+		e.out = append(e.out, src[pos:pos+int(s.lit)]...)
+		pos += int(s.lit) + int(s.ml)
+	}
+	e.out = append(e.out, src[pos:]...)
+	// Sequences section: their number, the predefined modes, the stream.
+	switch n := len(e.seqs); {
+	case n < 128:
+		e.out = append(e.out, byte(n))
+	case n < 0x7f00:
+		e.out = append(e.out, byte(n>>8)+0x80, byte(n))
+	default:
+		n -= 0x7f00
+		e.out = append(e.out, 0xff, byte(n), byte(n>>8))
+	}
+	e.out = append(e.out, 0)
+	e.scratch.out = e.out
+	e.sequences(&e.scratch)
+	e.out = e.scratch.out
+	return len(e.out)-begin < len(src)
+}
+
+// sequences writes the bit stream of the block's sequences, last first.
+func (e *Encoder) sequences(w *bitWriter) {
+	n := len(e.seqs)
+	var ll, ml, of fseState
+	s := e.seqs[n-1]
+	llc, mlc, ofc := llCode(s.lit), mlCode(s.ml), uint8(bits.Len32(s.off)-1)
+	ml.init(mlTable, mlc)
+	of.init(ofTable, ofc)
+	ll.init(llTable, llc)
+	w.add(uint64(s.lit-llBase[llc]), uint32(llBits[llc]))
+	w.add(uint64(s.ml-mlBase[mlc]), uint32(mlBits[mlc]))
+	w.flush()
+	w.add(uint64(s.off), uint32(ofc))
+	w.flush()
+	// Each sequence: at most 17 bits of states, 16 of literal length and
+	// 16 of match length, 20 of offset (a window of 1 MiB).
+	for i := n - 2; i >= 0; i-- {
+		s := e.seqs[i]
+		llc, mlc, ofc := llCode(s.lit), mlCode(s.ml), uint8(bits.Len32(s.off)-1)
+		of.encode(w, ofc)
+		ml.encode(w, mlc)
+		ll.encode(w, llc)
+		w.add(uint64(s.lit-llBase[llc]), uint32(llBits[llc]))
+		w.flush()
+		w.add(uint64(s.ml-mlBase[mlc]), uint32(mlBits[mlc]))
+		w.add(uint64(s.off), uint32(ofc))
+		w.flush()
+	}
+	ml.flush(w)
+	of.flush(w)
+	ll.flush(w)
+	w.close()
+}
+
+// match finds the block's sequences: in the head of every pcapng block
+// that starts (or continues) in [start, end), the runs that agree with
+// an earlier block's.
+func (e *Encoder) match(start, end int64) {
+	emitted := start // input before this is in a sequence
+	for !e.lost && e.next < end {
+		r := e.next
+		avail := e.base + int64(len(e.hist))
+		if r+8 > avail {
+			break // the block's fields are not written yet
+		}
+		typ, length := e.fields(r)
+		if typ == 0x0a0d0d0a { // a section header: its byte order first
+			if r+12 > avail {
+				break
+			}
+			e.order(r)
+			_, length = e.fields(r)
+		}
+		if length < 12 || length%4 != 0 || length > maxRecord {
+			e.lost = true
+			break
+		}
+		e.next = r + int64(length)
+		cand, ok := e.candidate(r, int64(length), avail)
+		if ok && r+int64(length) > start {
+			dist, rend := r-cand, r+int64(length)
+			limit := min(rend, end) // a match may go on to here
+			head := min(r+min(int64(length), headLen), limit)
+			emitted = e.runs(dist, max(r, start), head, limit, emitted)
+			// The block's end: padding and its length again.
+			if tail := max(rend-tailLen, emitted, start); tail < limit {
+				emitted = e.runs(dist, tail, limit, limit, emitted)
+			}
+		}
+		e.last, e.lastOK = r, true
+	}
+	e.lits += int(end - emitted)
+}
+
+// fields reads a pcapng block's type and total length at r.
+func (e *Encoder) fields(r int64) (uint32, uint32) {
+	b := e.hist[r-e.base : r-e.base+8]
+	if e.big {
+		return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	}
+	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
+}
+
+// order takes the byte order of the section header at r.
+func (e *Encoder) order(r int64) {
+	switch binary.LittleEndian.Uint32(e.hist[r-e.base+8:]) {
+	case 0x1a2b3c4d:
+		e.big = false
+	case 0x4d3c2b1a:
+		e.big = true
+	}
+}
+
+// candidate picks the earlier block that r's head is compared with: the
+// last one of the same length and the same 8 bytes 54 bytes in (an
+// enhanced packet block's IPv4 addresses over Ethernet), else the one
+// before r. It records r under its key.
+func (e *Encoder) candidate(r, length, avail int64) (int64, bool) {
+	key := uint64(length)
+	if k := r + 54; k+8 <= min(avail, r+length) {
+		v := e.hist[k-e.base : k-e.base+8]
+		key ^= binary.LittleEndian.Uint64(v)
+	}
+	h := (key * 0x9e3779b97f4a7c15) >> (64 - tableBits)
+	prev := e.table[h] - 1
+	e.table[h] = r + 1
+	if prev >= 0 && r-prev < Window-headLen && prev >= e.base {
+		return prev, true
+	}
+	if e.lastOK && r-e.last < Window-headLen && e.last >= e.base {
+		return e.last, true
+	}
+	return 0, false
+}
+
+// runs emits the matches that begin in [from, stop) between the input
+// and the bytes dist before it (a match that reaches stop goes on while
+// the bytes agree, up to limit). It returns the new end of what is in a
+// sequence.
+func (e *Encoder) runs(dist, from, stop, limit, emitted int64) int64 {
+	h := e.hist
+	b := e.base
+	i := from
+	for i < stop {
+		// Skip what differs, 8 bytes at a time: the lowest byte of the
+		// XOR that is 0 is the first that agrees.
+		for i+8 <= stop {
+			x := binary.LittleEndian.Uint64(h[i-b:]) ^ binary.LittleEndian.Uint64(h[i-dist-b:])
+			if z := (x - 0x0101010101010101) &^ x & 0x8080808080808080; z != 0 {
+				i += int64(bits.TrailingZeros64(z) >> 3)
+				break
+			}
+			i += 8
+		}
+		for i < stop && h[i-b] != h[i-dist-b] {
+			i++
+		}
+		if i >= stop {
+			break
+		}
+		j := i + 1
+		for j+8 <= limit {
+			if x := binary.LittleEndian.Uint64(h[j-b:]) ^ binary.LittleEndian.Uint64(h[j-dist-b:]); x != 0 {
+				j += int64(bits.TrailingZeros64(x) >> 3)
+				break
+			}
+			j += 8
+		}
+		for j < limit && h[j-b] == h[j-dist-b] {
+			j++
+		}
+		if j-i >= minMatch {
+			e.emit(uint32(i-emitted), uint32(j-i), uint32(dist))
+			emitted = j
+		}
+		i = j
+	}
+	return emitted
+}
+
+// emit records a sequence, coding its distance with the repeat offsets
+// as a decoder will have them.
+func (e *Encoder) emit(lit, ml, dist uint32) {
+	e.lits += int(lit)
+	off := dist + 3
+	if lit > 0 && dist == e.rep[0] {
+		off = 1
+	} else {
+		e.rep = [3]uint32{dist, e.rep[0], e.rep[1]}
+	}
+	e.seqs = append(e.seqs, seq{lit: lit, ml: ml, off: off})
+}
