@@ -25,6 +25,8 @@ const (
 	// maxRecord is the longest pcapng block believed: a longer length
 	// (or one not a multiple of 4, or under 12) loses the structure.
 	maxRecord = 16 << 20
+	// histCap is the most hist holds: three windows and a block.
+	histCap = 3*Window + blockSize
 	// tableBits is the size of the table of earlier blocks by key.
 	tableBits = 12
 )
@@ -101,6 +103,9 @@ func (e *Encoder) Write(p []byte) (int, error) {
 		return 0, ErrClosed
 	}
 	n := len(p)
+	if cap(e.hist) == 0 && n > 0 {
+		e.hist = make([]byte, 0, histCap) // grown once, not by doubling
+	}
 	for len(p) > 0 {
 		e.slide()
 		room := blockSize - int(e.base+int64(len(e.hist))-e.done)
