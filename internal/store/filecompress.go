@@ -127,8 +127,9 @@ func probeFlat(parts ...[]byte) bool {
 // its size by about 1%: zstd with pcapzstd's encoder whatever the level
 // (matches sought only in the heads of the pcapng blocks, where the
 // headers repeat; literals stored raw: about half the CPU of the
-// library's level 1 without Huffman coding), gzip at level 1 rather than a higher configured one. Other
-// streams are compressed as configured.
+// library's level 1 without Huffman coding), gzip at level 1 rather
+// than a higher configured one. Other streams are compressed as
+// configured.
 //
 // Both codecs compress off the caller's goroutine (aheadWriter): the
 // caller's bytes are copied into chunks of 1 MiB that a goroutine of
