@@ -80,6 +80,7 @@ fuzz FuzzPiece ./internal/wire
 # (about 10 ms): an eighth of the inputs, about 30 s.
 fuzz FuzzUDPDatagram ./internal/collector 8
 fuzz FuzzScanPart ./internal/store
+fuzz FuzzEncode ./internal/pcapzstd
 fuzz FuzzRetainIndex ./internal/store
 fuzz FuzzStateFile ./internal/store
 fuzz FuzzParse ./internal/index
