@@ -5,8 +5,12 @@
 // (the block's fields and the packet's first bytes: link, network and
 // transport headers), against an earlier block of the same length and
 // the same bytes where IPv4 over Ethernet keeps its addresses, or else
-// the block before; everything else is stored as literals. Its frames
-// are ordinary zstd: every decoder reads them.
+// the block before; everything else is stored as literals. A block of
+// the frame (128 KiB of input) whose bytes do not look random (a
+// sample's entropy under 6.5 bits a byte: traffic that turned to text
+// after the stream was judged) is matched everywhere instead, by a
+// greedy search of the window as general encoders do. Its frames are
+// ordinary zstd: every decoder reads them.
 //
 // A frame carries no content size and no checksum and declares a window
 // of 1 MiB; its blocks use raw literals and the predefined code tables,
@@ -22,6 +26,6 @@
 // only its size depends on the structure.
 //
 // An Encoder is not safe for concurrent use. It holds up to 3 MiB of
-// history, 128 KiB of output and a table of 32 KiB; Write does not
+// history, 128 KiB of output and tables of 288 KiB; Write does not
 // allocate once those are grown.
 package pcapzstd

@@ -3,6 +3,7 @@ package pcapzstd
 import (
 	"encoding/binary"
 	"io"
+	"math"
 	"math/bits"
 )
 
@@ -27,6 +28,8 @@ const (
 	maxRecord = 16 << 20
 	// histCap is the most hist holds: three windows and a block.
 	histCap = 3*Window + blockSize
+	// denseBits is the size of greedy's table of positions.
+	denseBits = 15
 	// tableBits is the size of the table of earlier blocks by key.
 	tableBits = 12
 )
@@ -61,7 +64,8 @@ type Encoder struct {
 	last    int64
 	lastOK  bool
 	table   [1 << tableBits]int64
-	big     bool // the section's byte order is big-endian
+	dense   [1 << denseBits]int64 // positions + 1 by the hash of 4 bytes (greedy)
+	big     bool                  // the section's byte order is big-endian
 	rep     [3]uint32
 	seqs    []seq
 	out     []byte
@@ -91,6 +95,7 @@ func (e *Encoder) Reset(w io.Writer) {
 	e.hist, e.base, e.done = e.hist[:0], 0, 0
 	e.next, e.lost, e.last, e.lastOK = 0, false, 0, false
 	clear(e.table[:])
+	clear(e.dense[:])
 	e.rep = [3]uint32{1, 4, 8}
 }
 
@@ -282,6 +287,7 @@ func (e *Encoder) sequences(w *bitWriter) {
 // that starts (or continues) in [start, end), the runs that agree with
 // an earlier block's.
 func (e *Encoder) match(start, end int64) {
+	dense := !flat(e.hist[start-e.base : end-e.base])
 	emitted := start // input before this is in a sequence
 	for !e.lost && e.next < end {
 		r := e.next
@@ -303,7 +309,7 @@ func (e *Encoder) match(start, end int64) {
 		}
 		e.next = r + int64(length)
 		cand, ok := e.candidate(r, int64(length), avail)
-		if ok && r+int64(length) > start {
+		if ok && !dense && r+int64(length) > start {
 			dist, rend := r-cand, r+int64(length)
 			limit := min(rend, end) // a match may go on to here
 			head := min(r+min(int64(length), headLen), limit)
@@ -315,7 +321,102 @@ func (e *Encoder) match(start, end int64) {
 		}
 		e.last, e.lastOK = r, true
 	}
+	if dense {
+		emitted = e.greedy(start, end)
+	}
 	e.lits += int(end - emitted)
+}
+
+// flatBits is the entropy (bits a byte) of a block's sample at and
+// above which the block is matched by its structure alone: random or
+// encrypted payloads with their headers measure about 7.4 and more,
+// text about 5.7. A block below it (a stream judged flat at its start
+// whose traffic turned to text) is matched everywhere, as a general
+// zstd encoder does.
+const flatBits = 6.5
+
+// flat reports whether the block's bytes look random: the entropy of
+// every sampleStep-th byte (4 096 of a full block), a pass of counting.
+func flat(b []byte) bool {
+	var hist [256]uint16
+	n := 0
+	for i := 0; i < len(b); i += sampleStep {
+		hist[b[i]]++
+		n++
+	}
+	if n < 256 {
+		return true // too small to judge: the structure's matches suffice
+	}
+	// H = log2(n) - sum(c log2 c) / n
+	sum := 0.0
+	for _, c := range hist {
+		sum += clog2[c]
+	}
+	return math.Log2(float64(n))-sum/float64(n) >= flatBits
+}
+
+// sampleStep is the distance between the bytes flat counts.
+const sampleStep = 32
+
+// clog2 is c*log2(c) for every count a full block's sample can reach.
+var clog2 = func() (t [blockSize/sampleStep + 1]float64) {
+	for c := 1; c < len(t); c++ {
+		t[c] = float64(c) * math.Log2(float64(c))
+	}
+	return t
+}()
+
+// hash6 is greedy's table index of the 6 bytes low in v.
+func hash6(v uint64) uint64 {
+	return ((v << 16) * 227718039650203) >> (64 - denseBits)
+}
+
+// greedy finds the block's matches anywhere in the window: at each
+// position the last distance or the last place with the same 6 bytes
+// (a table by their hash),
+// a match taken as found and extended forward as far as it agrees, the
+// step between tries growing while nothing matches. It returns the end
+// of what is in a sequence.
+func (e *Encoder) greedy(start, end int64) int64 {
+	h, b := e.hist, e.base
+	emitted := start
+	i := start
+	for i+8 <= end {
+		v := binary.LittleEndian.Uint64(h[i-b:])
+		k := hash6(v)
+		cand := e.dense[k] - 1
+		e.dense[k] = i + 1
+		// The last distance first: its code is the cheapest.
+		if r := int64(e.rep[0]); i > emitted && i-r >= b && binary.LittleEndian.Uint32(h[i-r-b:]) == uint32(v) {
+			cand = i - r
+		}
+		if cand < b || i-cand >= Window || binary.LittleEndian.Uint32(h[cand-b:]) != uint32(v) {
+			i += 1 + (i-emitted)>>6
+			continue
+		}
+		j := i + 4
+		for j+8 <= end {
+			if x := binary.LittleEndian.Uint64(h[j-b:]) ^ binary.LittleEndian.Uint64(h[j-(i-cand)-b:]); x != 0 {
+				j += int64(bits.TrailingZeros64(x) >> 3)
+				break
+			}
+			j += 8
+		}
+		for j < end && h[j-b] == h[j-(i-cand)-b] {
+			j++
+		}
+		// Back over what agrees before it, down to what is emitted.
+		for i > emitted && cand > b && h[i-1-b] == h[cand-1-b] {
+			i, cand = i-1, cand-1
+		}
+		e.emit(uint32(i-emitted), uint32(j-i), uint32(i-cand))
+		// The match's last positions, for the next one to find.
+		for p := max(j-3, i+1); p+8 <= end && p < j; p++ {
+			e.dense[hash6(binary.LittleEndian.Uint64(h[p-b:]))] = p + 1
+		}
+		emitted, i = j, j
+	}
+	return emitted
 }
 
 // fields reads a pcapng block's type and total length at r.
