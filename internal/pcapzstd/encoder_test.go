@@ -289,15 +289,8 @@ func TestRatio(t *testing.T) {
 	} {
 		r := rand.New(rand.NewPCG(3, 4))
 		in := c.s.gen(r, 20000)
-		var out bytes.Buffer
-		e := NewEncoder(&out)
-		if _, err := e.Write(in); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
-		ours := float64(out.Len()) / float64(len(in))
+		out := frame(t, in)
+		ours := float64(len(out)) / float64(len(in))
 		theirs := float64(len(lib.EncodeAll(in, nil))) / float64(len(in))
 		t.Logf("%+v: ours %.4f of the input, the library's level 1 %.4f", c.s, ours, theirs)
 		if ours > c.vsSelf || ours > c.vsLib*theirs {
@@ -355,15 +348,8 @@ func TestTurnsToText(t *testing.T) {
 		"in step":            append(stream{flows: 5}.gen(r, 300), text...),
 		"the structure lost": append(stream{flows: 5}.gen(r, 300), text[100:]...),
 	} {
-		var out bytes.Buffer
-		e := NewEncoder(&out)
-		if _, err := e.Write(in); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := decode(t, out.Bytes()); !bytes.Equal(got, in) {
+		out := frame(t, in)
+		if got := decode(t, out); !bytes.Equal(got, in) {
 			t.Fatalf("%s: the frame does not decode to its input", name)
 		}
 		lib, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
@@ -371,11 +357,25 @@ func TestTurnsToText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ours := float64(out.Len()) / float64(len(in))
+		ours := float64(len(out)) / float64(len(in))
 		theirs := float64(len(lib.EncodeAll(in, nil))) / float64(len(in))
 		t.Logf("%s: ours %.4f of the input, the library's %.4f", name, ours, theirs)
 		if ours > 1.35*theirs {
 			t.Errorf("%s: %.4f of the input, the library's %.4f: want at most 1.35x", name, ours, theirs)
 		}
 	}
+}
+
+// frame is in written whole as one frame.
+func frame(t *testing.T, in []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	e := NewEncoder(&out)
+	if _, err := e.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
