@@ -12,9 +12,13 @@ const (
 	Window = 1 << 20
 	// blockSize is the most input one block holds (zstd's maximum).
 	blockSize = 128 << 10
-	// minMatch is the shortest match sought: a shorter one costs about
-	// as many bits as its literals.
-	minMatch = 4
+	// minMatch is the shortest match taken in a block's head. Every
+	// sequence costs about two bytes of code and is most of the
+	// encoder's time; matches of 4 and 5 bytes between two fields that
+	// differ (an IP header's identification and checksum) save little:
+	// at 6 the encoder is about a quarter faster on IMIX and its output
+	// 1.7% larger than at 4.
+	minMatch = 6
 	// headLen is how much of a block's start is compared with the
 	// earlier block: the pcapng block's own fields (28 bytes for an
 	// enhanced packet block) and the packet's first 100 bytes. A match

@@ -267,9 +267,10 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-// TestRatio: on packets with random payloads the frames are as small
-// as the library's fastest level makes them (within 1%: both find the
-// headers' repeats, and nothing else repeats), from one flow or many;
+// TestRatio: on packets with random payloads the frames are about as
+// small as the library's fastest level makes them (within 3%: both find
+// the headers' repeats, and nothing else repeats; this encoder skips
+// matches under 6 bytes), from one flow or many;
 // on zero payloads, where matches run on through the payloads, under a
 // fifth of the input.
 func TestRatio(t *testing.T) {
@@ -282,9 +283,9 @@ func TestRatio(t *testing.T) {
 		vsLib  float64 // at most this times the library's size
 		vsSelf float64 // at most this share of the input
 	}{
-		{stream{flows: 1}, 1.01, 0.9},
-		{stream{flows: 100}, 1.01, 0.92},
-		{stream{flows: 5, big: true}, 1.01, 0.9},
+		{stream{flows: 1}, 1.03, 0.91},
+		{stream{flows: 100}, 1.03, 0.93},
+		{stream{flows: 5, big: true}, 1.03, 0.91},
 		{stream{flows: 3, zero: true}, 10, 0.2},
 	} {
 		r := rand.New(rand.NewPCG(3, 4))
