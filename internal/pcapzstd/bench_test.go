@@ -2,6 +2,7 @@ package pcapzstd
 
 import (
 	"io"
+	"os"
 	"math/rand/v2"
 	"testing"
 
@@ -51,4 +52,33 @@ func BenchmarkEncode(b *testing.B) {
 			zstd.WithEncoderCRC(false), zstd.WithWindowSize(Window), zstd.WithNoEntropyCompression(true))
 		run(b, z)
 	})
+}
+
+// BenchmarkEncodeFile is BenchmarkEncode's pcapzstd on the first 128
+// MiB of the pcapng file PCAPZSTD_BENCH_FILE names (for instance a
+// collector's output of `pcapsync bench pipeline --keep DIR`); skipped
+// without it.
+func BenchmarkEncodeFile(b *testing.B) {
+	path := os.Getenv("PCAPZSTD_BENCH_FILE")
+	if path == "" {
+		b.Skip("PCAPZSTD_BENCH_FILE not set")
+	}
+	in, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in = in[:min(len(in), 128<<20)]
+	e := NewEncoder(nil)
+	var c counter
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		c = 0
+		e.Reset(&c)
+		for i := 0; i < len(in); i += 1 << 20 {
+			e.Write(in[i:min(i+1<<20, len(in))])
+			e.Flush()
+		}
+		e.Close()
+	}
+	b.ReportMetric(float64(c)/float64(len(in)), "ratio")
 }
