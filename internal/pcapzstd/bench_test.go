@@ -2,8 +2,8 @@ package pcapzstd
 
 import (
 	"io"
-	"os"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
