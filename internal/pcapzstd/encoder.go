@@ -68,7 +68,7 @@ type Encoder struct {
 	last    int64
 	lastOK  bool
 	table   [1 << tableBits]int64
-	dense   [1 << denseBits]int64 // positions + 1 by the hash of 4 bytes (greedy)
+	dense   [1 << denseBits]int64 // positions + 1 by the hash of 6 bytes (greedy)
 	big     bool                  // the section's byte order is big-endian
 	rep     [3]uint32
 	seqs    []seq
