@@ -331,13 +331,13 @@ func (e *Encoder) match(start, end int64) {
 	e.lits += int(end - emitted)
 }
 
-// flatBits is the entropy (bits a byte) of a block's sample at and
-// above which the block is matched by its structure alone: random or
-// encrypted payloads with their headers measure about 7.4 and more,
-// text about 5.7. A block below it (a stream judged flat at its start
-// whose traffic turned to text) is matched everywhere, as a general
-// zstd encoder does.
-const flatBits = 6.5
+// FlatBits is the entropy (bits a byte) of a sample at and above which
+// bytes look random: random or encrypted payloads with their headers
+// measure about 7.4 and more, text about 5.7. A block whose sample is
+// below it (a stream judged flat at its start whose traffic turned to
+// text) is matched everywhere, as a general zstd encoder does; the
+// store judges a stream by it too.
+const FlatBits = 6.5
 
 // flat reports whether the block's bytes look random: the entropy of
 // every sampleStep-th byte (4 096 of a full block), a pass of counting.
@@ -356,7 +356,7 @@ func flat(b []byte) bool {
 	for _, c := range hist {
 		sum += clog2[c]
 	}
-	return math.Log2(float64(n))-sum/float64(n) >= flatBits
+	return math.Log2(float64(n))-sum/float64(n) >= FlatBits
 }
 
 // sampleStep is the distance between the bytes flat counts.

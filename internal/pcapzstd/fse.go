@@ -182,8 +182,8 @@ type bitWriter struct {
 	n    uint32
 }
 
-// add appends the low nb bits of v; the bits held and nb together are
-// at most 64 (flush between adds that could pass that).
+// add appends the low nb bits of v; the bits held and nb together stay
+// under 64 (flush between adds that could pass that).
 func (w *bitWriter) add(v uint64, nb uint32) {
 	w.bits |= (v & (1<<nb - 1)) << w.n
 	w.n += nb
@@ -194,10 +194,7 @@ func (w *bitWriter) flush() {
 	w.out = binary.LittleEndian.AppendUint64(w.out, w.bits)
 	k := w.n >> 3
 	w.out = w.out[:len(w.out)-8+int(k)]
-	w.bits >>= k * 8 & 63
-	if k == 8 {
-		w.bits = 0
-	}
+	w.bits >>= k * 8 // k is at most 7
 	w.n &= 7
 }
 

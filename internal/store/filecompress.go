@@ -79,9 +79,8 @@ const probeBytes = 64 << 10
 
 // flatBits is the Shannon entropy of a sample's bytes (bits per byte) at
 // and above which probeFlat calls it incompressible by entropy coding:
-// random or encrypted payloads with their headers (IMIX with random
-// payloads: about 7.4), against text (HTTP, JSON: about 5.7).
-const flatBits = 6.5
+// the threshold pcapzstd also judges its blocks by.
+const flatBits = pcapzstd.FlatBits
 
 // minProbe is the smallest sample probeFlat judges; a smaller one
 // (a head, a tiny first batch) is compressed as configured.
