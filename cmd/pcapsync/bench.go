@@ -329,13 +329,17 @@ settings. Then runs two queries side by side, the sides alternating,
 (under 0.1% of the packets) over the whole time, and TCP in one minute;
 each with pcapsync query, pcapsync query --no-index and mergecap of
 every data file piped into tcpdump (through editcap -A/-B for the
-minute). Reports medians of wall time, ratios, CPU, bytes read
-(/proc/PID/io), peak RSS and packets, and issue 16's goals; fails when
-a side's output does not hold the packets the others' do. Needs
-mergecap, editcap and tcpdump. Prints every run on stderr as it goes.`
+minute). Then the export, every packet into one file: pcapsync query
+-w, mergecap -w and cat of the files (the floor of reading and writing
+them), the filesystem synced before each run. Reports medians of wall
+time, ratios, CPU, bytes read (/proc/PID/io), peak RSS and packets,
+issue 16's goals and issue 30's export goals (the medians of the
+rounds' paired ratios); fails when a side's output does not hold the
+packets the others' do. Needs mergecap, editcap and tcpdump. Prints
+every run on stderr as it goes.`
 
 func benchQueryCommand(s streams) *cobra.Command {
-	return leaf("query [--bytes 2G] [--agents 8] [--rounds R] [--markdown] [--keep DIR] [--cold] [--exe FILE]", "pcapsync query against mergecap | tcpdump on many agents' files",
+	return leaf("query [--bytes 2G] [--agents 8] [--rounds R] [--markdown] [--keep DIR] [--cold] [--exe FILE]", "pcapsync query against mergecap | tcpdump, and exports against mergecap -w and cat, on many agents' files",
 		benchQueryUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
 			var c bench.QueryConfig
 			c.Bytes = 2 << 30

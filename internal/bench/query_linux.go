@@ -23,9 +23,12 @@ import (
 // alternating: pcapsync query through the indexes, pcapsync query
 // --no-index, and mergecap of every data file piped into tcpdump (with
 // editcap -A/-B between them for a time range). The needle asks for one
-// host over the whole time, the broad query for TCP in one minute. Every
-// run's output must hold the packets the generator put there, on every
-// side; Query fails otherwise.
+// host over the whole time, the broad query for TCP in one minute. Then
+// the export (issue 30): every packet of the root into one file, by
+// pcapsync query, by mergecap -w and by cat (the read-and-write floor),
+// the filesystem synced before each run. Every run's output must hold
+// the packets the generator put there, on every side; Query fails
+// otherwise.
 func Query(ctx context.Context, cfg QueryConfig) (QueryResult, error) {
 	cfg = cfg.withDefaults()
 	var res QueryResult
@@ -57,7 +60,8 @@ func Query(ctx context.Context, cfg QueryConfig) (QueryResult, error) {
 	want := QueryData{Version: queryDataVersion, Bytes: cfg.Bytes, Agents: cfg.Agents, Span: cfg.Span, Rotate: cfg.Rotate}
 	d, ok := loadQueryData(work, want)
 	if !ok {
-		if err := checkFree(work, cfg.Bytes+cfg.Bytes/4); err != nil {
+		// the root, its indexes, and the export's output beside it
+		if err := checkFree(work, 2*cfg.Bytes+cfg.Bytes/4); err != nil {
 			return res, fmt.Errorf("bench query: %w", err)
 		}
 		start := time.Now()
@@ -153,6 +157,7 @@ func (e *queryEnv) cases() []queryCaseRun {
 	glob := filepath.Join(e.root, "*", "*.pcapng") // the data files: plain, as makeQueryData writes them
 	since := strconv.FormatInt(e.data.Since.Unix(), 10)
 	until := strconv.FormatInt(e.data.Until.Unix(), 10)
+	out := func(s string) string { return strings.ReplaceAll(s, outToken, "OUT") }
 	mk := func(name string, bound []string, filter string, want int64, about string) queryCaseRun {
 		q := append([]string{e.cfg.Exe, "query", "--dir", e.root, "-w", outToken, "--summary", "json"}, bound...)
 		ours := append(q, filter)
@@ -166,7 +171,6 @@ func (e *queryEnv) cases() []queryCaseRun {
 			stages = []qstage{merge, ed, td}
 			shell = shellQuote([]string{"mergecap", "-w", "-"}) + " " + glob + " | " + shellQuote(ed.args) + " | " + shellQuote(td.args)
 		}
-		out := func(s string) string { return strings.ReplaceAll(s, outToken, "OUT") }
 		return queryCaseRun{
 			QueryCase: QueryCase{Name: name, About: about, Filter: filter, Want: want},
 			sides: []querySide{
@@ -176,12 +180,25 @@ func (e *queryEnv) cases() []queryCaseRun {
 			},
 		}
 	}
+	export := []string{e.cfg.Exe, "query", "--dir", e.root, "-w", outToken, "--summary", "json"}
+	mergeW := append([]string{"mergecap", "-w", outToken}, e.files...)
+	// sh execs cat, so the process measured is cat's
+	cat := append([]string{"sh", "-c", `exec cat "$@" > "$0"`, outToken}, e.files...)
 	return []queryCaseRun{
 		mk("needle", nil, "host "+e.data.Needle, e.data.NeedleN,
 			fmt.Sprintf("one host, %s, over the whole time", e.data.Needle)),
 		mk("broad", []string{"--since", since, "--until", until}, "tcp", e.data.RangeTCP,
 			fmt.Sprintf("TCP from %s to %s, one minute of %s; the time bound by editcap -A/-B on the comparison side, as tcpdump's filter cannot select by time",
 				e.data.Since.Format(time.RFC3339), e.data.Until.Format(time.RFC3339), e.data.Last.Sub(e.data.First).Round(time.Second))),
+		{
+			QueryCase: QueryCase{Name: CaseExport, Want: e.data.Packets, Synced: true,
+				About: "every packet of every agent into one file, merged in time order (mergecap, pcapsync) or one file after the other (cat, the floor of reading and writing the bytes)"},
+			sides: []querySide{
+				{SidePcapsync, []qstage{{"pcapsync query", export}}, out(shellQuote(export))},
+				{SideMergecapW, []qstage{{"mergecap", mergeW}}, "mergecap -w OUT " + glob},
+				{SideCat, []qstage{{"cat", cat}}, "cat " + glob + " > OUT"},
+			},
+		},
 	}
 }
 
@@ -196,6 +213,10 @@ func (e *queryEnv) run(ctx context.Context, c QueryCase, s querySide) (QueryRun,
 	defer os.Remove(out)
 	if e.cfg.Cold {
 		if err := dropCaches(); err != nil {
+			return QueryRun{}, err
+		}
+	} else if c.Synced {
+		if err := syncFS(e.work); err != nil {
 			return QueryRun{}, err
 		}
 	}
@@ -302,6 +323,20 @@ func dropCaches() error {
 	unix.Sync()
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
 		return fmt.Errorf("dropping the page cache: %w", err)
+	}
+	return nil
+}
+
+// syncFS writes back the dirty pages of dir's filesystem (an earlier
+// run's output), so that no run pays for another's.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncfs %s: %w", dir, err)
 	}
 	return nil
 }

@@ -30,8 +30,8 @@ func TestBenchQuery(t *testing.T) {
 		d.NeedleBlocks == 0 || d.NeedleMay < d.NeedleBlocks || d.Blocks < d.NeedleMay {
 		t.Fatalf("root: reused %v, %+v", res.Reused, d)
 	}
-	if len(res.Cases) != 2 {
-		t.Fatalf("%d cases, want 2", len(res.Cases))
+	if len(res.Cases) != 3 {
+		t.Fatalf("%d cases, want 3", len(res.Cases))
 	}
 	for _, c := range res.Cases {
 		if len(c.Sides) != 3 {
@@ -49,6 +49,19 @@ func TestBenchQuery(t *testing.T) {
 				t.Errorf("%s %s: summary %+v", c.Name, s.Name, r.Summary)
 			}
 		}
+		if c.Name == CaseExport {
+			// Every packet, read from every data file.
+			if c.Want != d.Packets || !c.Synced {
+				t.Errorf("export: want %d packets (of %d), synced %v", c.Want, d.Packets, c.Synced)
+			}
+			if all := c.side(SideMergecapW).Runs[0].RChar(); all < d.DataBytes {
+				t.Errorf("export: mergecap read %d bytes of %d", all, d.DataBytes)
+			}
+			if sum := c.side(SidePcapsync).Runs[0].Summary; sum.FilesRead != d.Files {
+				t.Errorf("export: the query read %d files of %d", sum.FilesRead, d.Files)
+			}
+			continue
+		}
 		// The comparison reads every data file; the query through its
 		// indexes reads less than --no-index.
 		if all := c.side(SideMergecap).Runs[0].RChar(); all < d.DataBytes {
@@ -62,7 +75,8 @@ func TestBenchQuery(t *testing.T) {
 	if err := WriteQuery(&out, cfg, res, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| pcapsync query |", `| mergecap \| tcpdump |`, "editcap -A", "Goals (issue 16)"} {
+	for _, want := range []string{"| pcapsync query |", `| mergecap \| tcpdump |`, "editcap -A", "Goals (issue 16)",
+		"| mergecap -w |", "| cat |", "Goals (issue 30, exports)", "export: pcapsync query / cat wall time"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -110,5 +124,43 @@ func TestExitIO(t *testing.T) {
 	}
 	if p.usage.IO.RChar < 1<<20 {
 		t.Errorf("rchar %d, want at least %d", p.usage.IO.RChar, 1<<20)
+	}
+}
+
+// TestExportGoals checks issue 30's export goals on made-up rounds:
+// judged by the median of the paired ratios, met only within both
+// bounds, absent without the export case.
+func TestExportGoals(t *testing.T) {
+	runs := func(secs ...float64) []QueryRun {
+		var rs []QueryRun
+		for _, s := range secs {
+			rs = append(rs, QueryRun{Wall: time.Duration(s * float64(time.Second))})
+		}
+		return rs
+	}
+	mk := func(ours, merge, cat []QueryRun) QueryResult {
+		return QueryResult{Cases: []QueryCase{{Name: "needle"}, {Name: CaseExport, Sides: []QuerySide{
+			{Name: SidePcapsync, Runs: ours}, {Name: SideMergecapW, Runs: merge}, {Name: SideCat, Runs: cat}}}}}
+	}
+	for _, c := range []struct {
+		name             string
+		ours, merge, cat []QueryRun
+		met              bool
+		vsCat            string
+	}{
+		{"both met", runs(1, 1, 1), runs(3.5, 3, 4), runs(0.8, 0.7, 0.9), true, "1.25x"},
+		{"slower than 1.5x cat", runs(1, 1, 1), runs(4, 4, 4), runs(0.6, 0.6, 0.7), false, "1.67x"},
+		{"under 3x mergecap", runs(1, 1, 1), runs(2.9, 3.2, 2.5), runs(0.9, 0.9, 0.9), false, "1.11x"},
+		// medians of the sides alone would say met (1.0 / 0.7); the
+		// rounds' pairs say 1.2 / 0.6, 2.0 / 1.0, 1.0 / 0.7 -> 2.0x
+		{"paired", runs(1.2, 2.0, 1.0), runs(4, 8, 5), runs(0.6, 1.0, 0.7), false, "2.00x"},
+	} {
+		lines, met := mk(c.ours, c.merge, c.cat).ExportGoals()
+		if met != c.met || len(lines) != 2 || !strings.Contains(lines[1], "wall time "+c.vsCat) {
+			t.Errorf("%s: met %v (want %v), lines %q (want query / cat %s)", c.name, met, c.met, lines, c.vsCat)
+		}
+	}
+	if lines, met := (QueryResult{Cases: []QueryCase{{Name: "needle"}}}).ExportGoals(); lines != nil || met {
+		t.Errorf("without the export case: %q, %v", lines, met)
 	}
 }
