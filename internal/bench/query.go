@@ -135,9 +135,6 @@ type QueryCase struct {
 	Filter string
 	Want   int64 // the packets the generator put in its result
 	Sides  []QuerySide
-	// Synced: the filesystem is synced before each run (outside its
-	// time), as the case writes as much as it reads.
-	Synced bool
 }
 
 func (c QueryCase) side(name string) QuerySide {

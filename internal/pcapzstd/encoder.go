@@ -377,8 +377,8 @@ func hash6(v uint64) uint64 {
 
 // greedy finds the block's matches anywhere in the window: at each
 // position the last distance or the last place with the same 6 bytes
-// (a table by their hash),
-// a match taken as found and extended forward as far as it agrees, the
+// (a table by their hash), a match taken as found and extended forward
+// as far as it agrees, the
 // step between tries growing while nothing matches. It returns the end
 // of what is in a sequence.
 func (e *Encoder) greedy(start, end int64) int64 {

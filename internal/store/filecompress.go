@@ -77,19 +77,14 @@ func fileExt(c compress.Codec) string {
 // unless a commit comes first: the sample probeFlat judges.
 const probeBytes = 64 << 10
 
-// flatBits is the Shannon entropy of a sample's bytes (bits per byte) at
-// and above which probeFlat calls it incompressible by entropy coding:
-// the threshold pcapzstd also judges its blocks by.
-const flatBits = pcapzstd.FlatBits
-
 // minProbe is the smallest sample probeFlat judges; a smaller one
 // (a head, a tiny first batch) is compressed as configured.
 const minProbe = 4 << 10
 
 // probeFlat reports whether a sample (its parts, in order) looks
 // incompressible by entropy coding: its bytes are close to evenly
-// spread (at least flatBits of Shannon entropy a byte). Cheap: one pass
-// of counting.
+// spread (at least pcapzstd.FlatBits of Shannon entropy a byte, the
+// threshold pcapzstd judges its blocks by). Cheap: one pass of counting.
 func probeFlat(parts ...[]byte) bool {
 	var hist [256]uint32
 	size := 0
@@ -110,7 +105,7 @@ func probeFlat(parts ...[]byte) bool {
 			h -= p * math.Log2(p)
 		}
 	}
-	return h >= flatBits
+	return h >= pcapzstd.FlatBits
 }
 
 // memberWriter compresses a file as a sequence of members (gzip) or
