@@ -23,6 +23,7 @@ import (
 func writeIndexed(t *testing.T, cfg store.Config) []string {
 	t.Helper()
 	dir := cfg.Dir
+	cfg.RotateInterval = -1 // one file, even across the top of an hour
 	st, err := store.Open(cfg)
 	if err != nil {
 		t.Fatal(err)

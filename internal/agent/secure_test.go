@@ -37,6 +37,7 @@ func startCollector(t *testing.T, cfg collector.Config) *realCollector {
 	t.Helper()
 	rc := &realCollector{dir: filepath.Join(t.TempDir(), "out"), log: &testutil.Buffer{}}
 	cfg.Store.Dir, cfg.Logger = rc.dir, slog.New(slog.NewTextHandler(rc.log, nil))
+	cfg.Store.RotateInterval = -1 // tests count the files: none cut at the top of an hour
 	core, err := collector.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)

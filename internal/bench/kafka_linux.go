@@ -226,7 +226,7 @@ func (k *kafkaProcs) writer(name string) (*proc, string, error) {
 	}
 	p, err := k.ps.start(name, nil, k.exe, "writer", "--kafka", k.brokers, "--kafka-topic", k.topic,
 		"--kafka-partitions", strconv.Itoa(int(k.partitions)), "--group", k.group, "--dir", k.root,
-		"--metrics", metrics, "--log-level", "error")
+		"--metrics", metrics, "--log-level", "error", "--rotate-interval", "0") // the latency's tailer follows one file
 	if err != nil {
 		return nil, "", err
 	}
@@ -477,7 +477,8 @@ func (e kafkaEnv) runLatency(ctx context.Context, l *KafkaLatency) error {
 	if err != nil {
 		return err
 	}
-	coll, err := ps.start("collector", nil, e.cfg.Exe, "collector", "--insecure", "--listen", caddr, "--dir", directOut, "--log-level", "error")
+	coll, err := ps.start("collector", nil, e.cfg.Exe, "collector", "--insecure", "--listen", caddr, "--dir", directOut, "--log-level", "error",
+		"--rotate-interval", "0") // the tailer follows one file
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,9 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	defer cancel()
 	ps := &procSet{ctx: ctx}
 	defer ps.stop()
-	if _, err := ps.startIn(ns.A, "collector", append([]string{exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error"}, cfg.CollectorArgs...)...); err != nil {
+	// The tailer follows one file: none cut at the top of an hour.
+	if _, err := ps.startIn(ns.A, "collector", append([]string{exe, "collector", "--insecure", "--listen", "127.0.0.1:7733", "--dir", filepath.Join(dir, "out"), "--log-level", "error",
+		"--rotate-interval", "0"}, cfg.CollectorArgs...)...); err != nil {
 		return res, err
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -25,6 +25,9 @@ func newCore(t testing.TB, cfg Config) *Core {
 		cfg.Store.Dir = t.TempDir()
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Store.RotateInterval == 0 {
+		cfg.Store.RotateInterval = -1 // a run across the top of an hour would split files
+	}
 	c, err := NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)

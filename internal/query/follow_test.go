@@ -49,7 +49,7 @@ func newLiveStore(t *testing.T, comp string, rotate int64) *liveStore {
 		}
 	}
 	dir := t.TempDir()
-	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, RotateSize: rotate, Fsync: store.FsyncNever})
+	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, RotateSize: rotate, RotateInterval: -1, Fsync: store.FsyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}

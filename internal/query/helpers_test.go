@@ -74,7 +74,7 @@ func writeAgent(t testing.TB, dir string, a agentSpec, rank int) []ref {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, ZstdFrames: a.frames, RotateSize: a.rotate, Fsync: store.FsyncNever, IndexBlock: a.ixBlock})
+	st, err := store.Open(store.Config{Dir: dir, FileCompress: spec, ZstdFrames: a.frames, RotateSize: a.rotate, RotateInterval: -1, Fsync: store.FsyncNever, IndexBlock: a.ixBlock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,9 +167,9 @@ func TestReplayIdentical(t *testing.T) {
 
 			dir := t.TempDir()
 			addr := freeport.Addr(t)
-			var collArgs []string
+			collArgs := []string{"--rotate-interval", "0"} // one file, even across the top of an hour
 			if tt.files != "" {
-				collArgs = []string{"--file-compress", tt.files}
+				collArgs = append(collArgs, "--file-compress", tt.files)
 			}
 			coll := startCollector(t, ctx, "", addr, dir, collArgs...)
 			var extra []string
