@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -828,5 +829,45 @@ func TestParseTimeIn(t *testing.T) {
 				t.Fatalf("ParseTimeIn(%q) = %v, %v; want %s", c.in, got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestEmptyPackets: packets that captured no bytes (caplen 0, which
+// pcapng allows) in a file under the root are written as they are, by
+// one goroutine and with producers, in the merge's order; a query once
+// panicked on them (the window's size class of 0 bytes).
+func TestEmptyPackets(t *testing.T) {
+	dir := t.TempDir()
+	for i, agent := range []string{"a1", "b1"} {
+		var b bytes.Buffer
+		w, err := pcapfile.NewNgWriter(&b, pcapfile.SectionInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.AddInterface(pcapfile.Interface{Name: "eth0", LinkType: 1, SnapLen: 65535}); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 3 {
+			data := make([]byte, 60*(k%2)) // empty, 60 bytes, empty
+			if err := w.WritePacket(0, base+int64(2*k+i)*1e9, 60, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.MkdirAll(filepath.Join(dir, agent), 0o750)
+		if err := os.WriteFile(filepath.Join(dir, agent, agent+"_20261128T000000.000Z.pcapng"), b.Bytes(), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, threads := range []int{1, 2} {
+		out, res, err := runQuery(t, Config{Dir: dir, Threads: threads})
+		if err != nil || res.Packets != 6 {
+			t.Fatalf("threads %d: %d packets, %v; want 6", threads, res.Packets, err)
+		}
+		pkts, _, _ := readOutput(t, out)
+		for j, p := range pkts {
+			if want := 60 * (j / 2 % 2); p.TS != base+int64(j)*1e9 || len(p.Data) != want || p.Orig != 60 {
+				t.Errorf("threads %d: packet %d at %d ns, %d of %d bytes; want %d ns, %d of 60", threads, j, p.TS-base, len(p.Data), p.Orig, int64(j)*1e9, want)
+			}
+		}
 	}
 }

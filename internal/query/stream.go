@@ -408,7 +408,7 @@ func (s *stream) recycle(b []byte) {
 // packets read and not on which buffers happen to be free (the same
 // with producers as without).
 func (s *stream) buf(n int) []byte {
-	c := max(bits.Len(uint(n-1)), 6)
+	c := max(bits.Len(uint(max(n, 1)-1)), 6) // a packet of no bytes (caplen 0) is of the least class
 	if l := len(s.free[c]); l > 0 {
 		b := s.free[c][l-1]
 		s.free[c] = s.free[c][:l-1]
