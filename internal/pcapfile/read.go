@@ -100,6 +100,15 @@ type ReaderConfig struct {
 	// It is the Reader's until the Reader is no longer used; the
 	// packets ReadInto returns point into it.
 	Buffer []byte
+	// Refill, if set, is asked for a new buffer of at least n bytes
+	// (n at most the largest block accepted) wherever the Reader would
+	// move its unread bytes to the front of its buffer or grow it: it
+	// copies them into the new one and never writes to the old one
+	// again, so the Data of packets already returned stays as it is for
+	// as long as the caller keeps that buffer, not only until the next
+	// read. Buffer is then the first buffer (Refill is asked for one
+	// when it is too short).
+	Refill func(n int) []byte
 	// MaxInterfaces, if above zero, bounds the interfaces a stream may
 	// describe (all its sections together): one more is ErrTooLarge,
 	// so a hostile stream cannot grow the Reader's table without end.
@@ -129,6 +138,7 @@ type Reader struct {
 	off    int64 // file offset of buf[r]
 	srcErr error // error from src, reported once buffered bytes run out
 	err    error // sticky error returned by ReadInto
+	refill func(int) []byte
 
 	maxPacket uint32
 	maxBlock  int64 // pcapng: largest parsed block
@@ -168,15 +178,23 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 	var onStats func(int, InterfaceStats)
 	var maxIfaces, maxMeta int
 	var buf []byte
+	var refill func(int) []byte
 	if cfg != nil {
 		onStats = cfg.OnStats
 		maxIfaces = cfg.MaxInterfaces
 		maxMeta = cfg.MaxInterfaceBytes
+		refill = cfg.Refill
 		if len(cfg.Buffer) >= minBufSize {
 			buf = cfg.Buffer
 		}
 	}
-	if buf == nil {
+	switch {
+	case buf != nil:
+	case refill != nil:
+		if buf = refill(minBufSize); len(buf) < minBufSize {
+			return nil, errors.New("pcapfile: ReaderConfig.Refill returned a short buffer")
+		}
+	default:
 		buf = make([]byte, minBufSize)
 	}
 	r := &Reader{
@@ -185,6 +203,7 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		maxMeta:   maxMeta,
 		src:       src,
 		buf:       buf,
+		refill:    refill,
 		maxPacket: maxPacket,
 		maxBlock:  int64(maxPacket) + BlockSlack,
 	}
@@ -346,7 +365,14 @@ func (r *Reader) fill(n int) error {
 		return nil
 	}
 	if n > len(r.buf)-r.r {
-		if n > len(r.buf) {
+		if r.refill != nil {
+			nb := r.refill(n)
+			if len(nb) < n {
+				return errors.New("pcapfile: ReaderConfig.Refill returned a short buffer")
+			}
+			r.w = copy(nb, r.buf[r.r:r.w])
+			r.buf = nb
+		} else if n > len(r.buf) {
 			nb := make([]byte, max(n, 2*len(r.buf)))
 			r.w = copy(nb, r.buf[r.r:r.w])
 			r.buf = nb

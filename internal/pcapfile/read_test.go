@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 var (
@@ -772,5 +773,71 @@ func TestReadIntoAllocs(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRefillKeepsData: with Refill, the Data of every packet returned
+// stays as read after any number of later reads (each buffer handed out
+// is fresh, never written again once replaced), through
+// blocks that straddle the buffers' ends and one larger than a buffer,
+// in both formats, from a source that gives a few bytes a read.
+func TestRefillKeepsData(t *testing.T) {
+	const big = ReaderBufferSize + 1000
+	sizes := []int{0, 1, 60, 1514, 9000, big, 77, 0, 333}
+	pc := newPcap(le, magicNano, 2, 1<<20, 1)
+	ng := new(ngBuilder).section(le).idb(1, 0)
+	var want [][]byte
+	for i := range 600 {
+		n := sizes[i%len(sizes)]
+		if n == big && i > 10 {
+			n = 1400
+		}
+		d := payload(n, byte(i))
+		want = append(want, d)
+		pc.rec(1, uint32(i), uint32(n), uint32(n), d)
+		ng.epb(0, uint64(i), uint32(n), d)
+	}
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{"pcap", pc.b}, {"pcapng", ng.b}} {
+		t.Run(f.name, func(t *testing.T) {
+			var bufs [][]byte
+			refill := func(n int) []byte {
+				b := make([]byte, max(n, ReaderBufferSize))
+				bufs = append(bufs, b)
+				return b
+			}
+			r, err := NewReader(iotest.HalfReader(bytes.NewReader(f.b)), &ReaderConfig{Refill: refill, MaxPacket: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [][]byte
+			for {
+				var p Packet
+				err := r.ReadInto(&p)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, p.Data) // not copied
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d packets, want %d", len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("packet %d changed after later reads", i)
+				}
+			}
+			if len(bufs) < 3 {
+				t.Errorf("Refill asked %d times, want one a buffer's worth of bytes", len(bufs))
+			}
+		})
+	}
+	if _, err := NewReader(bytes.NewReader(pc.b), &ReaderConfig{Refill: func(int) []byte { return make([]byte, 10) }}); err == nil {
+		t.Error("a short buffer from Refill was taken")
 	}
 }

@@ -84,7 +84,7 @@ func TestBufAfterDrain(t *testing.T) {
 		held = append(held, take(100))
 	}
 	for _, b := range held {
-		s.release(b)
+		s.release(&pkt{data: b})
 	}
 	if s.listMem <= s.slack {
 		t.Fatalf("the free lists' entries take %d bytes, the slack is %d: the drain does not test them", s.listMem, s.slack)
@@ -101,7 +101,7 @@ func TestBufAfterDrain(t *testing.T) {
 	}
 	oldest := 0
 	step := func() { // a ring: the test itself allocates nothing
-		s.release(held[oldest])
+		s.release(&pkt{data: held[oldest]})
 		held[oldest] = take(size(i))
 		oldest = (oldest + 1) % len(held)
 		i++

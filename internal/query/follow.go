@@ -125,7 +125,7 @@ func (q *query) follow(ctx context.Context) error {
 			p := s.pop()
 			ok, err := q.writePacket(s.agent, &p)
 			q.unhold(p.round)
-			s.release(p.data)
+			s.release(&p)
 			if err != nil || !ok {
 				return err
 			}

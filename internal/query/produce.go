@@ -126,7 +126,7 @@ func (p *producer) fill(ctx context.Context, b *batch) (end bool, err error) {
 		b.pkts = append(b.pkts, pkt{})
 		v := &b.pkts[len(b.pkts)-1]
 		s.popInto(v)
-		c := int64(cap(v.data))
+		c := classSize(len(v.data))
 		s.mem -= c
 		s.flight += c
 		n += c
@@ -163,8 +163,8 @@ func (p *producer) get() *batch {
 
 func (p *producer) recycle(b *batch) {
 	for i := range b.pkts {
-		p.s.flight -= int64(cap(b.pkts[i].data))
-		p.s.recycle(b.pkts[i].data)
+		p.s.flight -= classSize(len(b.pkts[i].data))
+		p.s.drop(&b.pkts[i])
 		b.pkts[i] = pkt{}
 	}
 	clear(b.evs)

@@ -486,7 +486,7 @@ func (q *query) writeHead(s *stream) (more bool, err error) {
 	}
 	p := s.pop()
 	ok, err := q.writePacket(s.agent, &p)
-	s.release(p.data)
+	s.release(&p)
 	return ok && err == nil, err
 }
 

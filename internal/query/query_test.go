@@ -689,11 +689,11 @@ func TestWindowHoldsItsShare(t *testing.T) {
 		batches = append(batches, b)
 	}
 	writeAgent(t, dir, agentSpec{name: "w1", batches: batches}, 0)
-	var worst, worstLists, limit int64
+	var worst, worstLists, worstPinned, limit int64
 	miscounted := false
 	testTaken = func(s *stream) {
 		held := int64(s.h.entries()) * entrySize
-		s.h.each(func(p *pkt) { held += int64(cap(p.data)) })
+		s.h.each(func(p *pkt) { held += classSize(len(p.data)) })
 		var lists int64
 		for _, l := range s.free {
 			lists += int64(cap(l)) * sliceSize
@@ -706,18 +706,25 @@ func TestWindowHoldsItsShare(t *testing.T) {
 			miscounted = true
 		}
 		worst, worstLists, limit = max(worst, held), max(worstLists, lists), s.limit
+		worstPinned = max(worstPinned, s.pinned)
 	}
 	defer func() { testTaken = nil }()
 	for _, threads := range []int{1, 2} { // 2: filled by a producer, its batches in flight not counted
-		worst, worstLists = 0, 0
+		worst, worstLists, worstPinned = 0, 0, 0
 		_, res, err := runQuery(t, Config{Dir: dir, ReorderMem: minStreamMem, Threads: threads})
 		if err != nil || res.Packets != 12000 {
 			t.Fatalf("%d packets, %v", res.Packets, err)
 		}
-		t.Logf("threads %d: window of %d KiB held at most %d KiB, its free lists' entries %d KiB", threads, limit>>10, worst>>10, worstLists>>10)
+		t.Logf("threads %d: window of %d KiB held at most %d KiB, its free lists' entries %d KiB, the reader's chunks held by packets %d KiB",
+			threads, limit>>10, worst>>10, worstLists>>10, worstPinned>>10)
 		bound := limit + limit/8 + 2048
 		if worst > bound {
 			t.Errorf("threads %d: the window held %d bytes, its share is %d", threads, worst, limit)
+		}
+		// Packets stop being held in the chunks they were read into once
+		// those pass half the limit: one chunk more at most.
+		if worstPinned > limit/2+pcapfile.ReaderBufferSize {
+			t.Errorf("threads %d: packets held %d bytes of chunks, more than half the window's %d and a chunk", threads, worstPinned, limit)
 		}
 		// An entry for each buffer kept at once (stream.buf), of at
 		// least 64 bytes each.

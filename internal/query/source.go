@@ -64,7 +64,7 @@ func (s *fileSource) next(p *pcapfile.Packet) error {
 		if s.limit <= 0 {
 			return io.EOF
 		}
-		r, err := pcapfile.NewReader(s.sp, &pcapfile.ReaderConfig{OnStats: s.onStats, Buffer: s.sp.k.readerBuffer()})
+		r, err := pcapfile.NewReader(s.sp, s.sp.k.readerConfig(s.onStats))
 		if err != nil {
 			return err
 		}
@@ -296,7 +296,7 @@ func openFile(ctx context.Context, fi layout.FileInfo, k *kit, onStats func(int,
 		src.ah = newAhead(src.sp, k.ahead)
 		rd = src.ah
 	}
-	r, err := pcapfile.NewReader(rd, &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.readerBuffer()})
+	r, err := pcapfile.NewReader(rd, k.readerConfig(onStats))
 	if err != nil {
 		src.close()
 		return nil, fmt.Errorf("reading %s: %w", path, err)

@@ -96,14 +96,20 @@ type kit struct {
 	// merge already, and reading ahead would only copy its bytes once
 	// more; compressed files are still decompressed ahead.
 	plainDirect bool
+	// refill, if not nil, gives the readers their buffers
+	// (ReaderConfig.Refill): the stream's chunks.
+	refill func(int) []byte
 }
 
-// readerBuffer returns the buffer for a file's pcapfile.Reader.
-func (k *kit) readerBuffer() []byte {
+// readerConfig is the configuration of a file's pcapfile.Reader.
+func (k *kit) readerConfig(onStats func(int, pcapfile.InterfaceStats)) *pcapfile.ReaderConfig {
+	if k.refill != nil {
+		return &pcapfile.ReaderConfig{OnStats: onStats, Refill: k.refill}
+	}
 	if k.buf == nil {
 		k.buf = make([]byte, pcapfile.ReaderBufferSize)
 	}
-	return k.buf
+	return &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.buf}
 }
 
 // close frees what the kit holds beyond memory (the zstd decoder).

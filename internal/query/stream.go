@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/pcapsync/pcapsync/internal/filter"
 	"github.com/pcapsync/pcapsync/internal/layout"
@@ -30,7 +31,9 @@ var (
 	sliceSize = int64(reflect.TypeFor[[]byte]().Size())
 )
 
-// pkt is a selected packet held for ordering; data is the stream's.
+// pkt is a selected packet held for ordering; data is the stream's:
+// in ck, the reader's buffer it was read into, or (ck nil) a buffer of
+// the window's own that it was copied into.
 type pkt struct {
 	ts    int64
 	seq   uint64 // read order within the stream: ties keep it
@@ -38,7 +41,27 @@ type pkt struct {
 	orig  uint32
 	round uint64 // follow mode: the merge round that read it
 	data  []byte
+	ck    *rchunk
 }
+
+// rchunk is a buffer a stream's pcap reader read into (ReaderConfig.Refill),
+// refs the packets held that point into it. The window keeps a packet
+// where it was read instead of copying it (take): the reader writes
+// only past what it has returned, and once it moves on to a new chunk
+// the old one stays as it is until its last packet is written; then it
+// is the stream's to hand out again (unpin).
+type rchunk struct {
+	b    []byte
+	refs int
+}
+
+// classSize is what the window counts for a packet of n bytes, held
+// in a chunk or copied: its size class (buf), a power of two, at least
+// 64. So when the window is full does not depend on where a packet is
+// kept.
+func classSize(n int) int64 { return 1 << sizeClass(n) }
+
+func sizeClass(n int) int { return max(bits.Len(uint(max(n, 1)-1)), 6) }
 
 func pktLess(a, b pkt) bool { return a.ts < b.ts || a.ts == b.ts && a.seq < b.seq }
 
@@ -113,6 +136,15 @@ type stream struct {
 	p    pcapfile.Packet
 	free [33][][]byte // data buffers by size class
 	kit  kit          // what its files are read with, one after the other
+
+	// The reader's chunks: ck the one it reads into now, spare those
+	// free, pinned the bytes of the others, which packets hold. A packet
+	// is copied instead of held in its chunk once pinned reaches half
+	// the limit, so disorder cannot make one packet hold a chunk each
+	// beyond that.
+	ck     *rchunk
+	spare  []*rchunk
+	pinned int64
 }
 
 func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit int64) *stream {
@@ -130,7 +162,50 @@ func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit 
 	if q.sem != nil {
 		s.kit.ahead = newAheadKit(q.sem)
 	}
+	s.kit.refill = s.refill
 	return s
+}
+
+// refill is the stream's readers' ReaderConfig.Refill: a chunk of at
+// least n bytes, a spare one if it is large enough.
+func (s *stream) refill(n int) []byte {
+	if c := s.ck; c != nil {
+		s.ck = nil
+		if c.refs == 0 {
+			s.spare = append(s.spare, c)
+		} else {
+			s.pinned += int64(len(c.b))
+		}
+	}
+	var c *rchunk
+	if l := len(s.spare); l > 0 && len(s.spare[l-1].b) >= n {
+		c = s.spare[l-1]
+		s.spare[l-1] = nil
+		s.spare = s.spare[:l-1]
+	} else {
+		c = &rchunk{b: make([]byte, max(n, pcapfile.ReaderBufferSize))}
+	}
+	s.ck = c
+	return c.b
+}
+
+// unpin lets go of a packet held in c.
+func (s *stream) unpin(c *rchunk) {
+	if c.refs--; c.refs == 0 && c != s.ck {
+		s.pinned -= int64(len(c.b))
+		if len(c.b) == pcapfile.ReaderBufferSize {
+			s.spare = append(s.spare, c)
+		}
+	}
+}
+
+// within reports whether d lies in c's buffer.
+func within(d []byte, c *rchunk) bool {
+	if len(d) == 0 {
+		return false
+	}
+	p, b := uintptr(unsafe.Pointer(unsafe.SliceData(d))), uintptr(unsafe.Pointer(unsafe.SliceData(c.b)))
+	return p >= b && p+uintptr(len(d)) <= b+uintptr(len(c.b))
 }
 
 // empty reports whether the stream has nothing more to give.
@@ -348,15 +423,24 @@ func (s *stream) take(ctx context.Context, p *pcapfile.Packet) error {
 		return fmt.Errorf("agent %s: %s: a packet at %d ns follows one at %d ns already written: %w (raise --reorder-mem: this agent's window is %d KiB, its share of %d agents)",
 			s.agent, s.path, ts, s.last, ErrOutOfOrder, s.limit>>10, len(s.q.all))
 	}
-	buf := s.buf(len(p.Data))
+	// Held where it was read while the chunks held stay under half the
+	// limit; else copied (and a packet of no bytes needs neither).
+	var data []byte
+	var ck *rchunk
+	if c := s.ck; c != nil && s.pinned < s.limit/2 && within(p.Data, c) {
+		data, ck = p.Data, c
+		c.refs++
+	} else {
+		data = append(s.buf(len(p.Data)), p.Data...)
+	}
 	entries := s.h.entries()
 	if e := s.h.slot(ts); e != nil {
-		e.ts, e.seq, e.out, e.orig, e.round, e.data = ts, s.seq, out, p.OrigLen, s.q.hold(), append(buf, p.Data...)
+		e.ts, e.seq, e.out, e.orig, e.round, e.data, e.ck = ts, s.seq, out, p.OrigLen, s.q.hold(), data, ck
 	} else {
-		s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: append(buf, p.Data...)})
+		s.h.push(pkt{ts: ts, seq: s.seq, out: out, orig: p.OrigLen, round: s.q.hold(), data: data, ck: ck})
 	}
 	s.seq++
-	s.mem += int64(cap(buf)) + int64(s.h.entries()-entries)*entrySize
+	s.mem += classSize(len(p.Data)) + int64(s.h.entries()-entries)*entrySize
 	return nil
 }
 
@@ -374,10 +458,21 @@ func (s *stream) popInto(dst *pkt) {
 	s.pops++
 }
 
-// release returns a popped packet's buffer for reuse.
-func (s *stream) release(b []byte) {
-	s.mem -= int64(cap(b))
-	s.recycle(b)
+// release lets go of a popped packet's bytes, once written.
+func (s *stream) release(p *pkt) {
+	s.mem -= classSize(len(p.data))
+	s.drop(p)
+}
+
+// drop lets go of p's bytes, no longer counted in mem: its chunk's
+// hold, or its buffer back on its free list.
+func (s *stream) drop(p *pkt) {
+	if p.ck != nil {
+		s.unpin(p.ck)
+	} else {
+		s.recycle(p.data)
+	}
+	p.data, p.ck = nil, nil
 }
 
 // recycle puts a buffer no longer counted in mem on its free list.
@@ -408,7 +503,7 @@ func (s *stream) recycle(b []byte) {
 // packets read and not on which buffers happen to be free (the same
 // with producers as without).
 func (s *stream) buf(n int) []byte {
-	c := max(bits.Len(uint(max(n, 1)-1)), 6) // a packet of no bytes (caplen 0) is of the least class
+	c := sizeClass(n)
 	if l := len(s.free[c]); l > 0 {
 		b := s.free[c][l-1]
 		s.free[c] = s.free[c][:l-1]

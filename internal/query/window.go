@@ -86,8 +86,8 @@ func (w *window) popInto(dst *pkt) {
 	// just filled (slot) a field at a time, and a copy in 16-byte moves
 	// stalls on those stores (perf: some 8% of an export's CPU).
 	e := &w.ring[w.rh]
-	dst.ts, dst.seq, dst.out, dst.orig, dst.round, dst.data = e.ts, e.seq, e.out, e.orig, e.round, e.data
-	e.data = nil
+	dst.ts, dst.seq, dst.out, dst.orig, dst.round, dst.data, dst.ck = e.ts, e.seq, e.out, e.orig, e.round, e.data, e.ck
+	e.data, e.ck = nil, nil
 	w.rh = (w.rh + 1) % len(w.ring)
 	w.rn--
 }
