@@ -167,7 +167,10 @@ func newStream(q *query, agent string, rank int, files []layout.FileInfo, limit 
 }
 
 // refill is the stream's readers' ReaderConfig.Refill: a chunk of at
-// least n bytes, a spare one if it is large enough.
+// least n bytes, a spare one if one is large enough. Chunks are made
+// only when none is spare, so the spare ones are never more than were
+// in use at once (a chunk larger than 256 KiB, made for a block that
+// did not fit, is kept too, for the next such block).
 func (s *stream) refill(n int) []byte {
 	if c := s.ck; c != nil {
 		s.ck = nil
@@ -178,11 +181,16 @@ func (s *stream) refill(n int) []byte {
 		}
 	}
 	var c *rchunk
-	if l := len(s.spare); l > 0 && len(s.spare[l-1].b) >= n {
-		c = s.spare[l-1]
-		s.spare[l-1] = nil
-		s.spare = s.spare[:l-1]
-	} else {
+	for i := len(s.spare) - 1; i >= 0; i-- { // the last freed first
+		if len(s.spare[i].b) >= n {
+			c = s.spare[i]
+			last := len(s.spare) - 1
+			s.spare[i], s.spare[last] = s.spare[last], nil
+			s.spare = s.spare[:last]
+			break
+		}
+	}
+	if c == nil {
 		c = &rchunk{b: make([]byte, max(n, pcapfile.ReaderBufferSize))}
 	}
 	s.ck = c
@@ -193,9 +201,7 @@ func (s *stream) refill(n int) []byte {
 func (s *stream) unpin(c *rchunk) {
 	if c.refs--; c.refs == 0 && c != s.ck {
 		s.pinned -= int64(len(c.b))
-		if len(c.b) == pcapfile.ReaderBufferSize {
-			s.spare = append(s.spare, c)
-		}
+		s.spare = append(s.spare, c)
 	}
 }
 
