@@ -83,11 +83,10 @@ func newSplice(f *os.File, k *kit, codec index.Codec, segs []seg, plan func([]by
 // decoders, and the pcapng reader's buffer. Made as needed; one file
 // at a time uses it.
 type kit struct {
-	br  *bufio.Reader
-	tr  *tailReader // instead of br for a file read member by member
-	gz  *gzip.Reader
-	zd  *zstd.Decoder
-	buf []byte // the pcapfile.Reader's (ReaderConfig.Buffer)
+	br *bufio.Reader
+	tr *tailReader // instead of br for a file read member by member
+	gz *gzip.Reader
+	zd *zstd.Decoder
 	// ahead, if not nil: read a file's decoded stream ahead (ahead.go)
 	// with these buffers; a file opened to be followed is not.
 	ahead *aheadKit
@@ -96,20 +95,14 @@ type kit struct {
 	// merge already, and reading ahead would only copy its bytes once
 	// more; compressed files are still decompressed ahead.
 	plainDirect bool
-	// refill, if not nil, gives the readers their buffers
-	// (ReaderConfig.Refill): the stream's chunks.
+	// refill gives the readers their buffers (ReaderConfig.Refill): the
+	// stream's chunks, kept from one file to the next.
 	refill func(int) []byte
 }
 
 // readerConfig is the configuration of a file's pcapfile.Reader.
 func (k *kit) readerConfig(onStats func(int, pcapfile.InterfaceStats)) *pcapfile.ReaderConfig {
-	if k.refill != nil {
-		return &pcapfile.ReaderConfig{OnStats: onStats, Refill: k.refill}
-	}
-	if k.buf == nil {
-		k.buf = make([]byte, pcapfile.ReaderBufferSize)
-	}
-	return &pcapfile.ReaderConfig{OnStats: onStats, Buffer: k.buf}
+	return &pcapfile.ReaderConfig{OnStats: onStats, Refill: k.refill}
 }
 
 // close frees what the kit holds beyond memory (the zstd decoder).
