@@ -288,7 +288,10 @@ func (s *selector) file(agent string, fi layout.FileInfo) error {
 		return nil
 	}
 	names := s.ifaceNames(fi.Path, need)
-	unnamed := agent + ":"
+	for i, n := range names {
+		names[i] = layout.IfaceName(agent, n) // as the query names them
+	}
+	unnamed := layout.IfaceName(agent, "")
 	for i := 0; i < n && d.Next(&s.rec); i++ {
 		r := &s.rec
 		if !fi.Times { // the times kept, from the records

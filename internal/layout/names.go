@@ -133,6 +133,20 @@ func IndexBytes(path string) int64 {
 	return n
 }
 
+// IfaceName is the name the read side gives an interface named name in
+// a file of agent's directory: the name as the store writes it,
+// "AGENT:IF"; a name without that prefix (a file the store did not
+// write, or copied from another agent's directory) gets it, and an
+// interface without a name is "AGENT:". So no two agents' interfaces
+// share a name in a merged output, each packet stays its agent's, and
+// --iface selects foreign files' interfaces as it does the store's.
+func IfaceName(agent, name string) string {
+	if len(name) > len(agent) && name[len(agent)] == ':' && strings.HasPrefix(name, agent) {
+		return name
+	}
+	return agent + ":" + name
+}
+
 // MatchIface reports whether an interface named full ("AGENT:IF", as the
 // data files name them) matches one of patterns (path.Match globs): a
 // pattern with a ':' over the whole name, one without over the part after

@@ -68,3 +68,19 @@ func TestMatchIface(t *testing.T) {
 		}
 	}
 }
+
+func TestIfaceName(t *testing.T) {
+	for _, tc := range []struct{ agent, name, want string }{
+		{"a1", "a1:eth0", "a1:eth0"}, // as the store writes it
+		{"a1", "eth0", "a1:eth0"},    // a file the store did not write
+		{"a1", "", "a1:"},
+		{"a1", "a1:", "a1:"},
+		{"a1", "a1", "a1:a1"},
+		{"a1", "a10:eth0", "a1:a10:eth0"}, // another agent's prefix
+		{"a1", "b1:eth0", "a1:b1:eth0"},
+	} {
+		if got := IfaceName(tc.agent, tc.name); got != tc.want {
+			t.Errorf("IfaceName(%q, %q) = %q, want %q", tc.agent, tc.name, got, tc.want)
+		}
+	}
+}

@@ -411,16 +411,15 @@ func (q *query) ifaceSelected(full string) bool {
 }
 
 // output returns the index in q.outs of ifc, an interface of the files
-// of s's agent, adding it; -1 if the query does not select it. A file's
-// interface without a name is named after the agent. An interface Run
+// of s's agent, adding it; -1 if the query does not select it. It is
+// named as layout.IfaceName says (a file's interface without the
+// agent's prefix gets it). An interface Run
 // writes carries its agent's coverage as known now as its comment
 // (ifaceComment).
 func (q *query) output(s *stream, ifc pcapfile.Interface) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if ifc.Name == "" {
-		ifc.Name = s.agent + ":"
-	}
+	ifc.Name = layout.IfaceName(s.agent, ifc.Name)
 	if !q.ifaceSelected(ifc.Name) {
 		if s.prod != nil { // in the order the merge alone would meet it
 			s.prod.cur.evs = append(s.prod.cur.evs, event{after: s.pops, unselected: ifc.Name})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -839,13 +840,13 @@ func TestParseTimeIn(t *testing.T) {
 	}
 }
 
-// TestEmptyPackets: packets that captured no bytes (caplen 0, which
-// pcapng allows) in a file under the root are written as they are, by
-// one goroutine and with producers, in the merge's order; a query once
-// panicked on them (the window's size class of 0 bytes).
-func TestEmptyPackets(t *testing.T) {
-	dir := t.TempDir()
-	for i, agent := range []string{"a1", "b1"} {
+// writeForeign writes, for each agent, a pcapng file the store did not
+// write into its directory: one interface named "eth0" (no agent
+// prefix), three packets at base+2k+i seconds (i the agent's place),
+// of 0, 60 and 0 bytes (60 on the wire).
+func writeForeign(t *testing.T, dir string, agents ...string) {
+	t.Helper()
+	for i, agent := range agents {
 		var b bytes.Buffer
 		w, err := pcapfile.NewNgWriter(&b, pcapfile.SectionInfo{})
 		if err != nil {
@@ -865,6 +866,15 @@ func TestEmptyPackets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestEmptyPackets: packets that captured no bytes (caplen 0, which
+// pcapng allows) in a file under the root are written as they are, by
+// one goroutine and with producers, in the merge's order; a query once
+// panicked on them (the window's size class of 0 bytes).
+func TestEmptyPackets(t *testing.T) {
+	dir := t.TempDir()
+	writeForeign(t, dir, "a1", "b1")
 	for _, threads := range []int{1, 2} {
 		out, res, err := runQuery(t, Config{Dir: dir, Threads: threads})
 		if err != nil || res.Packets != 6 {
@@ -876,5 +886,50 @@ func TestEmptyPackets(t *testing.T) {
 				t.Errorf("threads %d: packet %d at %d ns, %d of %d bytes; want %d ns, %d of 60", threads, j, p.TS-base, len(p.Data), p.Orig, int64(j)*1e9, want)
 			}
 		}
+	}
+}
+
+// TestForeignInterfaceNames: two agents' files the store did not write,
+// each naming its interface "eth0" without the agent's prefix, give two
+// interfaces, "a1:eth0" and "b1:eth0", each packet on its agent's (they
+// were merged into one, the packets of b1 given to a1); --iface selects
+// them as it does the store's.
+func TestForeignInterfaceNames(t *testing.T) {
+	dir := t.TempDir()
+	writeForeign(t, dir, "a1", "b1")
+	for _, c := range []struct {
+		ifaces []string
+		want   []string // each packet's interface, in order
+	}{
+		{nil, []string{"a1:eth0", "b1:eth0", "a1:eth0", "b1:eth0", "a1:eth0", "b1:eth0"}},
+		{[]string{"eth0"}, []string{"a1:eth0", "b1:eth0", "a1:eth0", "b1:eth0", "a1:eth0", "b1:eth0"}},
+		{[]string{"b1:eth0"}, []string{"b1:eth0", "b1:eth0", "b1:eth0"}},
+	} {
+		out, _, err := runQuery(t, Config{Dir: dir, Ifaces: c.ifaces})
+		if err != nil {
+			t.Fatalf("--iface %v: %v", c.ifaces, err)
+		}
+		pkts, _, _ := readOutput(t, out)
+		var got []string
+		for _, p := range pkts {
+			got = append(got, p.Iface)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("--iface %v: packets on %q, want %q", c.ifaces, got, c.want)
+		}
+	}
+	prep, err := Prepare(context.Background(), Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	if _, err := prep.RunEach(context.Background(), io.Discard, func(p *Packet) error {
+		seen = append(seen, p.Agent+" "+p.Interface.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a1 a1:eth0", "b1 b1:eth0"}; !slices.Equal(seen[:2], want) {
+		t.Errorf("Each gave %q, want %q first", seen, want)
 	}
 }
