@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -350,5 +351,32 @@ func TestRunPart(t *testing.T) {
 	}
 	if fromPart == 0 {
 		t.Error("no record read from the .part's flow file")
+	}
+}
+
+// TestRunForeignIfaceNames: files the store did not write, whose
+// interfaces are named without the agent ("eth0" in both agents'), give
+// each agent's flows on its own interface, "a:eth0" and "b:eth0", and
+// --iface selects them as it does the store's (the query names them the
+// same: layout.IfaceName).
+func TestRunForeignIfaceNames(t *testing.T) {
+	dir := t.TempDir()
+	ps := flowtest.GenPackets(flowtest.GenConvs(1, 10))
+	flowtest.WriteRoot(t, dir, ps, []flowtest.Agent{{Name: "a", Iface: "eth0", PerFile: 40}, {Name: "b", Iface: "eth0", PerFile: 40}}, &flow.Config{})
+	for _, c := range []struct {
+		ifaces []string
+		agents []string
+	}{{nil, []string{"a", "b"}}, {[]string{"eth0"}, []string{"a", "b"}}, {[]string{"b:eth0"}, []string{"b"}}} {
+		got, _ := run(t, Config{Dir: dir, Ifaces: c.ifaces})
+		seen := map[string]int{}
+		for _, f := range got {
+			if f.Iface != f.Agent+":eth0" {
+				t.Errorf("--iface %v: a flow of %s on %q, want %s:eth0", c.ifaces, f.Agent, f.Iface, f.Agent)
+			}
+			seen[f.Agent]++
+		}
+		if len(seen) != len(c.agents) || slices.ContainsFunc(c.agents, func(a string) bool { return seen[a] != 10 }) {
+			t.Errorf("--iface %v: flows by agent %v, want 10 of each of %v", c.ifaces, seen, c.agents)
+		}
 	}
 }
