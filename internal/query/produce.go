@@ -36,10 +36,11 @@ func freeSlack(limit int64) int64 { return limit / 32 }
 
 // batch is packets a producer released, in order.
 type batch struct {
-	pkts []pkt
-	evs  []event // in the order kept
-	err  error   // the stream ends with it after pkts
-	end  bool    // the stream ends after pkts
+	pkts  []pkt
+	bytes int64   // what the window counted for the packets' bytes (classSize)
+	evs   []event // in the order kept
+	err   error   // the stream ends with it after pkts
+	end   bool    // the stream ends after pkts
 }
 
 // event is a file's statistics block, or an interface the query does
@@ -129,6 +130,7 @@ func (p *producer) fill(ctx context.Context, b *batch) (end bool, err error) {
 		c := classSize(len(v.data))
 		s.mem -= c
 		s.flight += c
+		b.bytes += c
 		n += c
 		if len(b.pkts) == batchPackets || n >= p.max {
 			return false, nil
@@ -163,12 +165,11 @@ func (p *producer) get() *batch {
 
 func (p *producer) recycle(b *batch) {
 	for i := range b.pkts {
-		p.s.flight -= classSize(len(b.pkts[i].data))
-		p.s.drop(&b.pkts[i])
-		b.pkts[i] = pkt{}
+		p.s.drop(&b.pkts[i]) // which clears its references
 	}
+	p.s.flight -= b.bytes
 	clear(b.evs)
-	b.pkts, b.evs = b.pkts[:0], b.evs[:0]
+	b.pkts, b.evs, b.bytes = b.pkts[:0], b.evs[:0], 0
 	p.spare = append(p.spare, b)
 }
 
