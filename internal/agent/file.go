@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 
@@ -18,8 +19,9 @@ import (
 type fileSource struct {
 	a       *Agent
 	path    string
-	f       io.ReadCloser
+	f       io.Closer
 	r       *pcapfile.Reader
+	m       *mapping // the file, mapped (f is m); nil: read through f
 	ifmap   []int    // file interface index -> agent interface index
 	maxCap  []uint32 // file interface index -> pcapfile.MaxCapLen of its link type
 	read    atomic.Uint64
@@ -28,6 +30,14 @@ type fileSource struct {
 }
 
 func (a *Agent) openFile(path string) (*fileSource, error) {
+	if m := mapFile(path); m != nil {
+		r, err := pcapfile.NewMappedReader(m.data, m.rest(), nil)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("agent: reading %s: %w", path, err)
+		}
+		return &fileSource{a: a, path: path, f: m, r: r, m: m}, nil
+	}
 	f, err := pcapfile.Open(path) // compressed files too
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -69,10 +79,27 @@ func (s *fileSource) declare(i int) error {
 	return nil
 }
 
-func (s *fileSource) run() error {
+func (s *fileSource) run() (err error) {
 	defer s.f.Close()
 	bd := s.a.newBuilder(true)
 	defer bd.seal()
+	if s.m != nil {
+		// A mapped file cut short while it is read faults (SIGBUS) on
+		// the pages past its new end: the read stops with an error
+		// instead of the process. Only this goroutine touches the
+		// mapping, and a packet faulting as it is appended is not
+		// appended (wire.BatchEncoder.Append copies it first).
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if v := recover(); v != nil {
+				if f, ok := v.(interface{ Addr() uintptr }); ok && s.m.holds(f.Addr()) {
+					err = fmt.Errorf("reading %s: the file was cut short while it was read (a fault at offset %d of its mapping)", s.path, s.m.offset(f.Addr()))
+					return
+				}
+				panic(v)
+			}
+		}()
+	}
 	pace := pacer{rate: s.a.tr.replayRate()}
 	// The counters are published every 64 packets and at the end, not
 	// per packet: an atomic add is a full barrier.
@@ -91,7 +118,15 @@ func (s *fileSource) run() error {
 			if err == io.EOF {
 				return nil
 			}
+			if s.m != nil && s.m.cut() {
+				return fmt.Errorf("reading %s: the file was cut short while it was read: %w", s.path, err)
+			}
 			return fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		if s.m != nil && p.Timestamp == 0 && len(p.Data) == 0 && s.m.cut() {
+			// The zeros of a mapped page past the file's new end read as
+			// an empty classic pcap record: not a packet.
+			return fmt.Errorf("reading %s: the file was cut short while it was read", s.path)
 		}
 		if p.Interface >= len(s.ifmap) {
 			if err := s.declare(p.Interface); err != nil {
@@ -110,6 +145,9 @@ func (s *fileSource) run() error {
 		bytes += uint64(len(p.Data))
 		if read == 64 {
 			publish()
+			if s.m != nil {
+				s.m.release(s.r.Offset())
+			}
 		}
 	}
 	return nil

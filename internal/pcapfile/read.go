@@ -139,6 +139,8 @@ type Reader struct {
 	srcErr error // error from src, reported once buffered bytes run out
 	err    error // sticky error returned by ReadInto
 	refill func(int) []byte
+	mapped bool   // buf is NewMappedReader's data: never written
+	spare  []byte // ReaderConfig.Buffer, for when a mapped buf runs out
 
 	maxPacket uint32
 	maxBlock  int64 // pcapng: largest parsed block
@@ -171,6 +173,33 @@ type Reader struct {
 // for an unrecognised magic, ErrTruncated for input shorter than the header
 // (including empty input), ErrMalformed for an unsupported version.
 func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
+	return newReader(src, nil, cfg)
+}
+
+// NewMappedReader is NewReader over a file whose first bytes, data, are
+// already in memory that the Reader must not write to (a read-only
+// mapping of the file): the packets ReadInto returns point into data
+// and nothing of it is copied but a record that runs past its end. rest,
+// if not nil, is what follows data (the rest of the file, read with
+// read(2): it may have grown since it was mapped); it is read into a
+// buffer of the Reader's own (cfg's Buffer or Refill) once data's bytes
+// run out.
+func NewMappedReader(data []byte, rest io.Reader, cfg *ReaderConfig) (*Reader, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	if rest == nil {
+		rest = eofReader{}
+	}
+	return newReader(rest, data, cfg)
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// newReader is NewReader, or NewMappedReader where data is not nil.
+func newReader(src io.Reader, data []byte, cfg *ReaderConfig) (*Reader, error) {
 	maxPacket := uint32(DefaultMaxPacket)
 	if cfg != nil && cfg.MaxPacket != 0 {
 		maxPacket = cfg.MaxPacket
@@ -189,6 +218,8 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		}
 	}
 	switch {
+	case data != nil:
+		buf = data
 	case buf != nil:
 	case refill != nil:
 		if buf = refill(minBufSize); len(buf) < minBufSize {
@@ -206,6 +237,15 @@ func NewReader(src io.Reader, cfg *ReaderConfig) (*Reader, error) {
 		refill:    refill,
 		maxPacket: maxPacket,
 		maxBlock:  int64(maxPacket) + BlockSlack,
+	}
+	if data != nil {
+		r.w, r.mapped = len(data), true
+		if _, ok := src.(eofReader); ok {
+			r.srcErr = io.EOF
+		}
+		if cfg != nil && len(cfg.Buffer) >= minBufSize {
+			r.spare = cfg.Buffer
+		}
 	}
 	if err := r.fill(4); err != nil {
 		return nil, r.readErr(0, "file header", err)
@@ -364,6 +404,26 @@ func (r *Reader) fill(n int) error {
 	if r.w-r.r >= n {
 		return nil
 	}
+	if r.srcErr != nil {
+		// Nothing more can come: the buffer stays as it is (a mapped
+		// one is not ours to write).
+		return r.fillResult(n)
+	}
+	if r.mapped {
+		// The mapping is not ours to write: the unread bytes move to a
+		// buffer of our own, once.
+		nb := r.spare
+		switch {
+		case r.refill != nil:
+			if nb = r.refill(max(n, minBufSize)); len(nb) < n {
+				return errors.New("pcapfile: ReaderConfig.Refill returned a short buffer")
+			}
+		case len(nb) < max(n, minBufSize):
+			nb = make([]byte, max(n, minBufSize))
+		}
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.buf, r.r, r.mapped, r.spare = nb, 0, false, nil
+	}
 	if n > len(r.buf)-r.r {
 		if r.refill != nil {
 			nb := r.refill(n)
@@ -399,6 +459,11 @@ func (r *Reader) fill(n int) error {
 			}
 		}
 	}
+	return r.fillResult(n)
+}
+
+// fillResult is what fill returns once it has read what it could.
+func (r *Reader) fillResult(n int) error {
 	switch {
 	case r.w-r.r >= n:
 		return nil

@@ -127,6 +127,9 @@ func (e *BatchEncoder) Append(ts int64, ifIndex, origLen uint32, data []byte) {
 	if ifIndex >= MaxInterfaces {
 		panic(fmt.Sprintf("wire: interface index %d, at most %d interfaces", ifIndex, MaxInterfaces))
 	}
+	// The data first: should reading it fault (a mapped file cut short,
+	// with debug.SetPanicOnFault), the batch is left as it was.
+	e.buf = append(e.buf, data...)
 	if e.count == 0 {
 		e.base, e.prev = ts, ts
 	}
@@ -139,7 +142,6 @@ func (e *BatchEncoder) Append(ts int64, ifIndex, origLen uint32, data []byte) {
 		e.meta = slices.Grow(e.meta, metaRoom)
 	}
 	e.meta = e.meta[:n+putMeta((*[metaRoom]byte)(e.meta[n:n+metaRoom]), uint64(d<<1)^uint64(d>>63), ifIndex, capLen, origLen-capLen)]
-	e.buf = append(e.buf, data...)
 	e.count++
 }
 
