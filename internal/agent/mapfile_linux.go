@@ -83,7 +83,7 @@ func (m *mapping) offset(addr uintptr) int64 {
 // it gives back more: the pages of the mapping behind it leave the
 // process's resident set (they stay in the page cache), so that a long
 // replay's RSS does not grow to the size of its file.
-const releaseStep = 8 << 20
+const releaseStep = 1 << 20
 
 // release gives back the pages of the mapping wholly before off, every
 // releaseStep bytes: the reader has copied every packet there.
