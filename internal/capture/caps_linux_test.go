@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if iface := os.Getenv(capsHelperEnv); iface != "" {
 		os.Exit(capsHelper(iface))
 	}
+	if os.Getenv(compileHelperEnv) != "" {
+		os.Exit(compileHelper())
+	}
 	os.Exit(m.Run())
 }
 

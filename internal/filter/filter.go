@@ -10,6 +10,10 @@ import (
 	"github.com/pcapsync/pcapsync/internal/capture"
 )
 
+// CheckRemote is capture.CheckRemoteFilter: for a filter a server's
+// client sent (a tap client's), it refuses names libpcap would look up.
+func CheckRemote(expr string) error { return capture.CheckRemoteFilter(expr) }
+
 // Filter runs a tcpdump expression on packets of any link type, in
 // user space, with the semantics of tcpdump -r on a file of the
 // packet's link type: it compiles the expression with libpcap once

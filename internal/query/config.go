@@ -195,6 +195,11 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CheckRemoteFilter is capture.CheckRemoteFilter: for a filter a query
+// server's client sent, it refuses names libpcap would look up. Its
+// error matches capture.ErrFilterLimit.
+func CheckRemoteFilter(expr string) error { return capture.CheckRemoteFilter(expr) }
+
 // followTimes returns FollowDelay and FollowPoll with their defaults.
 func (c *Config) followTimes() (delay, poll time.Duration) {
 	delay, poll = c.FollowDelay, c.FollowPoll

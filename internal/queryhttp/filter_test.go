@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcapsync/pcapsync/internal/capture"
+	"github.com/pcapsync/pcapsync/internal/flowquery"
 	"github.com/pcapsync/pcapsync/internal/testutil"
 )
 
@@ -128,5 +129,43 @@ func TestCompilerBusy(t *testing.T) {
 	})
 	if n := capture.FilterCompiles() - before; n != 1 {
 		t.Errorf("%d compiles while the slow one ran, want none", n-1)
+	}
+}
+
+// TestFilterNamesRefused: a filter naming a host, a network or an
+// Ethernet host is refused with 400 naming the words, compiling nothing
+// (the server would look the names up inside libpcap's one-at-a-time
+// compiler); names of ports right after port are served, as are
+// addresses, for GET /query and GET /flows alike.
+func TestFilterNamesRefused(t *testing.T) {
+	dir := writeFixture(t, 50, "a1")
+	s := startServer(t, Config{Listen: "127.0.0.1:0", Dir: dir})
+	before := capture.FilterCompiles()
+	for _, tc := range []struct {
+		filter, want string
+	}{
+		{"host db1.example.invalid and udp", `"db1.example.invalid" would be looked up as a host`},
+		{"udp and (net lab or ether host gw)", `"lab", "gw" would be looked up`},
+		{`host \ip`, `"\\ip"`},
+	} {
+		for _, flows := range []bool{false, true} {
+			var err error
+			if flows {
+				_, err = FetchFlows(context.Background(), ClientConfig{Addr: s.Addr(), Params: Params{Filter: tc.filter}}, func(*flowquery.JSON) error { return nil })
+			} else {
+				_, err = Fetch(context.Background(), ClientConfig{Addr: s.Addr(), Params: Params{Filter: tc.filter}}, io.Discard)
+			}
+			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("filter %q (flows %v): %v, want 400 naming %s", tc.filter, flows, err, tc.want)
+			}
+		}
+	}
+	if n := capture.FilterCompiles() - before; n != 0 {
+		t.Errorf("%d compiles for filters refused before compiling", n)
+	}
+	for _, f := range []string{"udp port domain or udp port 53", "host 10.0.0.1 or ether host aa:bb:cc:dd:ee:ff or ip6 host fe80::1"} {
+		if _, err := Fetch(context.Background(), ClientConfig{Addr: s.Addr(), Params: Params{Filter: f, Agents: []string{"a1"}}}, io.Discard); err != nil {
+			t.Errorf("filter %q: %v", f, err)
+		}
 	}
 }

@@ -202,6 +202,12 @@ func parseQuery(v url.Values, dir string, now time.Time) (query.Config, error) {
 		}
 	}
 	cfg.Filter = v.Get("filter")
+	// A client's filter names no host: the server would look the name
+	// up inside libpcap's one-at-a-time compiler, every other query's
+	// compile waiting on its resolver.
+	if err := query.CheckRemoteFilter(cfg.Filter); err != nil {
+		return cfg, fmt.Errorf("%w: filter: %w", ErrBadRequest, err)
+	}
 	// Validate takes "1:" and 28 base64 characters only; a longer value
 	// is refused before an error quotes it.
 	if cfg.CommunityID = v.Get("community_id"); len(cfg.CommunityID) > maxCommunityID {

@@ -363,6 +363,14 @@ func (t *Tap) accept(ctx context.Context, raw net.Conn, lc ListenConfig, log *sl
 		return nil, conn, reason, errors.New(reason)
 	}
 	sel := req.Apply(lc.Default)
+	if req.Filter != "" {
+		// A client's filter names no host (the operator's default may):
+		// the collector would look it up inside libpcap's one-at-a-time
+		// compiler, every other compile waiting on its resolver.
+		if err := filter.CheckRemote(req.Filter); err != nil {
+			return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)
+		}
+	}
 	f, err := filter.NewContext(ctx, sel.Filter) // the compile's wait ends with the tap
 	if err != nil {
 		return nil, conn, err.Error(), fmt.Errorf("filter: %w", err)

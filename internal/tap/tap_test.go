@@ -257,8 +257,9 @@ func readLine(t *testing.T, c net.Conn) string {
 	return string(b)
 }
 
-// TestRefused: a bad request, a missing or wrong token, a bad filter
-// and a client over MaxClients get one error line and are closed.
+// TestRefused: a bad request, a missing or wrong token, a bad filter,
+// one naming hosts (capture.CheckRemoteFilter) and a client over
+// MaxClients get one error line and are closed.
 func TestRefused(t *testing.T) {
 	tp, addr, _ := startTap(t, Config{Token: "0123456789abcdef", MaxClients: 1, RequestWait: 50 * time.Millisecond}, ListenConfig{})
 	for _, tt := range []struct{ request, want string }{
@@ -269,6 +270,8 @@ func TestRefused(t *testing.T) {
 		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=udp port 99999\n", "filter"},
 		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=" + strings.Repeat("(", MaxRequest) + "\n", "longer than"},
 		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=" + strings.Repeat("udp or ", 48) + "tcp\n", "filter beyond the limits: 49 terms"},
+		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=udp and host db1.example.invalid\n", `"db1.example.invalid" would be looked up as a host`},
+		{"PCAPSYNC-TAP/1 token=0123456789abcdef filter=net lab or ether host gw\n", `"lab", "gw" would be looked up`},
 		{"hello", "does not start"},
 	} {
 		got := readLine(t, dial(t, addr, tt.request))
@@ -282,8 +285,8 @@ func TestRefused(t *testing.T) {
 	if !strings.Contains(got, "too many tap clients") {
 		t.Errorf("client over MaxClients: reply %q", got)
 	}
-	if n := tp.Counters.Rejected.Load(); n != 9 {
-		t.Errorf("Rejected = %d, want 9", n)
+	if n := tp.Counters.Rejected.Load(); n != 11 {
+		t.Errorf("Rejected = %d, want 11", n)
 	}
 	ok.Close()
 }
