@@ -92,7 +92,15 @@ type BatchEncoder struct {
 	base   int64
 	prev   int64
 	sealed bool
+	// sum is the CRC-32C of buf[HeaderSize+BatchHeaderSize:summed]: the
+	// data is summed every sumStep bytes as it is appended, while it is
+	// still in the cache, not in one pass over the batch at Finish.
+	sum    uint32
+	summed int
 }
+
+// sumStep is how much appended data the encoder sums at a time.
+const sumStep = 32 << 10
 
 // Reset starts a new batch in dst[:0], reusing its capacity.
 func (e *BatchEncoder) Reset(dst []byte) {
@@ -100,6 +108,7 @@ func (e *BatchEncoder) Reset(dst []byte) {
 	e.meta = e.meta[:0]
 	e.count = 0
 	e.sealed = false
+	e.sum, e.summed = 0, len(e.buf)
 }
 
 // Len returns the size of the frame so far, headers included.
@@ -143,6 +152,10 @@ func (e *BatchEncoder) Append(ts int64, ifIndex, origLen uint32, data []byte) {
 	}
 	e.meta = e.meta[:n+putMeta((*[metaRoom]byte)(e.meta[n:n+metaRoom]), uint64(d<<1)^uint64(d>>63), ifIndex, capLen, origLen-capLen)]
 	e.count++
+	if len(e.buf)-e.summed >= sumStep && !e.Unchecked {
+		e.sum = crc32.Update(e.sum, castagnoli, e.buf[e.summed:])
+		e.summed = len(e.buf)
+	}
 }
 
 // metaRoom is the spare room putMeta needs: RecordMaxOverhead, plus what
@@ -215,7 +228,16 @@ func (e *BatchEncoder) seal() {
 // slice aliases the encoder's buffer and is valid until the next Reset.
 func (e *BatchEncoder) Finish(seq uint64) []byte {
 	e.seal()
-	return finish(e.buf, seq, e.base, e.count, uint32(len(e.Records())), CodecNone, e.Unchecked)
+	var sum func([]byte) uint32
+	if !e.Unchecked {
+		// The header, then the records: what was summed of them as
+		// they came, and the rest.
+		sum = func(p []byte) uint32 {
+			records := crc32.Update(e.sum, castagnoli, e.buf[e.summed:])
+			return crcJoin(crc32.Checksum(p[:24], castagnoli), records, len(p)-BatchHeaderSize)
+		}
+	}
+	return finish(e.buf, seq, e.base, e.count, uint32(len(e.Records())), CodecNone, sum)
 }
 
 // batchCRC is the checksum of batch payload p: bytes 0..24 and the
@@ -243,7 +265,11 @@ func CompressedFrame(dst []byte) []byte { return append(dst[:0], zeroHeaders[:].
 // the uncompressed length, and the checksum covers the records as sent.
 // It returns frame with the headers filled in.
 func (e *BatchEncoder) FinishCompressed(frame []byte, seq uint64, codec Codec) []byte {
-	return finish(frame, seq, e.base, e.count, uint32(len(e.Records())), codec, e.Unchecked)
+	var sum func([]byte) uint32
+	if !e.Unchecked {
+		sum = batchCRC
+	}
+	return finish(frame, seq, e.base, e.count, uint32(len(e.Records())), codec, sum)
 }
 
 // FinishFrame completes frame, which holds the headers' room (see
@@ -256,12 +282,15 @@ func (e *BatchEncoder) FinishCompressed(frame []byte, seq uint64, codec Codec) [
 // decompressed), for a consumer that passes it on (the collector's
 // Redis feed).
 func (b *Batch) FinishFrame(frame []byte, codec Codec) []byte {
-	return finish(frame, b.Seq, b.BaseTime, b.Count, b.RawLen, codec, false)
+	return finish(frame, b.Seq, b.BaseTime, b.Count, b.RawLen, codec, batchCRC)
 }
 
-func finish(b []byte, seq uint64, base int64, count, rawLen uint32, codec Codec, unchecked bool) []byte {
+// finish fills in the headers of frame b; sum gives the checksum of its
+// payload (with the checksum field still zero), nil for an unchecked
+// batch.
+func finish(b []byte, seq uint64, base int64, count, rawLen uint32, codec Codec, sum func(p []byte) uint32) []byte {
 	flags := uint8(codec)
-	if unchecked {
+	if sum == nil {
 		flags |= FlagUnchecked
 	}
 	AppendHeader(b[:0], TypeBatch, flags, uint32(len(b)-HeaderSize))
@@ -270,11 +299,11 @@ func finish(b []byte, seq uint64, base int64, count, rawLen uint32, codec Codec,
 	binary.LittleEndian.PutUint64(p[8:], uint64(base))
 	binary.LittleEndian.PutUint32(p[16:], count)
 	binary.LittleEndian.PutUint32(p[20:], rawLen)
-	var sum uint32
-	if !unchecked {
-		sum = batchCRC(p)
+	var crc uint32
+	if sum != nil {
+		crc = sum(p)
 	}
-	binary.LittleEndian.PutUint32(p[24:], sum)
+	binary.LittleEndian.PutUint32(p[24:], crc)
 	return b
 }
 
