@@ -209,10 +209,11 @@ func macLen(s string) int {
 	return best
 }
 
-// ipv6Len: the longest IPv6 address s starts with.
+// ipv6Len: the longest IPv6 address s starts with (at most 45 bytes:
+// eight groups, the last two as a dotted IPv4 address).
 func ipv6Len(s string) int {
 	n := 0
-	for n < len(s) && (isHex(s[n]) || s[n] == ':' || s[n] == '.') {
+	for n < min(len(s), 45) && (isHex(s[n]) || s[n] == ':' || s[n] == '.') {
 		n++
 	}
 	if strings.IndexByte(s[:n], ':') < 0 {
