@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -264,15 +263,15 @@ func (b *fileBudget) unlink(af *agentFile) {
 
 // bufPool holds the 1 MiB write buffers of files: a parked file gives
 // its buffer back, so the buffers follow the open files, not the agents.
-var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+var bufPool = sync.Pool{New: func() any { return newFileBuf(1 << 20) }}
 
-func getBuf(dst io.Writer) *bufio.Writer {
-	bw := bufPool.Get().(*bufio.Writer)
+func getBuf(dst io.Writer) *fileBuf {
+	bw := bufPool.Get().(*fileBuf)
 	bw.Reset(dst)
 	return bw
 }
 
-func putBuf(bw *bufio.Writer) {
+func putBuf(bw *fileBuf) {
 	bw.Reset(nil)
 	bufPool.Put(bw)
 }

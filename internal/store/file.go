@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -94,7 +93,7 @@ type agentFile struct {
 	f        *os.File
 	mw       *memberWriter // between bw and f when comp is set; reused across files
 	frameRaw int64         // decoded offset where the open zstd frame starts (ZstdFramePerBlock)
-	bw       *bufio.Writer
+	bw       *fileBuf
 	w        *pcapfile.NgWriter
 	path     string // final name, without layout.PartSuffix
 	rotateAt time.Time
