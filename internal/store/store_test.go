@@ -74,6 +74,7 @@ type testSession struct {
 	inst    *Instance
 	ifmap   []int
 	pending uint64
+	decoded bool // write with Decode and WriteDecoded, as the collector does
 }
 
 // Begin starts a session for h; the Welcome holds the instance's mark.
@@ -111,12 +112,23 @@ func (s *testSession) Batch(flags uint8, payload []byte) (dup bool, err error) {
 	if b.Seq <= prev {
 		return true, nil
 	}
-	if err := b.Validate(uint32(len(s.ifmap))); err != nil {
-		return false, err
-	}
-	if _, err := s.w.WriteBatch(&b, s.ifmap, s.inst); err != nil {
-		s.pending = s.inst.LastSeq()
-		return false, err
+	if s.decoded {
+		recs, err := b.Decode(uint32(len(s.ifmap)), nil)
+		if err != nil {
+			return false, err
+		}
+		if _, err := s.w.WriteDecoded(&b, recs, s.ifmap, s.inst); err != nil {
+			s.pending = s.inst.LastSeq()
+			return false, err
+		}
+	} else {
+		if err := b.Validate(uint32(len(s.ifmap))); err != nil {
+			return false, err
+		}
+		if _, err := s.w.WriteBatch(&b, s.ifmap, s.inst); err != nil {
+			s.pending = s.inst.LastSeq()
+			return false, err
+		}
 	}
 	if b.Seq > prev+1 {
 		s.c.missing += b.Seq - prev - 1

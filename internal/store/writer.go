@@ -104,6 +104,22 @@ func (w *Writer) AddInterface(ifc wire.Interface) (int, error) {
 // full disk, an I/O error) the file is cut back to its last Commit and
 // closed, still readable; the error is counted in Counters.FileErrors.
 func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes uint64, err error) {
+	return w.writeBatch(b, nil, ifmap, inst)
+}
+
+// WriteDecoded is WriteBatch for a batch already decoded (recs, from
+// wire.Batch.Decode, which validated it): it writes recs instead of
+// decoding b's records again. It may cut recs' packets (as WriteBatch
+// cuts what it writes).
+func (w *Writer) WriteDecoded(b *wire.Batch, recs []wire.Record, ifmap []int, inst *Instance) (bytes uint64, err error) {
+	if len(recs) != int(b.Count) {
+		return 0, fmt.Errorf("agent %q: batch %d: %d decoded records, the batch holds %d", w.name, b.Seq, len(recs), b.Count)
+	}
+	return w.writeBatch(b, recs, ifmap, inst)
+}
+
+// writeBatch is WriteBatch (recs nil) and WriteDecoded.
+func (w *Writer) writeBatch(b *wire.Batch, recs []wire.Record, ifmap []int, inst *Instance) (bytes uint64, err error) {
 	if ret := w.file.ret; ret != nil {
 		ret.Admit(int64(len(b.Records))) // retention's write gate: usually no wait
 	}
@@ -118,19 +134,28 @@ func (w *Writer) WriteBatch(b *wire.Batch, ifmap []int, inst *Instance) (bytes u
 		return 0, w.failed(err)
 	}
 	w.st.budget.touch(af, now)
-	var r wire.Record
-	it := b.Iter(uint32(len(ifmap)))
-	for i := uint32(1); it.Next(&r) == nil; i++ {
-		var err error
+	put := func(i uint32, r *wire.Record) error {
 		if i < b.Count {
-			err = af.write(ifmap[r.IfIndex], &r, nil)
-		} else {
-			err = af.writeLast(ifmap[r.IfIndex], &r, inst, b.Seq)
+			return af.write(ifmap[r.IfIndex], r, nil)
 		}
-		if err != nil {
-			return 0, w.failed(err)
+		return af.writeLast(ifmap[r.IfIndex], r, inst, b.Seq)
+	}
+	if recs != nil {
+		for i := range recs {
+			if err := put(uint32(i+1), &recs[i]); err != nil {
+				return 0, w.failed(err)
+			}
+			bytes += uint64(len(recs[i].Data))
 		}
-		bytes += uint64(len(r.Data))
+	} else {
+		var r wire.Record
+		it := b.Iter(uint32(len(ifmap)))
+		for i := uint32(1); it.Next(&r) == nil; i++ {
+			if err := put(i, &r); err != nil {
+				return 0, w.failed(err)
+			}
+			bytes += uint64(len(r.Data))
+		}
 	}
 	w.cuts = af.cuts
 	if af.ret != nil && af.bw != nil {

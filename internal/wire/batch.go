@@ -434,6 +434,25 @@ func (b *Batch) Validate(numIfaces uint32) error {
 	}
 }
 
+// Decode is Validate keeping what it decodes: it returns the batch's
+// records, appended to dst[:0] (no allocation when dst has room for
+// Count of them), so that a caller that must check a whole batch before
+// acting on any of it does not decode it twice. Data aliases the batch.
+func (b *Batch) Decode(numIfaces uint32, dst []Record) ([]Record, error) {
+	it := b.Iter(numIfaces)
+	dst = dst[:0]
+	var r Record
+	for {
+		if err := it.Next(&r); err != nil {
+			if err == io.EOF {
+				return dst, nil
+			}
+			return dst[:0], err
+		}
+		dst = append(dst, r)
+	}
+}
+
 // RecordIter walks a batch's records. The zero value yields nothing.
 type RecordIter struct {
 	err  error  // set: Next returns it

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/pcapsync/pcapsync/internal/raceflag"
 )
@@ -193,7 +194,11 @@ func TestBatchMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := ParseBatch(tt.flags, tt.p, tt.lim)
 			if err == nil {
-				err = b.Validate(tt.nIf)
+				var recs []Record
+				recs, err = b.Decode(tt.nIf, nil)
+				if verr := b.Validate(tt.nIf); (verr == nil) != (err == nil) || len(recs) != 0 {
+					t.Fatalf("Decode: %v, %d records; Validate: %v", err, len(recs), verr)
+				}
 			}
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
@@ -232,6 +237,19 @@ func TestEncodeDecodeAllocs(t *testing.T) {
 	})
 	if dec != 0 {
 		t.Errorf("decode: %v allocs per batch, want 0", dec)
+	}
+	kept := make([]Record, 0, len(recs))
+	dec = testing.AllocsPerRun(20, func() {
+		b, err := ParseBatch(0, frame[HeaderSize:], BatchLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept, err = b.Decode(3, kept); err != nil || len(kept) != len(recs) {
+			t.Fatal(err, len(kept))
+		}
+	})
+	if dec != 0 {
+		t.Errorf("Decode into room for the batch: %v allocs per batch, want 0", dec)
 	}
 	if raceflag.Enabled {
 		return // the race detector makes sync.Pool drop buffers on purpose
@@ -291,6 +309,10 @@ func FuzzBatch(f *testing.F) {
 			t.Fatalf("accepted count %d for %d bytes", b.Count, len(b.Records))
 		}
 		verr := b.Validate(4)
+		drecs, derr := b.Decode(4, nil)
+		if (derr == nil) != (verr == nil) || derr != nil && derr.Error() != verr.Error() {
+			t.Fatalf("Validate: %v; Decode: %v", verr, derr)
+		}
 		var recs []Record
 		it := b.Iter(4)
 		total := 0
@@ -317,6 +339,15 @@ func FuzzBatch(f *testing.F) {
 		}
 		if len(recs) != int(b.Count) || total > len(b.Records) {
 			t.Fatalf("%d records of %d bytes from count %d, %d bytes", len(recs), total, b.Count, len(b.Records))
+		}
+		if len(drecs) != len(recs) {
+			t.Fatalf("Decode: %d records, iteration %d", len(drecs), len(recs))
+		}
+		for i := range recs {
+			if drecs[i].Timestamp != recs[i].Timestamp || drecs[i].IfIndex != recs[i].IfIndex || drecs[i].OrigLen != recs[i].OrigLen ||
+				unsafe.SliceData(drecs[i].Data) != unsafe.SliceData(recs[i].Data) || len(drecs[i].Data) != len(recs[i].Data) {
+				t.Fatalf("Decode: record %d differs from iteration's", i)
+			}
 		}
 		// Round trip: re-encoding yields the same records.
 		again, got, err := decodeFrame(t, encode(recs, b.Seq), 4)
