@@ -159,9 +159,12 @@ func (a *storeAppender) append(s *session, b wire.Batch, _ uint8, _ []byte) (err
 	var bytes uint64
 	if n := int(b.Count); n*int(unsafe.Sizeof(wire.Record{})) <= len(b.Records) {
 		rp := recordsPool.Get().(*[]wire.Record)
-		defer recordsPool.Put(rp)
 		recs, err := b.Decode(uint32(len(s.ifmap)), slices.Grow((*rp)[:0], n))
-		*rp = recs[:0]
+		defer func() {
+			clear(recs) // holds no frame's memory while pooled
+			*rp = recs[:0]
+			recordsPool.Put(rp)
+		}()
 		if err != nil {
 			return err
 		}
