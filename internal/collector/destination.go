@@ -161,7 +161,7 @@ func (a *storeAppender) append(s *session, b wire.Batch, _ uint8, _ []byte) (err
 		rp := recordsPool.Get().(*[]wire.Record)
 		recs, err := b.Decode(uint32(len(s.ifmap)), slices.Grow((*rp)[:0], n))
 		defer func() {
-			clear(recs) // holds no frame's memory while pooled
+			clear(recs[:cap(recs)]) // holds no frame's memory while pooled
 			*rp = recs[:0]
 			recordsPool.Put(rp)
 		}()
