@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -30,7 +31,12 @@ type fileSource struct {
 }
 
 func (a *Agent) openFile(path string) (*fileSource, error) {
-	if m := mapFile(path); m != nil {
+	// Opened once: a FIFO or a pipe cannot be opened again.
+	osf, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if m := mapFile(osf); m != nil {
 		r, err := pcapfile.NewMappedReader(m.data, m.rest(), nil)
 		if err != nil {
 			m.Close()
@@ -38,7 +44,7 @@ func (a *Agent) openFile(path string) (*fileSource, error) {
 		}
 		return &fileSource{a: a, path: path, f: m, r: r, m: m}, nil
 	}
-	f, err := pcapfile.Open(path) // compressed files too
+	f, err := pcapfile.OpenFile(osf) // compressed files too
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

@@ -10,42 +10,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapFile maps a plain (uncompressed) capture file read-only for a
+// mapFile maps f, a plain (uncompressed) capture file, read-only for a
 // replay, so that its packets are copied once, into the batches, and not
-// first through a read buffer. It returns nil where it cannot (not a
-// regular file, empty, compressed, or the mapping failed): the caller
-// then reads the file.
-func mapFile(path string) *mapping {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	m, ok := mapOpen(f)
-	if !ok {
-		f.Close()
-		return nil
-	}
-	return m
-}
-
-func mapOpen(f *os.File) (*mapping, bool) {
+// first through a read buffer; the mapping then owns f. It returns nil,
+// f untouched, where it cannot (not a regular file, empty, compressed,
+// or the mapping failed): the caller reads f.
+func mapFile(f *os.File) *mapping {
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() || st.Size() < 4 || int64(int(st.Size())) != st.Size() {
-		return nil, false
+		return nil
 	}
 	var magic [4]byte
 	if _, err := f.ReadAt(magic[:], 0); err != nil {
-		return nil, false
+		return nil
 	}
 	if bytes.HasPrefix(magic[:], []byte{0x1f, 0x8b}) || bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-		return nil, false // gzip or zstd: pcapfile.Open decompresses it
+		return nil // gzip or zstd: pcapfile.OpenFile decompresses it
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
-	return &mapping{f: f, data: data}, true
+	return &mapping{f: f, data: data}
 }
 
 // mapping is a file mapped by mapFile.

@@ -2,20 +2,25 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/pcapfile"
 	"github.com/pcapsync/pcapsync/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
-// replayQueued opens path as a replay does and runs its source into the
-// agent's queue with no sender (no read-ahead bound), then returns
-// run's error and every packet of the batches queued, in order.
+// replayQueued makes an agent replaying path (New opens it) and runs
+// its source into the agent's queue with no sender (no read-ahead
+// bound), cut (if not nil) called between the two, then returns the
+// mapping (nil: read), run's error and every packet of the batches
+// queued, in order.
 func replayQueued(t *testing.T, path string, cut func()) (m *mapping, packets []pcapfile.Packet, err error) {
 	t.Helper()
 	a, err := New(Config{Collectors: []string{"127.0.0.1:1"}, Name: "m", ReadFile: path, Insecure: true, Logger: quiet})
@@ -23,10 +28,7 @@ func replayQueued(t *testing.T, path string, cut func()) (m *mapping, packets []
 		t.Fatal(err)
 	}
 	a.q.ahead = 0
-	s, err := a.openFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := a.sources[0].(*fileSource) // New opened it
 	m = s.m
 	if cut != nil {
 		cut()
@@ -216,5 +218,69 @@ func TestReplayMappedCutShort(t *testing.T) {
 			t.Logf("cut at %d: %d packets delivered, %d wholly before the cut; %v", tc.at, len(got), whole, err)
 			sameAsFile(t, got, all[:whole])
 		})
+	}
+}
+
+// TestReplayFIFO: a replay from a FIFO reads it as it comes, opened
+// once (a second open would find no writer, and the writer a closed
+// reader: CI's crash matrix and failover tests feed the agent so), and
+// a plain file's copy through a FIFO delivers the same packets.
+func TestReplayFIFO(t *testing.T) {
+	dir := t.TempDir()
+	src, fifo := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "in.fifo")
+	if err := gen.WriteFile(src, gen.FileConfig{Count: 5000, Mix: gen.MixIMIX}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(src)
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The readers' closes of the FIFO, counted by inotify: the agent's
+	// one open must make one (opens themselves are not counted: inotify
+	// merges the writer's and a reader's when they come together).
+	ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ino)
+	if _, err := unix.InotifyAddWatch(ino, fifo, unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	fed := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			fed <- err
+			return
+		}
+		_, err = f.Write(data)
+		fed <- errors.Join(err, f.Close())
+	}()
+	m, got, err := replayQueued(t, fifo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fed; err != nil {
+		t.Fatalf("feeding the FIFO: %v", err)
+	}
+	if m != nil {
+		t.Error("a FIFO was mapped")
+	}
+	sameAsFile(t, got, readAll(t, data))
+	buf := make([]byte, 64*unix.SizeofInotifyEvent)
+	n, err := unix.Read(ino, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closes := 0
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		if ev.Mask&unix.IN_CLOSE_NOWRITE != 0 {
+			closes++
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	if closes != 1 {
+		t.Errorf("the FIFO was closed by %d readers, want 1 (the agent, opening it once)", closes)
 	}
 }

@@ -29,6 +29,14 @@ func Open(path string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenFile(f)
+}
+
+// OpenFile is Open for a file already open (a pipe or FIFO too, read
+// once from where it is): closing the result closes f, and so does an
+// error.
+func OpenFile(f *os.File) (io.ReadCloser, error) {
+	path := f.Name()
 	br := bufio.NewReaderSize(f, 256<<10)
 	magic, _ := br.Peek(4)
 	var r io.Reader = br
