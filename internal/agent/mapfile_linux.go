@@ -50,15 +50,15 @@ func (m *mapping) rest() io.Reader {
 
 // cut reports whether the file is now shorter than the mapping: its
 // pages past the new end read as zeros up to the end of that page and
-// fault after it.
+// fault after it. A file that cannot be looked at is not called cut.
 func (m *mapping) cut() bool {
 	st, err := m.f.Stat()
-	return err != nil || st.Size() < int64(len(m.data))
+	return err == nil && st.Size() < int64(len(m.data))
 }
 
 // holds reports whether addr is in the mapping.
 func (m *mapping) holds(addr uintptr) bool {
-	return len(m.data) > 0 && addr-uintptr(unsafe.Pointer(unsafe.SliceData(m.data))) < uintptr(len(m.data))
+	return len(m.data) > 0 && uint64(m.offset(addr)) < uint64(len(m.data))
 }
 
 // offset is addr's offset in the file (addr held).
