@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/pcapsync/pcapsync/internal/testutil/ngstream"
 )
 
 // benchInput is 64 MiB of pcapng: IMIX packets with random payloads
@@ -15,7 +16,7 @@ func benchInput() []byte {
 	r := rand.New(rand.NewPCG(5, 6))
 	var in []byte
 	for len(in) < 64<<20 {
-		in = append(in, stream{flows: 100}.gen(r, 20000)...)
+		in = append(in, ngstream.Stream{Flows: 100}.Gen(r, 20000)...)
 	}
 	return in
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"math/bits"
+
+	"github.com/pcapsync/pcapsync/internal/ngheads"
 )
 
 const (
@@ -12,30 +14,10 @@ const (
 	Window = 1 << 20
 	// blockSize is the most input one block holds (zstd's maximum).
 	blockSize = 128 << 10
-	// minMatch is the shortest match taken in a block's head. Every
-	// sequence costs about two bytes of code and is most of the
-	// encoder's time; matches of 4 and 5 bytes between two fields that
-	// differ (an IP header's identification and checksum) save little:
-	// at 6 the encoder is about a quarter faster on IMIX and its output
-	// 1.7% larger than at 4.
-	minMatch = 6
-	// headLen is how much of a block's start is compared with the
-	// earlier block: the pcapng block's own fields (28 bytes for an
-	// enhanced packet block) and the packet's first 100 bytes. A match
-	// that reaches its end goes on as far as the bytes agree.
-	headLen = 128
-	// tailLen is how much of a block's end is compared too: an enhanced
-	// packet block's padding and its total length, repeated.
-	tailLen = 8
-	// maxRecord is the longest pcapng block believed: a longer length
-	// (or one not a multiple of 4, or under 12) loses the structure.
-	maxRecord = 16 << 20
 	// histCap is the most hist holds: three windows and a block.
 	histCap = 3*Window + blockSize
 	// denseBits is the size of greedy's table of positions.
 	denseBits = 15
-	// tableBits is the size of the table of earlier blocks by key.
-	tableBits = 12
 )
 
 // frameHeader: the magic number, a descriptor with no content size, no
@@ -61,15 +43,9 @@ type Encoder struct {
 	base int64
 	done int64 // the input before this is encoded
 
-	// The pcapng structure: the next block's start, the last block
-	// seen, and earlier blocks by key (position + 1; 0 for none).
-	next    int64
-	lost    bool // a length was implausible: no more matches this frame
-	last    int64
-	lastOK  bool
-	table   [1 << tableBits]int64
+	// The pcapng structure, for the matches in the blocks' heads.
+	heads   ngheads.Finder
 	dense   [1 << denseBits]int64 // positions + 1 by the hash of 6 bytes (greedy)
-	big     bool                  // the section's byte order is big-endian
 	rep     [3]uint32
 	seqs    []seq
 	out     []byte
@@ -97,8 +73,8 @@ func NewEncoder(w io.Writer) *Encoder {
 func (e *Encoder) Reset(w io.Writer) {
 	e.w, e.err, e.started, e.closed = w, nil, false, false
 	e.hist, e.base, e.done = e.hist[:0], 0, 0
-	e.next, e.lost, e.last, e.lastOK = 0, false, 0, false
-	clear(e.table[:])
+	e.heads.Reset()
+	e.heads.MaxDist = Window - ngheads.HeadLen - 1
 	clear(e.dense[:])
 	e.rep = [3]uint32{1, 4, 8}
 }
@@ -289,46 +265,22 @@ func (e *Encoder) sequences(w *bitWriter) {
 
 // match finds the block's sequences: in the head of every pcapng block
 // that starts (or continues) in [start, end), the runs that agree with
-// an earlier block's.
+// an earlier block's (ngheads); in a block that does not look flat,
+// anywhere in the window (greedy).
 func (e *Encoder) match(start, end int64) {
 	dense := !flat(e.hist[start-e.base : end-e.base])
-	emitted := start // input before this is in a sequence
-	for !e.lost && e.next < end {
-		r := e.next
-		avail := e.base + int64(len(e.hist))
-		if r+8 > avail {
-			break // the block's fields are not written yet
-		}
-		typ, length := e.fields(r)
-		if typ == 0x0a0d0d0a { // a section header: its byte order first
-			if r+12 > avail {
-				break
-			}
-			e.order(r)
-			_, length = e.fields(r)
-		}
-		if length < 12 || length%4 != 0 || length > maxRecord {
-			e.lost = true
-			break
-		}
-		e.next = r + int64(length)
-		cand, ok := e.candidate(r, int64(length), avail)
-		if ok && !dense && r+int64(length) > start {
-			dist, rend := r-cand, r+int64(length)
-			limit := min(rend, end) // a match may go on to here
-			head := min(r+min(int64(length), headLen), limit)
-			emitted = e.runs(dist, max(r, start), head, limit, emitted)
-			// The block's end: padding and its length again.
-			if tail := max(rend-tailLen, emitted, start); tail < limit {
-				emitted = e.runs(dist, tail, limit, limit, emitted)
-			}
-		}
-		e.last, e.lastOK = r, true
-	}
+	emitted := e.heads.Find(e.hist, e.base, start, end, start, dense, (*sink)(e))
 	if dense {
 		emitted = e.greedy(start, end)
 	}
 	e.lits += int(end - emitted)
+}
+
+// sink takes ngheads' runs as sequences.
+type sink Encoder
+
+func (s *sink) Run(emitted, i, j, dist int64) {
+	(*Encoder)(s).emit(uint32(i-emitted), uint32(j-i), uint32(dist))
 }
 
 // FlatBits is the entropy (bits a byte) of a sample at and above which
@@ -419,92 +371,6 @@ func (e *Encoder) greedy(start, end int64) int64 {
 			e.dense[hash6(binary.LittleEndian.Uint64(h[p-b:]))] = p + 1
 		}
 		emitted, i = j, j
-	}
-	return emitted
-}
-
-// fields reads a pcapng block's type and total length at r.
-func (e *Encoder) fields(r int64) (uint32, uint32) {
-	b := e.hist[r-e.base : r-e.base+8]
-	if e.big {
-		return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
-	}
-	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
-}
-
-// order takes the byte order of the section header at r.
-func (e *Encoder) order(r int64) {
-	switch binary.LittleEndian.Uint32(e.hist[r-e.base+8:]) {
-	case 0x1a2b3c4d:
-		e.big = false
-	case 0x4d3c2b1a:
-		e.big = true
-	}
-}
-
-// candidate picks the earlier block that r's head is compared with: the
-// last one of the same length and the same 8 bytes 54 bytes in (an
-// enhanced packet block's IPv4 addresses over Ethernet), else the one
-// before r. It records r under its key.
-func (e *Encoder) candidate(r, length, avail int64) (int64, bool) {
-	key := uint64(length)
-	if k := r + 54; k+8 <= min(avail, r+length) {
-		v := e.hist[k-e.base : k-e.base+8]
-		key ^= binary.LittleEndian.Uint64(v)
-	}
-	h := (key * 0x9e3779b97f4a7c15) >> (64 - tableBits)
-	prev := e.table[h] - 1
-	e.table[h] = r + 1
-	if prev >= 0 && r-prev < Window-headLen && prev >= e.base {
-		return prev, true
-	}
-	if e.lastOK && r-e.last < Window-headLen && e.last >= e.base {
-		return e.last, true
-	}
-	return 0, false
-}
-
-// runs emits the matches that begin in [from, stop) between the input
-// and the bytes dist before it (a match that reaches stop goes on while
-// the bytes agree, up to limit). It returns the new end of what is in a
-// sequence.
-func (e *Encoder) runs(dist, from, stop, limit, emitted int64) int64 {
-	h := e.hist
-	b := e.base
-	i := from
-	for i < stop {
-		// Skip what differs, 8 bytes at a time: the lowest byte of the
-		// XOR that is 0 is the first that agrees.
-		for i+8 <= stop {
-			x := binary.LittleEndian.Uint64(h[i-b:]) ^ binary.LittleEndian.Uint64(h[i-dist-b:])
-			if z := (x - 0x0101010101010101) &^ x & 0x8080808080808080; z != 0 {
-				i += int64(bits.TrailingZeros64(z) >> 3)
-				break
-			}
-			i += 8
-		}
-		for i < stop && h[i-b] != h[i-dist-b] {
-			i++
-		}
-		if i >= stop {
-			break
-		}
-		j := i + 1
-		for j+8 <= limit {
-			if x := binary.LittleEndian.Uint64(h[j-b:]) ^ binary.LittleEndian.Uint64(h[j-dist-b:]); x != 0 {
-				j += int64(bits.TrailingZeros64(x) >> 3)
-				break
-			}
-			j += 8
-		}
-		for j < limit && h[j-b] == h[j-dist-b] {
-			j++
-		}
-		if j-i >= minMatch {
-			e.emit(uint32(i-emitted), uint32(j-i), uint32(dist))
-			emitted = j
-		}
-		i = j
 	}
 	return emitted
 }

@@ -2,9 +2,9 @@ package pcapzstd
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/rand/v2"
 	"testing"
+
+	"github.com/pcapsync/pcapsync/internal/testutil/ngstream"
 )
 
 // FuzzEncode: any input, written in pieces the fuzzer chooses with
@@ -14,13 +14,7 @@ import (
 // The seeds are pcapng (both byte orders, lengths that lie), so the
 // fuzzer starts from the structure the matcher follows.
 func FuzzEncode(f *testing.F) {
-	for i, s := range []stream{{flows: 2}, {big: true, flows: 1}, {flows: 3, garbage: true}, {flows: 1, zero: true}} {
-		r := rand.New(rand.NewPCG(uint64(i), 11))
-		f.Add(s.gen(r, 20), uint64(0x0102030405060708))
-	}
-	lie := binary.LittleEndian.AppendUint32(nil, 6)
-	lie = binary.LittleEndian.AppendUint32(lie, 1<<30)
-	f.Add(append(lie, make([]byte, 100)...), uint64(3))
+	ngstream.AddSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte, cuts uint64) {
 		in = in[:min(len(in), 1<<18)] // a few blocks are enough
 		checks := 0

@@ -159,18 +159,19 @@ func zstdLiterals(t *testing.T, b []byte) (huffman, plain int) {
 	return huffman, plain
 }
 
-// gzipXFL returns the XFL byte of every gzip member of b: 4 where it
-// was compressed at level 1 (the fastest), 0 at the levels between.
-func gzipXFL(t *testing.T, b []byte) []byte {
+// gzipHeads returns the XFL and OS bytes of every gzip member of b:
+// XFL 4 where it was compressed at level 1 (the fastest) or by
+// pcapflate, 0 at the levels between; OS 3 where pcapflate wrote it,
+// 255 where the library did.
+func gzipHeads(t *testing.T, b []byte) (xfl, osb []byte) {
 	t.Helper()
-	var xfl []byte
 	br := bytes.NewReader(b)
 	for br.Len() > 0 {
 		off := len(b) - br.Len()
 		if b[off] != 0x1f || b[off+1] != 0x8b {
 			t.Fatalf("no gzip member at %d", off)
 		}
-		xfl = append(xfl, b[off+8])
+		xfl, osb = append(xfl, b[off+8]), append(osb, b[off+9])
 		zr, err := newGzipMember(br)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +180,7 @@ func gzipXFL(t *testing.T, b []byte) []byte {
 			t.Fatal(err)
 		}
 	}
-	return xfl
+	return xfl, osb
 }
 
 // TestFileCompressChoice: every file, of each codec and level, random
@@ -189,8 +190,9 @@ func gzipXFL(t *testing.T, b []byte) []byte {
 // payloads codes no literal with Huffman (pcapzstd's encoder, which
 // finds the headers' matches still: the file at least 1.2x smaller),
 // one of text does; gzip members of
-// random payloads are compressed at level 1 (XFL 4), of text at the
-// level configured. The default zstd level is 1: on text the default
+// random payloads are pcapflate's (matches in the heads, payloads in
+// stored blocks: at least 1.15x smaller still), of text the library's
+// at the level configured. The default zstd level is 1: on text the default
 // compresses as well as zstd:1, better than zstd:3.
 func TestFileCompressChoice(t *testing.T) {
 	const batches, per = 24, 256 // about 2 MiB of pcapng
@@ -242,14 +244,19 @@ func TestFileCompressChoice(t *testing.T) {
 					if tc.tools {
 						tsharkCount(t, path, "", len(sent))
 					}
-					xfl := gzipXFL(t, b)
-					want := byte(0)
+					xfl, osb := gzipHeads(t, b)
+					// Random payloads: pcapflate's members (XFL 4, OS 3);
+					// text: the library's at the level configured.
+					wantXFL, wantOS := byte(0), byte(255)
 					if !text || tc.spec.Level == 1 {
-						want = 4
+						wantXFL = 4
 					}
-					for i, x := range xfl[1 : len(xfl)-1] { // the head's and the statistics' members are small
-						if x != want {
-							t.Fatalf("member %d of %d: XFL %d, want %d (%v)", i+1, len(xfl), x, want, xfl)
+					if !text {
+						wantOS = 3
+					}
+					for i := 1; i < len(xfl)-1; i++ { // the head's and the statistics' members are small
+						if xfl[i] != wantXFL || osb[i] != wantOS {
+							t.Fatalf("member %d of %d: XFL %d, OS %d, want %d and %d (%v %v)", i, len(xfl), xfl[i], osb[i], wantXFL, wantOS, xfl, osb)
 						}
 					}
 					zr, err := gzip.NewReader(bytes.NewReader(b))
@@ -267,6 +274,10 @@ func TestFileCompressChoice(t *testing.T) {
 	if ratio["zstd/random"] < 1.2 || ratio["zstd/frames/random"] < 1.2 {
 		t.Fatalf("zstd files of random payloads compress %.3fx, with a frame per block %.3fx: want the headers' repeats found (at least 1.2x)",
 			ratio["zstd/random"], ratio["zstd/frames/random"])
+	}
+	if ratio["gzip/random"] < 1.15 || ratio["gzip:1/random"] < 1.15 {
+		t.Fatalf("gzip files of random payloads compress %.3fx, gzip:1 %.3fx: want the headers' repeats found (at least 1.15x)",
+			ratio["gzip/random"], ratio["gzip:1/random"])
 	}
 	if ratio["zstd/text"] < ratio["zstd:1/text"] || ratio["zstd/text"] < ratio["zstd:3/text"] {
 		t.Fatalf("zstd files of text compress %.3fx, zstd:1 %.3fx, zstd:3 %.3fx: want the default at least as good as both",
