@@ -155,37 +155,49 @@ func (f *Finder) candidate(h []byte, base, r, length, avail int64) (int64, bool)
 // runs reports the runs of at least MinMatch bytes that begin in [from,
 // stop) between the input and the bytes dist before it (a run that
 // reaches stop goes on while the bytes agree, up to limit). It returns
-// the new end of what is in a run.
+// the new end of what is in a run. A run is a maximal stretch of bytes
+// that agree: it starts at from or after a byte that differs.
+//
+// It compares 8 bytes at a time: which of them agree, exactly (no
+// borrow between bytes), whether 6 in a row do, alone or with those
+// that agreed at the end of the word before.
 func runs(h []byte, b, dist, from, stop, limit, emitted int64, s Sink) int64 {
-	i := from
-	for i < stop {
-		// Skip what differs, 8 bytes at a time: the lowest byte of the
-		// XOR that is 0 is the first that agrees.
-		for i+8 <= stop {
-			x := binary.LittleEndian.Uint64(h[i-b:]) ^ binary.LittleEndian.Uint64(h[i-dist-b:])
-			if z := (x - 0x0101010101010101) &^ x & 0x8080808080808080; z != 0 {
-				i += int64(bits.TrailingZeros64(z) >> 3)
-				break
+	const lo7, hi = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	i, carry := from, int64(0) // carry: bytes agreeing just before i, from i-carry on
+	for i < stop && i+8 <= limit {
+		x := binary.LittleEndian.Uint64(h[i-b:]) ^ binary.LittleEndian.Uint64(h[i-dist-b:])
+		diff := (((x & lo7) + lo7) | x) & hi // the top bit of each byte that differs
+		lead := int64(bits.TrailingZeros64(diff) >> 3)
+		start := int64(-1)
+		if carry+lead >= MinMatch {
+			start = i - carry
+		} else if eq := ^diff & hi; eq != 0 {
+			if six := eq & (eq >> 8) & (eq >> 16) & (eq >> 24) & (eq >> 32) & (eq >> 40); six != 0 {
+				start = i + int64(bits.TrailingZeros64(six)>>3)
 			}
-			i += 8
 		}
+		if start < 0 {
+			carry = int64(bits.LeadingZeros64(diff) >> 3)
+			i += 8
+			continue
+		}
+		if start >= stop {
+			return emitted
+		}
+		j := extend(h, b, dist, start+MinMatch, limit)
+		s.Run(emitted, start, j, dist)
+		emitted, i, carry = j, j, 0
+	}
+	// The last bytes, fewer than 8 before limit: one at a time, from the
+	// start of the run that reaches them.
+	for i -= carry; i < stop; {
 		for i < stop && h[i-b] != h[i-dist-b] {
 			i++
 		}
 		if i >= stop {
 			break
 		}
-		j := i + 1
-		for j+8 <= limit {
-			if x := binary.LittleEndian.Uint64(h[j-b:]) ^ binary.LittleEndian.Uint64(h[j-dist-b:]); x != 0 {
-				j += int64(bits.TrailingZeros64(x) >> 3)
-				break
-			}
-			j += 8
-		}
-		for j < limit && h[j-b] == h[j-dist-b] {
-			j++
-		}
+		j := extend(h, b, dist, i+1, limit)
 		if j-i >= MinMatch {
 			s.Run(emitted, i, j, dist)
 			emitted = j
@@ -193,4 +205,19 @@ func runs(h []byte, b, dist, from, stop, limit, emitted int64, s Sink) int64 {
 		i = j
 	}
 	return emitted
+}
+
+// extend returns where the bytes that agree from j on (with those dist
+// before them) stop agreeing, at most limit.
+func extend(h []byte, b, dist, j, limit int64) int64 {
+	for j+8 <= limit {
+		if x := binary.LittleEndian.Uint64(h[j-b:]) ^ binary.LittleEndian.Uint64(h[j-dist-b:]); x != 0 {
+			return j + int64(bits.TrailingZeros64(x)>>3)
+		}
+		j += 8
+	}
+	for j < limit && h[j-b] == h[j-dist-b] {
+		j++
+	}
+	return j
 }
