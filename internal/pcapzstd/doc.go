@@ -5,7 +5,8 @@
 // (the block's fields and the packet's first bytes: link, network and
 // transport headers), against an earlier block of the same length and
 // the same bytes where IPv4 over Ethernet keeps its addresses, or else
-// the block before; everything else is stored as literals. A block of
+// the block before (internal/ngheads, the matcher it shares with
+// internal/pcapflate); everything else is stored as literals. A block of
 // the frame (128 KiB of input) whose bytes do not look random (a
 // sample's entropy under 6.5 bits a byte: traffic that turned to text
 // after the stream was judged) is matched everywhere instead, by a
