@@ -81,6 +81,7 @@ fuzz FuzzPiece ./internal/wire
 fuzz FuzzUDPDatagram ./internal/collector 8
 fuzz FuzzScanPart ./internal/store
 fuzz FuzzEncode ./internal/pcapzstd
+fuzz FuzzEncode ./internal/pcapflate
 fuzz FuzzRetainIndex ./internal/store
 fuzz FuzzStateFile ./internal/store
 fuzz FuzzParse ./internal/index
