@@ -79,6 +79,22 @@ func (e *Encoder) Reset(w io.Writer) {
 	e.rep = [3]uint32{1, 4, 8}
 }
 
+// Continue drops what the encoder held and takes over a frame another
+// encoder started and flushed (the library's, on a stream whose traffic
+// turned random): it writes no frame header, and its matches reach only
+// into what it was given itself. The other encoder's repeat offsets
+// are unknown, so the last distance is not used before a distance of
+// its own has set it. The frame must declare a window of at least
+// Window. For the heads' matches to be found, the input must go on at
+// a pcapng block's start, in the byte order of the last section header
+// this encoder saw (little-endian if none: what the store writes); any
+// input is still encoded correctly.
+func (e *Encoder) Continue(w io.Writer) {
+	e.Reset(w)
+	e.started = true
+	e.rep = [3]uint32{} // unknown: a distance is never 0
+}
+
 // Write adds p to the frame, encoding every full block.
 func (e *Encoder) Write(p []byte) (int, error) {
 	if e.err != nil {
@@ -343,7 +359,7 @@ func (e *Encoder) greedy(start, end int64) int64 {
 		cand := e.dense[k] - 1
 		e.dense[k] = i + 1
 		// The last distance first: its code is the cheapest.
-		if r := int64(e.rep[0]); i > emitted && i-r >= b && binary.LittleEndian.Uint32(h[i-r-b:]) == uint32(v) {
+		if r := int64(e.rep[0]); r > 0 && i > emitted && i-r >= b && binary.LittleEndian.Uint32(h[i-r-b:]) == uint32(v) {
 			cand = i - r
 		}
 		if cand < b || i-cand >= Window || binary.LittleEndian.Uint32(h[cand-b:]) != uint32(v) {

@@ -132,7 +132,12 @@ func probeFlat(parts ...[]byte) bool {
 // library's level 1 without Huffman coding), gzip with pcapflate's
 // whatever the level (the same matcher; the payloads in stored blocks:
 // about a sixth of the CPU of the library's level 1). Other streams
-// are compressed as configured.
+// are compressed as configured. A zstd frame on the library's encoder
+// is judged again after every flush (a commit), on the bytes that
+// follow: traffic that turned flat goes on in the same frame with
+// pcapzstd's encoder (pcapzstd.Encoder.Continue), to the frame's end.
+// Not the other way: the library's encoder cannot take over a frame,
+// and pcapzstd's matches a block of text anywhere in its window.
 //
 // Both codecs compress off the caller's goroutine (aheadWriter): the
 // caller's bytes are copied into chunks of 1 MiB that a goroutine of
@@ -160,6 +165,7 @@ type memberWriter struct {
 	gzFlat  *pcapflate.Encoder // gzip for flat members; made for the first
 	gzConf  *gzip.Writer       // gzip at the configured level
 	flat    bool               // the current stream is compressed as flat
+	rejudge bool               // what is held goes on a zstd frame begun with the library's encoder
 }
 
 // countingWriter counts what reaches the file. With zstd the count
@@ -232,7 +238,7 @@ func (mw *memberWriter) reset(w io.Writer) {
 
 // hold starts a stream: its first bytes are held until chosen.
 func (mw *memberWriter) hold() {
-	mw.held, mw.holding = mw.held[:0], true
+	mw.held, mw.holding, mw.rejudge = mw.held[:0], true, false
 }
 
 // written is the number of bytes written to the file (after a commit;
@@ -293,7 +299,9 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 }
 
 // start chooses how to compress the stream from what is held and the
-// first bytes to follow it (next), and compresses what is held.
+// first bytes to follow it (next), and compresses what is held; with
+// rejudge, whether the library's zstd frame goes on with pcapzstd's
+// encoder.
 func (mw *memberWriter) start(next []byte) error {
 	mw.holding = false
 	flat := probeFlat(mw.held, next)
@@ -310,8 +318,11 @@ func (mw *memberWriter) start(next []byte) error {
 			z = mw.zstdFlat
 		}
 		if z != mw.zstd {
-			// The stream to come is not started in either.
-			z.Reset(&mw.out)
+			if mw.rejudge {
+				mw.zstdFlat.Continue(&mw.out) // the library flushed its last block
+			} else {
+				z.Reset(&mw.out) // the stream to come is not started in either
+			}
 			mw.z, mw.zstd, mw.ahead.w = z, z, z
 		}
 	default: // gzip
@@ -365,7 +376,12 @@ func (mw *memberWriter) commit(end bool) error {
 		return err
 	}
 	if mw.zstd != nil && !(mw.frames && end) {
-		return mw.flushFile(mw.zstd.Flush())
+		err := mw.flushFile(mw.zstd.Flush())
+		if err == nil && !mw.flat {
+			mw.hold()
+			mw.rejudge = true
+		}
+		return err
 	}
 	err := mw.flushFile(mw.z.Close())
 	mw.z.Reset(&mw.out)

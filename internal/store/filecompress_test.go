@@ -50,10 +50,11 @@ func imixBatch(seq uint64, first, per int, text bool, sent *[][]byte) []byte {
 	return e.Finish(seq)[wire.HeaderSize:]
 }
 
-// writeIMIX writes batches of per IMIX packets (text or random
-// payloads) as agent "fc" into a store of cfg, committing each, ends
-// the session and returns the file written and the packets sent.
-func writeIMIX(t *testing.T, cfg Config, text bool, batches, per int) (string, [][]byte) {
+// writeIMIX writes batches of per IMIX packets (the first textBatches
+// with text payloads, the others random) as agent "fc" into a store of
+// cfg, committing each, ends the session and returns the file written
+// and the packets sent.
+func writeIMIX(t *testing.T, cfg Config, textBatches, batches, per int) (string, [][]byte) {
 	t.Helper()
 	// One file, even when the test runs across an hour (the default
 	// interval rotates at the wall clock's hours: CI failed so at 20:00).
@@ -65,7 +66,7 @@ func writeIMIX(t *testing.T, cfg Config, text bool, batches, per int) (string, [
 	}
 	var sent [][]byte
 	for seq := uint64(1); seq <= uint64(batches); seq++ {
-		if _, err := s.Batch(0, imixBatch(seq, int(seq-1)*per, per, text, &sent)); err != nil {
+		if _, err := s.Batch(0, imixBatch(seq, int(seq-1)*per, per, seq <= uint64(textBatches), &sent)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Commit(); err != nil {
@@ -115,8 +116,11 @@ func tsharkCount(t *testing.T, path, pipe string, want int) {
 
 // zstdLiterals counts the compressed blocks of the zstd stream b (every
 // frame) by how their literals are coded: Huffman (compressed or
-// treeless) or not (raw, RLE).
-func zstdLiterals(t *testing.T, b []byte) (huffman, plain int) {
+// treeless) or not (raw, RLE); and of those not, the blocks in
+// pcapzstd's form: raw literals and sequences coded with the predefined
+// tables (the library's level 1 builds its own for the sequences of
+// blocks of random IMIX payloads).
+func zstdLiterals(t *testing.T, b []byte) (huffman, plain, predefined int) {
 	t.Helper()
 	for len(b) > 0 {
 		if len(b) < 6 || binary.LittleEndian.Uint32(b) != 0xFD2FB528 {
@@ -146,8 +150,11 @@ func zstdLiterals(t *testing.T, b []byte) (huffman, plain int) {
 			case 2:
 				if size > 0 && b[3]&3 >= 2 {
 					huffman++
-				} else {
+				} else if size > 0 {
 					plain++
+					if rawPredefined(b[3 : 3+size]) {
+						predefined++
+					}
 				}
 			}
 			b = b[3+size:]
@@ -156,7 +163,34 @@ func zstdLiterals(t *testing.T, b []byte) (huffman, plain int) {
 			b = b[4:]
 		}
 	}
-	return huffman, plain
+	return huffman, plain, predefined
+}
+
+// rawPredefined reports whether a compressed block (its content, raw
+// or RLE literals) has sequences, all coded with the predefined tables.
+func rawPredefined(blk []byte) bool {
+	var size, hl int
+	switch h := blk[0]; (h >> 2) & 3 {
+	case 0, 2:
+		size, hl = int(h>>3), 1
+	case 1:
+		size, hl = int(h>>4)|int(blk[1])<<4, 2
+	case 3:
+		size, hl = int(h>>4)|int(blk[1])<<4|int(blk[2])<<12, 3
+	}
+	if blk[0]&3 == 1 {
+		size = 1 // RLE
+	}
+	seq := blk[hl+size:]
+	switch {
+	case seq[0] == 0:
+		return false // no sequences
+	case seq[0] < 128:
+		return seq[1] == 0
+	case seq[0] < 255:
+		return seq[2] == 0
+	}
+	return seq[3] == 0
 }
 
 // gzipHeads returns the XFL and OS bytes of every gzip member of b:
@@ -184,12 +218,14 @@ func gzipHeads(t *testing.T, b []byte) (xfl, osb []byte) {
 }
 
 // TestFileCompressChoice: every file, of each codec and level, random
-// or text payloads, holds exactly the packets sent, which the standard
-// tools read (zstd -t, gzip -t, tshark); and its compression was
-// chosen from its first bytes: a zstd file (or frame) of random
-// payloads codes no literal with Huffman (pcapzstd's encoder, which
-// finds the headers' matches still: the file at least 1.2x smaller),
-// one of text does; gzip members of
+// or text payloads or text that turns random, holds exactly the packets
+// sent, which the standard tools read (zstd -t, gzip -t, tshark); and
+// its compression was chosen from its first bytes: a zstd file (or
+// frame) of random payloads codes no literal with Huffman and its
+// sequences with the predefined tables (pcapzstd's encoder, which finds
+// the headers' matches still: the file at least 1.2x smaller), one of
+// text does; a zstd frame begun on text goes on with pcapzstd's blocks
+// once its packets turn random (judged again at every commit); gzip members of
 // random payloads are pcapflate's (matches in the heads, payloads in
 // stored blocks: at least 1.15x smaller still), of text the library's
 // at the level configured. The default zstd level is 1: on text the default
@@ -210,10 +246,12 @@ func TestFileCompressChoice(t *testing.T) {
 		{"gzip", compress.Spec{Codec: compress.Gzip}, ZstdFramePerFile, true},
 		{"gzip:1", compress.Spec{Codec: compress.Gzip, Level: 1}, ZstdFramePerFile, false},
 	} {
-		for _, text := range []bool{false, true} {
-			name := tc.name + map[bool]string{false: "/random", true: "/text"}[text]
+		for _, kind := range []string{"random", "text", "turns"} {
+			name := tc.name + "/" + kind
+			text, turns := kind == "text", kind == "turns"
+			textBatches := map[string]int{"random": 0, "text": batches, "turns": batches / 2}[kind]
 			t.Run(name, func(t *testing.T) {
-				path, sent := writeIMIX(t, Config{FileCompress: tc.spec, ZstdFrames: tc.frames, Fsync: FsyncNever}, text, batches, per)
+				path, sent := writeIMIX(t, Config{FileCompress: tc.spec, ZstdFrames: tc.frames, Fsync: FsyncNever}, textBatches, batches, per)
 				checkSent(t, path, sent)
 				b, err := os.ReadFile(path)
 				if err != nil {
@@ -228,14 +266,20 @@ func TestFileCompressChoice(t *testing.T) {
 					if tc.tools && tc.frames == ZstdFramePerFile {
 						tsharkCount(t, path, "", len(sent)) // Wireshark's own zstd reader: one frame
 					}
-					huff, plain := zstdLiterals(t, b)
-					t.Logf("%d bytes from %d: %d blocks with Huffman literals, %d without", len(b), raw, huff, plain)
+					huff, plain, ours := zstdLiterals(t, b)
+					t.Logf("%d bytes from %d: %d blocks with Huffman literals, %d without (%d pcapzstd's)", len(b), raw, huff, plain, ours)
 					small := 0 // the head's and the statistics' frames: too small to judge
 					if tc.frames == ZstdFramePerBlock {
 						small = 2
 					}
-					if text && huff == 0 || !text && (huff > small || plain == 0) {
-						t.Fatalf("%d blocks with Huffman literals, %d without: want them all with for text, without for random", huff, plain)
+					switch {
+					case text && huff == 0:
+						t.Fatalf("%d blocks with Huffman literals: want them all with for text", huff)
+					case kind == "random" && (huff > small || ours == 0):
+						t.Fatalf("%d blocks with Huffman literals, %d pcapzstd's: want them all pcapzstd's for random", huff, ours)
+					case turns && (huff == 0 || ours < 4):
+						// The random half is 1.2 MB: 9 of pcapzstd's blocks of 128 KiB.
+						t.Fatalf("%d blocks with Huffman literals, %d pcapzstd's: want the text's, then pcapzstd's for the random half", huff, ours)
 					}
 				} else {
 					if out, err := exec.Command("gzip", "-t", path).CombinedOutput(); tc.tools && err != nil {
@@ -254,10 +298,13 @@ func TestFileCompressChoice(t *testing.T) {
 					if !text {
 						wantOS = 3
 					}
-					for i := 1; i < len(xfl)-1; i++ { // the head's and the statistics' members are small
+					for i := 1; i < len(xfl)-1 && !turns; i++ { // the head's and the statistics' members are small
 						if xfl[i] != wantXFL || osb[i] != wantOS {
 							t.Fatalf("member %d of %d: XFL %d, OS %d, want %d and %d (%v %v)", i, len(xfl), xfl[i], osb[i], wantXFL, wantOS, xfl, osb)
 						}
+					}
+					if m := len(osb); turns && (osb[1] != 255 || osb[m-2] != 3) {
+						t.Fatalf("members from the library (OS 255), then pcapflate (OS 3) want; OS bytes %v", osb)
 					}
 					zr, err := gzip.NewReader(bytes.NewReader(b))
 					if err != nil {
@@ -443,9 +490,10 @@ func newGzipMember(r io.Reader) (*gzip.Reader, error) {
 
 // TestMemberWriterChoice: a stream's compression is chosen from its
 // first bytes: random IMIX payloads are flat (zstd with pcapzstd's
-// encoder; gzip at level 1), text is
-// not, nor a stream too small to judge; each stream (file, or frame
-// with a frame per block) chooses anew.
+// encoder; gzip with pcapflate's), text is not, nor a stream too small
+// to judge; each stream (file, or frame with a frame per block)
+// chooses anew, and a zstd frame on the library's encoder after every
+// flush.
 func TestMemberWriterChoice(t *testing.T) {
 	sample := func(text bool, size int) []byte {
 		var sent [][]byte
@@ -490,6 +538,37 @@ func TestMemberWriterChoice(t *testing.T) {
 			if _, ours := mw.zstd.(*pcapzstd.Encoder); mw.zstd != nil && ours != mw.flat {
 				t.Errorf("%s frames=%s step %d: flat %v, but pcapzstd's encoder %v", tc.spec, tc.frames, i, mw.flat, ours)
 			}
+		}
+	}
+	// One zstd frame: text, then random (judged again after the flush:
+	// pcapzstd goes on in the frame), then text (pcapzstd to the
+	// frame's end); the frame decodes to all three.
+	for _, frames := range []ZstdFrames{ZstdFramePerFile, ZstdFramePerBlock} {
+		mw, err := newMemberWriter(compress.Spec{Codec: compress.Zstd}, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		mw.reset(&out)
+		var in []byte
+		for i, step := range []bool{true, false, true} {
+			b := sample(step, 200<<10)
+			in = append(in, b...)
+			if _, err := mw.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := mw.commit(false); err != nil {
+				t.Fatal(err)
+			}
+			if _, ours := mw.zstd.(*pcapzstd.Encoder); ours != (i > 0) || mw.flat != ours {
+				t.Errorf("frames=%s step %d (text %v): pcapzstd's encoder %v, flat %v; want both %v", frames, i, step, ours, mw.flat, i > 0)
+			}
+		}
+		if err := mw.finish(); err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeZstd(t, out.Bytes()); !bytes.Equal(got, in) {
+			t.Fatalf("frames=%s: the frame decodes to %d bytes, not the %d written", frames, len(got), len(in))
 		}
 	}
 }

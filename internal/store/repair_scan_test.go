@@ -94,7 +94,7 @@ func writePart(t testing.TB, dir string, ps partSpec) (path string, packets uint
 
 var zeroPacket = capturetest.ZeroPacket
 
-// imixPacket is packet i of an IMIX of UDP frames with text payloads.
+// imixPacket is packet i of an IMIX of UDP frames with pseudo-random payloads.
 func imixPacket(buf []byte, i uint64) []byte {
 	n, _ := gen.MixIMIX.Size(i, nil)
 	p := gen.Frame(buf[:n], gen.LinkTypeEthernet, 1, i)

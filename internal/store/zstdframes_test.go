@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pcapsync/pcapsync/internal/compress"
+	"github.com/pcapsync/pcapsync/internal/gen"
 	"github.com/pcapsync/pcapsync/internal/index"
 	"github.com/pcapsync/pcapsync/internal/layout"
 	"github.com/pcapsync/pcapsync/internal/wire"
@@ -172,17 +173,51 @@ func TestZstdFrameRepair(t *testing.T) {
 			if tt.atEnd && res.kept != int64(len(b)) || !tt.atEnd && res.kept != int64(len(b))+int64(len(zstdLastBlock)) {
 				t.Fatalf("repaired to %d bytes of %d; want the whole frames (and a last block ending the torn one)", res.kept, len(b))
 			}
-			if got := res.marks[partInstance]; got != uint64(tt.batches) {
-				t.Fatalf("marks up to batch %d kept, want %d", got, tt.batches)
-			}
-			if lens := countPackets(t, path); uint64(len(lens)) != n {
-				t.Fatalf("%d packets after repair, want the %d committed", len(lens), n)
-			}
-			final := strings.TrimSuffix(path, layout.PartSuffix)
-			if err := os.Rename(path, final); err != nil {
-				t.Fatal(err)
-			}
-			checkZstdCLI(t, final, int(n))
+			checkRepaired(t, path, res, uint64(tt.batches), n)
 		})
 	}
+}
+
+// TestZstdTurnedRepair: a crash tears a zstd file of one frame that
+// began on text (the library's blocks) and went on with pcapzstd's
+// (its packets turned random, judged again at a commit); repair keeps
+// every committed batch, and the zstd CLI and tshark read the file.
+func TestZstdTurnedRepair(t *testing.T) {
+	dir := t.TempDir()
+	const batches, per = 12, 100
+	path, n := writePart(t, dir, partSpec{fc: compress.Spec{Codec: compress.Zstd}, batches: batches, perBatch: per, commitEvery: 1, tail: true,
+		packet: func(buf []byte, i uint64) []byte {
+			p := imixPacket(buf, i)
+			if i < batches*per/2 {
+				gen.TextPayload(p[42:], 1, i)
+			}
+			return p
+		}})
+	b, _ := os.ReadFile(path)
+	if huff, _, ours := zstdLiterals(t, append(b, zstdLastBlock[:]...)); huff == 0 || ours == 0 {
+		t.Fatalf("%d blocks with Huffman literals, %d pcapzstd's: want the library's on the text, then pcapzstd's", huff, ours)
+	}
+	res, err := repairPart(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepaired(t, path, res, batches, n)
+}
+
+// checkRepaired: the zstd file repaired at path kept the marks up to
+// batch batches and n packets, and, renamed as a finished file, the
+// zstd CLI and tshark read them.
+func checkRepaired(t *testing.T, path string, res repairResult, batches, n uint64) {
+	t.Helper()
+	if got := res.marks[partInstance]; got != batches {
+		t.Fatalf("marks up to batch %d kept, want %d", got, batches)
+	}
+	if lens := countPackets(t, path); uint64(len(lens)) != n {
+		t.Fatalf("%d packets after repair, want the %d committed", len(lens), n)
+	}
+	final := strings.TrimSuffix(path, layout.PartSuffix)
+	if err := os.Rename(path, final); err != nil {
+		t.Fatal(err)
+	}
+	checkZstdCLI(t, final, int(n))
 }
