@@ -80,6 +80,12 @@ func fileExt(c compress.Codec) string {
 	return ""
 }
 
+// rejudgeBytes is how much a zstd frame on the library's encoder takes
+// before the next commit judges it again: what it costs (up to
+// probeBytes held, copied once more and counted) stays under 2% of the
+// bytes however often the connection commits.
+const rejudgeBytes = 4 << 20
+
 // probeBytes is how much of a stream (a zstd file or frame, a gzip
 // member) memberWriter holds before it chooses how to compress it,
 // unless a commit comes first: the sample probeFlat judges.
@@ -133,8 +139,8 @@ func probeFlat(parts ...[]byte) bool {
 // whatever the level (the same matcher; the payloads in stored blocks:
 // about a sixth of the CPU of the library's level 1). Other streams
 // are compressed as configured. A zstd frame on the library's encoder
-// is judged again after every flush (a commit), on the bytes that
-// follow: traffic that turned flat goes on in the same frame with
+// is judged again at a flush (a commit) once rejudgeBytes have passed
+// since it was judged, on the bytes that follow: traffic that turned flat goes on in the same frame with
 // pcapzstd's encoder (pcapzstd.Encoder.Continue), to the frame's end.
 // Not the other way: the library's encoder cannot take over a frame,
 // and pcapzstd's matches a block of text anywhere in its window.
@@ -166,6 +172,7 @@ type memberWriter struct {
 	gzConf  *gzip.Writer       // gzip at the configured level
 	flat    bool               // the current stream is compressed as flat
 	rejudge bool               // what is held goes on a zstd frame begun with the library's encoder
+	since   int64              // bytes written since the stream was last judged
 }
 
 // countingWriter counts what reaches the file. With zstd the count
@@ -295,6 +302,7 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	mw.since += int64(len(p))
 	return mw.ahead.Write(p)
 }
 
@@ -303,7 +311,7 @@ func (mw *memberWriter) Write(p []byte) (int, error) {
 // rejudge, whether the library's zstd frame goes on with pcapzstd's
 // encoder.
 func (mw *memberWriter) start(next []byte) error {
-	mw.holding = false
+	mw.holding, mw.since = false, 0
 	flat := probeFlat(mw.held, next)
 	if err := mw.ahead.Wait(); err != nil {
 		return err
@@ -377,7 +385,7 @@ func (mw *memberWriter) commit(end bool) error {
 	}
 	if mw.zstd != nil && !(mw.frames && end) {
 		err := mw.flushFile(mw.zstd.Flush())
-		if err == nil && !mw.flat {
+		if err == nil && !mw.flat && mw.since >= rejudgeBytes {
 			mw.hold()
 			mw.rejudge = true
 		}

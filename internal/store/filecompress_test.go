@@ -225,7 +225,8 @@ func gzipHeads(t *testing.T, b []byte) (xfl, osb []byte) {
 // sequences with the predefined tables (pcapzstd's encoder, which finds
 // the headers' matches still: the file at least 1.2x smaller), one of
 // text does; a zstd frame begun on text goes on with pcapzstd's blocks
-// once its packets turn random (judged again at every commit); gzip members of
+// once its packets turn random (judged again at a commit after 4 MiB);
+// gzip members of
 // random payloads are pcapflate's (matches in the heads, payloads in
 // stored blocks: at least 1.15x smaller still), of text the library's
 // at the level configured. The default zstd level is 1: on text the default
@@ -249,9 +250,16 @@ func TestFileCompressChoice(t *testing.T) {
 		for _, kind := range []string{"random", "text", "turns"} {
 			name := tc.name + "/" + kind
 			text, turns := kind == "text", kind == "turns"
-			textBatches := map[string]int{"random": 0, "text": batches, "turns": batches / 2}[kind]
+			// turns: text for 2.4 MB, then random for 3.5 MB. A zstd
+			// frame is judged again at the first commit after
+			// rejudgeBytes (4 MiB), some 1.7 MB into the random part.
+			textBatches := map[string]int{"random": 0, "text": batches, "turns": batches}[kind]
+			all := batches
+			if turns {
+				all = batches + 36
+			}
 			t.Run(name, func(t *testing.T) {
-				path, sent := writeIMIX(t, Config{FileCompress: tc.spec, ZstdFrames: tc.frames, Fsync: FsyncNever}, textBatches, batches, per)
+				path, sent := writeIMIX(t, Config{FileCompress: tc.spec, ZstdFrames: tc.frames, Fsync: FsyncNever}, textBatches, all, per)
 				checkSent(t, path, sent)
 				b, err := os.ReadFile(path)
 				if err != nil {
@@ -278,7 +286,7 @@ func TestFileCompressChoice(t *testing.T) {
 					case kind == "random" && (huff > small || ours == 0):
 						t.Fatalf("%d blocks with Huffman literals, %d pcapzstd's: want them all pcapzstd's for random", huff, ours)
 					case turns && (huff == 0 || ours < 4):
-						// The random half is 1.2 MB: 9 of pcapzstd's blocks of 128 KiB.
+						// The random part after the switch is 1.8 MB: 13 of pcapzstd's blocks of 128 KiB.
 						t.Fatalf("%d blocks with Huffman literals, %d pcapzstd's: want the text's, then pcapzstd's for the random half", huff, ours)
 					}
 				} else {
@@ -492,8 +500,8 @@ func newGzipMember(r io.Reader) (*gzip.Reader, error) {
 // first bytes: random IMIX payloads are flat (zstd with pcapzstd's
 // encoder; gzip with pcapflate's), text is not, nor a stream too small
 // to judge; each stream (file, or frame with a frame per block)
-// chooses anew, and a zstd frame on the library's encoder after every
-// flush.
+// chooses anew, and a zstd frame on the library's encoder at a flush
+// once rejudgeBytes have passed.
 func TestMemberWriterChoice(t *testing.T) {
 	sample := func(text bool, size int) []byte {
 		var sent [][]byte
@@ -540,9 +548,9 @@ func TestMemberWriterChoice(t *testing.T) {
 			}
 		}
 	}
-	// One zstd frame: text, then random (judged again after the flush:
-	// pcapzstd goes on in the frame), then text (pcapzstd to the
-	// frame's end); the frame decodes to all three.
+	// One zstd frame: text, then random (judged again at the flush
+	// after rejudgeBytes: pcapzstd goes on in the frame), then text
+	// (pcapzstd to the frame's end); the frame decodes to all three.
 	for _, frames := range []ZstdFrames{ZstdFramePerFile, ZstdFramePerBlock} {
 		mw, err := newMemberWriter(compress.Spec{Codec: compress.Zstd}, frames)
 		if err != nil {
@@ -552,7 +560,7 @@ func TestMemberWriterChoice(t *testing.T) {
 		mw.reset(&out)
 		var in []byte
 		for i, step := range []bool{true, false, true} {
-			b := sample(step, 200<<10)
+			b := sample(step, rejudgeBytes+200<<10)
 			in = append(in, b...)
 			if _, err := mw.Write(b); err != nil {
 				t.Fatal(err)

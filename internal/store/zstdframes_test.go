@@ -184,11 +184,13 @@ func TestZstdFrameRepair(t *testing.T) {
 // every committed batch, and the zstd CLI and tshark read the file.
 func TestZstdTurnedRepair(t *testing.T) {
 	dir := t.TempDir()
-	const batches, per = 12, 100
+	// Text for 2.3 MB, then random for 3.8 MB: judged again at the
+	// first commit after rejudgeBytes (4 MiB), 5 batches before the end.
+	const batches, per = 16, 1000
 	path, n := writePart(t, dir, partSpec{fc: compress.Spec{Codec: compress.Zstd}, batches: batches, perBatch: per, commitEvery: 1, tail: true,
 		packet: func(buf []byte, i uint64) []byte {
 			p := imixPacket(buf, i)
-			if i < batches*per/2 {
+			if i < 6*per {
 				gen.TextPayload(p[42:], 1, i)
 			}
 			return p
