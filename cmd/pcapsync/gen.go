@@ -13,8 +13,8 @@ import (
 )
 
 func genCommand(s streams) *cobra.Command {
-	return group("gen", "generate test inputs, certificates and manual pages",
-		genFileCommand(s), genUDPCommand(s), genCertsCommand(s), genManCommand(s))
+	return group("gen", "generate test inputs, certificates, agents' Kafka record keys and manual pages",
+		genFileCommand(s), genUDPCommand(s), genCertsCommand(s), genAgentKeyCommand(s), genManCommand(s))
 }
 
 func genFileCommand(s streams) *cobra.Command {

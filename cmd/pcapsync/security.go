@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pcapsync/pcapsync/internal/kafkarec"
 	"github.com/pcapsync/pcapsync/internal/pki"
 	"github.com/pcapsync/pcapsync/internal/wire"
 )
@@ -101,4 +103,60 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// genAgentKeyUsage is gen kafka-agent-key's help.
+const genAgentKeyUsage = `Derives an agent's Kafka record key from the topic's record key (the
+--kafka-record-key file of ingest collectors and writers) and writes it
+as a key file for that agent alone: give it to the agent as its
+--kafka-record-key. The agent signs its records with it; writers, with
+the topic's key, take records signed so for that agent only, so a host
+holding one agent's key cannot write into another agent's files
+(docs/kafka.md, "Record key"). The file is written 0600, and an
+existing one is not replaced; without --out the key goes to standard
+output.`
+
+func genAgentKeyCommand(s streams) *cobra.Command {
+	return leaf("kafka-agent-key --kafka-record-key FILE --agent NAME [--out FILE]", "derive an agent's own Kafka record key from the topic's",
+		genAgentKeyUsage, noArgs, func(fs *pflag.FlagSet) runFunc {
+			keyFile := fs.String("kafka-record-key", "", "the topic's record key file, as ingest collectors and writers have it (required)")
+			agent := fs.String("agent", "", "the agent's name (required)")
+			out := fs.String("out", "", "the agent's key file to write (created 0600; an existing file is an error); default: standard output")
+			return func(context.Context, []string) error { return genAgentKey(s, *keyFile, *agent, *out) }
+		})
+}
+
+// genAgentKey writes the key file of agent, derived from the topic's
+// record key in keyFile, to out (standard output if "").
+func genAgentKey(s streams, keyFile, agent, out string) error {
+	if keyFile == "" || agent == "" {
+		return usageError("gen kafka-agent-key needs --kafka-record-key and --agent")
+	}
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		return err
+	}
+	k, err := kafkarec.ParseRecordKey(b)
+	clear(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", keyFile, err)
+	}
+	line, err := k.AgentKeyFile(agent)
+	if err != nil {
+		return fmt.Errorf("%s: %w", keyFile, err)
+	}
+	defer clear(line)
+	if out == "" {
+		_, err = s.stdout.Write(line)
+		return err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

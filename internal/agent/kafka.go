@@ -112,8 +112,11 @@ func newKafkaSender(a *Agent) (*kafkaSender, error) {
 	k.opts = opts
 	if key, err := kc.RecordKey(); err != nil || key != nil {
 		if err == nil {
-			k.key, err = kafkarec.NewRecordKey(key)
+			k.key, err = kafkarec.ParseRecordKey(key)
 			clear(key)
+		}
+		if own := k.key.Agent(); err == nil && own != "" && own != a.cfg.Name {
+			err = fmt.Errorf("%s holds agent %q's record key, and this agent is %q: %w", kc.RecordKeyFile, own, a.cfg.Name, kafkarec.ErrBadKeyFile)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent: kafka: %w", err)

@@ -357,24 +357,46 @@ func TestKafkaResendDuplicates(t *testing.T) {
 	t.Logf("%d batch records for %d batches; the files hold every packet once", len(tr.batches), countDistinct(tr.batches))
 }
 
-// TestKafkaRecordKey: an agent given --kafka-record-key signs its
-// records and a writer with the same key writes them all; an agent
-// without the key produces to the same topic (the brokers let it), and
-// the writer refuses, counted, every one of its records.
+// TestKafkaRecordKey: an agent given --kafka-record-key (the topic's
+// key, or its own derived from it) signs its records and a writer with
+// the topic's key writes them all; an agent without a key produces to
+// the same topic (the brokers let it), and the writer refuses, counted,
+// every one of its records; a writer given an agent's key does not
+// start.
 func TestKafkaRecordKey(t *testing.T) {
 	b := kafkatest.Start(t)
 	keyFile := filepath.Join(t.TempDir(), "record.key")
 	if err := os.WriteFile(keyFile, []byte("c2VjcmV0LXJlY29yZC1rZXktb2YtdGhlLXNpdGU=\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const count = 2000
-	signed := kafkaAgent(b, "keyed", "signed", genFile(t, count, 5))
-	signed.Kafka.RecordKeyFile = keyFile
-	if sum := runAgent(t, signed, nil); sum.Acked != count {
-		t.Fatalf("signed agent: %+v", sum)
+	topicKey, _ := os.ReadFile(keyFile)
+	tk, err := kafkarec.ParseRecordKey(topicKey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if sum := runAgent(t, kafkaAgent(b, "keyed", "unsigned", genFile(t, 500, 6)), nil); sum.Acked != 500 {
-		t.Fatalf("unsigned agent: %+v", sum)
+	ownFile := filepath.Join(t.TempDir(), "own.key")
+	line, _ := tk.AgentKeyFile("own")
+	if err := os.WriteFile(ownFile, line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const count, ownCount = 2000, 700
+	var signed agent.Config
+	for i, a := range []struct {
+		name, key string
+		count     uint64
+	}{{"signed", keyFile, count}, {"unsigned", "", 500}, {"own", ownFile, ownCount}} {
+		cfg := kafkaAgent(b, "keyed", a.name, genFile(t, a.count, uint32(5+i)))
+		cfg.Kafka.RecordKeyFile = a.key
+		if sum := runAgent(t, cfg, nil); sum.Acked != a.count {
+			t.Fatalf("agent %s: %+v", a.name, sum)
+		}
+		if i == 0 {
+			signed = cfg
+		}
+	}
+	if _, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: ownFile}, Group: "w2",
+		Collector: collector.Config{Store: store.Config{Dir: t.TempDir(), Shared: true}}, Logger: signed.Logger}); !errors.Is(err, kafkarec.ErrBadKeyFile) {
+		t.Errorf("a writer given an agent's key: %v, want ErrBadKeyFile", err)
 	}
 	dir := t.TempDir()
 	w, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
@@ -392,8 +414,8 @@ func TestKafkaRecordKey(t *testing.T) {
 				return fmt.Errorf("partition %d: lag %d", p.Partition, p.Lag)
 			}
 		}
-		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count {
-			return fmt.Errorf("%d of %d packets written, %d partitions", n, count, len(parts))
+		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count+ownCount {
+			return fmt.Errorf("%d of %d packets written, %d partitions", n, count+ownCount, len(parts))
 		}
 		return nil
 	})
@@ -401,8 +423,8 @@ func TestKafkaRecordKey(t *testing.T) {
 	if err := <-wdone; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	if n := w.Core().Counters.Packets.Load(); n != count {
-		t.Errorf("%d packets written, want the signed agent's %d", n, count)
+	if n := w.Core().Counters.Packets.Load(); n != count+ownCount {
+		t.Errorf("%d packets written, want the signed agents' %d", n, count+ownCount)
 	}
 	if n := w.Writer().Counters.Unauthenticated.Load(); n == 0 {
 		t.Errorf("no record of the unsigned agent refused")

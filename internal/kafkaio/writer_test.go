@@ -309,8 +309,10 @@ func testFlippedBytes(t *testing.T, b *kafkatest.Broker) {
 }
 
 // testRecordKey: a writer with a record key writes what a Producer with
-// the key produced and refuses, counted, a record without a MAC (a
-// forged sequence jump) and one signed with another key.
+// the key produced, and what an agent's own key (derived from it)
+// signed for that agent; it refuses, counted, a record without a MAC (a
+// forged sequence jump), one signed with another key, a changed one and
+// one of another agent signed with the agent's key.
 func testRecordKey(t *testing.T, b *kafkatest.Broker) {
 	const topic = "keyed"
 	b.CreateTopic(topic, 1)
@@ -344,13 +346,27 @@ func testRecordKey(t *testing.T, b *kafkatest.Broker) {
 	produce(t, cl, unsigned, wrong, tampered)
 	send(a.batch(topic, 2, 10))
 	send(a.batch(topic, 3, 10))
-	r := startWriter(t, b, topic, WriterConfig{Key: key})
-	r.committed(t, 6)
-	if got := r.packets(); got != 30 {
-		t.Errorf("%d packets written, want the 30 of the 3 signed batches", got)
+	// k1's own key, derived from the topic's: k1's batch is written,
+	// one of agent k2 signed with it is refused.
+	file, err := key.AgentKeyFile(a.name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := r.w.Counters.Unauthenticated.Load(); n != 3 {
-		t.Errorf("%d unauthenticated records counted, want 3", n)
+	own, err := kafkarec.ParseRecordKey(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, forged := a.batch(topic, 4, 10), newTestAgent("k2", 4).batch(topic, 1, 10)
+	own.Sign(mine)
+	own.Sign(forged)
+	produce(t, cl, mine, forged)
+	r := startWriter(t, b, topic, WriterConfig{Key: key})
+	r.committed(t, 8)
+	if got := r.packets(); got != 40 {
+		t.Errorf("%d packets written, want the 40 of the 4 signed batches", got)
+	}
+	if n := r.w.Counters.Unauthenticated.Load(); n != 4 {
+		t.Errorf("%d unauthenticated records counted, want 4", n)
 	}
 }
 

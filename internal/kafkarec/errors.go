@@ -16,9 +16,13 @@ var (
 
 	// ErrUnauthenticated: a record without a valid MAC header where a
 	// RecordKey is in force (RecordKey.Verify); it was not produced by a
-	// holder of the key, or was changed since.
+	// holder of its agent's key (or the topic's), or was changed since.
 	ErrUnauthenticated = errors.New("record not authenticated by the record key")
 
 	// ErrShortKey: a record key shorter than MinRecordKey.
 	ErrShortKey = errors.New("record key too short")
+
+	// ErrBadKeyFile: a record key file that starts as an agent's key
+	// and is not one, or an agent's key where the topic's is needed.
+	ErrBadKeyFile = errors.New("bad record key file")
 )

@@ -615,14 +615,18 @@ func (s *Service) openProducer(maxRecord int) error {
 }
 
 // recordKey reads kc's record key file, if any (ErrConfig when it is
-// unusable).
+// unusable): the topic's key, which ingest collectors and writers sign
+// and check every agent's records with, not an agent's.
 func recordKey(kc kafkaconn.Config) (*kafkarec.RecordKey, error) {
 	b, err := kc.RecordKey()
 	if err != nil || b == nil {
 		return nil, wrapConfig(err)
 	}
-	k, err := kafkarec.NewRecordKey(b)
+	k, err := kafkarec.ParseRecordKey(b)
 	clear(b)
+	if a := k.Agent(); err == nil && a != "" {
+		err = fmt.Errorf("kafka: %s holds agent %q's record key; ingest collectors and writers need the topic's: %w", kc.RecordKeyFile, a, kafkarec.ErrBadKeyFile)
+	}
 	return k, wrapConfig(err)
 }
 

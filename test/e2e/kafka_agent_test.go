@@ -58,10 +58,11 @@ func TestKafkaAgentDirect(t *testing.T) {
 	}
 }
 
-// TestKafkaSecureCLI: an agent producing straight to Kafka, an ingest
-// collector and a writer, all on the broker's SASL_SSL listener with
-// TLS (a CA, a client certificate) and SCRAM-SHA-512, and sharing a
-// record key, move every packet into files; an agent with a wrong password exits non-zero at once,
+// TestKafkaSecureCLI: an agent producing straight to Kafka with its own
+// record key (gen kafka-agent-key), an ingest collector and a writer
+// with the topic's, all on the broker's SASL_SSL listener with TLS (a
+// CA, a client certificate) and SCRAM-SHA-512, move every packet into
+// files; an agent refuses another agent's key at start; an agent with a wrong password exits non-zero at once,
 // saying SASL authentication failed.
 func TestKafkaSecureCLI(t *testing.T) {
 	requireTools(t, checkTools...)
@@ -79,11 +80,20 @@ func TestKafkaSecureCLI(t *testing.T) {
 	b := kafkatest.StartWith(t, kafkatest.Options{CertFile: p.ServerCert, KeyFile: p.ServerKey, ClientCAFile: p.CAFile,
 		SCRAM: []kafkatest.SCRAMUser{{Mechanism: kafkaconn.SCRAMSHA512, Name: "alice", Password: "alice-secret"}}})
 	k := &kafkaPipeline{t: t, ctx: ctx, broker: b, topic: "secure", group: "writers", dir: t.TempDir()}
-	secure := func(passFile string) []string {
+	secureKey := func(passFile, keyFile string) []string {
 		return []string{"--kafka", b.SASLAddr, "--kafka-topic", k.topic, "--kafka-partitions", "3",
 			"--kafka-tls", "--kafka-tls-ca", p.CAFile, "--kafka-tls-cert", cert, "--kafka-tls-key", key,
 			"--kafka-sasl", "SCRAM-SHA-512", "--kafka-user", "alice", "--kafka-password-file", passFile,
-			"--kafka-record-key", recordKey}
+			"--kafka-record-key", keyFile}
+	}
+	secure := func(passFile string) []string { return secureKey(passFile, recordKey) }
+	// The agent writing straight to Kafka holds its own key, not the
+	// topic's; an agent of another name refuses it at start.
+	directKey := filepath.Join(p.Dir, "direct.key")
+	cmdOut(t, pcapsyncBin, "gen", "kafka-agent-key", "--kafka-record-key", recordKey, "--agent", "direct", "--out", directKey)
+	other := startProc(t, ctx, "agent with another's key", "", append([]string{"agent", "--name", "other", "--read", "/dev/null"}, secureKey(pass, directKey)...)...)
+	if code := other.wait(60 * time.Second); code == 0 || !strings.Contains(other.stderr.String(), `agent "direct"'s record key`) {
+		t.Fatalf("an agent with another agent's record key exited %d:\n%s", code, other.stderr.String())
 	}
 	const count = 20_000
 	tmp := t.TempDir()
@@ -110,7 +120,7 @@ func TestKafkaSecureCLI(t *testing.T) {
 	ing.waitReady(60 * time.Second)
 	w := startProc(t, ctx, "writer", "", append([]string{"writer", "--group", k.group, "--dir", k.dir}, withMetrics(t, secure(pass))...)...)
 	w.waitReady(60 * time.Second)
-	direct := startProc(t, ctx, "agent direct", "", append([]string{"agent", "--name", "direct", "--read", srcs[0]}, secure(pass)...)...)
+	direct := startProc(t, ctx, "agent direct", "", append([]string{"agent", "--name", "direct", "--read", srcs[0]}, secureKey(pass, directKey)...)...)
 	viaIngest := startReplay(t, ctx, addr, "via-ingest", srcs[1])
 	for _, a := range []*proc{direct, viaIngest} {
 		finishReplay(t, a, count, 120*time.Second)
