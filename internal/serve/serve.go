@@ -625,7 +625,7 @@ func recordKey(kc kafkaconn.Config) (*kafkarec.RecordKey, error) {
 	k, err := kafkarec.ParseRecordKey(b)
 	clear(b)
 	if a := k.Agent(); err == nil && a != "" {
-		err = fmt.Errorf("kafka: %s holds agent %q's record key; ingest collectors and writers need the topic's: %w", kc.RecordKeyFile, a, kafkarec.ErrBadKeyFile)
+		k, err = nil, fmt.Errorf("kafka: %s holds agent %q's record key; ingest collectors and writers need the topic's: %w", kc.RecordKeyFile, a, kafkarec.ErrBadKeyFile)
 	}
 	return k, wrapConfig(err)
 }

@@ -140,10 +140,11 @@ func probeFlat(parts ...[]byte) bool {
 // about a sixth of the CPU of the library's level 1). Other streams
 // are compressed as configured. A zstd frame on the library's encoder
 // is judged again at a flush (a commit) once rejudgeBytes have passed
-// since it was judged, on the bytes that follow: traffic that turned flat goes on in the same frame with
-// pcapzstd's encoder (pcapzstd.Encoder.Continue), to the frame's end.
-// Not the other way: the library's encoder cannot take over a frame,
-// and pcapzstd's matches a block of text anywhere in its window.
+// since it was judged, on the bytes that follow: traffic that turned
+// flat goes on in the same frame with pcapzstd's encoder
+// (pcapzstd.Encoder.Continue), to the frame's end. Not the other way:
+// the library's encoder cannot take over a frame, and pcapzstd's
+// matches a block of text anywhere in its window.
 //
 // Both codecs compress off the caller's goroutine (aheadWriter): the
 // caller's bytes are copied into chunks of 1 MiB that a goroutine of
