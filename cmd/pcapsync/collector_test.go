@@ -109,7 +109,7 @@ func TestWriterFlagDefaults(t *testing.T) {
 	cfs := pflag.NewFlagSet("collector", pflag.ContinueOnError)
 	var ccfg serve.Config
 	collectorFlags(cfs, &ccfg)
-	want := map[string]string{"group": "pcapsync-writers"}
+	want := map[string]string{"group": "pcapsync-writers", "kafka-record-key-previous": ""}
 	cfs.VisitAll(func(f *pflag.Flag) { want[f.Name] = f.DefValue }) // the security flags too: for --query-listen and --tap
 	for _, agentsOnly := range []string{"listen", "listen-udp", "max-frame", "udp-reassembly-mem", "read-memory", "handshake-timeout",
 		"shutdown-timeout", "max-conns", "max-conns-per-source", "heartbeat", "peer-timeout"} {

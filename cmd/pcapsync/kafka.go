@@ -34,7 +34,7 @@ func kafkaFlagsOn(fs *pflag.FlagSet, k *kafkaconn.Config, role string) {
 	fs.StringVar(&k.SASL, "kafka-sasl", "", "with --kafka: SASL mechanism: SCRAM-SHA-256 or SCRAM-SHA-512 (needs --kafka-user and --kafka-password-file)")
 	fs.StringVar(&k.User, "kafka-user", "", "with --kafka-sasl: the user name")
 	fs.StringVar(&k.PasswordFile, "kafka-password-file", "", "with --kafka-sasl: a file holding the password (surrounding white space ignored)")
-	fs.StringVar(&k.RecordKeyFile, "kafka-record-key", "", "with --kafka: a file holding the record key (at least 16 bytes, surrounding white space ignored) that every producer and writer of the topic shares: records are signed with it (HMAC-SHA256), and a writer refuses records not signed with it")
+	fs.StringVar(&k.RecordKeyFile, "kafka-record-key", "", "with --kafka: a file holding the topic's record key (ingest collectors and writers: at least 16 bytes, surrounding white space ignored) or an agent's own key derived from it (agents: pcapsync gen kafka-agent-key): records are signed under their agent's key (HMAC-SHA256), and a writer refuses records not signed so")
 }
 
 const writerUsage = `Consumes the records that ingest collectors (pcapsync collector --kafka)
@@ -69,6 +69,7 @@ func writerCommand(s streams) *cobra.Command {
 func writerFlags(fs *pflag.FlagSet, cfg *serve.Config) givenOnly {
 	kafkaFlagsOn(fs, &cfg.Kafka, "consume from these brokers (required)")
 	fs.StringVar(&cfg.Group, "group", "pcapsync-writers", "the consumer group: the writers of one group share the topic's partitions and one --dir")
+	fs.StringVar(&cfg.Kafka.PreviousRecordKeyFile, "kafka-record-key-previous", "", "with --kafka-record-key: a file holding the topic's previous record key, whose records are taken too while the producers move to the new one (docs/kafka.md, \"Record key\")")
 	cfg.Collector.Store.Shared = true
 	storeFlagsOn(fs, &cfg.Collector.Store)
 	metricsFlagsOn(fs, &cfg.Metrics, metrics.DefaultWriterPort)

@@ -358,11 +358,12 @@ func TestKafkaResendDuplicates(t *testing.T) {
 }
 
 // TestKafkaRecordKey: an agent given --kafka-record-key (the topic's
-// key, or its own derived from it) signs its records and a writer with
-// the topic's key writes them all; an agent without a key produces to
-// the same topic (the brokers let it), and the writer refuses, counted,
-// every one of its records; a writer given an agent's key does not
-// start.
+// key, or its own derived from it) signs its records, and a writer with
+// the topic's key writes them all, also while the topic's key changes
+// (a writer with the new key and the previous one takes the records of
+// agents on either); an agent without a key produces to the same topic
+// (the brokers let it), and the writer refuses, counted, every one of
+// its records; a writer given an agent's key does not start.
 func TestKafkaRecordKey(t *testing.T) {
 	b := kafkatest.Start(t)
 	keyFile := filepath.Join(t.TempDir(), "record.key")
@@ -379,12 +380,18 @@ func TestKafkaRecordKey(t *testing.T) {
 	if err := os.WriteFile(ownFile, line, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const count, ownCount = 2000, 700
+	// The topic's key changes: an agent on the new key, while the
+	// writer takes both (--kafka-record-key-previous).
+	newKeyFile := filepath.Join(t.TempDir(), "new.key")
+	if err := os.WriteFile(newKeyFile, []byte("the-next-record-key-of-the-site\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const count, ownCount, newCount = 2000, 700, 300
 	var signed agent.Config
 	for i, a := range []struct {
 		name, key string
 		count     uint64
-	}{{"signed", keyFile, count}, {"unsigned", "", 500}, {"own", ownFile, ownCount}} {
+	}{{"signed", keyFile, count}, {"unsigned", "", 500}, {"own", ownFile, ownCount}, {"new", newKeyFile, newCount}} {
 		cfg := kafkaAgent(b, "keyed", a.name, genFile(t, a.count, uint32(5+i)))
 		cfg.Kafka.RecordKeyFile = a.key
 		if sum := runAgent(t, cfg, nil); sum.Acked != a.count {
@@ -399,7 +406,8 @@ func TestKafkaRecordKey(t *testing.T) {
 		t.Errorf("a writer given an agent's key: %v, want ErrBadKeyFile", err)
 	}
 	dir := t.TempDir()
-	w, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed", RecordKeyFile: keyFile}, Group: "w",
+	w, err := serve.New(serve.Config{Role: serve.RoleWriter, Kafka: kafkaconn.Config{Brokers: []string{b.Addr}, Topic: "keyed",
+		RecordKeyFile: newKeyFile, PreviousRecordKeyFile: keyFile}, Group: "w",
 		Collector: collector.Config{Store: store.Config{Dir: dir, Shared: true}}, Logger: signed.Logger})
 	if err != nil {
 		t.Fatal(err)
@@ -414,8 +422,8 @@ func TestKafkaRecordKey(t *testing.T) {
 				return fmt.Errorf("partition %d: lag %d", p.Partition, p.Lag)
 			}
 		}
-		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count+ownCount {
-			return fmt.Errorf("%d of %d packets written, %d partitions", n, count+ownCount, len(parts))
+		if n := w.Core().Counters.Packets.Load(); len(parts) == 0 || n < count+ownCount+newCount {
+			return fmt.Errorf("%d of %d packets written, %d partitions", n, count+ownCount+newCount, len(parts))
 		}
 		return nil
 	})
@@ -423,8 +431,8 @@ func TestKafkaRecordKey(t *testing.T) {
 	if err := <-wdone; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	if n := w.Core().Counters.Packets.Load(); n != count+ownCount {
-		t.Errorf("%d packets written, want the signed agents' %d", n, count+ownCount)
+	if n := w.Core().Counters.Packets.Load(); n != count+ownCount+newCount {
+		t.Errorf("%d packets written, want the signed agents' %d", n, count+ownCount+newCount)
 	}
 	if n := w.Writer().Counters.Unauthenticated.Load(); n == 0 {
 		t.Errorf("no record of the unsigned agent refused")

@@ -81,10 +81,15 @@ type Config struct {
 	PasswordFile string
 
 	// RecordKeyFile, if set, holds the record key (surrounding white
-	// space is not part of it): every producer of the topic signs its
-	// records with it and every writer refuses records it did not sign
-	// (kafkarec.RecordKey). Read by RecordKey.
+	// space is not part of it): the topic's (ingest collectors and
+	// writers), or an agent's own, derived from it (agents); producers
+	// sign their records under their agent's key, and writers refuse
+	// records not signed so (kafkarec.RecordKey). Read by RecordKey.
 	RecordKeyFile string
+	// PreviousRecordKeyFile, if set (writers), holds the topic's key
+	// before RecordKeyFile's: records signed under it are taken too,
+	// while producers move to the new key. Read by PreviousRecordKey.
+	PreviousRecordKeyFile string
 }
 
 // WithDefaults returns c with every zero field that has a default set
@@ -247,17 +252,25 @@ func readPassword(file string) (string, error) {
 
 // RecordKey reads RecordKeyFile: the key without surrounding white
 // space, nil when no file is set. An empty key is ErrEmptyRecordKey.
-func (c Config) RecordKey() ([]byte, error) {
-	if c.RecordKeyFile == "" {
+func (c Config) RecordKey() ([]byte, error) { return readKey(c.RecordKeyFile) }
+
+// PreviousRecordKey reads PreviousRecordKeyFile as RecordKey reads
+// RecordKeyFile.
+func (c Config) PreviousRecordKey() ([]byte, error) { return readKey(c.PreviousRecordKeyFile) }
+
+// readKey reads a record key file: nil for no file, ErrEmptyRecordKey
+// for an empty key.
+func readKey(file string) ([]byte, error) {
+	if file == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(c.RecordKeyFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: record key file: %w", err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return nil, fmt.Errorf("kafka: %s: %w", c.RecordKeyFile, ErrEmptyRecordKey)
+		return nil, fmt.Errorf("kafka: %s: %w", file, ErrEmptyRecordKey)
 	}
 	return b, nil
 }

@@ -69,10 +69,11 @@ const agentKeyPrefix = "pcapsync-agent-key "
 // another topic of the same key) passes, and is dropped by the marks
 // as the duplicate it is.
 type RecordKey struct {
-	topic []byte    // the topic's key in HMAC's form (at most a block); nil for an agent's key
-	agent string    // an agent's key: the agent whose records it signs
-	own   []byte    // an agent's key: the key
-	pool  sync.Pool // *macState
+	topic []byte     // the topic's key in HMAC's form (at most a block); nil for an agent's key
+	agent string     // an agent's key: the agent whose records it signs
+	own   []byte     // an agent's key: the key
+	prev  *RecordKey // the topic's key before this one: Verify takes its records too
+	pool  sync.Pool  // *macState
 }
 
 // macState computes one HMAC-SHA256 at a time under any key, with
@@ -157,6 +158,20 @@ func (k *RecordKey) AgentKeyFile(agent string) ([]byte, error) {
 	return fmt.Appendf(nil, "%s%s %x\n", agentKeyPrefix, agent, key), nil
 }
 
+// WithPrevious returns the topic's key k that also verifies what prev,
+// the topic's key before it, signed (or its agents' keys), while the
+// producers move from prev to k: Verify takes a record that either
+// key's MAC authenticates. k signs as before. Both must be the topic's
+// keys.
+func (k *RecordKey) WithPrevious(prev *RecordKey) (*RecordKey, error) {
+	if k == nil || prev == nil || k.topic == nil || prev.topic == nil || prev.prev != nil {
+		return nil, fmt.Errorf("a previous record key: both keys must be the topic's: %w", ErrBadKeyFile)
+	}
+	nk := newKey()
+	nk.topic, nk.prev = k.topic, prev
+	return nk, nil
+}
+
 // derive returns the key of the agent named name, in st.key.
 func (k *RecordKey) derive(st *macState, name []byte) []byte {
 	if k.topic == nil {
@@ -187,12 +202,22 @@ func (k *RecordKey) Sign(r *kgo.Record) {
 // Verify checks r's MAC: exactly one MAC header, whose value is the MAC
 // of the rest of r: an AgentMACHeader under the key of the agent r's
 // key names, or a MACHeader (producers before per-agent keys) under
-// the topic's key. An agent's key verifies only its own agent's
-// records, and no MACHeader. Errors wrap ErrUnauthenticated.
+// the topic's key; with a previous key (WithPrevious), under either
+// topic key. An agent's key verifies only its own agent's records, and
+// no MACHeader. Errors wrap ErrUnauthenticated.
 func (k *RecordKey) Verify(r *kgo.Record) error {
 	if k == nil {
 		return nil
 	}
+	err := k.verify(r)
+	if err != nil && k.prev != nil && k.prev.verify(r) == nil {
+		return nil
+	}
+	return err
+}
+
+// verify is Verify under k alone.
+func (k *RecordKey) verify(r *kgo.Record) error {
 	var got []byte
 	n, agentMAC := 0, false
 	for _, h := range r.Headers {

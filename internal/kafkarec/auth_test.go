@@ -224,3 +224,64 @@ func TestParseRecordKey(t *testing.T) {
 		t.Errorf("a key derived for a name that is no agent's")
 	}
 }
+
+// TestPreviousKey: while the topic's key changes, the new key with the
+// previous one (WithPrevious) verifies what either signed, under the
+// topic's key, an agent's key derived from either, or the MAC of
+// producers before agent keys; it signs under the new key alone; it
+// still refuses a third key's records and another agent's records
+// signed with an agent's key. Only the topic's keys combine.
+func TestPreviousKey(t *testing.T) {
+	oldSecret := []byte("the-old-key-of-the-topic")
+	old, _ := NewRecordKey(oldSecret)
+	cur, _ := NewRecordKey([]byte("the-new-key-of-the-topic"))
+	third, _ := NewRecordKey([]byte("a-third-key-nobody-holds"))
+	both, err := cur.WithPrevious(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKey := func(k *RecordKey, name string) *RecordKey {
+		f, err := k.AgentKeyFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ParseRecordKey(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	web1, web2 := newTestAgent("web1", 1), newTestAgent("web2", 1)
+	signedBy := func(k *RecordKey, a testAgent) *kgo.Record { r := a.batch("t", 1, 2); k.Sign(r); return r }
+	legacy := web1.batch("t", 1, 2)
+	legacy.Headers = append(legacy.Headers, kgo.RecordHeader{Key: MACHeader, Value: refMAC(oldSecret, macDomain, legacy)})
+	for _, tt := range []struct {
+		name string
+		r    *kgo.Record
+		ok   bool
+	}{
+		{"the new key", signedBy(cur, web1), true},
+		{"the old key", signedBy(old, web1), true},
+		{"web1's key from the new", signedBy(agentKey(cur, "web1"), web1), true},
+		{"web1's key from the old", signedBy(agentKey(old, "web1"), web1), true},
+		{"the old key, before agent keys", legacy, true},
+		{"a third key", signedBy(third, web1), false},
+		{"web2's record, web1's key from the old", signedBy(agentKey(old, "web1"), web2), false},
+		{"no MAC", web1.batch("t", 1, 2), false},
+	} {
+		if err := both.Verify(tt.r); tt.ok != (err == nil) || err != nil && !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+	r := signedBy(both, web1)
+	if cur.Verify(r) != nil || old.Verify(r) == nil {
+		t.Errorf("the new key with the previous signed under the old one")
+	}
+	own := agentKey(old, "web1")
+	for name, pair := range map[string][2]*RecordKey{"an agent's key as the previous": {cur, own}, "an agent's key as the new": {own, old},
+		"a previous key with its own previous": {cur, both}, "none": {cur, nil}} {
+		if _, err := pair[0].WithPrevious(pair[1]); !errors.Is(err, ErrBadKeyFile) {
+			t.Errorf("%s: %v, want ErrBadKeyFile", name, err)
+		}
+	}
+}

@@ -614,20 +614,39 @@ func (s *Service) openProducer(maxRecord int) error {
 	return nil
 }
 
-// recordKey reads kc's record key file, if any (ErrConfig when it is
-// unusable): the topic's key, which ingest collectors and writers sign
-// and check every agent's records with, not an agent's.
+// recordKey reads kc's record key file, if any, and a writer's previous
+// key file (ErrConfig when either is unusable): the topic's keys, which
+// ingest collectors and writers sign and check every agent's records
+// with, not an agent's.
 func recordKey(kc kafkaconn.Config) (*kafkarec.RecordKey, error) {
-	b, err := kc.RecordKey()
-	if err != nil || b == nil {
+	k, err := topicKey(kc.RecordKeyFile, kc.RecordKey)
+	if err != nil || k == nil {
+		if err == nil && kc.PreviousRecordKeyFile != "" {
+			err = fmt.Errorf("kafka: a previous record key without a record key: %w", kafkarec.ErrBadKeyFile)
+		}
 		return nil, wrapConfig(err)
+	}
+	prev, err := topicKey(kc.PreviousRecordKeyFile, kc.PreviousRecordKey)
+	if err != nil || prev == nil {
+		return k, wrapConfig(err)
+	}
+	k, err = k.WithPrevious(prev)
+	return k, wrapConfig(err)
+}
+
+// topicKey reads the topic's record key from file with read: nil when
+// no file is set, an error for an agent's key.
+func topicKey(file string, read func() ([]byte, error)) (*kafkarec.RecordKey, error) {
+	b, err := read()
+	if err != nil || b == nil {
+		return nil, err
 	}
 	k, err := kafkarec.ParseRecordKey(b)
 	clear(b)
 	if a := k.Agent(); err == nil && a != "" {
-		k, err = nil, fmt.Errorf("kafka: %s holds agent %q's record key; ingest collectors and writers need the topic's: %w", kc.RecordKeyFile, a, kafkarec.ErrBadKeyFile)
+		k, err = nil, fmt.Errorf("kafka: %s holds agent %q's record key; ingest collectors and writers need the topic's: %w", file, a, kafkarec.ErrBadKeyFile)
 	}
-	return k, wrapConfig(err)
+	return k, err
 }
 
 // wrapConfig wraps a non-nil err in ErrConfig.

@@ -280,3 +280,34 @@ func TestListenersBindTheirStack(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordKeys: an ingest collector's or writer's record keys must be
+// the topic's: an agent's key, as the key or the previous one, and a
+// previous key without a key are configuration errors; the topic's key
+// with a previous one is taken.
+func TestRecordKeys(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"topic": "the-key-of-the-topic-0123\n", "old": "the-old-key-of-the-topic\n",
+		"agent": "pcapsync-agent-key web1 " + strings.Repeat("ab", 32) + "\n"}
+	for name, text := range files {
+		files[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(files[name], []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		key, prev string
+		ok        bool
+	}{
+		{"topic", "", true},
+		{"topic", "old", true},
+		{"agent", "", false},
+		{"topic", "agent", false},
+		{"", "old", false},
+	} {
+		k, err := recordKey(kafkaconn.Config{RecordKeyFile: files[tt.key], PreviousRecordKeyFile: files[tt.prev]})
+		if tt.ok != (err == nil) || err != nil && !errors.Is(err, ErrConfig) || tt.ok && k == nil {
+			t.Errorf("key %q, previous %q: %v (key %v), want ok %v (or ErrConfig)", tt.key, tt.prev, err, k != nil, tt.ok)
+		}
+	}
+}
