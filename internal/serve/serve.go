@@ -627,8 +627,11 @@ func recordKey(kc kafkaconn.Config) (*kafkarec.RecordKey, error) {
 		return nil, wrapConfig(err)
 	}
 	prev, err := topicKey(kc.PreviousRecordKeyFile, kc.PreviousRecordKey)
-	if err != nil || prev == nil {
-		return k, wrapConfig(err)
+	switch {
+	case err != nil:
+		return nil, wrapConfig(err)
+	case prev == nil:
+		return k, nil
 	}
 	k, err = k.WithPrevious(prev)
 	return k, wrapConfig(err)
