@@ -560,7 +560,11 @@ func TestMemberWriterChoice(t *testing.T) {
 		mw.reset(&out)
 		var in []byte
 		for i, step := range []bool{true, false, true} {
-			b := sample(step, rejudgeBytes+200<<10)
+			size := 400 << 10
+			if i == 0 {
+				size += rejudgeBytes // judged again at the commit after it
+			}
+			b := sample(step, size)
 			in = append(in, b...)
 			if _, err := mw.Write(b); err != nil {
 				t.Fatal(err)
