@@ -437,6 +437,11 @@ func TestKafkaRecordKey(t *testing.T) {
 	if n := w.Writer().Counters.Unauthenticated.Load(); n == 0 {
 		t.Errorf("no record of the unsigned agent refused")
 	}
+	// The agents on the old key's records, not the new agent's.
+	wc := &w.Writer().Counters
+	if prev, taken := wc.PreviousKey.Load(), wc.Records.Load()-wc.Unauthenticated.Load(); prev == 0 || prev >= taken {
+		t.Errorf("%d records counted as taken under the previous key, of %d taken: want some, not all", prev, taken)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "unsigned")); err == nil {
 		t.Errorf("the unsigned agent has files")
 	}

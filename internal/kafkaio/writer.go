@@ -133,6 +133,9 @@ type WriterCounters struct {
 	// Unauthenticated are the records skipped for a missing or wrong MAC
 	// (WriterConfig.Key); also in BadRecords.
 	Unauthenticated atomic.Uint64
+	// PreviousKey are the records the topic's previous key authenticated
+	// (a Key made WithPrevious): producers still on the old key.
+	PreviousKey atomic.Uint64
 	// Released are the agents given up while their partition stayed
 	// assigned: idle for IdleRelease, or to stay within MaxAgents.
 	Released   atomic.Uint64
@@ -634,9 +637,11 @@ func (w *Writer) info(a *wagent, r *kafkarec.Record) {
 // check authenticates (with a Key) and parses rec, and parses a
 // batch, verifying its checksum, counting what fails.
 func (w *Writer) check(rec *kgo.Record) (kafkarec.Record, wire.Batch, error) {
-	if err := w.cfg.Key.Verify(rec); err != nil {
+	if prev, err := w.cfg.Key.Authenticate(rec); err != nil {
 		w.Counters.Unauthenticated.Add(1)
 		return kafkarec.Record{}, wire.Batch{}, fmt.Errorf("%w of %q: %w", kafkarec.ErrRecord, rec.Key, err)
+	} else if prev {
+		w.Counters.PreviousKey.Add(1)
 	}
 	r, err := kafkarec.ParseRecord(rec, w.lim)
 	if err != nil || r.Type != wire.TypeBatch {

@@ -206,14 +206,21 @@ func (k *RecordKey) Sign(r *kgo.Record) {
 // topic key. An agent's key verifies only its own agent's records, and
 // no MACHeader. Errors wrap ErrUnauthenticated.
 func (k *RecordKey) Verify(r *kgo.Record) error {
-	if k == nil {
-		return nil
-	}
-	err := k.verify(r)
-	if err != nil && k.prev != nil && k.prev.verify(r) == nil {
-		return nil
-	}
+	_, err := k.Authenticate(r)
 	return err
+}
+
+// Authenticate is Verify, and reports whether the previous key (not
+// k's own) authenticated r: a producer still on the old key.
+func (k *RecordKey) Authenticate(r *kgo.Record) (previous bool, err error) {
+	if k == nil {
+		return false, nil
+	}
+	err = k.verify(r)
+	if err != nil && k.prev != nil && k.prev.verify(r) == nil {
+		return true, nil
+	}
+	return false, err
 }
 
 // verify is Verify under k alone.

@@ -228,9 +228,10 @@ func TestParseRecordKey(t *testing.T) {
 // TestPreviousKey: while the topic's key changes, the new key with the
 // previous one (WithPrevious) verifies what either signed, under the
 // topic's key, an agent's key derived from either, or the MAC of
-// producers before agent keys; it signs under the new key alone; it
-// still refuses a third key's records and another agent's records
-// signed with an agent's key. Only the topic's keys combine.
+// producers before agent keys, and says which (Authenticate); it signs
+// under the new key alone; it still refuses a third key's records and
+// another agent's records signed with an agent's key. Only the topic's
+// keys combine.
 func TestPreviousKey(t *testing.T) {
 	oldSecret := []byte("the-old-key-of-the-topic")
 	old, _ := NewRecordKey(oldSecret)
@@ -256,21 +257,24 @@ func TestPreviousKey(t *testing.T) {
 	legacy := web1.batch("t", 1, 2)
 	legacy.Headers = append(legacy.Headers, kgo.RecordHeader{Key: MACHeader, Value: refMAC(oldSecret, macDomain, legacy)})
 	for _, tt := range []struct {
-		name string
-		r    *kgo.Record
-		ok   bool
+		name     string
+		r        *kgo.Record
+		ok, prev bool
 	}{
-		{"the new key", signedBy(cur, web1), true},
-		{"the old key", signedBy(old, web1), true},
-		{"web1's key from the new", signedBy(agentKey(cur, "web1"), web1), true},
-		{"web1's key from the old", signedBy(agentKey(old, "web1"), web1), true},
-		{"the old key, before agent keys", legacy, true},
-		{"a third key", signedBy(third, web1), false},
-		{"web2's record, web1's key from the old", signedBy(agentKey(old, "web1"), web2), false},
-		{"no MAC", web1.batch("t", 1, 2), false},
+		{"the new key", signedBy(cur, web1), true, false},
+		{"the old key", signedBy(old, web1), true, true},
+		{"web1's key from the new", signedBy(agentKey(cur, "web1"), web1), true, false},
+		{"web1's key from the old", signedBy(agentKey(old, "web1"), web1), true, true},
+		{"the old key, before agent keys", legacy, true, true},
+		{"a third key", signedBy(third, web1), false, false},
+		{"web2's record, web1's key from the old", signedBy(agentKey(old, "web1"), web2), false, false},
+		{"no MAC", web1.batch("t", 1, 2), false, false},
 	} {
 		if err := both.Verify(tt.r); tt.ok != (err == nil) || err != nil && !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("%s: %v, want ok %v", tt.name, err, tt.ok)
+		}
+		if prev, _ := both.Authenticate(tt.r); prev != tt.prev {
+			t.Errorf("%s: authenticated by the previous key %v, want %v", tt.name, prev, tt.prev)
 		}
 	}
 	r := signedBy(both, web1)

@@ -38,6 +38,7 @@ func TestKafkaMetrics(t *testing.T) {
 	wc.BadRecords.Store(1)
 	wc.BadChecksums.Store(6)
 	wc.Unauthenticated.Store(7)
+	wc.PreviousKey.Store(11)
 	wc.Released.Store(8)
 	wc.Rebalances.Store(3)
 	wc.Commits.Store(4)
@@ -55,6 +56,7 @@ func TestKafkaMetrics(t *testing.T) {
 		{Name: "pcapsync_kafka_bad_records_total", Value: 1},
 		{Name: "pcapsync_kafka_bad_checksum_records_total", Value: 6},
 		{Name: "pcapsync_kafka_unauthenticated_records_total", Value: 7},
+		{Name: "pcapsync_kafka_previous_key_records_total", Value: 11},
 		{Name: "pcapsync_kafka_agents_released_total", Value: 8},
 		{Name: "pcapsync_kafka_rebalances_total", Value: 3},
 		{Name: "pcapsync_kafka_commits_total", Value: 4},
