@@ -52,7 +52,7 @@ func (m *Collector) WatchWriter(c *kafkaio.WriterCounters, w Consumer) {
 		counterFunc("pcapsync_kafka_bad_records_total", "Records skipped: malformed, unauthenticated, corrupt, or refused as an agent's session would be (they stay in the topic).", &c.BadRecords),
 		counterFunc("pcapsync_kafka_bad_checksum_records_total", "Batch records skipped because their batch checksum did not match: corrupted or forged (also in bad_records).", &c.BadChecksums),
 		counterFunc("pcapsync_kafka_unauthenticated_records_total", "Records skipped for a missing or wrong MAC under --kafka-record-key: not produced by a holder of the key (also in bad_records).", &c.Unauthenticated),
-		counterFunc("pcapsync_kafka_previous_key_records_total", "Records taken under the topic's previous record key (--kafka-record-key-previous): producers still on the old key. Drop the previous key once it has stayed still while the lag reached 0.", &c.PreviousKey),
+		counterFunc("pcapsync_kafka_previous_key_records_total", "Records authenticated by the topic's previous record key (--kafka-record-key-previous): producers still on the old key. Drop the previous key once it has stayed still while the lag reached 0.", &c.PreviousKey),
 		counterFunc("pcapsync_kafka_agents_released_total", "Agents the writer gave up while it kept their partition: idle, or to stay within the agents it may hold (RLIMIT_NOFILE).", &c.Released),
 		counterFunc("pcapsync_kafka_rebalances_total", "Partition assignments this writer received from its group.", &c.Rebalances),
 		counterFunc("pcapsync_kafka_commits_total", "Offset commits that succeeded (each after the batches before it were durable).", &c.Commits),
