@@ -64,6 +64,15 @@ func encode(t *testing.T, r *rand.Rand, in []byte, frames int) []byte {
 	return out.Bytes()
 }
 
+// checkCut: the frame written so far, ended with an empty last block
+// (what a store's repair appends after a crash), decodes to want.
+func checkCut(t *testing.T, frame, want []byte) {
+	t.Helper()
+	if got := decode(t, append(bytes.Clone(frame), emptyLast[:]...)); !bytes.Equal(got, want) {
+		t.Fatalf("the frame cut at a flush decodes to %d bytes, not the %d written so far", len(got), len(want))
+	}
+}
+
 func decode(t *testing.T, b []byte) []byte {
 	t.Helper()
 	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
@@ -301,10 +310,7 @@ func TestContinue(t *testing.T) {
 				if checks++; checks > 3 {
 					continue // each check decodes it all: the first three flushes
 				}
-				cut := append(bytes.Clone(out.Bytes()), emptyLast[:]...)
-				if got := decode(t, cut); !bytes.Equal(got, all[:len(head)+pos]) {
-					t.Fatalf("cut at a flush after %d bytes: %d bytes decoded, not the input so far", pos, len(got))
-				}
+				checkCut(t, out.Bytes(), all[:len(head)+pos])
 			}
 		}
 		if err := e.Close(); err != nil {
